@@ -1,0 +1,7 @@
+/* commands.h: plait's commands; each takes the arguments after its name and returns the exit status. */
+#ifndef PLAIT_COMMANDS_H
+#define PLAIT_COMMANDS_H
+
+int cmd_plan(int argc, char **argv);
+
+#endif

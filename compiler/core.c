@@ -1,0 +1,403 @@
+/* core.c: the module plait.core: the graph builder behind lib/plait's tensors, parameters and layers. */
+#include "core.h"
+
+#include <lauxlib.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shape.h"
+
+static Builder *builder(lua_State *L) { return lua_touserdata(L, lua_upvalueindex(1)); }
+
+void core_user_where(lua_State *L, char *buf, int len) {
+  lua_Debug ar;
+  for (int level = 0; lua_getstack(L, level, &ar); level++) {
+    lua_getinfo(L, "Sl", &ar);
+    if (ar.currentline > 0 && strncmp(ar.source, "@lib/plait/", 11) != 0) {
+      snprintf(buf, len, "%s:%d", ar.short_src, ar.currentline);
+      return;
+    }
+  }
+  snprintf(buf, len, "?");
+}
+
+/* Raises a Lua error "file:line: message" at the model file's line. */
+static int fail(lua_State *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(lua_State *L, const char *fmt, ...) {
+  char where[WHERE_LEN], msg[900];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  core_user_where(L, where, sizeof where);
+  lua_pushfstring(L, "%s: %s", where, msg);
+  return lua_error(L);
+}
+
+static int check_graph(lua_State *L, Builder *b) {
+  if (!b->graph) return fail(L, "tensors can only be made while plait traces a model's stages");
+  return 0;
+}
+
+/* A tensor argument: a table with an integer field id naming a tensor of the current stage. */
+static int tensor_arg(lua_State *L, Builder *b, int arg) {
+  check_graph(L, b);
+  if (!lua_istable(L, arg)) return fail(L, "expected a tensor, got %s", luaL_typename(L, arg));
+  lua_getfield(L, arg, "id");
+  int isnum;
+  lua_Integer id = lua_tointegerx(L, -1, &isnum);
+  lua_pop(L, 1);
+  if (!isnum || id < 0 || id >= b->graph->ntensors)
+    return fail(L, "a tensor from another stage was used in stage %s; pass values between stages as the "
+                   "stage functions' arguments and results", b->graph->name);
+  return (int)id;
+}
+
+static int dim_arg(lua_State *L, Builder *b, const char *name) {
+  int d = model_find_dim(b->model, name);
+  if (d < 0) return fail(L, "unknown dim '%s'", name);
+  return d;
+}
+
+/* Reads a list of dim names into dims. */
+static int dims_arg(lua_State *L, Builder *b, int arg, int *dims) {
+  luaL_checktype(L, arg, LUA_TTABLE);
+  int n = (int)lua_rawlen(L, arg);
+  if (n > MAX_DIMS) return fail(L, "tensors have at most %d axes", MAX_DIMS);
+  for (int i = 0; i < n; i++) {
+    lua_rawgeti(L, arg, i + 1);
+    dims[i] = dim_arg(L, b, luaL_checkstring(L, -1));
+    lua_pop(L, 1);
+  }
+  return n;
+}
+
+static void name_tensor(Builder *b, int t, const char *prefix) {
+  snprintf(b->graph->tensors[t].name, NAME_LEN, "%s%d", prefix, b->ntensor_names++);
+}
+
+/* Adds node n (its inputs set) with outputs shaped by shape inference; returns the first output. */
+static int add_node(lua_State *L, Builder *b, Node *n) {
+  Diag d;
+  Shapes s;
+  core_user_where(L, n->where, sizeof n->where);
+  if (shape_infer(b->model, b->graph, n, &s, &d)) {
+    lua_pushstring(L, d.msg);
+    return lua_error(L);
+  }
+  n->nout = s.nout;
+  for (int k = 0; k < s.nout; k++) {
+    n->out[k] = graph_tensor(b->graph, T_ACT, s.dtype[k], s.ndim[k], s.dims[k], NULL);
+    name_tensor(b, n->out[k], "t");
+  }
+  graph_node(b->graph, n);
+  lua_pushinteger(L, n->out[0]);
+  return 1;
+}
+
+static int l_dim(lua_State *L) {
+  Builder *b = builder(L);
+  const char *name = luaL_checkstring(L, 1);
+  lua_Integer size = luaL_checkinteger(L, 2), granule = luaL_optinteger(L, 3, 1);
+  if (size < 1) return fail(L, "dim %s: size %lld must be positive", name, (long long)size);
+  if (granule < 1 || size % granule != 0)
+    return fail(L, "dim %s: size %lld is not a whole number of pieces of %lld", name, (long long)size,
+                (long long)granule);
+  if (model_dim(b->model, name, size, granule) < 0) {
+    int d = model_find_dim(b->model, name);
+    return fail(L, "dim '%s' is %lld already, not %lld", name, (long long)b->model->dims[d].unpadded,
+                (long long)size);
+  }
+  lua_pushstring(L, name);
+  return 1;
+}
+
+/* The vocabulary, padded up to a multiple of 128·tp as Megatron pads it. */
+static int l_vocab_dim(lua_State *L) {
+  Builder *b = builder(L);
+  lua_Integer vocab = luaL_checkinteger(L, 1);
+  if (vocab < 1) return fail(L, "vocab %lld must be positive", (long long)vocab);
+  int d = model_dim(b->model, "vocab", vocab, 1);
+  if (d < 0) return fail(L, "the vocabulary is %lld already, not %lld", (long long)b->model->dims[model_find_dim(b->model, "vocab")].unpadded, (long long)vocab);
+  int64_t multiple = 128LL * b->tp;
+  b->model->dims[d].size = (vocab + multiple - 1) / multiple * multiple;
+  b->model->vocab_dim = d;
+  lua_pushstring(L, "vocab");
+  return 1;
+}
+
+static int l_input(lua_State *L) {
+  Builder *b = builder(L);
+  check_graph(L, b);
+  const char *name = luaL_checkstring(L, 1);
+  int dims[MAX_DIMS], n = dims_arg(L, b, 2, dims);
+  DType dt = strcmp(luaL_checkstring(L, 3), "int") == 0 ? DT_INT : DT_REAL;
+  Graph *g = b->graph;
+  int t = graph_tensor(g, T_INPUT, dt, n, dims, name);
+  g->inputs[g->ninputs++] = t;
+  lua_pushinteger(L, t);
+  return 1;
+}
+
+static int find_param(const Model *m, const char *name, ParamScope scope) {
+  for (int i = 0; i < m->nparams; i++)
+    if (m->params[i].scope == scope && strcmp(m->params[i].name, name) == 0) return i;
+  return -1;
+}
+
+/* The tensor standing for parameter p in the current stage (one per stage that uses it). */
+static int param_tensor(Builder *b, int p) {
+  Graph *g = b->graph;
+  for (int i = 0; i < g->ntensors; i++)
+    if (g->tensors[i].kind == T_PARAM && g->tensors[i].param == p) return i;
+  const Param *pm = &b->model->params[p];
+  int t = graph_tensor(g, T_PARAM, DT_REAL, pm->ndim, pm->dims, pm->name);
+  g->tensors[t].param = p;
+  return t;
+}
+
+static int l_param(lua_State *L) {
+  static const char *const inits[] = {"normal", "zeros", "ones", NULL};
+  static const char *const hints[] = {"replicated", "column", "row", "vocab", NULL};
+  Builder *b = builder(L);
+  check_graph(L, b);
+  Param p;
+  memset(&p, 0, sizeof p);
+  const char *name = luaL_checkstring(L, 1);
+  if (strlen(name) >= NAME_LEN) return fail(L, "parameter name '%s' is longer than %d characters", name, NAME_LEN - 1);
+  snprintf(p.name, sizeof p.name, "%s", name);
+  p.ndim = dims_arg(L, b, 2, p.dims);
+  p.init = (InitKind)luaL_checkoption(L, 3, NULL, inits);
+  p.std = luaL_checknumber(L, 4);
+  p.hint = (ShardHint)luaL_checkoption(L, 5, NULL, hints);
+  p.decay = lua_toboolean(L, 6);
+  p.scope = b->scope;
+  if (find_param(b->model, p.name, p.scope) >= 0)
+    return fail(L, "parameter '%s' is defined twice; give each layer its own name", p.name);
+  if ((p.hint == HINT_ROW && p.ndim != 2) || ((p.hint == HINT_COLUMN || p.hint == HINT_VOCAB) && p.ndim < 1))
+    return fail(L, "parameter '%s': a %s hint needs a matrix", p.name, hints[p.hint]);
+  lua_pushinteger(L, param_tensor(b, model_param(b->model, &p)));
+  return 1;
+}
+
+static int l_param_ref(lua_State *L) {
+  Builder *b = builder(L);
+  check_graph(L, b);
+  int p = find_param(b->model, luaL_checkstring(L, 1), SCOPE_MODEL);
+  if (p < 0) return 0;
+  if (b->graph == &b->model->head && strcmp(b->model->params[p].name, "wte") == 0) b->model->tied = 1;
+  lua_pushinteger(L, param_tensor(b, p));
+  return 1;
+}
+
+static const struct {
+  const char *name;
+  ExprOp op;
+} ew_ops[] = {
+    {"add", E_ADD}, {"sub", E_SUB}, {"mul", E_MUL}, {"div", E_DIV}, {"neg", E_NEG},
+    {"gelu", E_GELU}, {"silu", E_SILU}, {"relu", E_RELU}, {"tanh", E_TANH}, {"exp", E_EXP},
+    {"sigmoid", E_SIGMOID},
+};
+
+/* An operand of an elementwise op: a tensor becomes a node input, a number a constant. */
+static int ew_operand(lua_State *L, Builder *b, int arg, Node *n) {
+  if (lua_type(L, arg) == LUA_TNUMBER) return expr_const(&n->expr, lua_tonumber(L, arg));
+  int t = tensor_arg(L, b, arg);
+  for (int i = 0; i < n->nin; i++)
+    if (n->in[i] == t) return expr_input(&n->expr, i);
+  n->in[n->nin] = t;
+  return expr_input(&n->expr, n->nin++);
+}
+
+static int l_ew(lua_State *L) {
+  Builder *b = builder(L);
+  const char *name = luaL_checkstring(L, 1);
+  unsigned k = 0;
+  while (k < sizeof ew_ops / sizeof *ew_ops && strcmp(ew_ops[k].name, name) != 0) k++;
+  if (k == sizeof ew_ops / sizeof *ew_ops) return fail(L, "unknown elementwise op '%s'", name);
+  Node n = node_new(OP_EW, 0, NULL);
+  int a = ew_operand(L, b, 2, &n);
+  if (expr_arity(ew_ops[k].op) == 2) expr_binary(&n.expr, ew_ops[k].op, a, ew_operand(L, b, 3, &n));
+  else expr_unary(&n.expr, ew_ops[k].op, a);
+  if (n.nin == 0) return fail(L, "%s of numbers alone: use Lua arithmetic", name);
+  return add_node(L, b, &n);
+}
+
+static int l_dropout(lua_State *L) {
+  Builder *b = builder(L);
+  Node n = node_new(OP_EW, 0, NULL);
+  int a = ew_operand(L, b, 1, &n);
+  expr_dropout(&n.expr, a, luaL_checknumber(L, 2), b->dropout_sites++);
+  return add_node(L, b, &n);
+}
+
+static int l_matmul(lua_State *L) {
+  Builder *b = builder(L);
+  int in[2] = {tensor_arg(L, b, 1), tensor_arg(L, b, 2)};
+  Node n = node_new(OP_MATMUL, 2, in);
+  n.a.mm.trans_b = lua_toboolean(L, 3);
+  return add_node(L, b, &n);
+}
+
+static int l_norm(lua_State *L) {
+  Builder *b = builder(L);
+  static const char *const kinds[] = {"layer", "rms", NULL};
+  NormKind kind = (NormKind)luaL_checkoption(L, 1, NULL, kinds);
+  int in[3] = {tensor_arg(L, b, 2), tensor_arg(L, b, 3), -1};
+  int with_bias = !lua_isnoneornil(L, 4);
+  if (kind == NORM_LAYER && !with_bias) return fail(L, "a layer norm takes a bias");
+  if (kind == NORM_RMS && with_bias) return fail(L, "an RMS norm takes no bias");
+  if (with_bias) in[2] = tensor_arg(L, b, 4);
+  Node n = node_new(OP_NORM, with_bias ? 3 : 2, in);
+  n.a.norm.kind = kind;
+  n.a.norm.eps = luaL_checknumber(L, 5);
+  return add_node(L, b, &n);
+}
+
+static int l_attention(lua_State *L) {
+  Builder *b = builder(L);
+  int in[3] = {tensor_arg(L, b, 1), tensor_arg(L, b, 2), tensor_arg(L, b, 3)};
+  Node n = node_new(OP_ATTENTION, 3, in);
+  AttnAttr *at = &n.a.attn;
+  at->heads = (int)luaL_checkinteger(L, 4);
+  at->kv_heads = (int)luaL_checkinteger(L, 5);
+  at->causal = lua_toboolean(L, 6);
+  at->rope = lua_toboolean(L, 7);
+  at->rope_theta = luaL_checknumber(L, 8);
+  const Tensor *q = &b->graph->tensors[in[0]];
+  int64_t width = b->model->dims[q->dims[q->ndim - 1]].size;
+  if (at->heads < 1 || at->kv_heads < 1 || at->heads % at->kv_heads != 0 || width % at->heads != 0)
+    return fail(L, "attention: %d heads and %d kv heads do not fit a width of %lld", at->heads, at->kv_heads,
+                (long long)width);
+  at->head_dim = (int)(width / at->heads);
+  if (at->rope && at->head_dim % 2 != 0) return fail(L, "attention: RoPE needs an even head_dim, not %d", at->head_dim);
+  return add_node(L, b, &n);
+}
+
+static int l_embedding(lua_State *L) {
+  Builder *b = builder(L);
+  int in[2] = {tensor_arg(L, b, 1), tensor_arg(L, b, 2)};
+  Node n = node_new(OP_EMBEDDING, 2, in);
+  return add_node(L, b, &n);
+}
+
+static int l_xent(lua_State *L) {
+  Builder *b = builder(L);
+  int in[2] = {tensor_arg(L, b, 1), tensor_arg(L, b, 2)};
+  Node n = node_new(OP_XENT, 2, in);
+  const Tensor *z = &b->graph->tensors[in[0]];
+  int64_t width = b->model->dims[z->dims[z->ndim - 1]].unpadded;
+  n.a.xent.vocab = luaL_checkinteger(L, 3);
+  if (n.a.xent.vocab <= 0) n.a.xent.vocab = width;
+  n.a.xent.ignore_index = luaL_checkinteger(L, 4);
+  if (n.a.xent.vocab > width)
+    return fail(L, "cross entropy: vocab %lld is wider than the logits (%lld)", (long long)n.a.xent.vocab, (long long)width);
+  return add_node(L, b, &n);
+}
+
+static int l_shape(lua_State *L) {
+  Builder *b = builder(L);
+  const Tensor *t = &b->graph->tensors[tensor_arg(L, b, 1)];
+  lua_createtable(L, t->ndim, 0);
+  for (int i = 0; i < t->ndim; i++) {
+    const Dim *d = &b->model->dims[t->dims[i]];
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, d->name);
+    lua_setfield(L, -2, "name");
+    lua_pushinteger(L, d->unpadded);
+    lua_setfield(L, -2, "size");
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+static int l_stage(lua_State *L) {
+  Builder *b = builder(L);
+  const char *name = luaL_checkstring(L, 1);
+  Model *m = b->model;
+  b->graph = strcmp(name, "embed") == 0 ? &m->embed : strcmp(name, "block") == 0 ? &m->block : &m->head;
+  b->scope = b->graph == &m->block ? SCOPE_BLOCK : SCOPE_MODEL;
+  b->ntensor_names = 0;
+  return 0;
+}
+
+static int l_output(lua_State *L) {
+  Builder *b = builder(L);
+  Graph *g = b->graph;
+  g->output = tensor_arg(L, b, 1);
+  g->nforward = g->nnodes;
+  const Tensor *t = &g->tensors[g->output];
+  if (g == &b->model->embed) {
+    if (t->ndim != 3) return fail(L, "embed must return [batch, seq, hidden], not %d axes", t->ndim);
+    b->model->hidden_dim = t->dims[2];
+  }
+  if (g == &b->model->head && t->ndim != 0) return fail(L, "head must return the scalar loss");
+  return 0;
+}
+
+static int l_overrides(lua_State *L) {
+  Builder *b = builder(L);
+  lua_createtable(L, 0, b->noverrides);
+  for (int i = 0; i < b->noverrides; i++) {
+    lua_pushstring(L, b->overrides[i].value);
+    lua_setfield(L, -2, b->overrides[i].key);
+  }
+  return 1;
+}
+
+static int l_consume(lua_State *L) {
+  Builder *b = builder(L);
+  const char *key = luaL_checkstring(L, 1);
+  for (int i = 0; i < b->noverrides; i++)
+    if (strcmp(b->overrides[i].key, key) == 0) b->overrides[i].used = 1;
+  return 0;
+}
+
+/* Keeps the configuration's scalar entries for the plan to print. */
+static int l_set_config(lua_State *L) {
+  Model *m = builder(L)->model;
+  luaL_checktype(L, 1, LUA_TTABLE);
+  int n = 0;
+  lua_pushnil(L);
+  while (lua_next(L, 1)) n++, lua_pop(L, 1);
+  m->config = realloc(m->config, (size_t)(n ? n : 1) * sizeof *m->config);
+  m->nconfig = 0;
+  lua_pushnil(L);
+  while (lua_next(L, 1)) {
+    if (lua_type(L, -2) == LUA_TSTRING && (lua_isnumber(L, -1) || lua_isstring(L, -1) || lua_isboolean(L, -1))) {
+      ConfigEntry *e = &m->config[m->nconfig++];
+      snprintf(e->key, sizeof e->key, "%s", lua_tostring(L, -2));
+      if (lua_isboolean(L, -1)) snprintf(e->value, sizeof e->value, "%s", lua_toboolean(L, -1) ? "true" : "false");
+      else snprintf(e->value, sizeof e->value, "%s", lua_tostring(L, -1));
+    }
+    lua_pop(L, 1);
+  }
+  return 0;
+}
+
+static const luaL_Reg core_functions[] = {
+    {"dim", l_dim},         {"vocab_dim", l_vocab_dim}, {"input", l_input},
+    {"param", l_param},     {"param_ref", l_param_ref}, {"ew", l_ew},
+    {"dropout", l_dropout}, {"matmul", l_matmul},       {"norm", l_norm},
+    {"attention", l_attention}, {"embedding", l_embedding}, {"xent", l_xent},
+    {"shape", l_shape},     {"stage", l_stage},         {"output", l_output},
+    {"overrides", l_overrides}, {"consume", l_consume}, {"set_config", l_set_config},
+    {NULL, NULL},
+};
+
+static int open_core(lua_State *L) {
+  luaL_newlibtable(L, core_functions);
+  lua_pushvalue(L, lua_upvalueindex(1));
+  luaL_setfuncs(L, core_functions, 1);
+  return 1;
+}
+
+void core_register(lua_State *L, Builder *b) {
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+  lua_pushlightuserdata(L, b);
+  lua_pushcclosure(L, open_core, 1);
+  lua_setfield(L, -2, "plait.core");
+  lua_pop(L, 1);
+}

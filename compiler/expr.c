@@ -1,0 +1,246 @@
+/* expr.c: building, grafting, differentiating, evaluating and printing elementwise expressions. */
+#include "expr.h"
+
+#include <math.h>
+#include <stdio.h>
+
+static const struct {
+  const char *name;
+  int arity;
+} expr_ops[E_OPCOUNT] = {
+    [E_IN] = {"in", 0},         [E_CONST] = {"const", 0},        [E_ADD] = {"+", 2},
+    [E_SUB] = {"-", 2},         [E_MUL] = {"*", 2},              [E_DIV] = {"/", 2},
+    [E_NEG] = {"neg", 1},       [E_GELU] = {"gelu", 1},          [E_GELU_GRAD] = {"gelu_grad", 1},
+    [E_SILU] = {"silu", 1},     [E_SIGMOID] = {"sigmoid", 1},    [E_RELU] = {"relu", 1},
+    [E_STEP] = {"step", 1},     [E_TANH] = {"tanh", 1},          [E_EXP] = {"exp", 1},
+    [E_DROPOUT] = {"dropout", 1},
+};
+
+const char *expr_op_name(ExprOp op) { return expr_ops[op].name; }
+int expr_arity(ExprOp op) { return expr_ops[op].arity; }
+int expr_root(const Expr *e) { return e->count - 1; }
+
+static int expr_push(Expr *e, ExprNode node) {
+  if (e->count >= EXPR_MAX) return -1;
+  e->n[e->count] = node;
+  return e->count++;
+}
+
+int expr_input(Expr *e, int input) {
+  for (int i = 0; i < e->count; i++)
+    if (e->n[i].op == E_IN && e->n[i].input == input) return i;
+  return expr_push(e, (ExprNode){.op = E_IN, .a = -1, .b = -1, .input = input});
+}
+
+int expr_const(Expr *e, double value) {
+  return expr_push(e, (ExprNode){.op = E_CONST, .a = -1, .b = -1, .value = value});
+}
+
+int expr_unary(Expr *e, ExprOp op, int a) {
+  if (a < 0) return -1;
+  return expr_push(e, (ExprNode){.op = op, .a = a, .b = -1});
+}
+
+int expr_binary(Expr *e, ExprOp op, int a, int b) {
+  if (a < 0 || b < 0) return -1;
+  return expr_push(e, (ExprNode){.op = op, .a = a, .b = b});
+}
+
+int expr_dropout(Expr *e, int a, double p, int site) {
+  if (a < 0) return -1;
+  return expr_push(e, (ExprNode){.op = E_DROPOUT, .a = a, .b = -1, .value = p, .site = site});
+}
+
+/* Copies the subtree at `root`; `done[i]` remembers where node i of src already went. */
+static int graft_node(Expr *dst, const Expr *src, int root, const int *input_map, int *done) {
+  if (done[root] >= 0) return done[root];
+  const ExprNode *s = &src->n[root];
+  int r;
+  switch (expr_arity(s->op)) {
+  case 0:
+    if (s->op != E_IN) r = expr_push(dst, *s);
+    else r = input_map ? input_map[s->input] : expr_input(dst, s->input);
+    break;
+  case 1: {
+    int a = graft_node(dst, src, s->a, input_map, done);
+    r = a < 0 ? -1 : expr_push(dst, (ExprNode){s->op, a, -1, 0, s->value, s->site});
+    break;
+  }
+  default: {
+    int a = graft_node(dst, src, s->a, input_map, done);
+    int b = graft_node(dst, src, s->b, input_map, done);
+    r = (a < 0 || b < 0) ? -1 : expr_push(dst, (ExprNode){s->op, a, b, 0, 0, 0});
+    break;
+  }
+  }
+  done[root] = r;
+  return r;
+}
+
+int expr_graft(Expr *dst, const Expr *src, int root, const int *input_map) {
+  int done[EXPR_MAX];
+  for (int i = 0; i < EXPR_MAX; i++) done[i] = -1;
+  return graft_node(dst, src, root, input_map, done);
+}
+
+int expr_compact(Expr *e, int root) {
+  Expr fresh = {0};
+  if (expr_graft(&fresh, e, root, NULL) < 0) return -1;
+  *e = fresh;
+  return 0;
+}
+
+int expr_uses_input(const Expr *e, int input) {
+  for (int i = 0; i < e->count; i++)
+    if (e->n[i].op == E_IN && e->n[i].input == input) return 1;
+  return 0;
+}
+
+/* Reverse-mode differentiation over the tree. adj[i] is the position in `out` of d root / d node i
+ * (times the upstream gradient), or -1 while nothing flows into node i. The forward values the
+ * derivatives need are grafted from `e` on demand (fwd_done maps positions of e to those of out). */
+typedef struct {
+  const Expr *e;
+  Expr *out;
+  int fwd_done[EXPR_MAX];
+  int input_map[64];
+} GradCtx;
+
+static int fwd_value(GradCtx *c, int node) {
+  return graft_node(c->out, c->e, node, c->input_map, c->fwd_done);
+}
+
+static int add_adjoint(Expr *out, int current, int contribution) {
+  if (contribution < 0) return -2; /* out of room */
+  if (current < 0) return contribution;
+  return expr_binary(out, E_ADD, current, contribution);
+}
+
+/* The local derivative of node k times its adjoint g, for operand `which` (0: a, 1: b). */
+static int local_grad(GradCtx *c, int k, int which, int g) {
+  const ExprNode *n = &c->e->n[k];
+  Expr *o = c->out;
+  switch (n->op) {
+  case E_ADD: return g;
+  case E_SUB: return which == 0 ? g : expr_unary(o, E_NEG, g);
+  case E_MUL: return expr_binary(o, E_MUL, g, fwd_value(c, which == 0 ? n->b : n->a));
+  case E_DIV:
+    if (which == 0) return expr_binary(o, E_DIV, g, fwd_value(c, n->b));
+    /* d(a/b)/db = -a/b² */
+    return expr_unary(o, E_NEG,
+                      expr_binary(o, E_DIV, expr_binary(o, E_MUL, g, fwd_value(c, n->a)),
+                                  expr_binary(o, E_MUL, fwd_value(c, n->b), fwd_value(c, n->b))));
+  case E_NEG: return expr_unary(o, E_NEG, g);
+  case E_GELU: return expr_binary(o, E_MUL, g, expr_unary(o, E_GELU_GRAD, fwd_value(c, n->a)));
+  case E_SIGMOID: { /* s(1-s) */
+    int s = fwd_value(c, k);
+    return expr_binary(o, E_MUL, g, expr_binary(o, E_MUL, s, expr_binary(o, E_SUB, expr_const(o, 1), s)));
+  }
+  case E_SILU: { /* s·(1 + a·(1-s)), s = sigmoid(a) */
+    int a = fwd_value(c, n->a);
+    int s = expr_unary(o, E_SIGMOID, a);
+    int one = expr_const(o, 1);
+    int inner = expr_binary(o, E_ADD, one, expr_binary(o, E_MUL, a, expr_binary(o, E_SUB, one, s)));
+    return expr_binary(o, E_MUL, g, expr_binary(o, E_MUL, s, inner));
+  }
+  case E_RELU: return expr_binary(o, E_MUL, g, expr_unary(o, E_STEP, fwd_value(c, n->a)));
+  case E_TANH: { /* 1 - t² */
+    int t = fwd_value(c, k);
+    return expr_binary(o, E_MUL, g, expr_binary(o, E_SUB, expr_const(o, 1), expr_binary(o, E_MUL, t, t)));
+  }
+  case E_EXP: return expr_binary(o, E_MUL, g, fwd_value(c, k));
+  case E_DROPOUT: return expr_dropout(o, g, n->value, n->site); /* linear: the same mask */
+  default: return -1; /* constants, inputs, and derivatives themselves have no operands to feed */
+  }
+}
+
+int expr_grad(const Expr *e, int wrt, int grad_input, Expr *out) {
+  GradCtx c = {.e = e, .out = out};
+  int adj[EXPR_MAX];
+  out->count = 0;
+  for (int i = 0; i < EXPR_MAX; i++) c.fwd_done[i] = -1, adj[i] = -1;
+  for (int i = 0; i < 64; i++) c.input_map[i] = -1;
+  for (int i = 0; i < e->count; i++)
+    if (e->n[i].op == E_IN) {
+      c.input_map[e->n[i].input] = expr_input(out, e->n[i].input);
+      c.fwd_done[i] = c.input_map[e->n[i].input];
+    }
+  adj[expr_root(e)] = expr_input(out, grad_input);
+  for (int k = expr_root(e); k >= 0; k--) {
+    if (adj[k] < 0) continue;
+    const ExprNode *n = &e->n[k];
+    int operands[2] = {n->a, n->b};
+    for (int w = 0; w < expr_arity(n->op); w++) {
+      int contribution = local_grad(&c, k, w, adj[k]);
+      adj[operands[w]] = add_adjoint(out, adj[operands[w]], contribution);
+      if (adj[operands[w]] < 0) return -1;
+    }
+  }
+  int result = -1;
+  for (int i = 0; i < e->count; i++)
+    if (e->n[i].op == E_IN && e->n[i].input == wrt && adj[i] >= 0) result = adj[i];
+  if (result < 0) result = expr_const(out, 0);
+  return expr_compact(out, result);
+}
+
+static double gelu(double x) {
+  const double c = 0.7978845608028654; /* sqrt(2/pi) */
+  return 0.5 * x * (1.0 + tanh(c * (x + 0.044715 * x * x * x)));
+}
+
+static double gelu_grad(double x) {
+  const double c = 0.7978845608028654;
+  double u = c * (x + 0.044715 * x * x * x);
+  double t = tanh(u);
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+double expr_eval(const Expr *e, const double *inputs) {
+  double v[EXPR_MAX];
+  for (int i = 0; i < e->count; i++) {
+    const ExprNode *n = &e->n[i];
+    double a = n->a >= 0 ? v[n->a] : 0, b = n->b >= 0 ? v[n->b] : 0;
+    switch (n->op) {
+    case E_IN: v[i] = inputs[n->input]; break;
+    case E_CONST: v[i] = n->value; break;
+    case E_ADD: v[i] = a + b; break;
+    case E_SUB: v[i] = a - b; break;
+    case E_MUL: v[i] = a * b; break;
+    case E_DIV: v[i] = a / b; break;
+    case E_NEG: v[i] = -a; break;
+    case E_GELU: v[i] = gelu(a); break;
+    case E_GELU_GRAD: v[i] = gelu_grad(a); break;
+    case E_SILU: v[i] = a / (1.0 + exp(-a)); break;
+    case E_SIGMOID: v[i] = 1.0 / (1.0 + exp(-a)); break;
+    case E_RELU: v[i] = a > 0 ? a : 0; break;
+    case E_STEP: v[i] = a > 0 ? 1 : 0; break;
+    case E_TANH: v[i] = tanh(a); break;
+    case E_EXP: v[i] = exp(a); break;
+    case E_DROPOUT: v[i] = a; break;
+    default: v[i] = NAN; break;
+    }
+  }
+  return e->count ? v[expr_root(e)] : NAN;
+}
+
+/* Prints node k; `names` spells the inputs. Operators are parenthesised where needed. */
+static int print_node(const Expr *e, int k, const char *const *names, char *buf, int len) {
+  const ExprNode *n = &e->n[k];
+  char a[2048] = "", b[2048] = "";
+  if (n->a >= 0) print_node(e, n->a, names, a, sizeof a);
+  if (n->b >= 0) print_node(e, n->b, names, b, sizeof b);
+  switch (n->op) {
+  case E_IN: return snprintf(buf, len, "%s", names[n->input]);
+  case E_CONST: return snprintf(buf, len, "%.17g", n->value);
+  case E_ADD: case E_SUB: case E_MUL: case E_DIV:
+    return snprintf(buf, len, "(%s %s %s)", a, expr_op_name(n->op), b);
+  case E_NEG: return snprintf(buf, len, "(-%s)", a);
+  case E_DROPOUT: return snprintf(buf, len, "dropout(%s, %.17g, %d)", a, n->value, n->site);
+  default: return snprintf(buf, len, "%s(%s)", expr_op_name(n->op), a);
+  }
+}
+
+void expr_to_c(const Expr *e, const char *const *names, char *buf, int len) {
+  if (e->count == 0) { snprintf(buf, len, "0"); return; }
+  print_node(e, expr_root(e), names, buf, len);
+}

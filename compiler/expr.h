@@ -1,0 +1,69 @@
+/* expr.h: elementwise expression trees: the body of an OP_EW node, built from the model's operators,
+ * differentiated symbolically by autodiff and merged by fusion. */
+#ifndef PLAIT_EXPR_H
+#define PLAIT_EXPR_H
+
+enum { EXPR_MAX = 96 };
+
+typedef enum {
+  E_IN,        /* input `input` of the node */
+  E_CONST,     /* the number `value` */
+  E_ADD, E_SUB, E_MUL, E_DIV,
+  E_NEG,
+  E_GELU,      /* tanh approximation, as GPT-2 and Megatron use */
+  E_GELU_GRAD, /* d gelu(a) / da */
+  E_SILU,      /* a·sigmoid(a) */
+  E_SIGMOID,
+  E_RELU,
+  E_STEP,      /* 1 where a > 0, else 0 (d relu / da) */
+  E_TANH,
+  E_EXP,
+  E_DROPOUT,   /* a·keep/(1-p), keep drawn from Philox at (seed, site, layer, step, global element) */
+  E_OPCOUNT
+} ExprOp;
+
+typedef struct {
+  ExprOp op;
+  int a, b;     /* operand positions in the same Expr (-1 when unused) */
+  int input;    /* E_IN: which node input */
+  double value; /* E_CONST: the number; E_DROPOUT: the drop probability p */
+  int site;     /* E_DROPOUT: the dropout site, unique in the model */
+} ExprNode;
+
+/* Nodes in topological order: operands come before their users; the last node is the root. */
+typedef struct {
+  int count;
+  ExprNode n[EXPR_MAX];
+} Expr;
+
+int expr_input(Expr *e, int input);
+int expr_const(Expr *e, double value);
+int expr_unary(Expr *e, ExprOp op, int a);
+int expr_binary(Expr *e, ExprOp op, int a, int b);
+int expr_dropout(Expr *e, int a, double p, int site);
+int expr_root(const Expr *e);
+int expr_arity(ExprOp op);
+const char *expr_op_name(ExprOp op);
+
+/* Copies the tree rooted at `root` of `src` into `dst`, with input i of src replaced by the node
+ * input_map[i] of dst (or by input i itself when input_map is NULL). Returns the new root in dst,
+ * or -1 when dst is full. */
+int expr_graft(Expr *dst, const Expr *src, int root, const int *input_map);
+
+/* Keeps only what `root` depends on, with `root` last. Returns 0, or -1 when it does not fit. */
+int expr_compact(Expr *e, int root);
+
+/* The derivative of e with respect to input `wrt`, times the upstream gradient, which is input
+ * `grad_input` of the result. Inputs keep their numbers. Returns 0, or -1 when the result is too large. */
+int expr_grad(const Expr *e, int wrt, int grad_input, Expr *out);
+
+/* Does input i appear in e? */
+int expr_uses_input(const Expr *e, int input);
+
+/* Evaluates in double precision; dropout keeps every unit (for tests of the algebra). */
+double expr_eval(const Expr *e, const double *inputs);
+
+/* Writes the expression as C, with input i spelled by names[i]: "gelu(x0 + x1)". */
+void expr_to_c(const Expr *e, const char *const *names, char *buf, int len);
+
+#endif

@@ -1,0 +1,164 @@
+/* graph.c: building and measuring the IR: dims, parameters, tensors, nodes, and their printed forms. */
+#include "graph.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void *grow(void *array, int *cap, int need, size_t elem) {
+  if (need <= *cap) return array;
+  int cap2 = *cap ? *cap * 2 : 16;
+  while (cap2 < need) cap2 *= 2;
+  void *p = realloc(array, (size_t)cap2 * elem);
+  if (!p) {
+    fprintf(stderr, "plait: out of memory\n");
+    exit(1);
+  }
+  *cap = cap2;
+  return p;
+}
+
+int model_find_dim(const Model *m, const char *name) {
+  for (int i = 0; i < m->ndims; i++)
+    if (strcmp(m->dims[i].name, name) == 0) return i;
+  return -1;
+}
+
+/* Returns the dim of that name, made if new; -1 if the name is taken by another size. */
+int model_dim(Model *m, const char *name, int64_t size, int64_t granule) {
+  int d = model_find_dim(m, name);
+  if (d >= 0) return m->dims[d].unpadded == size ? d : -1;
+  m->dims = grow(m->dims, &m->dims_cap, m->ndims + 1, sizeof *m->dims);
+  Dim *dim = &m->dims[m->ndims];
+  memset(dim, 0, sizeof *dim);
+  snprintf(dim->name, sizeof dim->name, "%s", name);
+  dim->size = dim->unpadded = size;
+  dim->granule = granule > 0 ? granule : 1;
+  return m->ndims++;
+}
+
+int model_param(Model *m, const Param *p) {
+  m->params = grow(m->params, &m->params_cap, m->nparams + 1, sizeof *m->params);
+  m->params[m->nparams] = *p;
+  return m->nparams++;
+}
+
+void graph_init(Graph *g, const char *name) {
+  memset(g, 0, sizeof *g);
+  snprintf(g->name, sizeof g->name, "%s", name);
+  g->output = g->grad_output = g->grad_input = -1;
+}
+
+int graph_tensor(Graph *g, TensorKind kind, DType dtype, int ndim, const int *dims, const char *name) {
+  g->tensors = grow(g->tensors, &g->tensors_cap, g->ntensors + 1, sizeof *g->tensors);
+  Tensor *t = &g->tensors[g->ntensors];
+  memset(t, 0, sizeof *t);
+  t->kind = kind;
+  t->dtype = dtype;
+  t->ndim = ndim;
+  memcpy(t->dims, dims, (size_t)ndim * sizeof *dims);
+  t->producer = t->param = t->grad_of = -1;
+  snprintf(t->name, sizeof t->name, "%s", name ? name : "");
+  return g->ntensors++;
+}
+
+Node node_new(OpKind op, int nin, const int *in) {
+  Node n;
+  memset(&n, 0, sizeof n);
+  n.op = op;
+  n.nin = nin;
+  memcpy(n.in, in, (size_t)nin * sizeof *in);
+  return n;
+}
+
+/* Appends a node; its outputs' producer becomes the new node. */
+int graph_node(Graph *g, const Node *n) {
+  g->nodes = grow(g->nodes, &g->nodes_cap, g->nnodes + 1, sizeof *g->nodes);
+  g->nodes[g->nnodes] = *n;
+  for (int i = 0; i < n->nout; i++)
+    if (g->tensors[n->out[i]].kind != T_PARAM_GRAD) g->tensors[n->out[i]].producer = g->nnodes;
+  return g->nnodes++;
+}
+
+static int64_t dims_elems(const Model *m, int ndim, const int *dims) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= m->dims[dims[i]].size;
+  return n;
+}
+
+int64_t tensor_elems(const Model *m, const Tensor *t) { return dims_elems(m, t->ndim, t->dims); }
+
+/* Elements one tensor-parallel rank holds: the split axis is cut tp ways. */
+static int64_t local_elems(const Model *m, int ndim, const int *dims, Layout l, int tp) {
+  int64_t n = dims_elems(m, ndim, dims);
+  return l.kind == LAYOUT_S ? n / tp : n;
+}
+
+int64_t tensor_local_elems(const Model *m, const Tensor *t, int tp) {
+  return local_elems(m, t->ndim, t->dims, t->layout, tp);
+}
+
+int64_t param_elems(const Model *m, const Param *p) { return dims_elems(m, p->ndim, p->dims); }
+
+int64_t param_local_elems(const Model *m, const Param *p, int tp) {
+  return local_elems(m, p->ndim, p->dims, p->layout, tp);
+}
+
+/* The parameter's size with padded dims counted at their real size (what a checkpoint stores). */
+int64_t param_unpadded_elems(const Model *m, const Param *p) {
+  int64_t n = 1;
+  for (int i = 0; i < p->ndim; i++) n *= m->dims[p->dims[i]].unpadded;
+  return n;
+}
+
+static const char *const op_names[OP_COUNT] = {
+    [OP_MATMUL] = "matmul",         [OP_EW] = "ew",
+    [OP_REDUCE] = "reduce",         [OP_NORM] = "norm",
+    [OP_ATTENTION] = "attention",   [OP_EMBEDDING] = "embedding",
+    [OP_XENT] = "xent",             [OP_ALLREDUCE] = "allreduce",
+    [OP_ALLGATHER] = "allgather",   [OP_REDUCESCATTER] = "reducescatter",
+    [OP_SLICE] = "slice",           [OP_NORM_BWD] = "norm_bwd",
+    [OP_ATTENTION_BWD] = "attention_bwd", [OP_EMBEDDING_BWD] = "embedding_bwd",
+    [OP_XENT_BWD] = "xent_bwd",
+};
+
+const char *op_name(OpKind op) { return op_names[op]; }
+
+int op_is_collective(OpKind op) {
+  return op == OP_ALLREDUCE || op == OP_ALLGATHER || op == OP_REDUCESCATTER;
+}
+
+void shape_string(const Model *m, int ndim, const int *dims, char *buf, int len) {
+  int used = snprintf(buf, len, "[");
+  for (int i = 0; i < ndim && used < len; i++)
+    used += snprintf(buf + used, len - used, "%s%s", i ? ", " : "", m->dims[dims[i]].name);
+  if (used < len) snprintf(buf + used, len - used, "]");
+}
+
+void layout_string(Layout l, char *buf, int len) {
+  switch (l.kind) {
+  case LAYOUT_R: snprintf(buf, len, "R"); break;
+  case LAYOUT_P: snprintf(buf, len, "P"); break;
+  case LAYOUT_S: snprintf(buf, len, "S(%d)", l.axis); break;
+  default: snprintf(buf, len, "?"); break;
+  }
+}
+
+int layout_equal(Layout a, Layout b) {
+  return a.kind == b.kind && (a.kind != LAYOUT_S || a.axis == b.axis);
+}
+
+static void graph_free(Graph *g) {
+  free(g->tensors);
+  free(g->nodes);
+}
+
+void model_free(Model *m) {
+  graph_free(&m->embed);
+  graph_free(&m->block);
+  graph_free(&m->head);
+  free(m->dims);
+  free(m->params);
+  free(m->config);
+  memset(m, 0, sizeof *m);
+}

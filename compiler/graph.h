@@ -1,0 +1,186 @@
+/* graph.h: the intermediate representation: named dims, tensors with layouts, primitive nodes,
+ * parameters, and a model made of three stage graphs (embed, one block, head). */
+#ifndef PLAIT_GRAPH_H
+#define PLAIT_GRAPH_H
+
+#include <stdint.h>
+#include "expr.h"
+
+enum { MAX_DIMS = 6, MAX_INPUTS = 16, MAX_OUTPUTS = 4, NAME_LEN = 64, WHERE_LEN = 160 };
+
+/* A dim is a name bound to a size. A tensor's shape is a list of dim ids, so printing shows
+ * [b, seq, hidden]; sizes are logical (whole-model) sizes, local sizes follow from layouts. */
+typedef struct {
+  char name[NAME_LEN];
+  int64_t size;      /* logical size, padding included */
+  int64_t unpadded;  /* size before padding (the vocabulary before rounding up) */
+  int64_t granule;   /* smallest piece a shard may hold: head_dim for a dim of heads·head_dim, else 1 */
+} Dim;
+
+/* Layout over the tensor-parallel group: replicated, split along one axis, or partial sums. */
+typedef enum { LAYOUT_NONE, LAYOUT_R, LAYOUT_S, LAYOUT_P } LayoutKind;
+typedef struct {
+  LayoutKind kind;
+  int axis; /* for LAYOUT_S: the tensor axis that is split */
+} Layout;
+
+typedef enum {
+  T_INPUT,      /* a stage input: token ids, targets, or the activation from the previous stage */
+  T_PARAM,      /* a parameter (its tensor stands for the weights) */
+  T_ACT,        /* an activation produced by a forward node */
+  T_GRAD,       /* a gradient of an activation or stage input, produced by a backward node */
+  T_PARAM_GRAD, /* the gradient buffer of a parameter, accumulated into by backward nodes */
+} TensorKind;
+
+typedef enum { DT_REAL, DT_INT } DType;
+
+typedef struct {
+  TensorKind kind;
+  DType dtype;
+  int ndim;
+  int dims[MAX_DIMS];
+  Layout layout;
+  int producer; /* node id; -1 for stage inputs, parameters and parameter gradients */
+  int param;    /* parameter id for T_PARAM and T_PARAM_GRAD, else -1 */
+  int grad_of;  /* for T_GRAD: the tensor this is the gradient of, else -1 */
+  char name[NAME_LEN];
+} Tensor;
+
+typedef enum {
+  /* forward primitives */
+  OP_MATMUL,      /* C = op(A)·op(B), A's leading dims flattened; see MatmulAttr */
+  OP_EW,          /* n-ary elementwise expression over inputs broadcast from the right */
+  OP_REDUCE,      /* sum over leading dims down to the output's (suffix) shape */
+  OP_NORM,        /* layer or RMS norm over the last dim: out y, [mean,] rstd */
+  OP_ATTENTION,   /* softmax(q·kᵀ/√d)·v per head: out o, lse */
+  OP_EMBEDDING,   /* rows of a table picked by integer ids */
+  OP_XENT,        /* softmax cross entropy summed over tokens, times the loss scale: out loss, lse */
+  /* collectives over the tensor-parallel group, and the local slice */
+  OP_ALLREDUCE,     /* P -> R */
+  OP_ALLGATHER,     /* S(axis) -> R */
+  OP_REDUCESCATTER, /* P -> S(axis) */
+  OP_SLICE,         /* R -> S(axis), no communication */
+  /* backward primitives that are not forward ones reused */
+  OP_NORM_BWD,      /* in x, w, [mean,] rstd, dy -> dx, dw (+=), [db (+=)] */
+  OP_ATTENTION_BWD, /* in q, k, v, o, lse, do -> dq, dk, dv */
+  OP_EMBEDDING_BWD, /* in ids, dy -> dW (+=) */
+  OP_XENT_BWD,      /* in logits, targets, lse -> dlogits (written over the logits) */
+  OP_COUNT
+} OpKind;
+
+typedef struct {
+  int trans_a, trans_b; /* A viewed as [M,K] (or [K,M] when trans_a), B as [K,N] (or [N,K]) */
+} MatmulAttr;
+
+typedef enum { NORM_LAYER, NORM_RMS } NormKind;
+typedef struct { NormKind kind; double eps; } NormAttr;
+
+typedef struct {
+  int heads, kv_heads, head_dim; /* logical counts; local counts follow from the layout */
+  int causal, rope;
+  double rope_theta;
+} AttnAttr;
+
+typedef struct {
+  int64_t vocab;        /* real vocabulary: logits at or beyond it are padding and left out */
+  int64_t ignore_index; /* targets equal to it count for nothing (masked-LM positions not masked) */
+} XentAttr;
+
+typedef struct { int axis; } CollAttr;
+
+typedef struct {
+  OpKind op;
+  int nin, in[MAX_INPUTS];
+  int nout, out[MAX_OUTPUTS];
+  union {
+    MatmulAttr mm;
+    NormAttr norm;
+    AttnAttr attn;
+    XentAttr xent;
+    CollAttr coll;
+  } a;
+  Expr expr;      /* OP_EW: the expression over in[0..nin) */
+  int backward;   /* 1 for nodes of the backward pass */
+  int inserted;   /* 1 for collectives and slices the shard pass or autodiff inserted */
+  char where[WHERE_LEN]; /* model file:line that asked for it (or the pass that made it) */
+} Node;
+
+/* One stage graph: forward nodes in order, then (after autodiff) backward nodes. */
+typedef struct {
+  char name[NAME_LEN];
+  Tensor *tensors;
+  int ntensors, tensors_cap;
+  Node *nodes;
+  int nnodes, nodes_cap;
+  int inputs[4], ninputs; /* stage inputs (T_INPUT), in the order the stage function took them */
+  int output;             /* the stage's result: the next stage's input, or the loss */
+  int grad_output;        /* after autodiff: gradient of `output` given to backward (-1 for the loss) */
+  int grad_input;         /* after autodiff: gradient of inputs[0] when it is real-valued, else -1 */
+  int nforward;           /* nodes[0..nforward) are the forward pass */
+} Graph;
+
+typedef enum { INIT_NORMAL, INIT_ZEROS, INIT_ONES } InitKind;
+typedef enum { HINT_REPLICATED, HINT_COLUMN, HINT_ROW, HINT_VOCAB } ShardHint;
+typedef enum { SCOPE_MODEL, SCOPE_BLOCK } ParamScope;
+
+typedef struct {
+  char name[NAME_LEN]; /* "wte", or for block parameters the name inside a layer: "attn.q.weight" */
+  int ndim, dims[MAX_DIMS];
+  InitKind init;
+  double std;          /* INIT_NORMAL: standard deviation */
+  ShardHint hint;
+  Layout layout;       /* from the hint, set by the shard pass */
+  ParamScope scope;
+  int decay;           /* weight decay applies (matrices and embeddings, not norms and biases) */
+  int grad_tp_sum;     /* shard pass: its gradient is a partial sum over the TP group (replicated
+                          parameter used on split activations), so it is all-reduced over TP */
+} Param;
+
+typedef struct {
+  char key[NAME_LEN];
+  char value[NAME_LEN];
+} ConfigEntry;
+
+typedef struct {
+  char name[NAME_LEN];
+  char file[WHERE_LEN];
+  Dim *dims;
+  int ndims, dims_cap;
+  Param *params;
+  int nparams, params_cap;
+  ConfigEntry *config;
+  int nconfig;
+  int layers;      /* number of times the block repeats */
+  int seq_dim, batch_dim, hidden_dim, vocab_dim; /* well-known dims; vocab_dim is -1 without one */
+  int tied;        /* the head's output matrix is the embedding table */
+  Graph embed, block, head;
+} Model;
+
+/* dims */
+int model_dim(Model *m, const char *name, int64_t size, int64_t granule);
+int model_find_dim(const Model *m, const char *name);
+/* parameters */
+int model_param(Model *m, const Param *p);
+/* tensors and nodes */
+void graph_init(Graph *g, const char *name);
+int graph_tensor(Graph *g, TensorKind kind, DType dtype, int ndim, const int *dims, const char *name);
+int graph_node(Graph *g, const Node *n);
+Node node_new(OpKind op, int nin, const int *in);
+int64_t tensor_elems(const Model *m, const Tensor *t);
+int64_t tensor_local_elems(const Model *m, const Tensor *t, int tp);
+int64_t param_elems(const Model *m, const Param *p);
+int64_t param_local_elems(const Model *m, const Param *p, int tp);
+int64_t param_unpadded_elems(const Model *m, const Param *p);
+const char *op_name(OpKind op);
+int op_is_collective(OpKind op);
+void model_free(Model *m);
+
+/* printing: "[b, seq, hidden]", "R", "S(2)", "P" */
+void shape_string(const Model *m, int ndim, const int *dims, char *buf, int len);
+void layout_string(Layout l, char *buf, int len);
+int layout_equal(Layout a, Layout b);
+static inline Layout layout_r(void) { return (Layout){LAYOUT_R, 0}; }
+static inline Layout layout_p(void) { return (Layout){LAYOUT_P, 0}; }
+static inline Layout layout_s(int axis) { return (Layout){LAYOUT_S, axis}; }
+
+#endif

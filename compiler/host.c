@@ -1,0 +1,226 @@
+/* host.c: the embedded Lua: lib/plait from inside the binary, the model file, its parallel table, and
+ * the trace of its three stages into the IR. */
+#include "host.h"
+
+#include <lauxlib.h>
+#include <lualib.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lualib.h"
+
+/* package.preload loader for one embedded module (upvalue: its index in plait_lua_sources). */
+static int load_embedded(lua_State *L) {
+  const LuaSource *s = &plait_lua_sources[lua_tointeger(L, lua_upvalueindex(1))];
+  char chunk[128];
+  snprintf(chunk, sizeof chunk, "@%s", s->path);
+  if (luaL_loadbuffer(L, s->text, s->len, chunk) != LUA_OK) return lua_error(L);
+  lua_pushstring(L, s->module);
+  lua_call(L, 1, 1);
+  return 1;
+}
+
+static void preload_library(lua_State *L) {
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+  for (int i = 0; plait_lua_sources[i].module; i++) {
+    lua_pushinteger(L, i);
+    lua_pushcclosure(L, load_embedded, 1);
+    lua_setfield(L, -2, plait_lua_sources[i].module);
+  }
+  lua_pop(L, 1);
+}
+
+/* Lets a model file require modules that sit beside it (and nothing else on the system). */
+static void add_model_dir_to_path(lua_State *L, const char *file) {
+  const char *slash = strrchr(file, '/');
+  lua_getglobal(L, "package");
+  if (slash) lua_pushlstring(L, file, (size_t)(slash - file));
+  else lua_pushstring(L, ".");
+  lua_pushstring(L, "/?.lua");
+  lua_concat(L, 2);
+  lua_setfield(L, -2, "path");
+  lua_pop(L, 1);
+}
+
+/* Message handler: an error raised inside lib/plait is reported at the model file's line. */
+static int message_handler(lua_State *L) {
+  const char *msg = lua_tostring(L, 1);
+  if (!msg) msg = luaL_typename(L, 1);
+  if (strncmp(msg, "lib/plait/", 10) == 0) {
+    const char *rest = strstr(msg, ": ");
+    char where[WHERE_LEN];
+    core_user_where(L, where, sizeof where);
+    lua_pushfstring(L, "%s: %s", where, rest ? rest + 2 : msg);
+  } else {
+    lua_pushstring(L, msg);
+  }
+  return 1;
+}
+
+/* Calls the function under the handler with nargs arguments; a failure leaves one line in d. */
+static int protected_call(lua_State *L, int nargs, int nresults, Diag *d) {
+  int base = lua_gettop(L) - nargs;
+  lua_pushcfunction(L, message_handler);
+  lua_insert(L, base);
+  int status = lua_pcall(L, nargs, nresults, base);
+  lua_remove(L, base);
+  if (status == LUA_OK) return 0;
+  const char *msg = lua_tostring(L, -1);
+  diag(d, "%s", msg ? msg : "error");
+  for (char *p = d->msg; *p; p++)
+    if (*p == '\n') *p = ' ';
+  lua_pop(L, 1);
+  return -1;
+}
+
+static int int_field(lua_State *L, int table, const char *key, int *out, Diag *d) {
+  lua_getfield(L, table, key);
+  int ok = 1;
+  if (!lua_isnil(L, -1)) {
+    int isint;
+    lua_Integer v = lua_tointegerx(L, -1, &isint);
+    if (isint) *out = (int)v;
+    ok = isint;
+  }
+  lua_pop(L, 1);
+  return ok ? 0 : diag(d, "parallel.%s must be an integer", key);
+}
+
+static int bool_field(lua_State *L, int table, const char *key, int *out) {
+  lua_getfield(L, table, key);
+  if (!lua_isnil(L, -1)) *out = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return 0;
+}
+
+static int string_field(lua_State *L, int table, const char *key, char *out, int len, Diag *d) {
+  lua_getfield(L, table, key);
+  int ok = lua_isnil(L, -1) || lua_type(L, -1) == LUA_TSTRING;
+  if (lua_type(L, -1) == LUA_TSTRING) snprintf(out, len, "%s", lua_tostring(L, -1));
+  lua_pop(L, 1);
+  return ok ? 0 : diag(d, "parallel.%s must be a string", key);
+}
+
+/* The model table's `parallel` field, as a Parallel with what it leaves out unset. */
+static int read_parallel(lua_State *L, int model, Parallel *p, Diag *d) {
+  static const char *const known[] = {"tp", "pp", "vpp", "dp", "mbs", "gbs", "schedule", "recompute",
+                                      "sequence_parallel", "partition", NULL};
+  parallel_unset(p);
+  lua_getfield(L, model, "parallel");
+  int t = lua_gettop(L);
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+    int i = 0;
+    while (known[i] && strcmp(known[i], key) != 0) i++;
+    if (!known[i]) return diag(d, "parallel: unknown field '%s' (tp, pp, vpp, dp, mbs, gbs, schedule, recompute, "
+                                  "sequence_parallel, partition)", key);
+    lua_pop(L, 1);
+  }
+  char recompute[16] = "";
+  int failed = int_field(L, t, "tp", &p->tp, d) || int_field(L, t, "pp", &p->pp, d) ||
+               int_field(L, t, "vpp", &p->vpp, d) || int_field(L, t, "dp", &p->dp, d) ||
+               int_field(L, t, "mbs", &p->mbs, d) || int_field(L, t, "gbs", &p->gbs, d) ||
+               string_field(L, t, "schedule", p->schedule, sizeof p->schedule, d) ||
+               string_field(L, t, "recompute", recompute, sizeof recompute, d) ||
+               string_field(L, t, "partition", p->partition, sizeof p->partition, d) ||
+               bool_field(L, t, "sequence_parallel", &p->sequence_parallel);
+  lua_pop(L, 1);
+  if (failed) return -1;
+  if (recompute[0]) {
+    if (strcmp(recompute, "full") != 0 && strcmp(recompute, "none") != 0)
+      return diag(d, "parallel.recompute must be \"none\" or \"full\", not \"%s\"", recompute);
+    p->recompute = strcmp(recompute, "full") == 0;
+  }
+  return 0;
+}
+
+static int check_overrides_used(const Builder *b, Diag *d) {
+  for (int i = 0; i < b->noverrides; i++) {
+    if (b->overrides[i].used) continue;
+    char keys[600] = "";
+    int used = 0;
+    for (int k = 0; k < b->model->nconfig && used < (int)sizeof keys; k++)
+      used += snprintf(keys + used, sizeof keys - used, "%s%s", k ? ", " : "", b->model->config[k].key);
+    return diag(d, "--set %s: the model has no config key '%s' (it has: %s)", b->overrides[i].key,
+                b->overrides[i].key, used ? keys : "none");
+  }
+  return 0;
+}
+
+static int run_model_file(lua_State *L, const char *file, Diag *d) {
+  FILE *f = fopen(file, "r");
+  if (!f) return diag(d, "cannot open model file %s: no such file or not readable", file);
+  fclose(f);
+  if (luaL_loadfile(L, file) != LUA_OK) {
+    diag(d, "%s", lua_tostring(L, -1));
+    lua_pop(L, 1);
+    return -1;
+  }
+  if (protected_call(L, 0, 1, d)) return -1;
+  if (!luaL_getmetafield(L, -1, "__name")) return diag(d, "%s must return plait.model{...}", file);
+  int is_model = strcmp(lua_tostring(L, -1), "plait.model") == 0;
+  lua_pop(L, 1);
+  return is_model ? 0 : diag(d, "%s must return plait.model{...}", file);
+}
+
+static void read_model_fields(lua_State *L, int model, Model *m, const char *file) {
+  lua_getfield(L, model, "name");
+  snprintf(m->name, sizeof m->name, "%s", lua_tostring(L, -1));
+  lua_getfield(L, model, "layers");
+  m->layers = (int)lua_tointeger(L, -1);
+  lua_pop(L, 2);
+  snprintf(m->file, sizeof m->file, "%s", file);
+}
+
+static int trace(lua_State *L, int model, int mbs, Model *m, Diag *d) {
+  lua_getglobal(L, "require");
+  lua_pushstring(L, "plait");
+  if (protected_call(L, 1, 1, d)) return -1;
+  lua_getfield(L, -1, "_trace");
+  lua_pushvalue(L, model);
+  lua_pushinteger(L, mbs);
+  if (protected_call(L, 2, 0, d)) return -1;
+  lua_pop(L, 1);
+  m->batch_dim = model_find_dim(m, "b");
+  m->seq_dim = model_find_dim(m, "seq");
+  return 0;
+}
+
+int host_build_model(const char *file, const Override *sets, int nsets, const Parallel *flags, Parallel *par,
+                     Model *m, Diag *d) {
+  memset(m, 0, sizeof *m);
+  m->vocab_dim = -1;
+  graph_init(&m->embed, "embed");
+  graph_init(&m->block, "block");
+  graph_init(&m->head, "head");
+  Builder b;
+  memset(&b, 0, sizeof b);
+  b.model = m;
+  b.tp = 1;
+  for (int i = 0; i < nsets && i < MAX_OVERRIDES; i++) b.overrides[b.noverrides++] = sets[i];
+
+  lua_State *L = luaL_newstate();
+  luaL_openlibs(L);
+  preload_library(L);
+  core_register(L, &b);
+  add_model_dir_to_path(L, file);
+  int status = run_model_file(L, file, d);
+  if (status == 0) {
+    int model = lua_gettop(L);
+    read_model_fields(L, model, m, file);
+    status = read_parallel(L, model, par, d);
+    if (status == 0) {
+      parallel_override(par, flags);
+      parallel_defaults(par);
+      status = parallel_check(par, d);
+    }
+    if (status == 0) {
+      b.tp = par->tp;
+      status = trace(L, model, par->mbs, m, d);
+    }
+    if (status == 0) status = check_overrides_used(&b, d);
+  }
+  lua_close(L);
+  return status;
+}

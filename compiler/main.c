@@ -1,0 +1,33 @@
+/* main.c: the plait command: dispatches to plan, build, check and data. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+typedef struct {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  const char *usage;
+} Command;
+
+static const Command commands[] = {
+    {"plan", cmd_plan,
+     "plait plan MODEL.lua [--tp N --pp N --vpp N --dp N --mbs N --gbs N --schedule NAME|FILE\n"
+     "           --recompute none|full --sequence-parallel --partition balanced|uniform --set key=value ...]\n"
+     "           [--format text|json|dot|trace|svg] [--machine NAME] [--unit-costs] [--print PASS] [-o FILE]"},
+};
+
+static int usage(FILE *f) {
+  fprintf(f, "plait: compiles a transformer and its parallel layout into a training program\n\n");
+  for (unsigned i = 0; i < sizeof commands / sizeof *commands; i++) fprintf(f, "%s\n\n", commands[i].usage);
+  return f == stdout ? 0 : 2;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) return usage(stderr);
+  if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) return usage(stdout);
+  for (unsigned i = 0; i < sizeof commands / sizeof *commands; i++)
+    if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc, argv);
+  fprintf(stderr, "plait: unknown command '%s'; see plait help\n", argv[1]);
+  return 2;
+}

@@ -1,0 +1,296 @@
+-- plait: the language model files are written in: tensors with operators, parameters in scopes,
+-- configuration with command-line overrides, and the model record the compiler traces.
+local core = require "plait.core"
+
+local plait = {}
+
+---------------------------------------------------------------------------------------------------
+-- Errors name the model file's line, not the library's.
+
+-- The "file:line" of the innermost caller outside lib/plait.
+local function user_where()
+  for level = 2, 50 do
+    local info = debug.getinfo(level, "Sl")
+    if not info then break end
+    if info.currentline > 0 and not info.source:match("^@lib/plait/") then
+      return info.short_src .. ":" .. info.currentline
+    end
+  end
+  return "?"
+end
+
+function plait.fail(fmt, ...)
+  error(user_where() .. ": " .. string.format(fmt, ...), 0)
+end
+local fail = plait.fail
+
+---------------------------------------------------------------------------------------------------
+-- Tensors: a handle on a value of the graph being traced.
+
+local Tensor = {}
+Tensor.__index = Tensor
+plait.Tensor = Tensor
+
+local function wrap(id) return setmetatable({ id = id }, Tensor) end
+
+local function is_tensor(x) return getmetatable(x) == Tensor end
+plait.is_tensor = is_tensor
+
+local function operand(x, what)
+  if is_tensor(x) then return x end
+  if type(x) == "number" then return x end
+  fail("%s expects a tensor or a number, got %s", what, type(x))
+end
+
+local function ew(op, a, b)
+  return wrap(core.ew(op, operand(a, op), b ~= nil and operand(b, op) or nil))
+end
+
+Tensor.__add = function(a, b) return ew("add", a, b) end
+Tensor.__sub = function(a, b) return ew("sub", a, b) end
+Tensor.__mul = function(a, b) return ew("mul", a, b) end
+Tensor.__div = function(a, b) return ew("div", a, b) end
+Tensor.__unm = function(a) return ew("neg", a) end
+
+-- x:shape() is a list of { name = "hidden", size = 768 }; x:size(i) the size of axis i (negative from the end).
+function Tensor:shape() return core.shape(self) end
+function Tensor:size(i)
+  local s = core.shape(self)
+  if i < 0 then i = #s + 1 + i end
+  if not s[i] then fail("axis %d out of range for a tensor of %d axes", i, #s) end
+  return s[i].size
+end
+function Tensor:dim(i)
+  local s = core.shape(self)
+  if i < 0 then i = #s + 1 + i end
+  if not s[i] then fail("axis %d out of range for a tensor of %d axes", i, #s) end
+  return s[i].name
+end
+
+local unary = { "gelu", "silu", "relu", "tanh", "exp", "sigmoid" }
+for _, name in ipairs(unary) do
+  plait[name] = function(x) return ew(name, x) end
+  Tensor[name] = plait[name]
+end
+
+-- Inverted dropout: keeps each unit with probability 1-p and scales it by 1/(1-p).
+function plait.dropout(x, p)
+  if type(p) ~= "number" or p < 0 or p >= 1 then fail("dropout probability must be in [0, 1), got %s", tostring(p)) end
+  if p == 0 then return x end
+  return wrap(core.dropout(operand(x, "dropout"), p))
+end
+Tensor.dropout = plait.dropout
+
+---------------------------------------------------------------------------------------------------
+-- Primitives beyond elementwise ones.
+
+-- a·b, or a·bᵀ with { transpose = true }: a's last axis meets b's first (or last).
+function plait.matmul(a, b, opts)
+  opts = opts or {}
+  return wrap(core.matmul(operand(a, "matmul"), operand(b, "matmul"), opts.transpose and true or false))
+end
+
+-- kind "layer" (weight and bias) or "rms" (weight only), over the last axis.
+function plait.norm(kind, x, weight, bias, eps)
+  return wrap(core.norm(kind, x, weight, bias, eps or 1e-5))
+end
+
+-- q: [b, seq, heads·head_dim], k and v: [b, seq, kv_heads·head_dim]; opts: heads, kv_heads, causal, rope, rope_theta.
+function plait.attention(q, k, v, opts)
+  return wrap(core.attention(q, k, v, opts.heads, opts.kv_heads or opts.heads,
+    opts.causal and true or false, opts.rope and true or false, opts.rope_theta or 10000))
+end
+
+function plait.embedding(ids, table_) return wrap(core.embedding(ids, table_)) end
+
+-- Softmax cross entropy of logits against integer targets, averaged over the global batch's tokens.
+-- opts.vocab: real vocabulary (padding beyond it is left out); opts.ignore: a target id that counts for nothing.
+function plait.cross_entropy(logits, targets, opts)
+  opts = opts or {}
+  return wrap(core.xent(logits, targets, opts.vocab or 0, opts.ignore or -1))
+end
+
+---------------------------------------------------------------------------------------------------
+-- Dims: sizes named after the configuration key that holds them, so shapes print as [b, seq, hidden].
+
+local config_keys = {} -- size -> key, filled by plait.config (first key wins, preferred names first)
+local preferred = { "hidden", "ffn", "seq", "vocab", "heads" }
+
+-- A dim from a number (named after its config key, else after the number) or a dim name.
+function plait.dim(n, name, granule)
+  if type(n) == "string" then return n end
+  if type(n) ~= "number" or n < 1 or n ~= math.floor(n) then fail("a size must be a positive integer, got %s", tostring(n)) end
+  name = name or config_keys[n] or tostring(math.tointeger(n))
+  local ok, err = pcall(core.dim, name, n, granule or 1)
+  if not ok then fail("%s", err) end
+  return name
+end
+
+-- The vocabulary dim: padded to a multiple of 128·tp, as Megatron does; the padding is left out of the loss.
+function plait.vocab(n)
+  local ok, name = pcall(core.vocab_dim, n)
+  if not ok then fail("%s", name) end
+  return name
+end
+
+local function dims_of(shape)
+  local out = {}
+  for i, d in ipairs(shape) do out[i] = plait.dim(d) end
+  return out
+end
+
+---------------------------------------------------------------------------------------------------
+-- Configuration: defaults in the model file, overridden by `--set key=value`.
+
+local function convert(key, text, default)
+  if type(default) == "number" then
+    local n = tonumber(text)
+    if not n then fail("--set %s=%s: %s takes a number", key, text, key) end
+    return n
+  elseif type(default) == "boolean" then
+    if text == "true" or text == "1" then return true end
+    if text == "false" or text == "0" then return false end
+    fail("--set %s=%s: %s takes true or false", key, text, key)
+  end
+  return text
+end
+
+-- Returns the defaults with the --set overrides applied; numbers name dims of their size.
+function plait.config(defaults)
+  local cfg = {}
+  for k, v in pairs(defaults) do cfg[k] = v end
+  for key, text in pairs(core.overrides()) do
+    if defaults[key] ~= nil then
+      cfg[key] = convert(key, text, defaults[key])
+      core.consume(key)
+    end
+  end
+  local keys = {}
+  for _, k in ipairs(preferred) do if type(cfg[k]) == "number" then keys[#keys + 1] = k end end
+  local rest = {}
+  for k, v in pairs(cfg) do
+    if type(v) == "number" and not config_keys[v] then rest[#rest + 1] = k end
+  end
+  table.sort(rest)
+  for _, k in ipairs(rest) do keys[#keys + 1] = k end
+  for _, k in ipairs(keys) do
+    local v = cfg[k]
+    if v >= 1 and v == math.floor(v) and not config_keys[v] then config_keys[v] = k end
+  end
+  core.set_config(cfg)
+  return cfg
+end
+
+---------------------------------------------------------------------------------------------------
+-- Scopes name parameters: "wte" at model scope, "attn.q.weight" inside a layer.
+
+local Scope = {}
+Scope.__index = Scope
+plait.Scope = Scope
+
+function Scope.new(prefix, cfg, layers, block)
+  return setmetatable({ prefix = prefix, cfg = cfg, layers = layers, block = block, counts = {} }, Scope)
+end
+
+function Scope:sub(name)
+  return Scope.new(self.prefix .. name .. ".", self.cfg, self.layers, self.block)
+end
+
+-- A child scope named `name`, or, when name is nil, kind_1, kind_2, ... in call order.
+function Scope:child(name, kind)
+  if name then return self:sub(name) end
+  self.counts[kind] = (self.counts[kind] or 0) + 1
+  return self:sub(kind .. "_" .. self.counts[kind])
+end
+
+local hints = { column = true, row = true, vocab = true, replicated = true }
+local inits = { normal = true, zeros = true, ones = true }
+
+-- scope:param(name, shape, { init = "normal"|"zeros"|"ones", std = 0.02, shard = "column"|"row"|"vocab",
+--                            decay = true for matrices })
+function Scope:param(name, shape, opts)
+  opts = opts or {}
+  local init = opts.init or "normal"
+  local shard = opts.shard or "replicated"
+  if not inits[init] then fail("unknown init '%s' (normal, zeros, ones)", tostring(init)) end
+  if not hints[shard] then fail("unknown shard hint '%s' (column, row, vocab, replicated)", tostring(shard)) end
+  local decay = opts.decay
+  if decay == nil then decay = #shape >= 2 end
+  return wrap(core.param(self.prefix .. name, dims_of(shape), init, opts.std or 0.02, shard, decay))
+end
+
+-- A parameter made at model scope by another stage (the embedding table, for a tied head).
+function Scope:get(name)
+  local id = core.param_ref(name)
+  if not id then fail("no parameter named '%s' at model scope", name) end
+  return wrap(id)
+end
+
+---------------------------------------------------------------------------------------------------
+-- The model record and its tracing.
+
+local model_fields = { name = "string", config = "table", embed = "function", block = "function",
+                       head = "function", layers = "number", parallel = "table" }
+
+function plait.model(m)
+  if type(m) ~= "table" then fail("plait.model takes a table") end
+  for k, v in pairs(m) do
+    if not model_fields[k] then fail("plait.model: unknown field '%s'", tostring(k)) end
+    if type(v) ~= model_fields[k] then fail("plait.model: '%s' must be a %s", k, model_fields[k]) end
+  end
+  for _, k in ipairs({ "name", "config", "embed", "block", "head" }) do
+    if m[k] == nil then fail("plait.model: missing field '%s'", k) end
+  end
+  m.layers = m.layers or m.config.layers
+  if type(m.layers) ~= "number" or m.layers < 1 then fail("plait.model: 'layers' must be a positive number") end
+  for _, k in ipairs({ "seq", "hidden" }) do
+    if type(m.config[k]) ~= "number" then fail("plait.model: config.%s must be a number", k) end
+  end
+  m.parallel = m.parallel or {}
+  m.where = user_where()
+  return setmetatable(m, { __name = "plait.model" })
+end
+
+local function expect_tensor(x, what)
+  if not is_tensor(x) then fail("%s must return a tensor, got %s", what, type(x)) end
+  return x
+end
+
+local function dim_names(t)
+  local names = {}
+  for i, d in ipairs(t:shape()) do names[i] = d.name end
+  return names
+end
+
+local function shape_text(t) return "[" .. table.concat(dim_names(t), ", ") .. "]" end
+Tensor.__tostring = function(t) return "tensor" .. shape_text(t) end
+
+-- Called by the compiler: traces embed, one block and head into three graphs.
+function plait._trace(m, mbs)
+  local cfg = m.config
+  plait.dim(mbs, "b")
+  plait.dim(cfg.seq, "seq")
+  local tokens_shape = { "b", "seq" }
+
+  core.stage("embed")
+  local S = Scope.new("", cfg, m.layers, false)
+  local x = expect_tensor(m.embed(S, wrap(core.input("tokens", tokens_shape, "int"))), "embed")
+  core.output(x)
+  local x_dims = dim_names(x)
+
+  core.stage("block")
+  local xin = wrap(core.input("x", x_dims, "real"))
+  local y = expect_tensor(m.block(Scope.new("", cfg, m.layers, true), xin), "block")
+  if shape_text(y) ~= shape_text(xin) then
+    fail("block returns %s but takes %s; a block must keep its input's shape", shape_text(y), shape_text(xin))
+  end
+  core.output(y)
+
+  core.stage("head")
+  local xh = wrap(core.input("x", x_dims, "real"))
+  local targets = wrap(core.input("targets", tokens_shape, "int"))
+  local loss = expect_tensor(m.head(S, xh, targets), "head")
+  core.output(loss)
+end
+
+return plait

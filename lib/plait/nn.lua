@@ -1,0 +1,171 @@
+-- plait.nn: transformer layers (embedding, norms, linear, attention, MLP, dropout, LM and masked-LM heads)
+-- composed from plait's primitives. Each takes a scope first, then an optional name, then its input;
+-- options come from the opts table, else from the model's config (scope.cfg), else a default.
+local plait = require "plait"
+
+local nn = {}
+local fail = plait.fail
+
+-- nn.f(S, "name", x, ...) or nn.f(S, x, ...): splits off the optional name.
+local function named(name, ...)
+  if type(name) == "string" then return name, ... end
+  return nil, name, ...
+end
+
+local function setting(opts, S, key, default)
+  if opts and opts[key] ~= nil then return opts[key] end
+  if S.cfg[key] ~= nil then return S.cfg[key] end
+  return default
+end
+
+local function check_tensor(x, what)
+  if not plait.is_tensor(x) then fail("%s expects a tensor, got %s", what, type(x)) end
+end
+
+-- Token embedding (vocab-parallel table "wte"), learned positions "wpe" unless config.positions ~= "learned",
+-- then dropout.
+function nn.embedding(S, tokens, opts)
+  check_tensor(tokens, "nn.embedding")
+  local vocab = plait.vocab(setting(opts, S, "vocab"))
+  local hidden = setting(opts, S, "hidden")
+  local wte = S:param("wte", { vocab, hidden }, { shard = "vocab", std = setting(opts, S, "init_std", 0.02) })
+  local x = plait.embedding(tokens, wte)
+  if setting(opts, S, "positions", "learned") == "learned" then
+    x = x + S:param("wpe", { "seq", hidden }, { std = setting(opts, S, "init_std", 0.02) })
+  end
+  return plait.dropout(x, setting(opts, S, "dropout", 0))
+end
+
+-- Layer norm (weight and bias) or RMS norm (weight) over the last axis.
+local function norm(kind, S, ...)
+  local name, x, opts = named(...)
+  check_tensor(x, "nn." .. kind .. "norm")
+  local s = S:child(name, kind == "layer" and "ln" or "rms")
+  local width = x:size(-1)
+  local w = s:param("weight", { width }, { init = "ones", decay = false })
+  local b = kind == "layer" and s:param("bias", { width }, { init = "zeros", decay = false }) or nil
+  return plait.norm(kind, x, w, b, setting(opts, S, "norm_eps", 1e-5))
+end
+
+function nn.layernorm(S, ...) return norm("layer", S, ...) end
+function nn.rmsnorm(S, ...) return norm("rms", S, ...) end
+-- The norm the config names: config.norm = "layernorm" (default) or "rmsnorm".
+function nn.norm(S, ...)
+  local kind = S.cfg.norm or "layernorm"
+  if kind ~= "layernorm" and kind ~= "rmsnorm" then fail("config.norm must be layernorm or rmsnorm, got %s", kind) end
+  return norm(kind == "layernorm" and "layer" or "rms", S, ...)
+end
+
+-- y = x·Wᵀ + b with W [out, in]. shard: "column" (W split by output: y split), "row" (W split by input:
+-- y partial sums, summed where a consumer needs them), or nil (replicated). Output projections of a
+-- residual branch (row-parallel inside a block, or opts.residual) start with std / sqrt(2·layers).
+function nn.linear(S, ...)
+  local name, x, out, shard, opts = named(...)
+  check_tensor(x, "nn.linear")
+  opts = opts or {}
+  local s = S:child(name, "linear")
+  local residual = opts.residual
+  if residual == nil then residual = S.block and shard == "row" end
+  local std = setting(opts, S, "init_std", 0.02)
+  if residual then std = std / math.sqrt(2 * S.layers) end
+  local w = s:param("weight", { out, x:dim(-1) }, { shard = shard, std = std })
+  local y = plait.matmul(x, w, { transpose = true })
+  if setting(opts, S, "bias", true) then
+    y = y + s:param("bias", { out }, { init = "zeros", shard = shard == "column" and "column" or nil })
+  end
+  return y
+end
+
+-- Multi-head attention with its projections: q, k, v (column-parallel, split by heads), the attention
+-- itself (causal unless config.causal == false; RoPE with config.positions == "rope"; grouped-query
+-- with config.kv_heads < heads), and the output projection (row-parallel), then dropout.
+function nn.attention(S, ...)
+  local name, x, opts = named(...)
+  check_tensor(x, "nn.attention")
+  local s = S:child(name, "attn")
+  local hidden = x:size(-1)
+  local heads = setting(opts, S, "heads")
+  local kv_heads = setting(opts, S, "kv_heads", heads)
+  if type(heads) ~= "number" then fail("nn.attention needs heads (opts.heads or config.heads)") end
+  if hidden % heads ~= 0 then fail("hidden %d is not divisible by heads %d", hidden, heads) end
+  if heads % kv_heads ~= 0 then fail("heads %d is not divisible by kv_heads %d", heads, kv_heads) end
+  local head_dim = hidden // heads
+  local qdim = plait.dim(heads * head_dim, "qdim", head_dim)
+  local kvdim = plait.dim(kv_heads * head_dim, "kvdim", head_dim)
+  local lopts = { bias = setting(opts, S, "bias", true) }
+  local q = nn.linear(s, "q", x, qdim, "column", lopts)
+  local k = nn.linear(s, "k", x, kvdim, "column", lopts)
+  local v = nn.linear(s, "v", x, kvdim, "column", lopts)
+  local o = plait.attention(q, k, v, {
+    heads = heads, kv_heads = kv_heads,
+    causal = setting(opts, S, "causal", true),
+    rope = setting(opts, S, "positions", "learned") == "rope",
+    rope_theta = setting(opts, S, "rope_theta", 10000),
+  })
+  local y = nn.linear(s, "proj", o, hidden, "row", { bias = lopts.bias, residual = true })
+  return plait.dropout(y, setting(opts, S, "dropout", 0))
+end
+
+-- The feed-forward block: activation "gelu" (fc, GeLU, proj), "relu", or "swiglu" (silu(gate)·up, down),
+-- of width opts.ffn or config.ffn; column-parallel in, row-parallel out; then dropout.
+function nn.mlp(S, ...)
+  local name, x, opts = named(...)
+  check_tensor(x, "nn.mlp")
+  local s = S:child(name, "mlp")
+  local hidden = x:size(-1)
+  local ffn = setting(opts, S, "ffn", 4 * hidden)
+  local activation = setting(opts, S, "activation", "gelu")
+  local lopts = { bias = setting(opts, S, "bias", true) }
+  local h
+  if activation == "swiglu" then
+    local gate = nn.linear(s, "gate", x, ffn, "column", lopts)
+    local up = nn.linear(s, "up", x, ffn, "column", lopts)
+    h = plait.silu(gate) * up
+  elseif activation == "gelu" or activation == "relu" then
+    h = plait[activation](nn.linear(s, "fc", x, ffn, "column", lopts))
+  else
+    fail("unknown activation '%s' (gelu, relu, swiglu)", tostring(activation))
+  end
+  local y = nn.linear(s, "proj", h, hidden, "row", { bias = lopts.bias, residual = true })
+  return plait.dropout(y, setting(opts, S, "dropout", 0))
+end
+
+function nn.dropout(S, x, p)
+  return plait.dropout(x, p or setting(nil, S, "dropout", 0))
+end
+
+-- The logits of x against the output matrix: the embedding table when tied (config.tied, default true),
+-- else a vocab-parallel "lm_head.weight".
+local function logits(S, x, opts)
+  local vocab = plait.vocab(setting(opts, S, "vocab"))
+  local w
+  if setting(opts, S, "tied", true) then
+    w = S:get("wte")
+  else
+    w = S:param("lm_head.weight", { vocab, x:size(-1) }, { shard = "vocab", std = setting(opts, S, "init_std", 0.02) })
+  end
+  return plait.matmul(x, w, { transpose = true }), vocab
+end
+
+-- Language-model head: final norm "ln_f", logits, softmax cross entropy against the next tokens.
+function nn.lm_head(S, x, targets, opts)
+  check_tensor(x, "nn.lm_head")
+  local h = nn.norm(S, "ln_f", x, opts)
+  local z = logits(S, h, opts)
+  return plait.cross_entropy(z, targets, { vocab = setting(opts, S, "vocab") })
+end
+
+-- Masked-LM head (BERT): dense + GeLU + layer norm "mlm", logits against the tied table plus a bias,
+-- cross entropy over the masked positions only (targets equal to -1 count for nothing).
+function nn.mlm_head(S, x, targets, opts)
+  check_tensor(x, "nn.mlm_head")
+  local hidden = x:size(-1)
+  local s = S:sub("mlm")
+  local h = plait.gelu(nn.linear(s, "dense", x, hidden, nil, { residual = false }))
+  h = nn.layernorm(s, "ln", h, opts)
+  local z, vocab = logits(S, h, opts)
+  z = z + s:param("bias", { vocab }, { init = "zeros", shard = "vocab" })
+  return plait.cross_entropy(z, targets, { vocab = setting(opts, S, "vocab"), ignore = -1 })
+end
+
+return nn

@@ -1,0 +1,24 @@
+-- A Llama-style decoder (Touvron et al. 2023): RMSNorm, SwiGLU, rotary positions, grouped-query
+-- attention (kv_heads < heads), no biases, an untied output layer. Llama-2-7B sizes by default.
+local plait = require "plait"
+local nn = require "plait.nn"
+
+local cfg = plait.config {
+  vocab = 32000, seq = 4096, layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008,
+  norm = "rmsnorm", activation = "swiglu", positions = "rope", rope_theta = 10000, bias = false, tied = false,
+  norm_eps = 1e-5, dropout = 0.0,
+}
+
+-- The block written out from primitives, as a new variant would be.
+local function block(L, x)
+  local h = x + nn.attention(L, "attn", nn.rmsnorm(L, "attn_norm", x))
+  local g = nn.rmsnorm(L, "mlp_norm", h)
+  local gate = nn.linear(L, "gate", g, cfg.ffn, "column", { bias = false })
+  local up = nn.linear(L, "up", g, cfg.ffn, "column", { bias = false })
+  return h + nn.linear(L, "down", plait.silu(gate) * up, cfg.hidden, "row", { bias = false })
+end
+
+return plait.model {
+  name = "llama", config = cfg, layers = cfg.layers,
+  embed = nn.embedding, block = block, head = nn.lm_head,
+}

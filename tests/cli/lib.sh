@@ -1,0 +1,27 @@
+# lib.sh: helpers for command-line tests: each check prints "PASS name" or "FAIL name: why".
+# PLAIT (the compiler) and PLAIT_ROOT (the checkout) come from tests/run.sh.
+: "${PLAIT_ROOT:=$(cd "$(dirname "$0")/../.." && pwd)}"
+: "${PLAIT:=$PLAIT_ROOT/build/plait}"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1: $2"; }
+
+# expect_error NAME PATTERN CMD...: the command must exit non-zero with exactly one line on stderr matching PATTERN.
+expect_error() {
+  name=$1 pattern=$2; shift 2
+  "$@" >"$TMP/out" 2>"$TMP/err"; status=$?
+  lines=$(wc -l <"$TMP/err")
+  if [ "$status" = 0 ]; then fail "$name" "exit status 0"
+  elif [ "$status" -ge 128 ]; then fail "$name" "crashed with status $status"
+  elif [ "$lines" != 1 ]; then fail "$name" "expected one line on stderr, got $lines: $(head -c 400 "$TMP/err")"
+  elif ! grep -q -E -- "$pattern" "$TMP/err"; then fail "$name" "stderr '$(cat "$TMP/err")' does not match '$pattern'"
+  else pass "$name"; fi
+}
+
+# expect_ok NAME CMD...: the command must exit 0; its stdout is left in $TMP/out.
+expect_ok() {
+  name=$1; shift
+  if "$@" >"$TMP/out" 2>"$TMP/err"; then pass "$name"; else fail "$name" "exit $?: $(head -c 400 "$TMP/err")"; fi
+}
