@@ -1,0 +1,77 @@
+/* comm.h: the communication interface generated programs use, whatever carries it: threads in one
+ * process (local, the default), MPI processes (under mpirun or srun), or NCCL on GPUs.
+ * Ranks form the grid rank = tp_r + tp·(dp_r + dp·pp_r); the groups below are built eagerly, in this
+ * fixed order, on every rank. No call returns an error: a failure anywhere ends the whole job with one
+ * line naming the rank and the cause (comm_fail), and a wait that outlasts the timeout is a failure. */
+#ifndef PLAIT_COMM_H
+#define PLAIT_COMM_H
+
+#include <stdint.h>
+
+#include "real.h"
+
+typedef enum {
+  GROUP_WORLD,
+  GROUP_TP,    /* same dp_r and pp_r: tensor-parallel peers */
+  GROUP_DP,    /* same tp_r and pp_r: data-parallel replicas */
+  GROUP_PP,    /* same tp_r and dp_r: the pipeline, in pp_r order */
+  GROUP_EMBED, /* same tp_r and dp_r, pp_r 0 and pp - 1: holders of a tied embedding (one rank when pp = 1) */
+  GROUP_COUNT
+} GroupKind;
+
+typedef enum { COMM_SUM, COMM_MAX } CommOp;
+typedef enum { COMM_REAL, COMM_F32, COMM_F64 } CommType;
+
+typedef struct {
+  int world, rank;
+  int tp, dp, pp;
+  int tp_rank, dp_rank, pp_rank;
+} RankInfo;
+
+typedef struct Comm Comm;
+typedef struct CommRequest CommRequest;
+
+/* Runs fn once per rank of a tp·pp·dp grid and returns the process's exit status. Under a launcher
+ * (mpirun, srun: OMPI_COMM_WORLD_SIZE, PMI_SIZE or SLURM_NTASKS in the environment) this process is one
+ * rank and the launcher's world must be tp·pp·dp; otherwise the ranks are threads of this process.
+ * PLAIT_COMM_TIMEOUT (seconds, default 300) bounds every wait. */
+typedef int (*RankMain)(Comm *c, void *arg);
+int comm_launch(int tp, int pp, int dp, RankMain fn, void *arg);
+
+const RankInfo *comm_info(const Comm *c);
+int comm_group_size(const Comm *c, GroupKind g);
+int comm_group_rank(const Comm *c, GroupKind g);
+/* The world rank of member i of this rank's group g. */
+int comm_group_member(const Comm *c, GroupKind g, int i);
+const char *comm_backend_name(const Comm *c); /* "local" or "mpi" */
+
+/* In place over n elements; every member gets the same bits (a fixed order of summation). */
+void comm_allreduce(Comm *c, GroupKind g, void *buf, int64_t n, CommType type, CommOp op);
+
+/* Gathers along an axis: in is [outer][inner] on each member; out is [outer][size·inner], member r's
+ * block at out[o·size·inner + r·inner]. With outer = 1 this is the plain concatenation. */
+void comm_allgather(Comm *c, GroupKind g, const real *in, real *out, int64_t outer, int64_t inner);
+
+/* The adjoint of comm_allgather: in is [outer][size·inner]; out[o·inner + i] is the sum over members
+ * of their in[o·size·inner + r·inner + i], r this rank's place in the group. */
+void comm_reducescatter(Comm *c, GroupKind g, const real *in, real *out, int64_t outer, int64_t inner);
+
+void comm_broadcast(Comm *c, GroupKind g, void *buf, int64_t bytes, int root);
+void comm_barrier(Comm *c, GroupKind g);
+
+/* Point to point between world ranks, in groups: every send and receive posted between p2p_start and
+ * p2p_end is in flight at once, and p2p_end returns when all are complete. Messages between a pair of
+ * ranks match in the order they were posted (tag: a check that both sides agree on what moves). */
+void comm_p2p_start(Comm *c);
+void comm_send(Comm *c, int peer, const real *buf, int64_t n, int tag);
+void comm_recv(Comm *c, int peer, real *buf, int64_t n, int tag);
+void comm_p2p_end(Comm *c);
+
+/* A nonblocking all-reduce (data-parallel gradient buckets), progressing while the caller computes. */
+CommRequest *comm_allreduce_start(Comm *c, GroupKind g, real *buf, int64_t n, CommOp op);
+void comm_wait(Comm *c, CommRequest *r);
+
+/* Ends the whole job: prints "plait: rank R: <message>" on stderr and makes every rank exit non-zero. */
+_Noreturn void comm_fail(Comm *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif
