@@ -174,6 +174,7 @@ static int l_param(lua_State *L) {
   p.hint = (ShardHint)luaL_checkoption(L, 5, NULL, hints);
   p.decay = lua_toboolean(L, 6);
   p.scope = b->scope;
+  core_user_where(L, p.where, sizeof p.where);
   if (find_param(b->model, p.name, p.scope) >= 0)
     return fail(L, "parameter '%s' is defined twice; give each layer its own name", p.name);
   if ((p.hint == HINT_ROW && p.ndim != 2) || ((p.hint == HINT_COLUMN || p.hint == HINT_VOCAB) && p.ndim < 1))

@@ -49,16 +49,21 @@ void graph_init(Graph *g, const char *name) {
   g->output = g->grad_output = g->grad_input = -1;
 }
 
+/* dims and name may point into g's own table, which growing moves: they are copied first. */
 int graph_tensor(Graph *g, TensorKind kind, DType dtype, int ndim, const int *dims, const char *name) {
+  int dims_copy[MAX_DIMS];
+  char name_copy[NAME_LEN];
+  memcpy(dims_copy, dims, (size_t)ndim * sizeof *dims);
+  snprintf(name_copy, sizeof name_copy, "%s", name ? name : "");
   g->tensors = grow(g->tensors, &g->tensors_cap, g->ntensors + 1, sizeof *g->tensors);
   Tensor *t = &g->tensors[g->ntensors];
   memset(t, 0, sizeof *t);
   t->kind = kind;
   t->dtype = dtype;
   t->ndim = ndim;
-  memcpy(t->dims, dims, (size_t)ndim * sizeof *dims);
+  memcpy(t->dims, dims_copy, (size_t)ndim * sizeof *dims);
   t->producer = t->param = t->grad_of = -1;
-  snprintf(t->name, sizeof t->name, "%s", name ? name : "");
+  snprintf(t->name, sizeof t->name, "%s", name_copy);
   return g->ntensors++;
 }
 
@@ -66,6 +71,7 @@ Node node_new(OpKind op, int nin, const int *in) {
   Node n;
   memset(&n, 0, sizeof n);
   n.op = op;
+  n.inplace = -1;
   n.nin = nin;
   memcpy(n.in, in, (size_t)nin * sizeof *in);
   return n;
@@ -161,4 +167,35 @@ void model_free(Model *m) {
   free(m->params);
   free(m->config);
   memset(m, 0, sizeof *m);
+}
+
+static void print_tensor(const Model *m, const Graph *g, int t, FILE *f) {
+  char shape[200], layout[16];
+  shape_string(m, g->tensors[t].ndim, g->tensors[t].dims, shape, sizeof shape);
+  layout_string(g->tensors[t].layout, layout, sizeof layout);
+  fprintf(f, "%s%s:%s", g->tensors[t].name, shape, layout);
+}
+
+static void print_graph(const Model *m, const Graph *g, FILE *f) {
+  fprintf(f, "stage %s\n", g->name);
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = &g->nodes[i];
+    fprintf(f, "  %c%s %-13s ", n->inserted ? '+' : ' ', n->backward ? "bwd" : "fwd", op_name(n->op));
+    for (int k = 0; k < n->nout; k++) {
+      print_tensor(m, g, n->out[k], f);
+      fprintf(f, k + 1 < n->nout ? ", " : "");
+    }
+    fprintf(f, " <- ");
+    for (int k = 0; k < n->nin; k++) {
+      print_tensor(m, g, n->in[k], f);
+      fprintf(f, k + 1 < n->nin ? ", " : "");
+    }
+    fprintf(f, "\n");
+  }
+}
+
+void graph_print(const Model *m, FILE *f) {
+  print_graph(m, &m->embed, f);
+  print_graph(m, &m->block, f);
+  print_graph(m, &m->head, f);
 }

@@ -4,6 +4,7 @@
 #define PLAIT_GRAPH_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include "expr.h"
 
 enum { MAX_DIMS = 6, MAX_INPUTS = 16, MAX_OUTPUTS = 4, NAME_LEN = 64, WHERE_LEN = 160 };
@@ -100,12 +101,14 @@ typedef struct {
     CollAttr coll;
   } a;
   Expr expr;      /* OP_EW: the expression over in[0..nin) */
+  int inplace;    /* the first output reuses the buffer of this input (-1: none); the input dies here */
   int backward;   /* 1 for nodes of the backward pass */
   int inserted;   /* 1 for collectives and slices the shard pass or autodiff inserted */
   char where[WHERE_LEN]; /* model file:line that asked for it (or the pass that made it) */
 } Node;
 
-/* One stage graph: forward nodes in order, then (after autodiff) backward nodes. */
+/* One stage graph: forward nodes in order, then (after autodiff) backward nodes. A tensor of kind
+ * T_PARAM_GRAD written by a node is accumulated into (+=), never overwritten. */
 typedef struct {
   char name[NAME_LEN];
   Tensor *tensors;
@@ -132,8 +135,9 @@ typedef struct {
   Layout layout;       /* from the hint, set by the shard pass */
   ParamScope scope;
   int decay;           /* weight decay applies (matrices and embeddings, not norms and biases) */
-  int grad_tp_sum;     /* shard pass: its gradient is a partial sum over the TP group (replicated
+  int grad_tp_sum;     /* autodiff: its gradient is a partial sum over the TP group (a replicated
                           parameter used on split activations), so it is all-reduced over TP */
+  char where[WHERE_LEN]; /* model file:line that made it */
 } Param;
 
 typedef struct {
@@ -174,6 +178,9 @@ int64_t param_unpadded_elems(const Model *m, const Param *p);
 const char *op_name(OpKind op);
 int op_is_collective(OpKind op);
 void model_free(Model *m);
+/* Every node of every stage with its outputs and inputs as name[shape]:layout; '+' marks inserted
+ * collectives, bwd the backward pass. */
+void graph_print(const Model *m, FILE *f);
 
 /* printing: "[b, seq, hidden]", "R", "S(2)", "P" */
 void shape_string(const Model *m, int ndim, const int *dims, char *buf, int len);
