@@ -247,7 +247,7 @@ function plait.model(m)
     if type(m.config[k]) ~= "number" then fail("plait.model: config.%s must be a number", k) end
   end
   m.parallel = m.parallel or {}
-  m.where = user_where()
+  core.set_config(m.config) -- as the model file left it (derived sizes included)
   return setmetatable(m, { __name = "plait.model" })
 end
 

@@ -1,0 +1,23 @@
+/* machine.c: the table of machines (datasheet rates; efficiency is an assumption, stated per entry). */
+#include "machine.h"
+
+#include <string.h>
+
+static const Machine machines[] = {
+    {"a100", "NVIDIA A100 SXM 80GB (DGX A100): bf16 312 TFLOP/s, NVLink 300 GB/s, 8x200 Gb/s InfiniBand per node",
+     312e12, 0.5, 300e9, 25e9, 5e-6, 8, 2},
+    {"h100", "NVIDIA H100 SXM (DGX H100): bf16 989 TFLOP/s, NVLink 450 GB/s, 8x400 Gb/s InfiniBand per node",
+     989e12, 0.5, 450e9, 50e9, 5e-6, 8, 2},
+    {"h200", "NVIDIA H200 SXM: bf16 989 TFLOP/s, NVLink 450 GB/s, 8x400 Gb/s InfiniBand per node",
+     989e12, 0.5, 450e9, 50e9, 5e-6, 8, 2},
+    {"cpu", "a small CPU node: 100 GFLOP/s fp32, 10 GB/s between ranks (threads sharing memory)",
+     100e9, 1.0, 10e9, 10e9, 1e-6, 1 << 20, 4},
+};
+
+const Machine *machine_find(const char *name) {
+  for (unsigned i = 0; i < sizeof machines / sizeof *machines; i++)
+    if (strcmp(machines[i].name, name) == 0) return &machines[i];
+  return NULL;
+}
+
+const char *machine_names(void) { return "a100, h100, h200, cpu"; }

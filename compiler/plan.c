@@ -1,0 +1,140 @@
+/* plan.c: running the passes in order and working out what each pipeline rank holds and sends. */
+#include "plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "autodiff.h"
+#include "host.h"
+#include "shape.h"
+#include "shard.h"
+
+static int printing(const Options *o, const char *pass) { return o->print && strcmp(o->print, pass) == 0; }
+
+static int check_print_option(const Options *o, Diag *d) {
+  static const char *const passes[] = {"shapes", "shard", "autodiff", "partition", NULL};
+  if (!o->print) return 0;
+  for (int i = 0; passes[i]; i++)
+    if (strcmp(passes[i], o->print) == 0) return 0;
+  return diag(d, "--print %s: unknown pass (shapes, shard, autodiff, partition)", o->print);
+}
+
+static int choose_machine(const Options *o, Plan *p, Diag *d) {
+  const char *name = o->machine ? o->machine : "a100";
+  p->machine = machine_find(name);
+  if (!p->machine) return diag(d, "--machine %s: unknown machine (%s)", name, machine_names());
+  p->precision = p->machine->activation_bytes == 2 ? PRECISION_BF16 : PRECISION_FP32;
+  return 0;
+}
+
+/* Chunk costs for the cut: forward and backward (and recomputed forward) FLOPs of one microbatch. */
+static int cut_chunks(Plan *p, Diag *d) {
+  const ModelCost *c = &p->cost;
+  double layer = c->block.flops[0] * (p->par.recompute ? 2 : 1) + c->block.flops[1];
+  p->nchunks = p->par.pp * p->par.vpp;
+  p->chunks = calloc((size_t)p->nchunks, sizeof *p->chunks);
+  return partition_layers(&p->par, p->model.layers, c->embed.flops[0] + c->embed.flops[1], layer,
+                          c->head.flops[0] + c->head.flops[1], p->chunks, d);
+}
+
+static void print_partition(const Plan *p, FILE *out) {
+  for (int c = 0; c < p->nchunks; c++) {
+    const Chunk *k = &p->chunks[c];
+    fprintf(out, "chunk %d: rank %d, layers %d..%d%s%s, cost %.4g FLOP\n", c, k->rank, k->first_layer,
+            k->first_layer + k->layers - 1, k->has_embed ? " + embed" : "", k->has_head ? " + head" : "", k->cost);
+  }
+}
+
+/* Peak in-flight microbatches of a chunk on pipeline rank r for the named schedules. */
+static double chunk_inflight(const Plan *p, int rank) {
+  int pp = p->par.pp, m = p->microbatches, v = p->par.vpp;
+  if (strcmp(p->par.schedule, "gpipe") == 0) return m;
+  if (v == 1) return pp - rank < m ? pp - rank : m;
+  int warmup = 2 * (pp - rank - 1) + (v - 1) * pp;
+  double pairs = warmup + 1 < v * m ? warmup + 1 : v * m;
+  return pairs / v;
+}
+
+static void rank_memory(const Plan *p, int rank, RankMemory *r) {
+  const ModelCost *c = &p->cost;
+  memset(r, 0, sizeof *r);
+  double saved = 0, recompute_peak = 0;
+  for (int k = rank; k < p->nchunks; k += p->par.pp) {
+    const Chunk *ch = &p->chunks[k];
+    double chunk_saved = ch->layers * (double)c->block.saved_bytes + (ch->has_embed ? c->embed.saved_bytes : 0) +
+                         (ch->has_head ? c->head.saved_bytes : 0);
+    double edges = (ch->has_embed ? c->embed.saved_bytes : 0) + (ch->has_head ? c->head.saved_bytes : 0);
+    double kept = p->par.recompute ? c->block.input_bytes + edges : chunk_saved; /* recompute keeps chunk inputs */
+    double inflight = chunk_inflight(p, rank);
+    saved += kept * inflight;
+    if (p->par.recompute && ch->layers * (double)c->block.saved_bytes > recompute_peak)
+      recompute_peak = ch->layers * (double)c->block.saved_bytes;
+    r->peak_inflight += inflight;
+    r->params += ch->layers * c->block.params_local + (ch->has_embed ? c->embed.params_local : 0);
+    if (ch->has_head) r->params += ch->has_embed ? c->head.params_local : c->head.params_local_used;
+  }
+  r->activations = saved + recompute_peak;
+  double n = (double)r->params;
+  r->weights[PRECISION_FP32] = 4 * n, r->gradients[PRECISION_FP32] = 4 * n, r->optimizer[PRECISION_FP32] = 8 * n;
+  r->weights[PRECISION_BF16] = 2 * n, r->gradients[PRECISION_BF16] = 4 * n, r->optimizer[PRECISION_BF16] = 12 * n;
+  r->total = r->weights[p->precision] + r->gradients[p->precision] + r->optimizer[p->precision] + r->activations;
+}
+
+/* Bytes a pipeline rank sends per iteration over each group; the plan keeps the busiest rank's. */
+static void rank_traffic(Plan *p, int rank) {
+  const ModelCost *c = &p->cost;
+  double m = p->microbatches, tp = 0, pp = 0;
+  for (int k = rank; k < p->nchunks; k += p->par.pp) {
+    const Chunk *ch = &p->chunks[k];
+    double per_layer = c->block.tp_bytes[0] * (p->par.recompute ? 2 : 1) + c->block.tp_bytes[1];
+    tp += m * (ch->layers * per_layer + (ch->has_embed ? c->embed.tp_bytes[0] + c->embed.tp_bytes[1] : 0) +
+               (ch->has_head ? c->head.tp_bytes[0] + c->head.tp_bytes[1] : 0));
+    if (k + 1 < p->nchunks && p->chunks[k + 1].rank != rank) pp += m * c->block.output_bytes; /* activations */
+    if (k > 0 && p->chunks[k - 1].rank != rank) pp += m * c->block.input_bytes;               /* gradients */
+  }
+  double dp = cost_ring_allreduce(4.0 * p->ranks[rank].params, p->par.dp);
+  double embed = p->par.pp > 1 && (rank == 0 || rank == p->par.pp - 1) ? cost_ring_allreduce(c->tied_bytes, 2) : 0;
+  if (tp > p->bytes_tp) p->bytes_tp = tp;
+  if (pp > p->bytes_pp) p->bytes_pp = pp;
+  if (dp > p->bytes_dp) p->bytes_dp = dp;
+  if (embed > p->bytes_embed) p->bytes_embed = embed;
+}
+
+static int run_passes(const Options *o, Plan *p, FILE *out, Diag *d) {
+  Model *m = &p->model;
+  if (printing(o, "shapes")) return shape_print(m, out), 1;
+  if (shard_model(m, &p->par, d)) return -1;
+  if (printing(o, "shard")) return graph_print(m, out), 1;
+  if (autodiff_model(m, d)) return -1;
+  if (printing(o, "autodiff")) return graph_print(m, out), 1;
+  cost_model(m, &p->par, p->machine->activation_bytes, &p->cost);
+  if (cut_chunks(p, d)) return -1;
+  if (printing(o, "partition")) return print_partition(p, out), 1;
+  p->ranks = calloc((size_t)p->par.pp, sizeof *p->ranks);
+  for (int r = 0; r < p->par.pp; r++) rank_memory(p, r, &p->ranks[r]);
+  for (int r = 0; r < p->par.pp; r++) rank_traffic(p, r);
+  return 0;
+}
+
+int plan_build(const Options *o, Plan *p, FILE *out, Diag *d) {
+  memset(p, 0, sizeof *p);
+  if (!o->file) return diag(d, "plan needs a model file: plait plan MODEL.lua");
+  if (check_print_option(o, d) || choose_machine(o, p, d)) return -1;
+  if (host_build_model(o->file, o->sets, o->nsets, &o->parallel, &p->par, &p->model, d)) return -1;
+  p->microbatches = parallel_microbatches(&p->par);
+  return run_passes(o, p, out, d);
+}
+
+void plan_free(Plan *p) {
+  model_free(&p->model);
+  free(p->chunks);
+  free(p->ranks);
+  memset(p, 0, sizeof *p);
+}
+
+void plan_format_bytes(double bytes, char *buf, int len) {
+  static const char *const units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
+  int u = 0;
+  while (bytes >= 1000 && u < 5) bytes /= 1000, u++;
+  snprintf(buf, len, u ? "%.2f %s" : "%.0f %s", bytes, units[u]);
+}

@@ -1,0 +1,54 @@
+/* plan.h: the plan: a model under a layout with everything the passes worked out (layouts and
+ * collectives, chunks on ranks, costs, bytes on the wire, memory per rank), ready to print. */
+#ifndef PLAIT_PLAN_H
+#define PLAIT_PLAN_H
+
+#include <stdio.h>
+
+#include "cost.h"
+#include "graph.h"
+#include "machine.h"
+#include "options.h"
+#include "parallel.h"
+#include "partition.h"
+
+enum { PRECISION_FP32, PRECISION_BF16, PRECISIONS };
+
+typedef struct {
+  int64_t params;                  /* parameter elements one TP rank of this pipeline rank holds */
+  double weights[PRECISIONS];      /* bytes: fp32 weights / bf16 weights */
+  double gradients[PRECISIONS];    /* fp32 gradients in both */
+  double optimizer[PRECISIONS];    /* Adam m and v (fp32) / plus the fp32 master weights */
+  double activations;              /* peak activation bytes, in the machine's activation precision */
+  double peak_inflight;            /* microbatches whose activations are held at the peak */
+  double total;                    /* all of it, in the machine's precision */
+} RankMemory;
+
+typedef struct {
+  Model model;
+  Parallel par;
+  const Machine *machine;
+  int precision;                   /* PRECISION_BF16 when the machine trains in bf16, else PRECISION_FP32 */
+  ModelCost cost;
+  int microbatches;
+  int nchunks;
+  Chunk *chunks;                   /* pp·vpp, chunk c on rank c mod pp */
+  RankMemory *ranks;               /* per pipeline rank */
+  double bytes_tp, bytes_pp, bytes_dp, bytes_embed; /* bytes one rank sends per iteration (the busiest) */
+} Plan;
+
+/* Runs the passes for `o` (model file, layout flags, --set). With o->print naming a pass (shapes, shard,
+ * autodiff, partition), prints that pass's form to `out` and stops there, returning 1. Returns 0 with
+ * the plan built, or -1 with the reason in d. */
+int plan_build(const Options *o, Plan *p, FILE *out, Diag *d);
+void plan_free(Plan *p);
+
+void plan_write_text(const Plan *p, FILE *f);
+void plan_write_json(const Plan *p, FILE *f);
+/* The block's graph with every tensor's layout and every inserted collective (Graphviz). */
+void plan_write_dot(const Plan *p, FILE *f);
+
+/* Human-readable sizes for the text plan: "1.23 GB", "5.6 TFLOP". */
+void plan_format_bytes(double bytes, char *buf, int len);
+
+#endif

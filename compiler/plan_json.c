@@ -1,0 +1,83 @@
+/* plan_json.c: the plan as JSON, for programs. */
+#include "plan.h"
+
+static const char *const coll_keys[COLL_KINDS] = {"allreduce", "allgather", "reducescatter"};
+
+static void counts(const int c[COLL_KINDS], FILE *f) {
+  fprintf(f, "{");
+  for (int k = 0; k < COLL_KINDS; k++) fprintf(f, "%s\"%s\": %d", k ? ", " : "", coll_keys[k], c[k]);
+  fprintf(f, "}");
+}
+
+static void stage_collectives(const char *name, const StageCost *s, FILE *f) {
+  fprintf(f, "\"%s\": {\"forward\": ", name);
+  counts(s->collectives[PASS_FORWARD], f);
+  fprintf(f, ", \"backward\": ");
+  counts(s->collectives[PASS_BACKWARD], f);
+  fprintf(f, "}");
+}
+
+static void layout(const Plan *p, FILE *f) {
+  const Parallel *par = &p->par;
+  fprintf(f, "  \"layout\": {\"tp\": %d, \"pp\": %d, \"vpp\": %d, \"dp\": %d, \"mbs\": %d, \"gbs\": %d, "
+             "\"microbatches\": %d, \"schedule\": \"%s\", \"recompute\": \"%s\", \"sequence_parallel\": %s, "
+             "\"partition\": \"%s\"},\n",
+          par->tp, par->pp, par->vpp, par->dp, par->mbs, par->gbs, p->microbatches, par->schedule,
+          par->recompute ? "full" : "none", par->sequence_parallel ? "true" : "false", par->partition);
+}
+
+static void model(const Plan *p, FILE *f) {
+  const Model *m = &p->model;
+  fprintf(f, "  \"model\": {\"name\": \"%s\", \"layers\": %d", m->name, m->layers);
+  if (m->vocab_dim >= 0)
+    fprintf(f, ", \"vocab\": %lld, \"vocab_padded\": %lld", (long long)m->dims[m->vocab_dim].unpadded,
+            (long long)m->dims[m->vocab_dim].size);
+  fprintf(f, ", \"tied\": %s},\n", m->tied ? "true" : "false");
+}
+
+static void rank(const Plan *p, int r, FILE *f) {
+  const RankMemory *m = &p->ranks[r];
+  fprintf(f, "    {\"rank\": %d, \"chunks\": [", r);
+  for (int c = r, n = 0; c < p->nchunks; c += p->par.pp) fprintf(f, "%s%d", n++ ? ", " : "", c);
+  fprintf(f, "], \"layers\": [");
+  for (int c = r, n = 0; c < p->nchunks; c += p->par.pp)
+    for (int l = 0; l < p->chunks[c].layers; l++) fprintf(f, "%s%d", n++ ? ", " : "", p->chunks[c].first_layer + l);
+  fprintf(f, "], \"embed\": %s, \"head\": %s, \"params\": %lld, \"memory_bytes\": %.0f,\n",
+          p->chunks[r].has_embed ? "true" : "false", p->chunks[p->nchunks - 1].rank == r ? "true" : "false",
+          (long long)m->params, m->total);
+  fprintf(f, "     \"memory\": {\"weights\": %.0f, \"gradients\": %.0f, \"optimizer\": %.0f, \"activations\": %.0f, "
+             "\"fp32_total\": %.0f, \"bf16_total\": %.0f}, \"peak_inflight_microbatches\": %.6g}",
+          m->weights[p->precision], m->gradients[p->precision], m->optimizer[p->precision], m->activations,
+          m->weights[PRECISION_FP32] + m->gradients[PRECISION_FP32] + m->optimizer[PRECISION_FP32] + m->activations,
+          m->weights[PRECISION_BF16] + m->gradients[PRECISION_BF16] + m->optimizer[PRECISION_BF16] + m->activations,
+          m->peak_inflight);
+}
+
+void plan_write_json(const Plan *p, FILE *f) {
+  const ModelCost *c = &p->cost;
+  fprintf(f, "{\n");
+  model(p, f);
+  layout(p, f);
+  fprintf(f, "  \"machine\": \"%s\",\n", p->machine->name);
+  fprintf(f, "  \"params_total\": %lld,\n  \"params_padded\": %lld,\n", (long long)c->params_total,
+          (long long)c->params_padded);
+  fprintf(f, "  \"flops_per_iteration\": %.17g,\n  \"flops\": {\"forward\": %.17g, \"backward\": %.17g, "
+             "\"recompute\": %.17g},\n",
+          c->flops_per_iteration, c->flops_forward, c->flops_backward, c->flops_recompute);
+  fprintf(f, "  \"collectives\": {\n    \"per_layer\": {\"forward\": ");
+  counts(c->block.collectives[PASS_FORWARD], f);
+  fprintf(f, ", \"backward\": ");
+  counts(c->block.collectives[PASS_BACKWARD], f);
+  fprintf(f, "},\n    ");
+  stage_collectives("embed", &c->embed, f);
+  fprintf(f, ",\n    ");
+  stage_collectives("head", &c->head, f);
+  fprintf(f, ",\n    \"per_iteration\": {\"tp\": %.0f, \"pp\": %.0f, \"dp\": %.0f, \"embed\": %.0f}\n  },\n", p->bytes_tp,
+          p->bytes_pp, p->bytes_dp, p->bytes_embed);
+  fprintf(f, "  \"ranks\": [\n");
+  for (int r = 0; r < p->par.pp; r++) {
+    rank(p, r, f);
+    fprintf(f, r + 1 < p->par.pp ? ",\n" : "\n");
+  }
+  fprintf(f, "  ]\n}\n");
+}

@@ -1,0 +1,121 @@
+/* plan_text.c: the plan as one screen a person reads. */
+#include <string.h>
+
+#include "plan.h"
+
+static const char *const coll_names[COLL_KINDS] = {"all-reduce", "all-gather", "reduce-scatter"};
+
+static const char *config_value(const Model *m, const char *key) {
+  for (int i = 0; i < m->nconfig; i++)
+    if (strcmp(m->config[i].key, key) == 0) return m->config[i].value;
+  return NULL;
+}
+
+static void print_model(const Plan *p, FILE *f) {
+  const Model *m = &p->model;
+  fprintf(f, "plan        %s (%s)\n", m->name, m->file);
+  fprintf(f, "model       %d layers", m->layers);
+  static const char *const keys[] = {"hidden", "heads", "kv_heads", "ffn", "seq", NULL};
+  for (int i = 0; keys[i]; i++)
+    if (config_value(m, keys[i])) fprintf(f, ", %s %s", keys[i], config_value(m, keys[i]));
+  if (m->vocab_dim >= 0) {
+    const Dim *v = &m->dims[m->vocab_dim];
+    fprintf(f, ", vocab %lld padded to %lld (+%lld, a multiple of 128·tp)", (long long)v->unpadded, (long long)v->size,
+            (long long)(v->size - v->unpadded));
+  }
+  fprintf(f, "\n");
+}
+
+static void print_layout(const Plan *p, FILE *f) {
+  const Parallel *par = &p->par;
+  fprintf(f, "layout      tp %d × pp %d × dp %d = %d ranks, vpp %d; microbatch %d, global batch %d = %d microbatches "
+             "per pipeline\n            schedule %s, recompute %s, sequence parallel %s, partition %s\n",
+          par->tp, par->pp, par->dp, par->tp * par->pp * par->dp, par->vpp, par->mbs, par->gbs, p->microbatches,
+          par->schedule, par->recompute ? "full" : "none", par->sequence_parallel ? "on" : "off", par->partition);
+  fprintf(f, "machine     %s: %s\n", p->machine->name, p->machine->about);
+}
+
+static void print_costs(const Plan *p, FILE *f) {
+  const ModelCost *c = &p->cost;
+  fprintf(f, "parameters  %lld (%lld with padding)\n", (long long)c->params_total, (long long)c->params_padded);
+  fprintf(f, "FLOPs       %.4g per iteration = forward %.4g + backward %.4g + recompute %.4g (GEMMs and attention)\n",
+          c->flops_per_iteration, c->flops_forward, c->flops_backward, c->flops_recompute);
+}
+
+/* Long pipelines show their first and last ranks; the JSON form has them all. */
+static int shown(const Plan *p, int rank) { return p->par.pp <= 8 || rank < 3 || rank >= p->par.pp - 3; }
+
+static void print_ellipsis(const Plan *p, int rank, FILE *f) {
+  if (p->par.pp > 8 && rank == 3) fprintf(f, "            ... (ranks 3-%d like their neighbours; --format json lists all)\n", p->par.pp - 4);
+}
+
+static void print_chunks(const Plan *p, FILE *f) {
+  for (int r = 0; r < p->par.pp; r++) {
+    print_ellipsis(p, r, f);
+    if (!shown(p, r)) continue;
+    fprintf(f, r == 0 ? "chunks      " : "            ");
+    fprintf(f, "rank %d:", r);
+    for (int c = r; c < p->nchunks; c += p->par.pp) {
+      const Chunk *k = &p->chunks[c];
+      fprintf(f, " [chunk %d: %slayers %d-%d%s]", c, k->has_embed ? "embed + " : "", k->first_layer,
+              k->first_layer + k->layers - 1, k->has_head ? " + head" : "");
+    }
+    fprintf(f, "\n");
+  }
+}
+
+static void print_counts(const int counts[COLL_KINDS], FILE *f) {
+  int any = 0;
+  for (int k = 0; k < COLL_KINDS; k++)
+    if (counts[k]) fprintf(f, "%s%d %s", any++ ? ", " : "", counts[k], coll_names[k]);
+  if (!any) fprintf(f, "none");
+}
+
+static void print_collectives(const Plan *p, FILE *f) {
+  const ModelCost *c = &p->cost;
+  const struct { const char *name; const StageCost *s; } stages[] = {
+      {"per layer", &c->block}, {"embed", &c->embed}, {"head", &c->head}};
+  for (int i = 0; i < 3; i++) {
+    fprintf(f, i == 0 ? "collectives " : "            ");
+    fprintf(f, "%-9s forward: ", stages[i].name);
+    print_counts(stages[i].s->collectives[PASS_FORWARD], f);
+    fprintf(f, "; backward: ");
+    print_counts(stages[i].s->collectives[PASS_BACKWARD], f);
+    fprintf(f, "\n");
+  }
+  char tp[32], pp[32], dp[32], em[32];
+  plan_format_bytes(p->bytes_tp, tp, sizeof tp);
+  plan_format_bytes(p->bytes_pp, pp, sizeof pp);
+  plan_format_bytes(p->bytes_dp, dp, sizeof dp);
+  plan_format_bytes(p->bytes_embed, em, sizeof em);
+  fprintf(f, "traffic     per rank per iteration: TP %s, PP %s, DP %s, tied embedding %s\n", tp, pp, dp, em);
+}
+
+static void print_memory(const Plan *p, FILE *f) {
+  int bf16 = p->precision == PRECISION_BF16;
+  fprintf(f, "memory      per rank, %s:\n", bf16 ? "bf16 weights, fp32 gradients, fp32 master weights and Adam"
+                                                : "fp32 weights, gradients and Adam");
+  fprintf(f, "            rank  parameters     weights   gradients   optimizer  activations  (µbatches)       total\n");
+  for (int r = 0; r < p->par.pp; r++) {
+    print_ellipsis(p, r, f);
+    if (!shown(p, r)) continue;
+    const RankMemory *m = &p->ranks[r];
+    char w[32], g[32], o[32], a[32], t[32];
+    plan_format_bytes(m->weights[p->precision], w, sizeof w);
+    plan_format_bytes(m->gradients[p->precision], g, sizeof g);
+    plan_format_bytes(m->optimizer[p->precision], o, sizeof o);
+    plan_format_bytes(m->activations, a, sizeof a);
+    plan_format_bytes(m->total, t, sizeof t);
+    fprintf(f, "            %4d  %10lld  %10s  %10s  %10s  %11s  (%8.3g)  %10s\n", r, (long long)m->params, w, g, o, a,
+            m->peak_inflight, t);
+  }
+}
+
+void plan_write_text(const Plan *p, FILE *f) {
+  print_model(p, f);
+  print_layout(p, f);
+  print_costs(p, f);
+  print_chunks(p, f);
+  print_collectives(p, f);
+  print_memory(p, f);
+}
