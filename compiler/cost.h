@@ -20,6 +20,8 @@ typedef struct {
   int64_t params_local;          /* the shares one TP rank holds */
   int64_t params_local_used;     /* the shares of every parameter the stage uses, shared ones too (the
                                     tied embedding in the head): what a rank holding it stores */
+  int64_t tp_summed_bytes;       /* fp32 gradients of replicated parameters summed over TP once per
+                                    iteration (norms and row-parallel biases under sequence parallelism) */
   int64_t saved_bytes;           /* activations one TP rank keeps for backward per microbatch */
   int64_t input_bytes;           /* the stage's input activation per microbatch on one TP rank */
   int64_t output_bytes;          /* its output activation per microbatch on one TP rank (the pipeline transfer) */

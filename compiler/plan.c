@@ -89,6 +89,9 @@ static void rank_traffic(Plan *p, int rank) {
     double per_layer = c->block.tp_bytes[0] * (p->par.recompute ? 2 : 1) + c->block.tp_bytes[1];
     tp += m * (ch->layers * per_layer + (ch->has_embed ? c->embed.tp_bytes[0] + c->embed.tp_bytes[1] : 0) +
                (ch->has_head ? c->head.tp_bytes[0] + c->head.tp_bytes[1] : 0));
+    double summed = ch->layers * c->block.tp_summed_bytes + (ch->has_embed ? c->embed.tp_summed_bytes : 0) +
+                    (ch->has_head ? c->head.tp_summed_bytes : 0);
+    tp += cost_ring_allreduce(summed, p->par.tp); /* once per iteration */
     if (k + 1 < p->nchunks && p->chunks[k + 1].rank != rank) pp += m * c->block.output_bytes; /* activations */
     if (k > 0 && p->chunks[k - 1].rank != rank) pp += m * c->block.input_bytes;               /* gradients */
   }

@@ -57,8 +57,10 @@ static void print_chunks(const Plan *p, FILE *f) {
     fprintf(f, "rank %d:", r);
     for (int c = r; c < p->nchunks; c += p->par.pp) {
       const Chunk *k = &p->chunks[c];
-      fprintf(f, " [chunk %d: %slayers %d-%d%s]", c, k->has_embed ? "embed + " : "", k->first_layer,
-              k->first_layer + k->layers - 1, k->has_head ? " + head" : "");
+      fprintf(f, " [chunk %d: %s", c, k->has_embed ? "embed + " : "");
+      if (k->layers == 1) fprintf(f, "layer %d", k->first_layer);
+      else fprintf(f, "layers %d-%d", k->first_layer, k->first_layer + k->layers - 1);
+      fprintf(f, "%s]", k->has_head ? " + head" : "");
     }
     fprintf(f, "\n");
   }

@@ -18,8 +18,10 @@ static const char *shape_of(const Model *m, const Tensor *t, char *buf, int len)
 }
 
 static int mismatch(const Model *m, const Graph *g, const Node *n, int a, int b, const char *why, Diag *d) {
-  char sa[300], sb[300];
-  return diag(d, "%s: %s: shapes %s and %s do not fit (%s)", n->where, op_name(n->op),
+  char sa[300], sb[300], op[64];
+  if (n->op == OP_EW) snprintf(op, sizeof op, "elementwise %s", expr_op_name(n->expr.n[expr_root(&n->expr)].op));
+  else snprintf(op, sizeof op, "%s", op_name(n->op));
+  return diag(d, "%s: %s: shapes %s and %s do not fit (%s)", n->where, op,
               shape_of(m, input(g, n, a), sa, sizeof sa), shape_of(m, input(g, n, b), sb, sizeof sb), why);
 }
 

@@ -228,8 +228,8 @@ static int check_split(const Shard *c, const Tensor *t, const char *what, const 
   int64_t pieces = dim->size / dim->granule;
   if (pieces % tp == 0) return 0;
   if (dim->granule > 1)
-    return diag(c->d, "%s: %lld attention heads (%s = %lld, head_dim %lld) are not divisible by tp = %d; "
-                      "choose a tp that divides %lld", where, (long long)pieces, dim->name, (long long)dim->size,
+    return diag(c->d, "%s: %lld attention heads (%s = %lld heads × head_dim %lld) are not divisible by tp = %d; "
+                      "choose a tp that divides %lld", where, (long long)pieces, dim->name, (long long)pieces,
                 (long long)dim->granule, tp, (long long)pieces);
   if (t->dims[t->layout.axis] == c->m->seq_dim)
     return diag(c->d, "%s: seq = %lld is not divisible by tp = %d, which sequence parallelism splits it by; "

@@ -4,6 +4,7 @@
 build=${1:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
 export PLAIT="$root/$build/plait" PLAIT_ROOT="$root"
+cd "$root" || exit 1
 log=$(mktemp -d)
 passed=0 failed=0
 run_one() {  # name, command...

@@ -155,6 +155,23 @@ local function convert(key, text, default)
   return text
 end
 
+-- Sizes in the config name the dims of that size: preferred keys first, then the rest in order.
+local function name_dims(cfg)
+  for k in pairs(config_keys) do config_keys[k] = nil end
+  local keys = {}
+  for _, k in ipairs(preferred) do if type(cfg[k]) == "number" then keys[#keys + 1] = k end end
+  local rest = {}
+  for k, v in pairs(cfg) do
+    if type(v) == "number" then rest[#rest + 1] = k end
+  end
+  table.sort(rest)
+  for _, k in ipairs(rest) do keys[#keys + 1] = k end
+  for _, k in ipairs(keys) do
+    local v = cfg[k]
+    if v >= 1 and v == math.floor(v) and not config_keys[v] then config_keys[v] = k end
+  end
+end
+
 -- Returns the defaults with the --set overrides applied; numbers name dims of their size.
 function plait.config(defaults)
   local cfg = {}
@@ -165,18 +182,7 @@ function plait.config(defaults)
       core.consume(key)
     end
   end
-  local keys = {}
-  for _, k in ipairs(preferred) do if type(cfg[k]) == "number" then keys[#keys + 1] = k end end
-  local rest = {}
-  for k, v in pairs(cfg) do
-    if type(v) == "number" and not config_keys[v] then rest[#rest + 1] = k end
-  end
-  table.sort(rest)
-  for _, k in ipairs(rest) do keys[#keys + 1] = k end
-  for _, k in ipairs(keys) do
-    local v = cfg[k]
-    if v >= 1 and v == math.floor(v) and not config_keys[v] then config_keys[v] = k end
-  end
+  name_dims(cfg)
   core.set_config(cfg)
   return cfg
 end
@@ -247,6 +253,7 @@ function plait.model(m)
     if type(m.config[k]) ~= "number" then fail("plait.model: config.%s must be a number", k) end
   end
   m.parallel = m.parallel or {}
+  name_dims(m.config)
   core.set_config(m.config) -- as the model file left it (derived sizes included)
   return setmetatable(m, { __name = "plait.model" })
 end

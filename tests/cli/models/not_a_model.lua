@@ -1,0 +1,2 @@
+-- A model file that returns a plain table.
+return { name = "nothing" }

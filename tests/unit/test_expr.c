@@ -1,0 +1,94 @@
+/* test_expr.c: symbolic derivatives of elementwise expressions against central finite differences. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "check.h"
+#include "expr.h"
+
+/* Checks d e / d input i (times an upstream gradient g) at x against (e(x+h) - e(x-h)) / 2h · g. */
+static void check_gradient(const Expr *e, int ninputs, const double *x, const char *what) {
+  for (int i = 0; i < ninputs; i++) {
+    Expr ge;
+    CHECK(expr_grad(e, i, ninputs, &ge) == 0, "%s: expr_grad failed", what);
+    double args[8], g = 0.7;
+    for (int k = 0; k < ninputs; k++) args[k] = x[k];
+    args[ninputs] = g;
+    double analytic = expr_eval(&ge, args);
+    double h = 1e-6, plus[8], minus[8];
+    for (int k = 0; k < ninputs; k++) plus[k] = minus[k] = x[k];
+    plus[i] += h, minus[i] -= h;
+    double numeric = (expr_eval(e, plus) - expr_eval(e, minus)) / (2 * h) * g;
+    double err = fabs(analytic - numeric) / fmax(1e-8, fabs(analytic) + fabs(numeric));
+    CHECK(err < 1e-7, "%s: d/dx%d analytic %.12g numeric %.12g (relative error %.2g)", what, i, analytic, numeric, err);
+  }
+}
+
+static void unary_ops(void) {
+  const ExprOp ops[] = {E_NEG, E_GELU, E_SILU, E_SIGMOID, E_TANH, E_EXP, E_RELU};
+  const double points[] = {-2.3, -0.4, 0.3, 1.7};
+  for (unsigned k = 0; k < sizeof ops / sizeof *ops; k++)
+    for (unsigned p = 0; p < sizeof points / sizeof *points; p++) {
+      Expr e = {0};
+      expr_unary(&e, ops[k], expr_input(&e, 0));
+      check_gradient(&e, 1, &points[p], expr_op_name(ops[k]));
+    }
+}
+
+static void binary_ops(void) {
+  const ExprOp ops[] = {E_ADD, E_SUB, E_MUL, E_DIV};
+  const double x[2] = {1.3, -0.7};
+  for (unsigned k = 0; k < sizeof ops / sizeof *ops; k++) {
+    Expr e = {0};
+    expr_binary(&e, ops[k], expr_input(&e, 0), expr_input(&e, 1));
+    check_gradient(&e, 2, x, expr_op_name(ops[k]));
+  }
+}
+
+/* silu(gate)·up + gelu(a + b)/c − tanh(a·a): inputs used several times and constants. */
+static void compound(void) {
+  Expr e = {0};
+  int gate = expr_input(&e, 0), up = expr_input(&e, 1), a = expr_input(&e, 2), b = expr_input(&e, 3);
+  int c = expr_const(&e, 1.5);
+  int t1 = expr_binary(&e, E_MUL, expr_unary(&e, E_SILU, gate), up);
+  int t2 = expr_binary(&e, E_DIV, expr_unary(&e, E_GELU, expr_binary(&e, E_ADD, a, b)), c);
+  int t3 = expr_unary(&e, E_TANH, expr_binary(&e, E_MUL, a, a));
+  expr_binary(&e, E_SUB, expr_binary(&e, E_ADD, t1, t2), t3);
+  for (int trial = 0; trial < 20; trial++) {
+    double x[4];
+    for (int i = 0; i < 4; i++) x[i] = (rand() / (double)RAND_MAX) * 4 - 2;
+    check_gradient(&e, 4, x, "compound");
+  }
+}
+
+/* An input that does not appear has derivative 0; d(x + y)/dx is the upstream gradient itself. */
+static void structure(void) {
+  Expr e = {0}, ge;
+  expr_binary(&e, E_ADD, expr_input(&e, 0), expr_input(&e, 1));
+  CHECK(expr_grad(&e, 0, 2, &ge) == 0, "grad");
+  CHECK(ge.count == 1 && ge.n[0].op == E_IN && ge.n[0].input == 2, "d(x+y)/dx should be the upstream gradient alone");
+  Expr f = {0};
+  expr_unary(&f, E_GELU, expr_input(&f, 0));
+  CHECK(expr_grad(&f, 1, 2, &ge) == 0, "grad");
+  double args[3] = {0.3, 0.5, 2.0};
+  CHECK(expr_eval(&ge, args) == 0, "an unused input has derivative 0");
+  CHECK(!expr_uses_input(&ge, 0), "the zero derivative reads no inputs");
+}
+
+/* Dropout is linear: its derivative applies the same mask (same site) to the upstream gradient. */
+static void dropout_is_linear(void) {
+  Expr e = {0}, ge;
+  expr_dropout(&e, expr_input(&e, 0), 0.1, 7);
+  CHECK(expr_grad(&e, 0, 1, &ge) == 0, "grad");
+  const ExprNode *r = &ge.n[expr_root(&ge)];
+  CHECK(r->op == E_DROPOUT && r->site == 7 && r->value == 0.1, "dropout's derivative is dropout of the gradient");
+  CHECK(ge.n[r->a].op == E_IN && ge.n[r->a].input == 1, "applied to the upstream gradient");
+}
+
+int main(void) {
+  RUN(unary_ops);
+  RUN(binary_ops);
+  RUN(compound);
+  RUN(structure);
+  RUN(dropout_is_linear);
+  TEST_EXIT();
+}

@@ -1,0 +1,230 @@
+/* test_plan.c: the front end end to end: collectives per layer, parameter and FLOP counts against the
+ * Megatron papers' formulas, gradients of every parameter, partition, and what planning costs. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "options.h"
+#include "plan.h"
+
+static const char *const all_flags[] = {"--tp", "--pp", "--vpp", "--dp", "--mbs", "--gbs", "--schedule", "--recompute",
+                                        "--sequence-parallel", "--partition", "--set", "--format", "--machine",
+                                        "--unit-costs", "--print", "-o", NULL};
+
+/* Builds the plan of a command line such as "models/gpt.lua --tp 2"; returns 0 or -1 (message in d). */
+static int plan_of(const char *command, Plan *p, Diag *d) {
+  char buf[1024], *argv[64];
+  int argc = 0;
+  snprintf(buf, sizeof buf, "plait plan %s", command);
+  for (char *tok = strtok(buf, " "); tok && argc < 63; tok = strtok(NULL, " ")) argv[argc++] = tok;
+  Options o;
+  if (options_parse(argc, argv, 2, all_flags, &o, d)) return -1;
+  return plan_build(&o, p, stdout, d);
+}
+
+static void expect_counts(const int c[COLL_KINDS], int ar, int ag, int rs, const char *what) {
+  CHECK(c[COLL_ALLREDUCE] == ar && c[COLL_ALLGATHER] == ag && c[COLL_REDUCESCATTER] == rs,
+        "%s: expected %d all-reduce, %d all-gather, %d reduce-scatter; got %d, %d, %d", what, ar, ag, rs,
+        c[COLL_ALLREDUCE], c[COLL_ALLGATHER], c[COLL_REDUCESCATTER]);
+}
+
+static void check_layer(const char *command, int ar, int ag, int rs) {
+  Plan p;
+  Diag d;
+  if (plan_of(command, &p, &d)) {
+    CHECK(0, "%s: %s", command, d.msg);
+    return;
+  }
+  expect_counts(p.cost.block.collectives[PASS_FORWARD], ar, ag, rs, command);
+  expect_counts(p.cost.block.collectives[PASS_BACKWARD], ar, ag, rs, command);
+  plan_free(&p);
+}
+
+/* Shoeybi et al.: a layer has 2 all-reduces forward and 2 backward; sequence parallelism turns each
+ * into a reduce-scatter and an all-gather; one rank needs none. */
+static void collectives_per_layer(void) {
+  const char *models[] = {"models/gpt.lua --set layers=2 hidden=256 heads=8 seq=128", "models/llama.lua --set layers=2 hidden=256 heads=8 kv_heads=4 ffn=688 seq=128",
+                          "models/bert.lua --set layers=2 hidden=256 heads=8 ffn=1024 seq=128", "models/tiny.lua"};
+  for (unsigned i = 0; i < sizeof models / sizeof *models; i++) {
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "%s --tp 1", models[i]);
+    check_layer(cmd, 0, 0, 0);
+    snprintf(cmd, sizeof cmd, "%s --tp 2", models[i]);
+    check_layer(cmd, 2, 0, 0);
+    snprintf(cmd, sizeof cmd, "%s --tp 4 --sequence-parallel", models[i]);
+    check_layer(cmd, 0, 2, 2);
+  }
+}
+
+/* Eq. 2 of Narayanan et al.: P = 12·l·h²·(1 + 13/(12h) + (V+s)/(12·l·h)); it leaves out the final layer
+ * norm (2h). A vocabulary that is a multiple of 128·tp needs no padding. */
+static void gpt_parameters_eq2(void) {
+  const struct { int l, h, a; } sizes[] = {{24, 2048, 16}, {40, 5120, 40}, {96, 12288, 96}, {128, 25600, 160}};
+  for (unsigned i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+    char cmd[300];
+    Plan p;
+    Diag d;
+    snprintf(cmd, sizeof cmd, "models/gpt.lua --set layers=%d hidden=%d heads=%d --tp 8", sizes[i].l, sizes[i].h, sizes[i].a);
+    if (plan_of(cmd, &p, &d)) { CHECK(0, "%s", d.msg); continue; }
+    double l = sizes[i].l, h = sizes[i].h, V = 51200, s = 2048;
+    double eq2 = 12 * l * h * h * (1 + 13 / (12 * h) + (V + s) / (12 * l * h));
+    CHECK(fabs(p.cost.params_total - (eq2 + 2 * h)) < 0.5, "l=%d h=%d: %lld parameters, Eq. 2 + 2h = %.0f", sizes[i].l,
+          sizes[i].h, (long long)p.cost.params_total, eq2 + 2 * h);
+    CHECK(p.cost.params_padded == p.cost.params_total, "51200 is a multiple of 128·8: no padding");
+    plan_free(&p);
+  }
+}
+
+static void reference_parameter_counts(void) {
+  Plan p;
+  Diag d;
+  if (plan_of("models/llama.lua", &p, &d) == 0) {
+    CHECK(p.cost.params_total == 6738415616LL, "Llama-2-7B: %lld, expected 6,738,415,616", (long long)p.cost.params_total);
+    plan_free(&p);
+  } else CHECK(0, "%s", d.msg);
+  if (plan_of("models/gpt2.lua", &p, &d) == 0) {
+    CHECK(p.cost.params_total == 124439808LL, "GPT-2: %lld, expected 124,439,808", (long long)p.cost.params_total);
+    CHECK(p.cost.params_padded == 124439808LL + 47 * 768, "GPT-2 with the vocabulary padded to 50304: %lld",
+          (long long)p.cost.params_padded);
+    plan_free(&p);
+  } else CHECK(0, "%s", d.msg);
+  if (plan_of("models/bert.lua", &p, &d) == 0) {
+    CHECK(fabs(p.cost.params_total / 336e6 - 1) < 0.01, "BERT-large: %lld, expected about 336M", (long long)p.cost.params_total);
+    plan_free(&p);
+  } else CHECK(0, "%s", d.msg);
+}
+
+/* Eq. 3: F = 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)) with recomputation, 72·...·(1 + s/(6h) + V/(12·l·h))
+ * without: GEMMs and attention only, as the plan counts them. */
+static void gpt_flops_eq3(void) {
+  const struct { int l, h, a, gbs; const char *recompute; } runs[] = {
+      {24, 2048, 16, 64, "full"}, {24, 2048, 16, 64, "none"}, {96, 12288, 96, 1536, "full"}, {128, 25600, 160, 3072, "none"}};
+  for (unsigned i = 0; i < sizeof runs / sizeof *runs; i++) {
+    char cmd[300];
+    Plan p;
+    Diag d;
+    snprintf(cmd, sizeof cmd, "models/gpt.lua --set layers=%d hidden=%d heads=%d --tp 8 --gbs %d --recompute %s",
+             runs[i].l, runs[i].h, runs[i].a, runs[i].gbs, runs[i].recompute);
+    if (plan_of(cmd, &p, &d)) { CHECK(0, "%s", d.msg); continue; }
+    double l = runs[i].l, h = runs[i].h, B = runs[i].gbs, s = 2048, V = 51200;
+    int full = strcmp(runs[i].recompute, "full") == 0;
+    double eq3 = full ? 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
+                      : 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+    CHECK(fabs(p.cost.flops_per_iteration / eq3 - 1) < 1e-12, "%s: %.6e FLOPs, Eq. 3 gives %.6e", cmd,
+          p.cost.flops_per_iteration, eq3);
+    plan_free(&p);
+  }
+}
+
+static const Param *param_named(const Model *m, const char *name) {
+  for (int i = 0; i < m->nparams; i++)
+    if (strcmp(m->params[i].name, name) == 0) return &m->params[i];
+  return NULL;
+}
+
+/* Sequence parallelism leaves norms and row-parallel biases with partial gradients over the TP group;
+ * without it nothing replicated needs summing. Decided by the layouts, nothing tagged. */
+static void tp_summed_gradients(void) {
+  Plan p;
+  Diag d;
+  if (plan_of("models/tiny.lua --tp 2 --sequence-parallel", &p, &d)) { CHECK(0, "%s", d.msg); return; }
+  const char *summed[] = {"ln_1.weight", "ln_1.bias", "attn.proj.bias", "mlp.proj.bias", "ln_f.weight", "wpe"};
+  const char *not_summed[] = {"attn.q.weight", "attn.q.bias", "mlp.fc.weight", "mlp.proj.weight", "wte"};
+  for (unsigned i = 0; i < sizeof summed / sizeof *summed; i++) {
+    const Param *q = param_named(&p.model, summed[i]);
+    CHECK(q && q->grad_tp_sum == (strcmp(summed[i], "wpe") != 0), "%s: grad_tp_sum %d", summed[i], q ? q->grad_tp_sum : -1);
+  }
+  for (unsigned i = 0; i < sizeof not_summed / sizeof *not_summed; i++) {
+    const Param *q = param_named(&p.model, not_summed[i]);
+    CHECK(q && !q->grad_tp_sum, "%s should not be summed over TP", not_summed[i]);
+  }
+  plan_free(&p);
+  if (plan_of("models/tiny.lua --tp 2", &p, &d)) { CHECK(0, "%s", d.msg); return; }
+  for (int i = 0; i < p.model.nparams; i++) CHECK(!p.model.params[i].grad_tp_sum, "%s summed without SP", p.model.params[i].name);
+  plan_free(&p);
+}
+
+/* Every parameter receives a gradient somewhere, and every matmul's backward is two matmuls. */
+static void every_parameter_has_a_gradient(void) {
+  const char *models[] = {"models/tiny.lua --tp 2", "models/llama.lua --set layers=2 hidden=256 heads=8 kv_heads=2 ffn=688 seq=64",
+                          "models/bert.lua --set layers=2 hidden=128 heads=4 ffn=512 seq=64 --tp 2 --sequence-parallel"};
+  for (unsigned i = 0; i < sizeof models / sizeof *models; i++) {
+    Plan p;
+    Diag d;
+    if (plan_of(models[i], &p, &d)) { CHECK(0, "%s: %s", models[i], d.msg); continue; }
+    const Graph *graphs[3] = {&p.model.embed, &p.model.block, &p.model.head};
+    for (int k = 0; k < p.model.nparams; k++) {
+      int found = 0;
+      for (int g = 0; g < 3; g++)
+        for (int n = 0; n < graphs[g]->nnodes; n++)
+          for (int o = 0; o < graphs[g]->nodes[n].nout; o++) {
+            const Tensor *t = &graphs[g]->tensors[graphs[g]->nodes[n].out[o]];
+            found |= t->kind == T_PARAM_GRAD && t->param == k;
+          }
+      CHECK(found, "%s: parameter %s gets no gradient", models[i], p.model.params[k].name);
+    }
+    for (int g = 0; g < 3; g++) {
+      int fwd = 0, bwd = 0;
+      for (int n = 0; n < graphs[g]->nnodes; n++)
+        if (graphs[g]->nodes[n].op == OP_MATMUL) *(graphs[g]->nodes[n].backward ? &bwd : &fwd) += 1;
+      CHECK(bwd == 2 * fwd, "%s stage %s: %d forward matmuls but %d backward", models[i], graphs[g]->name, fwd, bwd);
+    }
+    plan_free(&p);
+  }
+}
+
+static void partition_cuts(void) {
+  Parallel par;
+  Chunk chunks[8];
+  Diag d;
+  parallel_unset(&par);
+  par.pp = 4, par.vpp = 1;
+  snprintf(par.partition, sizeof par.partition, "balanced");
+  /* a head worth 5.5 layers: the last chunk gets one layer, the rest spread evenly */
+  CHECK(partition_layers(&par, 12, 0, 1, 5.5, chunks, &d) == 0, "%s", d.msg);
+  int want[4] = {4, 4, 3, 1};
+  for (int c = 0; c < 4; c++) CHECK(chunks[c].layers == want[c], "chunk %d: %d layers, want %d", c, chunks[c].layers, want[c]);
+  CHECK(chunks[0].has_embed && chunks[3].has_head && !chunks[1].has_head, "embed first, head last");
+  /* a light head: as even as Megatron's cut */
+  CHECK(partition_layers(&par, 96, 0, 1, 0.35, chunks, &d) == 0, "%s", d.msg);
+  for (int c = 0; c < 4; c++) CHECK(chunks[c].layers == 24, "chunk %d: %d layers", c, chunks[c].layers);
+  par.vpp = 2;
+  snprintf(par.partition, sizeof par.partition, "uniform");
+  CHECK(partition_layers(&par, 10, 0, 1, 0, chunks, &d) != 0 && strstr(d.msg, "do not divide"), "uniform needs division: %s", d.msg);
+  CHECK(partition_layers(&par, 16, 0, 1, 3, chunks, &d) == 0, "%s", d.msg);
+  for (int c = 0; c < 8; c++) CHECK(chunks[c].layers == 2 && chunks[c].rank == c % 4, "uniform chunk %d", c);
+  snprintf(par.partition, sizeof par.partition, "balanced");
+  CHECK(partition_layers(&par, 7, 0, 1, 0, chunks, &d) != 0 && strstr(d.msg, "cannot be cut"), "7 layers, 8 chunks: %s", d.msg);
+}
+
+/* The 1-trillion-parameter configuration of Narayanan et al. (Table 1): planning it is quick. */
+static void trillion_parameter_plan(void) {
+  Plan p;
+  Diag d;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  int status = plan_of("models/gpt.lua --set layers=128 hidden=25600 heads=160 --tp 8 --pp 64 --vpp 2 --dp 6 --gbs 3072 "
+                       "--mbs 1 --schedule interleaved", &p, &d);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  CHECK(status == 0, "%s", d.msg);
+  if (status) return;
+  double seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  printf("info: planning the 1T configuration took %.3f s\n", seconds);
+  CHECK(fabs(p.cost.params_total / 1.008e12 - 1) < 0.001, "1T: %lld parameters", (long long)p.cost.params_total);
+  CHECK(p.nchunks == 128 && p.microbatches == 512, "128 chunks, 512 microbatches");
+  plan_free(&p);
+}
+
+int main(void) {
+  RUN(collectives_per_layer);
+  RUN(gpt_parameters_eq2);
+  RUN(reference_parameter_counts);
+  RUN(gpt_flops_eq3);
+  RUN(tp_summed_gradients);
+  RUN(every_parameter_has_a_gradient);
+  RUN(partition_cuts);
+  RUN(trillion_parameter_plan);
+  TEST_EXIT();
+}
