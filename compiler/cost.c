@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autodiff.h"
 
 double cost_ring_allreduce(double bytes, int n) { return n > 1 ? 2.0 * (n - 1) / n * bytes : 0; }
 double cost_ring_allgather(double bytes, int n) { return n > 1 ? (double)(n - 1) / n * bytes : 0; }
@@ -83,28 +82,11 @@ static void mark_params(const Graph *g, char *seen) {
     if (g->tensors[i].kind == T_PARAM) seen[g->tensors[i].param] = 1;
 }
 
-/* Forward tensors read by backward, one TP rank's share; integer inputs (token ids) included. */
-static int64_t saved_bytes(const Model *m, const Graph *g, int tp, int act_bytes) {
-  int64_t bytes = 0;
-  for (int i = 0; i < g->ntensors; i++) {
-    const Tensor *t = &g->tensors[i];
-    if ((t->kind == T_ACT || t->kind == T_INPUT) && autodiff_saved(g, i))
-      bytes += tensor_local_elems(m, t, tp) * (t->dtype == DT_INT ? 4 : act_bytes);
-  }
-  return bytes;
-}
-
 static void cost_stage(const Model *m, const Graph *g, const Parallel *par, int act_bytes, char *seen, StageCost *s) {
   memset(s, 0, sizeof *s);
   count_nodes(m, g, par->tp, act_bytes, s);
   count_params(m, g, seen, par->tp, s);
   mark_params(g, seen);
-  s->saved_bytes = saved_bytes(m, g, par->tp, act_bytes);
-  for (int i = 0; i < g->ninputs; i++) {
-    const Tensor *t = &g->tensors[g->inputs[i]];
-    s->input_bytes += tensor_local_elems(m, t, par->tp) * (t->dtype == DT_INT ? 4 : act_bytes);
-  }
-  if (g->tensors[g->output].ndim > 0) s->output_bytes = tensor_local_elems(m, &g->tensors[g->output], par->tp) * act_bytes;
 }
 
 void cost_model(const Model *m, const Parallel *par, int activation_bytes, ModelCost *c) {

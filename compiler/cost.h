@@ -22,9 +22,6 @@ typedef struct {
                                     tied embedding in the head): what a rank holding it stores */
   int64_t tp_summed_bytes;       /* fp32 gradients of replicated parameters summed over TP once per
                                     iteration (norms and row-parallel biases under sequence parallelism) */
-  int64_t saved_bytes;           /* activations one TP rank keeps for backward per microbatch */
-  int64_t input_bytes;           /* the stage's input activation per microbatch on one TP rank */
-  int64_t output_bytes;          /* its output activation per microbatch on one TP rank (the pipeline transfer) */
 } StageCost;
 
 typedef struct {

@@ -223,24 +223,41 @@ double expr_eval(const Expr *e, const double *inputs) {
   return e->count ? v[expr_root(e)] : NAN;
 }
 
-/* Prints node k; `names` spells the inputs. Operators are parenthesised where needed. */
-static int print_node(const Expr *e, int k, const char *const *names, char *buf, int len) {
+/* Prints node k; `names` spells the inputs. Operators are parenthesised where needed. `ordinal`
+ * numbers the dropouts in node order. */
+static int print_node(const Expr *e, int k, const char *const *names, const ExprDialect *dialect, char *buf, int len) {
   const ExprNode *n = &e->n[k];
   char a[2048] = "", b[2048] = "";
-  if (n->a >= 0) print_node(e, n->a, names, a, sizeof a);
-  if (n->b >= 0) print_node(e, n->b, names, b, sizeof b);
+  if (n->a >= 0) print_node(e, n->a, names, dialect, a, sizeof a);
+  if (n->b >= 0) print_node(e, n->b, names, dialect, b, sizeof b);
   switch (n->op) {
   case E_IN: return snprintf(buf, len, "%s", names[n->input]);
-  case E_CONST: return snprintf(buf, len, "%.17g", n->value);
+  case E_CONST: return snprintf(buf, len, "%.9g", n->value);
   case E_ADD: case E_SUB: case E_MUL: case E_DIV:
     return snprintf(buf, len, "(%s %s %s)", a, expr_op_name(n->op), b);
   case E_NEG: return snprintf(buf, len, "(-%s)", a);
-  case E_DROPOUT: return snprintf(buf, len, "dropout(%s, %.17g, %d)", a, n->value, n->site);
-  default: return snprintf(buf, len, "%s(%s)", expr_op_name(n->op), a);
+  case E_DROPOUT: {
+    int ordinal = 0;
+    for (int i = 0; i < k; i++) ordinal += e->n[i].op == E_DROPOUT;
+    if (!dialect) return snprintf(buf, len, "dropout(%s, %g, site %d)", a, n->value, n->site);
+    return snprintf(buf, len, dialect->dropout, a, n->value, ordinal);
+  }
+  default: return snprintf(buf, len, "%s%s(%s)", dialect ? dialect->prefix : "", expr_op_name(n->op), a);
   }
 }
 
-void expr_to_c(const Expr *e, const char *const *names, char *buf, int len) {
+void expr_to_c(const Expr *e, const char *const *names, const ExprDialect *dialect, char *buf, int len) {
   if (e->count == 0) { snprintf(buf, len, "0"); return; }
-  print_node(e, expr_root(e), names, buf, len);
+  print_node(e, expr_root(e), names, dialect, buf, len);
+}
+
+int expr_dropouts(const Expr *e, int *sites, double *probabilities) {
+  int n = 0;
+  for (int i = 0; i < e->count; i++)
+    if (e->n[i].op == E_DROPOUT) {
+      if (sites) sites[n] = e->n[i].site;
+      if (probabilities) probabilities[n] = e->n[i].value;
+      n++;
+    }
+  return n;
 }

@@ -63,7 +63,18 @@ int expr_uses_input(const Expr *e, int input);
 /* Evaluates in double precision; dropout keeps every unit (for tests of the algebra). */
 double expr_eval(const Expr *e, const double *inputs);
 
-/* Writes the expression as C, with input i spelled by names[i]: "gelu(x0 + x1)". */
-void expr_to_c(const Expr *e, const char *const *names, char *buf, int len);
+/* How expr_to_c spells functions: prefix + name ("rt_gelu"), and dropout as a printf format taking the
+ * operand, the probability and the dropout's ordinal in the expression (0, 1, ...). */
+typedef struct {
+  const char *prefix;
+  const char *dropout;
+} ExprDialect;
+
+/* Writes the expression as C, with input i spelled by names[i]: "gelu(x0 + x1)". A NULL dialect
+ * prints the plain form used in pass listings. */
+void expr_to_c(const Expr *e, const char *const *names, const ExprDialect *dialect, char *buf, int len);
+
+/* The number of dropout nodes, and the site of the k-th one (in node order). */
+int expr_dropouts(const Expr *e, int *sites, double *probabilities);
 
 #endif

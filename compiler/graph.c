@@ -181,6 +181,13 @@ static void print_graph(const Model *m, const Graph *g, FILE *f) {
   for (int i = 0; i < g->nnodes; i++) {
     const Node *n = &g->nodes[i];
     fprintf(f, "  %c%s %-13s ", n->inserted ? '+' : ' ', n->backward ? "bwd" : "fwd", op_name(n->op));
+    if (n->op == OP_EW) {
+      char body[1024];
+      const char *names[MAX_INPUTS] = {"x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7",
+                                       "x8", "x9", "x10", "x11", "x12", "x13", "x14", "x15"};
+      expr_to_c(&n->expr, names, NULL, body, sizeof body);
+      fprintf(f, "%s  ", body);
+    }
     for (int k = 0; k < n->nout; k++) {
       print_tensor(m, g, n->out[k], f);
       fprintf(f, k + 1 < n->nout ? ", " : "");

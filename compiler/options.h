@@ -18,6 +18,7 @@ typedef struct {
   const char *machine;       /* --machine NAME */
   int unit_costs;            /* --unit-costs */
   int emit_only;             /* --emit-only */
+  int double_precision;      /* --double: real = double (gradient checks) */
   const char *backend;       /* --backend cpu|cuda */
   const char *model;         /* --model FILE (check: costs from a model) */
 } Options;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "autodiff.h"
+#include "fuse.h"
 #include "host.h"
 #include "shape.h"
 #include "shard.h"
@@ -12,11 +13,11 @@
 static int printing(const Options *o, const char *pass) { return o->print && strcmp(o->print, pass) == 0; }
 
 static int check_print_option(const Options *o, Diag *d) {
-  static const char *const passes[] = {"shapes", "shard", "autodiff", "partition", NULL};
+  static const char *const passes[] = {"shapes", "shard", "autodiff", "fuse", "partition", NULL};
   if (!o->print) return 0;
   for (int i = 0; passes[i]; i++)
     if (strcmp(passes[i], o->print) == 0) return 0;
-  return diag(d, "--print %s: unknown pass (shapes, shard, autodiff, partition)", o->print);
+  return diag(d, "--print %s: unknown pass (shapes, shard, autodiff, fuse, partition)", o->print);
 }
 
 static int choose_machine(const Options *o, Plan *p, Diag *d) {
@@ -45,35 +46,59 @@ static void print_partition(const Plan *p, FILE *out) {
   }
 }
 
-/* Peak in-flight microbatches of a chunk on pipeline rank r for the named schedules. */
-static double chunk_inflight(const Plan *p, int rank) {
-  int pp = p->par.pp, m = p->microbatches, v = p->par.vpp;
-  if (strcmp(p->par.schedule, "gpipe") == 0) return m;
-  if (v == 1) return pp - rank < m ? pp - rank : m;
-  int warmup = 2 * (pp - rank - 1) + (v - 1) * pp;
-  double pairs = warmup + 1 < v * m ? warmup + 1 : v * m;
-  return pairs / v;
+/* ---- memory ---------------------------------------------------------------------------------- */
+
+/* The slot of a chunk: input, the embedding's and each layer's saved activations, the head's, the
+ * output and the two gradients that travel between chunks. */
+static ChunkMemory chunk_memory(const Plan *p, const Chunk *c) {
+  ChunkMemory s;
+  const StageMemory *mem = p->memory;
+  int64_t at = 0, io = p->io_elems;
+#define TAKE(cond, n) ((cond) ? (at += (n)) - (n) : -1)
+  s.input = TAKE(!c->has_embed, io);
+  s.embed = TAKE(c->has_embed, mem[0].saved);
+  s.layers = TAKE(!p->par.recompute, c->layers * mem[1].saved);
+  s.head = TAKE(c->has_head, mem[2].saved);
+  if (c->has_head) s.output = -1;
+  else if (p->par.recompute) s.output = TAKE(1, io);
+  else s.output = s.layers + (c->layers - 1) * mem[1].saved + mem[1].offset[p->model.block.output];
+  s.grad_out = TAKE(!c->has_head, io);
+  s.grad_in = TAKE(!c->has_embed, io);
+#undef TAKE
+  s.size = at;
+  s.slots = p->microbatches;
+  return s;
 }
 
+static void plan_memory(Plan *p) {
+  Model *m = &p->model;
+  const Graph *stages[3] = {&m->embed, &m->block, &m->head};
+  for (int s = 0; s < 3; s++) {
+    memplan_stage(m, stages[s], p->par.tp, &p->memory[s]);
+    if (p->memory[s].scratch > p->scratch_elems) p->scratch_elems = p->memory[s].scratch;
+  }
+  p->io_elems = tensor_local_elems(m, &m->block.tensors[m->block.output], p->par.tp);
+  int most_layers = 0;
+  for (int c = 0; c < p->nchunks; c++) most_layers = p->chunks[c].layers > most_layers ? p->chunks[c].layers : most_layers;
+  p->recompute_elems = p->par.recompute ? most_layers * p->memory[1].saved : 0;
+  p->chunk_memory = calloc((size_t)p->par.pp * p->par.vpp, sizeof *p->chunk_memory);
+  for (int c = 0; c < p->nchunks; c++) p->chunk_memory[c] = chunk_memory(p, &p->chunks[c]);
+}
+
+/* Parameters, their gradients and Adam state, and the activations: the slots of the rank's chunks, its
+ * scratch and recompute regions and the two gradients passed between layers. */
 static void rank_memory(const Plan *p, int rank, RankMemory *r) {
   const ModelCost *c = &p->cost;
   memset(r, 0, sizeof *r);
-  double saved = 0, recompute_peak = 0;
+  double elems = (double)p->scratch_elems + p->recompute_elems + 2.0 * p->io_elems;
   for (int k = rank; k < p->nchunks; k += p->par.pp) {
     const Chunk *ch = &p->chunks[k];
-    double chunk_saved = ch->layers * (double)c->block.saved_bytes + (ch->has_embed ? c->embed.saved_bytes : 0) +
-                         (ch->has_head ? c->head.saved_bytes : 0);
-    double edges = (ch->has_embed ? c->embed.saved_bytes : 0) + (ch->has_head ? c->head.saved_bytes : 0);
-    double kept = p->par.recompute ? c->block.input_bytes + edges : chunk_saved; /* recompute keeps chunk inputs */
-    double inflight = chunk_inflight(p, rank);
-    saved += kept * inflight;
-    if (p->par.recompute && ch->layers * (double)c->block.saved_bytes > recompute_peak)
-      recompute_peak = ch->layers * (double)c->block.saved_bytes;
-    r->peak_inflight += inflight;
+    elems += (double)p->chunk_memory[k].size * p->chunk_memory[k].slots;
+    r->peak_inflight += (double)p->chunk_memory[k].slots / p->par.vpp;
     r->params += ch->layers * c->block.params_local + (ch->has_embed ? c->embed.params_local : 0);
     if (ch->has_head) r->params += ch->has_embed ? c->head.params_local : c->head.params_local_used;
   }
-  r->activations = saved + recompute_peak;
+  r->activations = elems * p->machine->activation_bytes;
   double n = (double)r->params;
   r->weights[PRECISION_FP32] = 4 * n, r->gradients[PRECISION_FP32] = 4 * n, r->optimizer[PRECISION_FP32] = 8 * n;
   r->weights[PRECISION_BF16] = 2 * n, r->gradients[PRECISION_BF16] = 4 * n, r->optimizer[PRECISION_BF16] = 12 * n;
@@ -92,8 +117,9 @@ static void rank_traffic(Plan *p, int rank) {
     double summed = ch->layers * c->block.tp_summed_bytes + (ch->has_embed ? c->embed.tp_summed_bytes : 0) +
                     (ch->has_head ? c->head.tp_summed_bytes : 0);
     tp += cost_ring_allreduce(summed, p->par.tp); /* once per iteration */
-    if (k + 1 < p->nchunks && p->chunks[k + 1].rank != rank) pp += m * c->block.output_bytes; /* activations */
-    if (k > 0 && p->chunks[k - 1].rank != rank) pp += m * c->block.input_bytes;               /* gradients */
+    double io = (double)p->io_elems * p->machine->activation_bytes;
+    if (k + 1 < p->nchunks && p->chunks[k + 1].rank != rank) pp += m * io; /* activations */
+    if (k > 0 && p->chunks[k - 1].rank != rank) pp += m * io;               /* gradients */
   }
   double dp = cost_ring_allreduce(4.0 * p->ranks[rank].params, p->par.dp);
   double embed = p->par.pp > 1 && (rank == 0 || rank == p->par.pp - 1) ? cost_ring_allreduce(c->tied_bytes, 2) : 0;
@@ -110,9 +136,12 @@ static int run_passes(const Options *o, Plan *p, FILE *out, Diag *d) {
   if (printing(o, "shard")) return graph_print(m, out), 1;
   if (autodiff_model(m, d)) return -1;
   if (printing(o, "autodiff")) return graph_print(m, out), 1;
+  fuse_model(m);
+  if (printing(o, "fuse")) return graph_print(m, out), 1;
   cost_model(m, &p->par, p->machine->activation_bytes, &p->cost);
   if (cut_chunks(p, d)) return -1;
   if (printing(o, "partition")) return print_partition(p, out), 1;
+  plan_memory(p);
   p->ranks = calloc((size_t)p->par.pp, sizeof *p->ranks);
   for (int r = 0; r < p->par.pp; r++) rank_memory(p, r, &p->ranks[r]);
   for (int r = 0; r < p->par.pp; r++) rank_traffic(p, r);
@@ -129,6 +158,8 @@ int plan_build(const Options *o, Plan *p, FILE *out, Diag *d) {
 }
 
 void plan_free(Plan *p) {
+  for (int s = 0; s < 3; s++) memplan_free(&p->memory[s]);
+  free(p->chunk_memory);
   model_free(&p->model);
   free(p->chunks);
   free(p->ranks);

@@ -8,11 +8,26 @@
 #include "cost.h"
 #include "graph.h"
 #include "machine.h"
+#include "memplan.h"
 #include "options.h"
 #include "parallel.h"
 #include "partition.h"
 
 enum { PRECISION_FP32, PRECISION_BF16, PRECISIONS };
+
+/* Where a chunk keeps one microbatch in flight (its slot), in elements; -1: the chunk has none. */
+typedef struct {
+  int64_t input;    /* its input activation (chunks after the first) */
+  int64_t embed;    /* the embedding's saved activations (chunk 0) */
+  int64_t layers;   /* each layer's saved activations, one after another (-1 recomputing: they live in
+                       the rank's recompute region) */
+  int64_t head;     /* the head's saved activations (the last chunk) */
+  int64_t output;   /* its output, sent on (not the last chunk) */
+  int64_t grad_out; /* the gradient of its output, received (not the last chunk) */
+  int64_t grad_in;  /* the gradient of its input, sent back (chunks after the first) */
+  int64_t size;
+  int slots;        /* microbatches in flight through it at once */
+} ChunkMemory;
 
 typedef struct {
   int64_t params;                  /* parameter elements one TP rank of this pipeline rank holds */
@@ -34,6 +49,12 @@ typedef struct {
   int nchunks;
   Chunk *chunks;                   /* pp·vpp, chunk c on rank c mod pp */
   RankMemory *ranks;               /* per pipeline rank */
+  StageMemory memory[3];           /* embed, block, head: where one microbatch's tensors live */
+  ChunkMemory *chunk_memory;       /* per chunk */
+  int64_t io_elems;                /* the activation between layers and chunks (one TP rank's share) */
+  int64_t scratch_elems;           /* per rank, shared by every stage */
+  int64_t recompute_elems;         /* per rank: the layers of the largest chunk, re-run (--recompute full) */
+  int masked_lm;                   /* the loss ignores targets of -1 (BERT's masked positions) */
   double bytes_tp, bytes_pp, bytes_dp, bytes_embed; /* bytes one rank sends per iteration (the busiest) */
 } Plan;
 

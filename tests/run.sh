@@ -24,6 +24,7 @@ for t in "$root/$build"/tests/test_*; do
   [ -x "$t" ] && run_one "$(basename "$t")" "$t"
 done
 for t in "$root"/tests/cli/*.sh; do
+  [ "$(basename "$t")" = lib.sh ] && continue
   [ -f "$t" ] && run_one "cli/$(basename "$t")" sh "$t"
 done
 rm -rf "$log"

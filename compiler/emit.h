@@ -1,0 +1,64 @@
+/* emit.h: code generation: a plan becomes a directory of C sources (stage and chunk functions, fused
+ * elementwise kernels for the CPU, the same kernels as CUDA source for NVRTC, the tables of
+ * parameters, chunks and the plan's actions) that links with the runtime into a training program. */
+#ifndef PLAIT_EMIT_H
+#define PLAIT_EMIT_H
+
+#include <stdio.h>
+
+#include "memplan.h"
+#include "plan.h"
+
+/* The fused elementwise kernels of a model: one per distinct (expression, broadcast pattern,
+ * accumulation); kernel_of[stage][node] names each elementwise node's kernel. */
+typedef struct {
+  const Graph *graph;
+  const Node *node;              /* the first node with this kernel */
+  int broadcast[MAX_INPUTS];     /* input i repeats with a period shorter than the output */
+  int accumulate;                /* adds into a parameter gradient */
+  int dropouts;
+  char signature[2048];
+} Kernel;
+
+typedef struct {
+  Kernel *kernels;
+  int count;
+  int *kernel_of[3];             /* embed, block, head: per node, the kernel index or -1 */
+} KernelSet;
+
+enum { STAGE_EMBED, STAGE_BLOCK, STAGE_HEAD, STAGES };
+
+/* Everything emission needs: the plan (with each stage's memory plan) and the kernels. */
+typedef struct {
+  const Plan *plan;
+  const Graph *stage[STAGES];
+  const StageMemory *memory; /* plan->memory: per stage */
+  KernelSet kernels;
+} Emission;
+
+/* The action lists of every pipeline rank and the slots per chunk, as C tables (plan.c's schedule). */
+void emit_plan_tables(const Plan *p, FILE *f);
+
+void emit_collect_kernels(Emission *e);
+void emit_free_kernels(KernelSet *k);
+/* The C kernels (kernels.c), the CUDA kernels as source strings with their launchers (kernels_cuda.c),
+ * and the prototypes both share (kernels.h). */
+void emit_kernels_c(const Emission *e, FILE *f);
+void emit_kernels_cuda(const Emission *e, FILE *f);
+void emit_kernels_h(const Emission *e, FILE *f);
+/* A CUDA kernel's source text alone (NVRTC compiles it); returns its length. */
+int emit_kernel_cuda_source(const Emission *e, int k, char *buf, int len);
+
+/* The stage functions (forward and backward of embed, one block, head) into model.c. */
+void emit_stages(const Emission *e, FILE *f);
+/* The enum constant naming parameter p in generated code: P_WTE, L_ATTN_Q_WEIGHT. */
+void emit_param_constant(const Model *m, int p, char *buf, int len);
+
+/* Local (one TP rank's) size of axis a of tensor t. */
+int64_t emit_local_dim(const Plan *p, const Tensor *t, int a);
+int64_t emit_local_elems(const Plan *p, const Tensor *t);
+
+/* Writes DIR/ (creating it) with every source; returns 0 or -1 with the reason in d. */
+int emit_program(const Plan *p, const char *dir, Diag *d);
+
+#endif

@@ -1,0 +1,211 @@
+/* emit_kernels.c: fused elementwise kernels, written once as C loops (OpenMP) for the CPU and once as
+ * CUDA source for NVRTC, from the same expression. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit.h"
+
+static const char *const input_names[MAX_INPUTS] = {"x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7",
+                                                    "x8", "x9", "x10", "x11", "x12", "x13", "x14", "x15"};
+
+int64_t emit_local_dim(const Plan *p, const Tensor *t, int a) {
+  int64_t size = p->model.dims[t->dims[a]].size;
+  return t->layout.kind == LAYOUT_S && t->layout.axis == a ? size / p->par.tp : size;
+}
+
+int64_t emit_local_elems(const Plan *p, const Tensor *t) {
+  int64_t n = 1;
+  for (int a = 0; a < t->ndim; a++) n *= emit_local_dim(p, t, a);
+  return n;
+}
+
+/* ---- collecting the distinct kernels -------------------------------------------------------- */
+
+static void describe(const Plan *p, const Graph *g, const Node *n, Kernel *k) {
+  memset(k, 0, sizeof *k);
+  k->graph = g;
+  k->node = n;
+  const Tensor *out = &g->tensors[n->out[0]];
+  int64_t total = emit_local_elems(p, out);
+  k->accumulate = out->kind == T_PARAM_GRAD;
+  k->dropouts = expr_dropouts(&n->expr, NULL, NULL);
+  char body[1800];
+  static const ExprDialect plain = {"", "dropout(%s, %.9g, #%d)"};
+  expr_to_c(&n->expr, input_names, &plain, body, sizeof body);
+  int used = snprintf(k->signature, sizeof k->signature, "%s%s|", k->accumulate ? "+=" : "=", body);
+  for (int i = 0; i < n->nin; i++) {
+    k->broadcast[i] = emit_local_elems(p, &g->tensors[n->in[i]]) < total;
+    used += snprintf(k->signature + used, sizeof k->signature - used, "%c", k->broadcast[i] ? 'b' : 'f');
+  }
+}
+
+void emit_collect_kernels(Emission *e) {
+  KernelSet *ks = &e->kernels;
+  memset(ks, 0, sizeof *ks);
+  int capacity = 0;
+  for (int s = 0; s < STAGES; s++) capacity += e->stage[s]->nnodes;
+  ks->kernels = calloc((size_t)capacity + 1, sizeof *ks->kernels);
+  for (int s = 0; s < STAGES; s++) {
+    const Graph *g = e->stage[s];
+    ks->kernel_of[s] = malloc(((size_t)g->nnodes + 1) * sizeof(int));
+    for (int i = 0; i < g->nnodes; i++) {
+      ks->kernel_of[s][i] = -1;
+      if (g->nodes[i].op != OP_EW) continue;
+      Kernel k;
+      describe(e->plan, g, &g->nodes[i], &k);
+      int found = -1;
+      for (int j = 0; j < ks->count && found < 0; j++)
+        if (strcmp(ks->kernels[j].signature, k.signature) == 0) found = j;
+      if (found < 0) ks->kernels[found = ks->count++] = k;
+      ks->kernel_of[s][i] = found;
+    }
+  }
+}
+
+void emit_free_kernels(KernelSet *k) {
+  free(k->kernels);
+  for (int s = 0; s < STAGES; s++) free(k->kernel_of[s]);
+  memset(k, 0, sizeof *k);
+}
+
+/* ---- C ---------------------------------------------------------------------------------------- */
+
+/* "const real *restrict x0, const real *restrict x1, int64_t n1, real *restrict out, ..." */
+static void parameters(const Kernel *k, const char *real, const char *grad, const char *restrict_, const char *index,
+                       const char *keys, char *buf, int len) {
+  int used = snprintf(buf, len, "%s n, %s p", index, index);
+  for (int i = 0; i < k->node->nin; i++) {
+    used += snprintf(buf + used, len - used, ", const %s *%s%s", real, restrict_, input_names[i]);
+    if (k->broadcast[i]) used += snprintf(buf + used, len - used, ", %s n%d", index, i);
+  }
+  used += snprintf(buf + used, len - used, ", %s *%sout", k->accumulate ? grad : real, restrict_);
+  if (k->dropouts) snprintf(buf + used, len - used, ", %s", keys);
+}
+
+static void comment(const Emission *e, int index, FILE *f) {
+  const Kernel *k = &e->kernels.kernels[index];
+  char body[1800];
+  expr_to_c(&k->node->expr, input_names, NULL, body, sizeof body);
+  fprintf(f, "/* ew_%d: out %s %s", index, k->accumulate ? "+=" : "=", body);
+  int any = 0;
+  for (int i = 0; i < k->node->nin; i++)
+    if (k->broadcast[i]) fprintf(f, "%s%s", any++ ? ", " : "; repeating every n_i elements: ", input_names[i]);
+  fprintf(f, "\n * (first made at %s) */\n", k->node->where);
+}
+
+/* The expression with full inputs read at i and repeating ones at j of their current row. */
+static void body_c(const Kernel *k, char *buf, int len) {
+  char names[MAX_INPUTS][32];
+  const char *spelled[MAX_INPUTS];
+  for (int i = 0; i < k->node->nin; i++) {
+    snprintf(names[i], sizeof names[i], k->broadcast[i] ? "%s_row[j]" : "%s[i]", input_names[i]);
+    spelled[i] = names[i];
+  }
+  static const ExprDialect c_dialect = {"rt_", "rt_dropout(%s, %.9g, keys, %d, i)"};
+  expr_to_c(&k->node->expr, spelled, &c_dialect, buf, len);
+}
+
+static void kernel_c(const Emission *e, int index, FILE *f) {
+  const Kernel *k = &e->kernels.kernels[index];
+  char params[1024], body[4096];
+  parameters(k, "real", "real", "restrict ", "int64_t", "const EwKeys *keys", params, sizeof params);
+  body_c(k, body, sizeof body);
+  comment(e, index, f);
+  fprintf(f, "void ew_%d(%s) {\n", index, params);
+  fprintf(f, "#pragma omp parallel for\n  for (int64_t row = 0; row < n / p; row++) {\n");
+  for (int i = 0; i < k->node->nin; i++)
+    if (k->broadcast[i])
+      fprintf(f, "    const real *%s_row = %s + row %% (n%d / p) * p;\n", input_names[i], input_names[i], i);
+  fprintf(f, "    for (int64_t j = 0; j < p; j++) {\n      int64_t i = row * p + j;\n");
+  fprintf(f, "      out[i] %s %s;\n    }\n  }\n}\n\n", k->accumulate ? "+=" : "=", body);
+}
+
+void emit_kernels_c(const Emission *e, FILE *f) {
+  fprintf(f, "/* kernels.c: the fused elementwise kernels of %s for the CPU (generated by plait from %s).\n"
+             " * Each loops over rows of p elements; an input repeating every n_i elements (a bias, a position\n"
+             " * table) is read at the same place of its own row. */\n",
+          e->plan->model.name, e->plan->model.file);
+  fprintf(f, "#include \"kernels.h\"\n\n");
+  for (int k = 0; k < e->kernels.count; k++) kernel_c(e, k, f);
+}
+
+void emit_kernels_h(const Emission *e, FILE *f) {
+  fprintf(f, "/* kernels.h: the fused elementwise kernels of %s (generated by plait): out over n elements in rows\n"
+             " * of p; inputs that repeat pass their length n_i. The CPU build compiles kernels.c, the CUDA build\n"
+             " * kernels_cuda.c (the same kernels as source for NVRTC). */\n",
+          e->plan->model.name);
+  fprintf(f, "#ifndef KERNELS_H\n#define KERNELS_H\n\n#include \"rt.h\"\n\n");
+  for (int index = 0; index < e->kernels.count; index++) {
+    char params[1024];
+    parameters(&e->kernels.kernels[index], "real", "real", "", "int64_t", "const EwKeys *keys", params, sizeof params);
+    fprintf(f, "void ew_%d(%s);\n", index, params);
+  }
+  fprintf(f, "\n#endif\n");
+}
+
+/* ---- CUDA ------------------------------------------------------------------------------------- */
+
+/* The kernel as CUDA C: activations are act_t (bf16), gradients of parameters float, arithmetic in
+ * float; ld() and st() convert (the runtime's NVRTC prelude defines them and the rt_ functions). */
+int emit_kernel_cuda_source(const Emission *e, int index, char *buf, int len) {
+  const Kernel *k = &e->kernels.kernels[index];
+  char params[1024], body[4096], names[MAX_INPUTS][48];
+  const char *spelled[MAX_INPUTS];
+  parameters(k, "act_t", "float", "", "long long", "EwKeys keys", params, sizeof params);
+  for (int i = 0; i < k->node->nin; i++) {
+    if (k->broadcast[i]) snprintf(names[i], sizeof names[i], "ld(%s[row %% (n%d / p) * p + j])", input_names[i], i);
+    else snprintf(names[i], sizeof names[i], "ld(%s[i])", input_names[i]);
+    spelled[i] = names[i];
+  }
+  static const ExprDialect cuda_dialect = {"rt_", "rt_dropout(%s, %.9gf, &keys, %d, i)"};
+  expr_to_c(&k->node->expr, spelled, &cuda_dialect, body, sizeof body);
+  const char *store = k->accumulate ? "out[i] += %s;" : "out[i] = st(%s);";
+  char line[4200];
+  snprintf(line, sizeof line, store, body);
+  return snprintf(buf, len,
+                  "extern \"C\" __global__ void ew_%d(%s) {\n"
+                  "  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+                  "  if (i >= n) return;\n"
+                  "  long long row = i / p, j = i %% p;\n"
+                  "  (void)row; (void)j;\n"
+                  "  %s\n"
+                  "}\n",
+                  index, params, line);
+}
+
+/* A C string literal of the source, one line per line. */
+static void string_literal(const char *text, FILE *f) {
+  fprintf(f, "    \"");
+  for (const char *c = text; *c; c++) {
+    if (*c == '\n') fprintf(f, c[1] ? "\\n\"\n    \"" : "\\n\"");
+    else if (*c == '"' || *c == '\\') fprintf(f, "\\%c", *c);
+    else fputc(*c, f);
+  }
+}
+
+void emit_kernels_cuda(const Emission *e, FILE *f) {
+  fprintf(f, "/* kernels_cuda.c: the fused elementwise kernels of %s as CUDA source, compiled at start-up by NVRTC\n"
+             " * for the device in hand (generated by plait); each ew_N launches kernel N. */\n",
+          e->plan->model.name);
+  fprintf(f, "#include \"kernels.h\"\n#include \"cuda_rt.h\"\n\n");
+  fprintf(f, "const CudaKernelSource plait_cuda_kernels[] = {\n");
+  for (int index = 0; index < e->kernels.count; index++) {
+    char src[8192];
+    emit_kernel_cuda_source(e, index, src, sizeof src);
+    fprintf(f, "  {\"ew_%d\",\n", index);
+    string_literal(src, f);
+    fprintf(f, "},\n");
+  }
+  fprintf(f, "};\nconst int plait_cuda_kernel_count = %d;\n\n", e->kernels.count);
+  for (int index = 0; index < e->kernels.count; index++) {
+    const Kernel *k = &e->kernels.kernels[index];
+    char params[1024];
+    parameters(k, "real", "real", "", "int64_t", "const EwKeys *keys", params, sizeof params);
+    fprintf(f, "void ew_%d(%s) {\n  void *args[] = {&n, &p", index, params);
+    for (int i = 0; i < k->node->nin; i++) {
+      fprintf(f, ", &%s", input_names[i]);
+      if (k->broadcast[i]) fprintf(f, ", &n%d", i);
+    }
+    fprintf(f, ", &out%s};\n  cuda_launch_fused(%d, n, args);\n}\n\n", k->dropouts ? ", (void *)keys" : "", index);
+  }
+}

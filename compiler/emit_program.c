@@ -1,0 +1,276 @@
+/* emit_program.c: the generated program's model.c (parameter tables, stage and chunk functions, the
+ * Program descriptor) and the files of DIR/, each written to a temporary name and renamed. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "emit.h"
+
+/* ---- parameters ----------------------------------------------------------------------------- */
+
+static void param_enum(const Model *m, ParamScope scope, FILE *f) {
+  fprintf(f, "enum {");
+  int n = 0;
+  for (int p = 0; p < m->nparams; p++) {
+    if (m->params[p].scope != scope) continue;
+    char constant[96];
+    emit_param_constant(m, p, constant, sizeof constant);
+    fprintf(f, "%s%s%s", n ? ", " : " ", n % 4 == 3 ? "\n      " : "", constant);
+    n++;
+  }
+  fprintf(f, " };\n");
+}
+
+/* Which stages read a model-scope parameter. */
+static int used_by(const Graph *g, int param) {
+  for (int t = 0; t < g->ntensors; t++)
+    if (g->tensors[t].kind == T_PARAM && g->tensors[t].param == param) return 1;
+  return 0;
+}
+
+static void param_spec(const Plan *plan, int p, FILE *f) {
+  const Model *m = &plan->model;
+  const Param *q = &m->params[p];
+  static const char *const inits[] = {"INIT_NORMAL_DIST", "INIT_ZERO", "INIT_ONE"};
+  fprintf(f, "  {\"%s\", %d, {", q->name, q->ndim);
+  for (int a = 0; a < q->ndim; a++) fprintf(f, "%s%lld", a ? ", " : "", (long long)m->dims[q->dims[a]].size);
+  fprintf(f, "}, {");
+  for (int a = 0; a < q->ndim; a++) fprintf(f, "%s%lld", a ? ", " : "", (long long)m->dims[q->dims[a]].unpadded);
+  fprintf(f, "}, %d, %s, %.9g, %d, %d, %d, %d},\n", q->layout.kind == LAYOUT_S ? q->layout.axis : -1, inits[q->init],
+          q->std, q->decay, q->grad_tp_sum, used_by(&m->embed, p), used_by(&m->head, p));
+}
+
+static void param_table(const Plan *plan, ParamScope scope, const char *name, FILE *f) {
+  fprintf(f, "static const ParamSpec %s[] = {\n", name);
+  fprintf(f, "  /* name, axes, shape, shape without padding, TP split axis, init, std, decay, TP-summed gradient,\n"
+             "     read by the embedding, read by the head */\n");
+  for (int p = 0; p < plan->model.nparams; p++)
+    if (plan->model.params[p].scope == scope) param_spec(plan, p, f);
+  fprintf(f, "};\n\n");
+}
+
+static int count_params(const Model *m, ParamScope scope) {
+  int n = 0;
+  for (int p = 0; p < m->nparams; p++) n += m->params[p].scope == scope;
+  return n;
+}
+
+/* ---- chunks --------------------------------------------------------------------------------- */
+
+static int64_t stage_output_offset(const Emission *e, int stage) {
+  return e->memory[stage].offset[e->stage[stage]->output];
+}
+
+/* The layers' saved regions: in the slot, or (recomputing) in the rank's recompute region. */
+static void layer_region(const Plan *p, const ChunkMemory *s, FILE *f) {
+  if (p->par.recompute) fprintf(f, "r->recompute + i * BLOCK_SAVED");
+  else fprintf(f, "slot + %lld + i * BLOCK_SAVED", (long long)s->layers);
+}
+
+/* The layer loop of a forward pass: x runs from the chunk's input to its last layer's output. */
+static void forward_layers(const Plan *p, const Chunk *c, const ChunkMemory *s, FILE *f) {
+  fprintf(f, "  for (int i = 0; i < %d; i++) {\n    real *saved = ", c->layers);
+  layer_region(p, s, f);
+  fprintf(f, ";\n    block_forward(r, %d + i, x, saved, r->scratch);\n    x = saved + BLOCK_OUTPUT;\n  }\n",
+          c->first_layer);
+}
+
+static void chunk_input(const ChunkMemory *s, FILE *f) {
+  if (s->embed >= 0) fprintf(f, "slot + %lld + EMBED_OUTPUT", (long long)s->embed);
+  else fprintf(f, "slot + %lld", (long long)s->input);
+}
+
+static void chunk_forward(const Plan *p, int index, const ChunkMemory *s, FILE *f) {
+  const Chunk *c = &p->chunks[index];
+  fprintf(f, "static void chunk_%d_forward(Run *r, real *slot, const int32_t *tokens, const int32_t *targets) {\n", index);
+  fprintf(f, "  (void)tokens, (void)targets;\n");
+  if (c->has_embed) fprintf(f, "  embed_forward(r, tokens, slot + %lld, r->scratch);\n", (long long)s->embed);
+  fprintf(f, "  const real *x = ");
+  chunk_input(s, f);
+  fprintf(f, ";\n");
+  forward_layers(p, c, s, f);
+  if (c->has_head) fprintf(f, "  head_forward(r, x, targets, slot + %lld, r->scratch);\n", (long long)s->head);
+  else if (p->par.recompute) fprintf(f, "  memcpy(slot + %lld, x, IO_ELEMS * sizeof(real));\n", (long long)s->output);
+  fprintf(f, "}\n\n");
+}
+
+/* Backward, last layer first; the gradient between layers alternates between r->grad_a and grad_b,
+ * and the first layer's lands where chunk 0's embedding reads it or where the send to the previous
+ * chunk reads it. */
+static void chunk_backward(const Plan *p, int index, const ChunkMemory *s, FILE *f) {
+  const Chunk *c = &p->chunks[index];
+  fprintf(f, "static void chunk_%d_backward(Run *r, real *slot, const int32_t *tokens, const int32_t *targets) {\n", index);
+  fprintf(f, "  (void)tokens, (void)targets;\n  const real *input = ");
+  chunk_input(s, f);
+  fprintf(f, ";\n");
+  if (p->par.recompute) {
+    fprintf(f, "  const real *x = input; /* re-run the layers' forward, keeping what backward reads */\n");
+    forward_layers(p, c, s, f);
+  } else {
+    fprintf(f, "  const real *x = slot + %lld + %d * BLOCK_SAVED + BLOCK_OUTPUT;\n", (long long)s->layers, c->layers - 1);
+  }
+  if (c->has_head) fprintf(f, "  head_backward(r, x, targets, slot + %lld, r->grad_a, r->scratch);\n  const real *dy = r->grad_a;\n", (long long)s->head);
+  else fprintf(f, "  (void)x;\n  const real *dy = slot + %lld;\n", (long long)s->grad_out);
+  fprintf(f, "  for (int i = %d; i >= 0; i--) {\n    real *saved = ", c->layers - 1);
+  layer_region(p, s, f);
+  fprintf(f, ";\n    const real *layer_input = i > 0 ? saved - BLOCK_SAVED + BLOCK_OUTPUT : input;\n");
+  if (c->has_embed) fprintf(f, "    real *dx = dy == r->grad_a ? r->grad_b : r->grad_a;\n");
+  else fprintf(f, "    real *dx = i == 0 ? slot + %lld : dy == r->grad_a ? r->grad_b : r->grad_a;\n", (long long)s->grad_in);
+  fprintf(f, "    block_backward(r, %d + i, layer_input, saved, dy, dx, r->scratch);\n    dy = dx;\n  }\n", c->first_layer);
+  if (c->has_embed) fprintf(f, "  embed_backward(r, tokens, slot + %lld, dy, r->scratch);\n", (long long)s->embed);
+  fprintf(f, "}\n\n");
+}
+
+static void chunk_comment(const Chunk *c, int index, const ChunkMemory *s, FILE *f) {
+  fprintf(f, "/* Chunk %d, pipeline rank %d: %slayers %d-%d%s. Its slot (one microbatch in flight) holds %lld elements:",
+          index, c->rank, c->has_embed ? "embedding, " : "", c->first_layer, c->first_layer + c->layers - 1,
+          c->has_head ? ", head" : "", (long long)s->size);
+  if (s->input >= 0) fprintf(f, "\n * the input at %lld,", (long long)s->input);
+  if (s->embed >= 0) fprintf(f, "\n * the embedding's saved activations at %lld,", (long long)s->embed);
+  if (s->layers >= 0) fprintf(f, "\n * each layer's saved activations from %lld,", (long long)s->layers);
+  if (s->head >= 0) fprintf(f, "\n * the head's at %lld,", (long long)s->head);
+  if (s->output >= 0) fprintf(f, "\n * the output sent on at %lld,", (long long)s->output);
+  if (s->grad_out >= 0) fprintf(f, "\n * its gradient, received, at %lld,", (long long)s->grad_out);
+  if (s->grad_in >= 0) fprintf(f, "\n * the input's gradient, sent back, at %lld,", (long long)s->grad_in);
+  fprintf(f, "\n * (-1: none). */\n");
+}
+
+static void chunk_table(const Emission *e, FILE *f) {
+  const Plan *p = e->plan;
+  fprintf(f, "static const ChunkSpec chunks[] = {\n  /* first layer, layers, embed, head, slot elements, input, output, "
+             "gradient received, gradient sent, functions */\n");
+  for (int c = 0; c < p->nchunks; c++) {
+    const Chunk *k = &p->chunks[c];
+    const ChunkMemory *s = &p->chunk_memory[c];
+    fprintf(f, "  {%d, %d, %d, %d, %lld, %lld, %lld, %lld, %lld, chunk_%d_forward, chunk_%d_backward},\n", k->first_layer,
+            k->layers, k->has_embed, k->has_head, (long long)s->size, (long long)s->input, (long long)s->output,
+            (long long)s->grad_out, (long long)s->grad_in, c, c);
+  }
+  fprintf(f, "};\n\n");
+}
+
+/* ---- model.c -------------------------------------------------------------------------------- */
+
+static void header(const Plan *p, FILE *f) {
+  const Parallel *par = &p->par;
+  fprintf(f, "/* model.c: %s (%s) compiled by plait for tp %d × pp %d × dp %d, vpp %d, microbatch %d, global batch %d\n"
+             " * (%d microbatches per pipeline), schedule %s, recompute %s, sequence parallel %s. Generated: rebuild\n"
+             " * with plait build rather than editing. Sizes are one tensor-parallel rank's. */\n",
+          p->model.name, p->model.file, par->tp, par->pp, par->dp, par->vpp, par->mbs, par->gbs, p->microbatches,
+          par->schedule, par->recompute ? "full" : "none", par->sequence_parallel ? "on" : "off");
+  fprintf(f, "#include <string.h>\n\n#include \"kernels.h\"\n#include \"rt.h\"\n\n");
+}
+
+static void sizes(const Emission *e, FILE *f) {
+  fprintf(f, "/* Activations of one microbatch, in elements: what each stage keeps for its backward pass, and where\n"
+             " * its output (the next stage's input) sits in that. */\n");
+  fprintf(f, "enum { EMBED_SAVED = %lld, EMBED_OUTPUT = %lld };\n", (long long)e->memory[STAGE_EMBED].saved,
+          (long long)stage_output_offset(e, STAGE_EMBED));
+  fprintf(f, "enum { BLOCK_SAVED = %lld, BLOCK_OUTPUT = %lld };\n", (long long)e->memory[STAGE_BLOCK].saved,
+          (long long)stage_output_offset(e, STAGE_BLOCK));
+  fprintf(f, "enum { HEAD_SAVED = %lld };\n", (long long)e->memory[STAGE_HEAD].saved);
+  fprintf(f, "enum { IO_ELEMS = %lld }; /* the activation passed between layers and chunks */\n\n", (long long)e->plan->io_elems);
+}
+
+/* The logits in the last chunk's slot: the tensor the head's cross entropy reads. */
+static int logits_tensor(const Graph *head) {
+  for (int i = 0; i < head->nforward; i++)
+    if (head->nodes[i].op == OP_XENT) return head->nodes[i].in[0];
+  return -1;
+}
+
+static int64_t logits_offset(const Emission *e) {
+  const Plan *p = e->plan;
+  int z = logits_tensor(e->stage[STAGE_HEAD]);
+  if (z < 0 || e->memory[STAGE_HEAD].region[z] != REGION_SAVED) return -1;
+  return p->chunk_memory[p->nchunks - 1].head + e->memory[STAGE_HEAD].offset[z];
+}
+
+static int64_t logits_cols(const Emission *e) {
+  int z = logits_tensor(e->stage[STAGE_HEAD]);
+  if (z < 0) return 0;
+  const Tensor *t = &e->stage[STAGE_HEAD]->tensors[z];
+  return emit_local_dim(e->plan, t, t->ndim - 1);
+}
+
+static void program(const Emission *e, FILE *f) {
+  const Plan *p = e->plan;
+  const Model *m = &p->model;
+  fprintf(f, "const Program plait_program = {\n");
+  fprintf(f, "  .name = \"%s\", .source = \"%s\",\n", m->name, m->file);
+  fprintf(f, "  .tp = %d, .pp = %d, .vpp = %d, .dp = %d, .mbs = %d, .gbs = %d, .microbatches = %d,\n", p->par.tp,
+          p->par.pp, p->par.vpp, p->par.dp, p->par.mbs, p->par.gbs, p->microbatches);
+  fprintf(f, "  .seq = %lld, .hidden = %lld, .layers = %d,\n", (long long)m->dims[m->seq_dim].size,
+          (long long)m->dims[m->hidden_dim].size, m->layers);
+  fprintf(f, "  .vocab = %lld, .vocab_padded = %lld,\n", (long long)(m->vocab_dim >= 0 ? m->dims[m->vocab_dim].unpadded : 0),
+          (long long)(m->vocab_dim >= 0 ? m->dims[m->vocab_dim].size : 0));
+  fprintf(f, "  .recompute = %d, .sequence_parallel = %d, .masked_lm = %d,\n", p->par.recompute,
+          p->par.sequence_parallel, p->masked_lm);
+  fprintf(f, "  .model_params = model_params, .nmodel_params = %d,\n", count_params(m, SCOPE_MODEL));
+  fprintf(f, "  .block_params = block_params, .nblock_params = %d,\n", count_params(m, SCOPE_BLOCK));
+  fprintf(f, "  .chunks = chunks, .nchunks = %d,\n", p->nchunks);
+  fprintf(f, "  .actions = actions, .nactions = nactions, .slots = slots,\n");
+  fprintf(f, "  .scratch_elems = %lld, .recompute_elems = %lld, .io_elems = IO_ELEMS,\n", (long long)p->scratch_elems,
+          (long long)p->recompute_elems);
+  fprintf(f, "  .logits_offset = %lld, .logits_cols = %lld,\n", (long long)logits_offset(e), (long long)logits_cols(e));
+  fprintf(f, "  .flops_per_iteration = %.17g,\n};\n", p->cost.flops_per_iteration);
+}
+
+static void model_c(const Emission *e, FILE *f) {
+  const Plan *p = e->plan;
+  header(p, f);
+  fprintf(f, "/* Parameters at model scope (r->model_w[P_...]) and of each layer (r->layer_w[layer][L_...]). */\n");
+  param_enum(&p->model, SCOPE_MODEL, f);
+  param_enum(&p->model, SCOPE_BLOCK, f);
+  fprintf(f, "\n");
+  sizes(e, f);
+  emit_stages(e, f);
+  for (int c = 0; c < p->nchunks; c++) {
+    chunk_comment(&p->chunks[c], c, &p->chunk_memory[c], f);
+    chunk_forward(p, c, &p->chunk_memory[c], f);
+    chunk_backward(p, c, &p->chunk_memory[c], f);
+  }
+  param_table(p, SCOPE_MODEL, "model_params", f);
+  param_table(p, SCOPE_BLOCK, "block_params", f);
+  chunk_table(e, f);
+  emit_plan_tables(p, f);
+  program(e, f);
+}
+
+/* ---- files ---------------------------------------------------------------------------------- */
+
+typedef void (*Writer)(const Emission *e, FILE *f);
+
+/* Writes one file of DIR through a temporary name. */
+static int write_file(const Emission *e, const char *dir, const char *name, Writer write, Diag *d) {
+  char path[4096], tmp[4200];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+  FILE *f = fopen(tmp, "w");
+  if (!f) return diag(d, "cannot write %s: %s", path, strerror(errno));
+  write(e, f);
+  if (fclose(f) != 0 || rename(tmp, path) != 0) {
+    unlink(tmp);
+    return diag(d, "cannot write %s: %s", path, strerror(errno));
+  }
+  return 0;
+}
+
+static int make_dir(const char *dir, Diag *d) {
+  if (mkdir(dir, 0777) == 0 || errno == EEXIST) return 0;
+  return diag(d, "-o %s: cannot create the directory: %s", dir, strerror(errno));
+}
+
+int emit_program(const Plan *p, const char *dir, Diag *d) {
+  Emission e = {.plan = p, .stage = {&p->model.embed, &p->model.block, &p->model.head}, .memory = p->memory};
+  emit_collect_kernels(&e);
+  int status = make_dir(dir, d);
+  if (status == 0) status = write_file(&e, dir, "model.c", model_c, d);
+  if (status == 0) status = write_file(&e, dir, "kernels.h", emit_kernels_h, d);
+  if (status == 0) status = write_file(&e, dir, "kernels.c", emit_kernels_c, d);
+  if (status == 0) status = write_file(&e, dir, "kernels_cuda.c", emit_kernels_cuda, d);
+  emit_free_kernels(&e.kernels);
+  return status;
+}

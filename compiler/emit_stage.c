@@ -1,0 +1,311 @@
+/* emit_stage.c: the forward and backward functions of each stage (embed, one block, head) as C: one
+ * runtime or kernel call per node, over buffers at the offsets the memory plan fixed. */
+#include <ctype.h>
+#include <string.h>
+
+#include "emit.h"
+
+enum { NAME_CHARS = 128 };
+
+typedef struct {
+  const Emission *e;
+  int stage;
+  const Graph *g;
+  const StageMemory *mem;
+  char (*name)[NAME_CHARS]; /* per tensor: how the code spells it */
+  FILE *f;
+} StageWriter;
+
+static const char *const stage_names[STAGES] = {"embed", "block", "head"};
+
+/* ---- names ---------------------------------------------------------------------------------- */
+
+/* "attn.q.weight" -> "ATTN_Q_WEIGHT" */
+static void constant_name(const char *prefix, const char *name, char *buf, int len) {
+  int n = snprintf(buf, len, "%s", prefix);
+  for (const char *c = name; *c && n < len - 1; c++) buf[n++] = isalnum((unsigned char)*c) ? (char)toupper((unsigned char)*c) : '_';
+  buf[n] = 0;
+}
+
+/* The enum constant of parameter p: P_ for model scope, L_ for a layer's. */
+void emit_param_constant(const Model *m, int p, char *buf, int len) {
+  constant_name(m->params[p].scope == SCOPE_BLOCK ? "L_" : "P_", m->params[p].name, buf, len);
+}
+
+static void variable_name(const Tensor *t, int id, char *buf, int len) {
+  int n = 0;
+  for (const char *c = t->name; *c && n < len - 8; c++) buf[n++] = isalnum((unsigned char)*c) ? *c : '_';
+  buf[n] = 0;
+  if (n == 0 || isdigit((unsigned char)buf[0])) snprintf(buf, len, "v%d", id);
+}
+
+/* Parameters are w[...] (this layer's) or r->model_w[...]; their gradients g[...] or r->model_g[...]. */
+static void param_name(const StageWriter *w, const Tensor *x, char *buf, int len) {
+  char constant[96];
+  const Model *m = &w->e->plan->model;
+  emit_param_constant(m, x->param, constant, sizeof constant);
+  int layer = m->params[x->param].scope == SCOPE_BLOCK, grad = x->kind == T_PARAM_GRAD;
+  snprintf(buf, len, "%s[%s]", layer ? (grad ? "g" : "w") : (grad ? "r->model_g" : "r->model_w"), constant);
+}
+
+static void name_tensors(StageWriter *w) {
+  const Graph *g = w->g;
+  for (int t = 0; t < g->ntensors; t++) {
+    const Tensor *x = &g->tensors[t];
+    switch (w->mem->region[t]) {
+    case REGION_PARAM: case REGION_PARAM_GRAD: param_name(w, x, w->name[t], NAME_CHARS); break;
+    case REGION_GRAD_OUT: snprintf(w->name[t], NAME_CHARS, "dy"); break;
+    case REGION_GRAD_IN: snprintf(w->name[t], NAME_CHARS, "dx"); break;
+    default: variable_name(x, t, w->name[t], NAME_CHARS); break;
+    }
+  }
+  /* the same name twice (gradients summed from several parts) gets the tensor's number */
+  for (int t = 0; t < g->ntensors; t++)
+    for (int u = 0; u < t; u++)
+      if (strcmp(w->name[t], w->name[u]) == 0 && w->mem->region[t] != REGION_PARAM && w->mem->region[t] != REGION_PARAM_GRAD) {
+        char unique[NAME_CHARS];
+        snprintf(unique, sizeof unique, "%.100s_%d", w->name[t], t);
+        memcpy(w->name[t], unique, sizeof unique);
+        break;
+      }
+}
+
+/* ---- declarations --------------------------------------------------------------------------- */
+
+static int used_in(const Graph *g, int t, int first, int last) {
+  for (int i = first; i < last; i++) {
+    const Node *n = &g->nodes[i];
+    for (int k = 0; k < n->nin; k++) if (n->in[k] == t) return 1;
+    for (int k = 0; k < n->nout; k++) if (n->out[k] == t) return 1;
+  }
+  return 0;
+}
+
+static void shape_comment(const StageWriter *w, const Tensor *t, char *buf, int len) {
+  char names[200];
+  shape_string(&w->e->plan->model, t->ndim, t->dims, names, sizeof names);
+  int used = snprintf(buf, len, "%s", names);
+  for (int a = 0; a < t->ndim && used < len; a++)
+    used += snprintf(buf + used, len - used, "%s%lld", a ? "×" : " ", (long long)emit_local_dim(w->e->plan, t, a));
+  if (t->layout.kind == LAYOUT_S) snprintf(buf + used, len - used, ", split on axis %d", t->layout.axis);
+}
+
+static void declare(const StageWriter *w, int first, int last) {
+  for (int t = 0; t < w->g->ntensors; t++) {
+    Region r = w->mem->region[t];
+    if ((r != REGION_SAVED && r != REGION_SCRATCH) || !used_in(w->g, t, first, last)) continue;
+    char shape[300];
+    shape_comment(w, &w->g->tensors[t], shape, sizeof shape);
+    fprintf(w->f, "  real *%s = %s + %lld; /* %s */\n", w->name[t], r == REGION_SAVED ? "saved" : "tmp",
+            (long long)w->mem->offset[t], shape);
+  }
+}
+
+/* ---- one node ------------------------------------------------------------------------------- */
+
+static const Tensor *tensor(const StageWriter *w, int t) { return &w->g->tensors[t]; }
+static const char *in(const StageWriter *w, const Node *n, int k) { return w->name[n->in[k]]; }
+static const char *out(const StageWriter *w, const Node *n, int k) { return w->name[n->out[k]]; }
+static int64_t local(const StageWriter *w, int t) { return emit_local_elems(w->e->plan, tensor(w, t)); }
+static int64_t last_dim(const StageWriter *w, int t) {
+  const Tensor *x = tensor(w, t);
+  return emit_local_dim(w->e->plan, x, x->ndim - 1);
+}
+static int is_split(const Tensor *t, int axis) { return t->layout.kind == LAYOUT_S && t->layout.axis == axis; }
+
+static void matmul(const StageWriter *w, const Node *n) {
+  int ta = n->a.mm.trans_a, tb = n->a.mm.trans_b;
+  int64_t M, N, K;
+  if (!ta) K = last_dim(w, n->in[0]), M = local(w, n->in[0]) / K, N = last_dim(w, n->out[0]);
+  else M = last_dim(w, n->in[0]), N = last_dim(w, n->in[1]), K = local(w, n->in[0]) / M;
+  int accumulate = tensor(w, n->out[0])->kind == T_PARAM_GRAD;
+  fprintf(w->f, "  k_gemm(%d, %d, %lld, %lld, %lld, 1, %s, %s, %d, %s);", ta, tb, (long long)M, (long long)N, (long long)K,
+          in(w, n, 0), in(w, n, 1), accumulate, out(w, n, 0));
+}
+
+/* The split axis of t, -1 when it is not split. */
+static int split_axis(const Tensor *t) { return t->layout.kind == LAYOUT_S ? t->layout.axis : -1; }
+
+static void elementwise(const StageWriter *w, const Node *n, int index) {
+  int kernel = w->e->kernels.kernel_of[w->stage][index];
+  const Kernel *k = &w->e->kernels.kernels[kernel];
+  int64_t total = local(w, n->out[0]), period = total;
+  for (int i = 0; i < n->nin; i++)
+    if (k->broadcast[i] && local(w, n->in[i]) < period) period = local(w, n->in[i]);
+  if (k->dropouts) {
+    const Tensor *o = tensor(w, n->out[0]);
+    int sites[8];
+    expr_dropouts(&n->expr, sites, NULL);
+    fprintf(w->f, "  {\n    const int64_t shape[] = {");
+    for (int a = 0; a < o->ndim; a++) fprintf(w->f, "%s%lld", a ? ", " : "", (long long)emit_local_dim(w->e->plan, o, a));
+    fprintf(w->f, "};\n    const int sites[] = {");
+    for (int s = 0; s < k->dropouts; s++) fprintf(w->f, "%s%d", s ? ", " : "", sites[s]);
+    fprintf(w->f, "};\n    EwKeys keys = rt_ew_keys(r, layer, %d, shape, %d, %d, sites);\n  ", o->ndim, split_axis(o), k->dropouts);
+  }
+  fprintf(w->f, "  ew_%d(%lld, %lld", kernel, (long long)total, (long long)period);
+  for (int i = 0; i < n->nin; i++) {
+    fprintf(w->f, ", %s", in(w, n, i));
+    if (k->broadcast[i]) fprintf(w->f, ", %lld", (long long)local(w, n->in[i]));
+  }
+  fprintf(w->f, ", %s%s);%s", out(w, n, 0), k->dropouts ? ", &keys" : "", k->dropouts ? "\n  }" : "");
+}
+
+static void reduce(const StageWriter *w, const Node *n) {
+  int64_t C = local(w, n->out[0]), rows = local(w, n->in[0]) / C;
+  if (tensor(w, n->out[0])->kind != T_PARAM_GRAD)
+    fprintf(w->f, "  memset(%s, 0, %lld * sizeof(real));\n", out(w, n, 0), (long long)C);
+  fprintf(w->f, "  k_sum_rows(%lld, %lld, %s, %s);", (long long)rows, (long long)C, in(w, n, 0), out(w, n, 0));
+}
+
+static void norm(const StageWriter *w, const Node *n) {
+  int64_t C = last_dim(w, n->in[0]), rows = local(w, n->in[0]) / C;
+  if (n->a.norm.kind == NORM_LAYER)
+    fprintf(w->f, "  k_layernorm_forward(%lld, %lld, %s, %s, %s, %g, %s, %s, %s);", (long long)rows, (long long)C,
+            in(w, n, 0), in(w, n, 1), in(w, n, 2), n->a.norm.eps, out(w, n, 0), out(w, n, 1), out(w, n, 2));
+  else
+    fprintf(w->f, "  k_rmsnorm_forward(%lld, %lld, %s, %s, %g, %s, %s);", (long long)rows, (long long)C, in(w, n, 0),
+            in(w, n, 1), n->a.norm.eps, out(w, n, 0), out(w, n, 1));
+}
+
+static void norm_backward(const StageWriter *w, const Node *n) {
+  int64_t C = last_dim(w, n->in[0]), rows = local(w, n->in[0]) / C;
+  if (n->a.norm.kind == NORM_LAYER)
+    fprintf(w->f, "  k_layernorm_backward(%lld, %lld, %s, %s, %s, %s, %s, %s, %s, %s);", (long long)rows, (long long)C,
+            in(w, n, 0), in(w, n, 1), in(w, n, 2), in(w, n, 3), in(w, n, 4), out(w, n, 0), out(w, n, 1), out(w, n, 2));
+  else
+    fprintf(w->f, "  k_rmsnorm_backward(%lld, %lld, %s, %s, %s, %s, %s, %s);", (long long)rows, (long long)C, in(w, n, 0),
+            in(w, n, 1), in(w, n, 2), in(w, n, 3), out(w, n, 0), out(w, n, 1));
+}
+
+static void attention_shape(const StageWriter *w, const Node *n) {
+  const Tensor *q = tensor(w, n->in[0]);
+  const AttnAttr *a = &n->a.attn;
+  int share = q->layout.kind == LAYOUT_S ? w->e->plan->par.tp : 1;
+  fprintf(w->f, "  {\n    const AttnShape shape = {%lld, %lld, %d, %d, %d, %d, %d, %g};\n  ",
+          (long long)emit_local_dim(w->e->plan, q, 0), (long long)emit_local_dim(w->e->plan, q, 1), a->heads / share,
+          a->kv_heads / share, a->head_dim, a->causal, a->rope, a->rope_theta);
+}
+
+static void attention(const StageWriter *w, const Node *n) {
+  attention_shape(w, n);
+  fprintf(w->f, "  k_attention_forward(&shape, %s, %s, %s, %s, %s);\n  }", in(w, n, 0), in(w, n, 1), in(w, n, 2),
+          out(w, n, 0), out(w, n, 1));
+}
+
+static void attention_backward(const StageWriter *w, const Node *n) {
+  attention_shape(w, n);
+  fprintf(w->f, "  k_attention_backward(&shape, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n  }", in(w, n, 0), in(w, n, 1),
+          in(w, n, 2), in(w, n, 3), in(w, n, 4), in(w, n, 5), out(w, n, 0), out(w, n, 1), out(w, n, 2));
+}
+
+static void embedding(const StageWriter *w, const Node *n, int backward) {
+  int table = backward ? n->out[0] : n->in[1];
+  const Tensor *t = tensor(w, table);
+  fprintf(w->f, "  rt_embedding_%s(r, %lld, %lld, %s, %s, %lld, %d, %s);", backward ? "backward" : "forward",
+          (long long)local(w, n->in[0]), (long long)emit_local_dim(w->e->plan, t, 1), in(w, n, 0), in(w, n, 1),
+          (long long)emit_local_dim(w->e->plan, t, 0), is_split(t, 0), out(w, n, 0));
+}
+
+static void xent(const StageWriter *w, const Node *n, int backward) {
+  const Tensor *z = tensor(w, n->in[0]);
+  fprintf(w->f, "  rt_xent_%s(r, %lld, %lld, %s, %s, %lld, %lld, %d, %s);", backward ? "backward" : "forward",
+          (long long)local(w, n->in[1]), (long long)last_dim(w, n->in[0]), backward ? out(w, n, 0) : in(w, n, 0),
+          in(w, n, 1), (long long)n->a.xent.vocab, (long long)n->a.xent.ignore_index, is_split(z, z->ndim - 1),
+          backward ? in(w, n, 2) : out(w, n, 1));
+}
+
+/* outer: the dims before the axis; inner: the axis (as `shaped` holds it) times the dims after. */
+static void collective(const StageWriter *w, const Node *n, const char *fn, int shaped) {
+  const Tensor *t = tensor(w, shaped);
+  int axis = n->a.coll.axis;
+  int64_t outer = 1, inner = 1;
+  for (int a = 0; a < t->ndim; a++) {
+    int64_t d = emit_local_dim(w->e->plan, t, a);
+    if (a < axis) outer *= d;
+    else inner *= d;
+  }
+  fprintf(w->f, "  %s(r, %s, %s, %lld, %lld);", fn, in(w, n, 0), out(w, n, 0), (long long)outer, (long long)inner);
+}
+
+static void node(const StageWriter *w, int index) {
+  const Node *n = &w->g->nodes[index];
+  switch (n->op) {
+  case OP_MATMUL: matmul(w, n); break;
+  case OP_EW: elementwise(w, n, index); break;
+  case OP_REDUCE: reduce(w, n); break;
+  case OP_NORM: norm(w, n); break;
+  case OP_NORM_BWD: norm_backward(w, n); break;
+  case OP_ATTENTION: attention(w, n); break;
+  case OP_ATTENTION_BWD: attention_backward(w, n); break;
+  case OP_EMBEDDING: embedding(w, n, 0); break;
+  case OP_EMBEDDING_BWD: embedding(w, n, 1); break;
+  case OP_XENT: xent(w, n, 0); break;
+  case OP_XENT_BWD: xent(w, n, 1); break;
+  case OP_ALLREDUCE: fprintf(w->f, "  rt_allreduce(r, %s, %s, %lld);", in(w, n, 0), out(w, n, 0), (long long)local(w, n->out[0])); break;
+  case OP_ALLGATHER: collective(w, n, "rt_allgather", n->in[0]); break;
+  case OP_REDUCESCATTER: collective(w, n, "rt_reducescatter", n->out[0]); break;
+  case OP_SLICE: collective(w, n, "rt_slice", n->out[0]); break;
+  default: fprintf(w->f, "  /* %s */", op_name(n->op)); break;
+  }
+  fprintf(w->f, n->inserted || strcmp(n->where, "autodiff") == 0 ? "\n" : " /* %s */\n", n->where);
+}
+
+/* ---- functions ------------------------------------------------------------------------------ */
+
+static const char *data_name(const StageWriter *w, int which) {
+  return w->g->ninputs > which ? w->g->tensors[w->g->inputs[which]].name : "";
+}
+
+static void signature(const StageWriter *w, int backward) {
+  const char *stage = stage_names[w->stage];
+  fprintf(w->f, "static void %s_%s(Run *r, ", stage, backward ? "backward" : "forward");
+  if (w->stage == STAGE_BLOCK) fprintf(w->f, "int layer, const real *x, real *saved, %sreal *tmp)",
+                                       backward ? "const real *dy, real *dx, " : "");
+  else if (w->stage == STAGE_EMBED) fprintf(w->f, "const int32_t *%s, real *saved, %sreal *tmp)", data_name(w, 0),
+                                            backward ? "const real *dy, " : "");
+  else fprintf(w->f, "const real *x, const int32_t *%s, real *saved, %sreal *tmp)", data_name(w, 1),
+               backward ? "real *dx, " : "");
+}
+
+static int uses_dropout(const Graph *g, int first, int last) {
+  for (int i = first; i < last; i++)
+    if (g->nodes[i].op == OP_EW && expr_dropouts(&g->nodes[i].expr, NULL, NULL)) return 1;
+  return 0;
+}
+
+static int uses_layer_params(const StageWriter *w, int first, int last, TensorKind kind) {
+  for (int t = 0; t < w->g->ntensors; t++)
+    if (tensor(w, t)->kind == kind && w->e->plan->model.params[tensor(w, t)->param].scope == SCOPE_BLOCK &&
+        used_in(w->g, t, first, last))
+      return 1;
+  return 0;
+}
+
+static void function(StageWriter *w, int backward) {
+  const Graph *g = w->g;
+  int first = backward ? g->nforward : 0, last = backward ? g->nnodes : g->nforward;
+  fprintf(w->f, "/* %s %s of one microbatch: %d calls; saved: %lld elements kept for backward; tmp: scratch. */\n",
+          stage_names[w->stage], backward ? "backward" : "forward", last - first, (long long)w->mem->saved);
+  signature(w, backward);
+  fprintf(w->f, " {\n");
+  if (w->stage != STAGE_BLOCK) fprintf(w->f, "  const int layer = -1;\n");
+  if (!uses_dropout(g, first, last)) fprintf(w->f, "  (void)layer;\n");
+  if (uses_layer_params(w, first, last, T_PARAM)) fprintf(w->f, "  real *const *w = r->layer_w[layer];\n");
+  if (uses_layer_params(w, first, last, T_PARAM_GRAD)) fprintf(w->f, "  real *const *g = r->layer_g[layer];\n");
+  declare(w, first, last);
+  for (int i = first; i < last; i++) node(w, i);
+  if (backward && g->grad_input >= 0 && g->grad_input == g->grad_output)
+    fprintf(w->f, "  memcpy(dx, dy, %lld * sizeof(real));\n", (long long)local(w, g->grad_input));
+  fprintf(w->f, "}\n\n");
+}
+
+void emit_stages(const Emission *e, FILE *f) {
+  for (int s = 0; s < STAGES; s++) {
+    StageWriter w = {.e = e, .stage = s, .g = e->stage[s], .mem = &e->memory[s], .f = f};
+    char names[w.g->ntensors + 1][NAME_CHARS];
+    w.name = names;
+    name_tensors(&w);
+    function(&w, 0);
+    function(&w, 1);
+  }
+}

@@ -1,0 +1,195 @@
+/* checkpoint.c: saving every parameter and its Adam state as full logical tensors by name (gathered over
+ * TP, sent to rank 0, streamed into one safetensors file written atomically), and loading any layout's
+ * checkpoint by reading each rank's own box of every tensor. */
+#include "checkpoint.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ckpt.h"
+
+enum { KINDS = 3 }; /* weights, Adam m, Adam v */
+static const char *const kind_prefix[KINDS] = {"", "adam.m.", "adam.v."};
+
+/* Every parameter of the model in one order all ranks agree on: model scope, then layer by layer. */
+typedef struct {
+  const ParamSpec *spec;
+  int layer;
+  int owner; /* the pipeline rank that saves it (chunk 0's for a tied table) */
+} Entry;
+
+static int owner_of(const Program *p, const ParamSpec *spec, int layer) {
+  if (layer < 0) return spec->in_embed ? 0 : (p->nchunks - 1) % p->pp;
+  for (int c = 0; c < p->nchunks; c++)
+    if (layer >= p->chunks[c].first_layer && layer < p->chunks[c].first_layer + p->chunks[c].layers) return c % p->pp;
+  return 0;
+}
+
+static int entries(const Program *p, Entry *out) {
+  int n = 0;
+  for (int i = 0; i < p->nmodel_params; i++) out[n++] = (Entry){&p->model_params[i], -1, owner_of(p, &p->model_params[i], -1)};
+  for (int l = 0; l < p->layers; l++)
+    for (int i = 0; i < p->nblock_params; i++) out[n++] = (Entry){&p->block_params[i], l, owner_of(p, &p->block_params[i], l)};
+  return n;
+}
+
+static void entry_name(const Entry *e, int kind, char *buf, int len) {
+  if (e->layer < 0) snprintf(buf, len, "%s%s", kind_prefix[kind], e->spec->name);
+  else snprintf(buf, len, "%slayers.%d.%s", kind_prefix[kind], e->layer, e->spec->name);
+}
+
+static int64_t unpadded_elems(const ParamSpec *s) {
+  int64_t n = 1;
+  for (int a = 0; a < s->ndim; a++) n *= s->unpadded[a];
+  return n;
+}
+
+static int64_t padded_elems(const ParamSpec *s) {
+  int64_t n = 1;
+  for (int a = 0; a < s->ndim; a++) n *= s->shape[a];
+  return n;
+}
+
+static ParamSlot *find_slot(Params *ps, const Entry *e) {
+  for (int i = 0; i < ps->count; i++)
+    if (ps->slot[i].spec == e->spec && ps->slot[i].layer == e->layer) return &ps->slot[i];
+  return NULL;
+}
+
+static real *slot_data(ParamSlot *s, int kind) { return kind == 0 ? s->w : kind == 1 ? s->m : s->v; }
+
+/* ---- saving --------------------------------------------------------------------------------- */
+
+/* On the owner's TP ranks of DP replica 0: the whole padded tensor, gathered along the split axis. */
+static void gather(Trainer *t, ParamSlot *s, int kind, real *full) {
+  const ParamSpec *p = s->spec;
+  if (p->split_axis < 0 || t->prog->tp == 1) {
+    memcpy(full, slot_data(s, kind), (size_t)s->n * sizeof(real));
+    return;
+  }
+  int64_t outer = 1, inner = 1;
+  for (int a = 0; a < p->ndim; a++) {
+    if (a < p->split_axis) outer *= p->shape[a];
+    else inner *= a == p->split_axis ? p->shape[a] / t->prog->tp : p->shape[a];
+  }
+  comm_allgather(t->comm, GROUP_TP, slot_data(s, kind), full, outer, inner);
+}
+
+/* Moves one tensor to rank 0 and hands it to the writer there. Padding is the tail of axis 0, so the
+ * unpadded tensor is a prefix of the padded one. */
+static void save_tensor(Trainer *t, const Entry *e, int kind, real *full, CkptWriter *w, int *failed) {
+  const RankInfo *ri = comm_info(t->comm);
+  int holder = comm_group_member(t->comm, GROUP_PP, e->owner); /* this DP replica's, TP rank as ours */
+  int in_owner_group = ri->pp_rank == e->owner && ri->dp_rank == 0;
+  int64_t n = unpadded_elems(e->spec);
+  if (in_owner_group) gather(t, find_slot(&t->params, e), kind, full);
+  int sender = in_owner_group && ri->tp_rank == 0 && ri->rank != 0;
+  int receiver = ri->rank == 0 && !(in_owner_group && ri->tp_rank == 0);
+  if (sender || receiver) {
+    comm_p2p_start(t->comm);
+    if (sender) comm_send(t->comm, 0, full, n, kind);
+    else comm_recv(t->comm, holder, full, n, kind); /* rank 0 is TP rank 0 of replica 0, like the sender */
+    comm_p2p_end(t->comm);
+  }
+  if (ri->rank == 0 && !*failed && ckpt_write_data(w, full, n)) *failed = 1;
+}
+
+static void meta_value(char *buf, int len, long long v) { snprintf(buf, len, "%lld", v); }
+
+static int begin_file(Trainer *t, const char *path, const Entry *list, int n, int64_t step, CkptWriter *w) {
+  CkptSpec *specs = calloc((size_t)n * KINDS, sizeof *specs);
+  char (*names)[160] = calloc((size_t)n * KINDS, sizeof *names);
+  for (int k = 0, i = 0; k < KINDS; k++)
+    for (int j = 0; j < n; j++, i++) {
+      entry_name(&list[j], k, names[i], sizeof names[i]);
+      specs[i].name = names[i];
+      specs[i].ndim = list[j].spec->ndim;
+      for (int a = 0; a < specs[i].ndim; a++) specs[i].shape[a] = list[j].spec->unpadded[a];
+    }
+  char step_text[32], seed_text[32], layers_text[32];
+  meta_value(step_text, sizeof step_text, step);
+  meta_value(seed_text, sizeof seed_text, (long long)t->seed);
+  meta_value(layers_text, sizeof layers_text, t->prog->layers);
+  CkptMeta meta[] = {{"format", "plait checkpoint 1"}, {"model", t->prog->name}, {"step", step_text},
+                     {"seed", seed_text}, {"layers", layers_text}};
+  int status = ckpt_write_begin(w, path, specs, n * KINDS, meta, (int)(sizeof meta / sizeof *meta));
+  free(specs);
+  free(names);
+  return status;
+}
+
+static void ensure_directory(Trainer *t, const char *dir) {
+  if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+    comm_fail(t->comm, "--save %s: cannot create the directory: %s", dir, strerror(errno));
+}
+
+void checkpoint_save(Trainer *t, const char *dir, int64_t step) {
+  const Program *p = t->prog;
+  int total = p->nmodel_params + p->layers * p->nblock_params, is_root = comm_info(t->comm)->rank == 0;
+  Entry *list = calloc((size_t)total, sizeof *list);
+  int n = entries(p, list);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  CkptWriter w;
+  int failed = 0;
+  if (is_root) ensure_directory(t, dir);
+  if (is_root && begin_file(t, path, list, n, step, &w)) comm_fail(t->comm, "%s", w.error);
+  int64_t largest = 0;
+  for (int i = 0; i < n; i++) largest = padded_elems(list[i].spec) > largest ? padded_elems(list[i].spec) : largest;
+  real *full = malloc((size_t)largest * sizeof *full);
+  for (int k = 0; k < KINDS; k++)
+    for (int i = 0; i < n; i++) save_tensor(t, &list[i], k, full, &w, &failed);
+  free(full);
+  free(list);
+  if (is_root && (failed || ckpt_write_end(&w))) {
+    ckpt_write_abort(&w);
+    comm_fail(t->comm, "%s", w.error);
+  }
+  comm_barrier(t->comm, GROUP_WORLD);
+  if (is_root) printf("saved %s (step %lld)\n", path, (long long)step);
+}
+
+/* ---- loading -------------------------------------------------------------------------------- */
+
+/* This rank's box of one tensor: the unpadded part read from the file, padding rows zero. */
+static void load_box(Trainer *t, Ckpt *c, ParamSlot *s, int kind, const char *name) {
+  int64_t begin[CKPT_MAX_DIMS], count[CKPT_MAX_DIMS];
+  const ParamSpec *p = s->spec;
+  real *out = slot_data(s, kind);
+  memset(out, 0, (size_t)s->n * sizeof *out);
+  for (int a = 0; a < p->ndim; a++) {
+    begin[a] = s->box.begin[a];
+    count[a] = s->box.count[a];
+    if (a > 0 && p->unpadded[a] != p->shape[a]) comm_fail(t->comm, "%s: padding beyond axis 0 (a bug in plait)", name);
+  }
+  if (p->ndim > 0 && begin[0] + count[0] > p->unpadded[0]) count[0] = p->unpadded[0] > begin[0] ? p->unpadded[0] - begin[0] : 0;
+  if (p->ndim > 0 && count[0] == 0) return;
+  if (ckpt_read_box(c, name, p->ndim, p->unpadded, begin, count, out)) comm_fail(t->comm, "%s", c->error);
+}
+
+int64_t checkpoint_load(Trainer *t, const char *dir) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  Ckpt c;
+  if (ckpt_open(&c, path)) comm_fail(t->comm, "%s", c.error);
+  const char *model = ckpt_meta(&c, "model"), *step = ckpt_meta(&c, "step");
+  if (!model || strcmp(model, t->prog->name) != 0)
+    comm_fail(t->comm, "%s holds model '%s', not '%s'; load a checkpoint of this model", path, model ? model : "?",
+              t->prog->name);
+  const char *seed = ckpt_meta(&c, "seed");
+  if (!step || !seed) comm_fail(t->comm, "%s has no step or seed in its metadata; it is not a plait checkpoint", path);
+  t->seed = strtoull(seed, NULL, 10); /* data windows and dropout masks go on as they would have */
+  for (int i = 0; i < t->params.count; i++)
+    for (int k = 0; k < KINDS; k++) {
+      ParamSlot *s = &t->params.slot[i];
+      char name[160];
+      snprintf(name, sizeof name, "%s%s", kind_prefix[k], s->name);
+      load_box(t, &c, s, k, name);
+    }
+  int64_t at = strtoll(step, NULL, 10);
+  ckpt_close(&c);
+  return at;
+}

@@ -1,0 +1,15 @@
+/* checkpoint.h: --save and --load: every parameter and its Adam state as a full logical tensor by
+ * name in DIR/model.safetensors, with the step and seed, so any layout loads any checkpoint. */
+#ifndef PLAIT_CHECKPOINT_H
+#define PLAIT_CHECKPOINT_H
+
+#include <stdint.h>
+
+#include "trainer.h"
+
+/* Collective over all ranks; rank 0 writes (temporary name, sync, rename). */
+void checkpoint_save(Trainer *t, const char *dir, int64_t step);
+/* Every rank reads its own shares; returns the step to continue from (the seed is restored too). */
+int64_t checkpoint_load(Trainer *t, const char *dir);
+
+#endif

@@ -1,0 +1,49 @@
+/* exec.h: one training iteration of a rank: its action list from the plan, walked as it stands:
+ * forward and backward of (chunk, microbatch) in slots of activation memory, each step's sends and
+ * receives posted as one group, data-parallel gradient reductions started as soon as a chunk's last
+ * backward is done and overlapping what follows, and the optimizer step. */
+#ifndef PLAIT_EXEC_H
+#define PLAIT_EXEC_H
+
+#include "comm.h"
+#include "params.h"
+#include "program.h"
+#include "rt.h"
+
+/* Measured start and end of an action (seconds since the iteration began), for traces. */
+typedef struct {
+  int action;
+  double start, end;
+} ActionTime;
+
+typedef struct {
+  const Program *prog;
+  Run *run;
+  Params *params;
+  const Action *actions;
+  int nactions;
+  Action *owned;        /* a derived action list this Exec made (forward-only), else NULL */
+  real **pool;          /* per chunk of this rank: slots[c] slots of chunk.slot_elems */
+  int **slot_of;        /* [chunk][microbatch]: the slot in use, -1 when none */
+  char **busy;          /* [chunk][slot] */
+  int **last_touch;     /* [chunk][microbatch]: the last action reading or writing the slot */
+  int microbatch_tokens;/* mbs·seq */
+  const int32_t *tokens, *targets; /* this data-parallel rank's microbatches of the iteration */
+  CommRequest **pending;/* data-parallel reductions in flight */
+  int npending;
+  ActionTime *times;    /* when recording: one per action */
+  void (*step)(void *arg); /* the optimizer step (STEP) */
+  void *step_arg;
+} Exec;
+
+void exec_create(Exec *e, const Program *prog, Run *run, Params *ps);
+/* The forward actions of `train` alone (forwards, their sends and receives, in the same order and
+ * groups): an iteration that computes the loss and nothing else (validation, finite differences). */
+void exec_create_forward(Exec *e, const Exec *train);
+void exec_free(Exec *e);
+/* Runs the iteration over tokens and targets ([microbatches][mbs·seq], this DP rank's share). */
+void exec_iteration(Exec *e, const int32_t *tokens, const int32_t *targets);
+/* Waits for the reductions in flight (the optimizer step needs every gradient final). */
+void exec_finish_reductions(Exec *e);
+
+#endif

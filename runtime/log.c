@@ -1,0 +1,43 @@
+/* log.c: step lines, validation lines, progress and JSON lines. */
+#include "log.h"
+
+#include <stdio.h>
+
+/* Model FLOPs of the iteration over the time it took and this machine's GEMM rate. */
+static double mfu(const Trainer *t, double seconds) {
+  return t->args->gemm_rate > 0 ? t->prog->flops_per_iteration / seconds / t->args->gemm_rate : 0;
+}
+
+/* Long runs also get a line every tenth of the way with the time left at the pace so far. */
+static void progress(Trainer *t, double seconds) {
+  static const int64_t long_run = 50;
+  int64_t done = t->step + 1, total = t->args->steps;
+  if (total < long_run || done % (total / 10) != 0 || done == total) return;
+  double left = seconds * (double)(total - done);
+  printf("progress %lld/%lld steps (%d%%), about %.0f s left\n", (long long)done, (long long)total,
+         (int)(100 * done / total), left);
+}
+
+void log_step(Trainer *t, double loss, double seconds) {
+  double tokens = (double)t->prog->gbs * t->prog->seq;
+  printf("step %lld | loss %.6f | lr %.3e | grad-norm %.4f | ms %.1f | tok/s %.0f | MFU %.1f%%\n",
+         (long long)t->step + 1, loss, t->lr, t->grad_norm, seconds * 1e3, tokens / seconds, 100 * mfu(t, seconds));
+  progress(t, seconds);
+  fflush(stdout);
+  if (t->log_json) {
+    fprintf(t->log_json,
+            "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"ms\": %.6g, \"tokens_per_s\": %.6g, "
+            "\"mfu\": %.6g}\n",
+            (long long)t->step + 1, loss, t->lr, t->grad_norm, seconds * 1e3, tokens / seconds, mfu(t, seconds));
+    fflush(t->log_json);
+  }
+}
+
+void log_validation(Trainer *t, double loss) {
+  printf("step %lld | validation loss %.6f\n", (long long)t->step + 1, loss);
+  fflush(stdout);
+  if (t->log_json) {
+    fprintf(t->log_json, "{\"step\": %lld, \"val_loss\": %.9g}\n", (long long)t->step + 1, loss);
+    fflush(t->log_json);
+  }
+}

@@ -1,0 +1,12 @@
+/* log.h: what rank 0 prints and records: one line per step, validation losses, a progress line on
+ * long runs, and the same as JSON lines with --log-json. */
+#ifndef PLAIT_LOG_H
+#define PLAIT_LOG_H
+
+#include "trainer.h"
+
+/* "step N | loss X | lr X | grad-norm X | ms X | tok/s X | MFU X%" */
+void log_step(Trainer *t, double loss, double seconds);
+void log_validation(Trainer *t, double loss);
+
+#endif

@@ -1,0 +1,149 @@
+/* params.c: choosing, allocating and initialising a rank's parameter shares. */
+#include "params.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int chunk_on_rank(const Program *prog, int chunk, int pp_rank) { return chunk % prog->pp == pp_rank; }
+
+/* The chunk holding layer l. */
+static int chunk_of_layer(const Program *prog, int layer) {
+  for (int c = 0; c < prog->nchunks; c++)
+    if (layer >= prog->chunks[c].first_layer && layer < prog->chunks[c].first_layer + prog->chunks[c].layers) return c;
+  return -1;
+}
+
+/* A model-scope parameter is held with chunk 0 when the embedding reads it, and with the last chunk when
+ * the head does; a tied table on two ranks is held by both (its gradients summed by EMBED_REDUCE). When
+ * both chunks are on this rank, chunk 0's backward comes last and finishes the gradient. */
+static int model_param_chunk(const Program *prog, const ParamSpec *p, int pp_rank) {
+  int last = prog->nchunks - 1;
+  if (p->in_embed && chunk_on_rank(prog, 0, pp_rank)) return 0;
+  if (p->in_head && chunk_on_rank(prog, last, pp_rank)) return last;
+  return -1;
+}
+
+static void set_box(ParamSlot *s, int tp, int tp_rank) {
+  const ParamSpec *p = s->spec;
+  s->box.ndim = p->ndim;
+  s->n = 1;
+  for (int a = 0; a < p->ndim; a++) {
+    int64_t share = a == p->split_axis ? p->shape[a] / tp : p->shape[a];
+    s->box.extent[a] = p->unpadded[a];
+    s->box.begin[a] = a == p->split_axis ? share * tp_rank : 0;
+    s->box.count[a] = share;
+    s->n *= share;
+  }
+}
+
+static void add_slot(Params *ps, const Program *prog, const ParamSpec *p, int layer, int chunk, int tp_rank) {
+  ParamSlot *s = &ps->slot[ps->count++];
+  memset(s, 0, sizeof *s);
+  s->spec = p;
+  s->layer = layer;
+  s->chunk = chunk;
+  if (layer >= 0) snprintf(s->name, sizeof s->name, "layers.%d.%s", layer, p->name);
+  else snprintf(s->name, sizeof s->name, "%s", p->name);
+  set_box(s, prog->tp, tp_rank);
+  int tied_copy = layer < 0 && p->in_embed && chunk != 0; /* the head's copy of a tied table */
+  s->counted = !tied_copy && (p->split_axis >= 0 || tp_rank == 0);
+  ps->elems += s->n;
+}
+
+/* Chunk by chunk, so that a chunk's gradients lie together (one data-parallel reduction each). */
+static int by_chunk(const void *a, const void *b) {
+  const ParamSlot *x = a, *y = b;
+  if (x->chunk != y->chunk) return x->chunk - y->chunk;
+  if (x->layer != y->layer) return x->layer - y->layer;
+  return (x->spec > y->spec) - (x->spec < y->spec); /* table order */
+}
+
+static void choose(Params *ps, const Program *prog, int pp_rank, int tp_rank) {
+  ps->slot = calloc((size_t)(prog->nmodel_params + prog->layers * prog->nblock_params) + 1, sizeof *ps->slot);
+  for (int i = 0; i < prog->nmodel_params; i++) {
+    int chunk = model_param_chunk(prog, &prog->model_params[i], pp_rank);
+    if (chunk >= 0) add_slot(ps, prog, &prog->model_params[i], -1, chunk, tp_rank);
+  }
+  for (int layer = 0; layer < prog->layers; layer++) {
+    int chunk = chunk_of_layer(prog, layer);
+    if (!chunk_on_rank(prog, chunk, pp_rank)) continue;
+    for (int i = 0; i < prog->nblock_params; i++) add_slot(ps, prog, &prog->block_params[i], layer, chunk, tp_rank);
+  }
+  qsort(ps->slot, (size_t)ps->count, sizeof *ps->slot, by_chunk);
+}
+
+static void *zeroed(size_t count, size_t size) {
+  void *p = calloc(count ? count : 1, size);
+  if (!p) {
+    fprintf(stderr, "plait: out of memory allocating %zu bytes of parameters\n", count * size);
+    exit(1);
+  }
+  return p;
+}
+
+/* Carves storage and fills the pointer tables stage code reads. */
+static void place(Params *ps, const Program *prog) {
+  ps->storage = zeroed((size_t)ps->elems * 4, sizeof(real));
+  ps->model_w = zeroed((size_t)prog->nmodel_params + 1, sizeof(real *));
+  ps->model_g = zeroed((size_t)prog->nmodel_params + 1, sizeof(real *));
+  ps->layer_w = zeroed((size_t)prog->layers, sizeof(real **));
+  ps->layer_g = zeroed((size_t)prog->layers, sizeof(real **));
+  int64_t at = 0;
+  for (int i = 0; i < ps->count; i++) {
+    ParamSlot *s = &ps->slot[i];
+    s->w = ps->storage + at;
+    s->g = ps->storage + ps->elems + at;
+    s->m = ps->storage + 2 * ps->elems + at;
+    s->v = ps->storage + 3 * ps->elems + at;
+    at += s->n;
+    int index = (int)(s->spec - (s->layer < 0 ? prog->model_params : prog->block_params));
+    if (s->layer < 0) {
+      ps->model_w[index] = s->w, ps->model_g[index] = s->g;
+      continue;
+    }
+    if (!ps->layer_w[s->layer]) {
+      ps->layer_w[s->layer] = zeroed((size_t)prog->nblock_params, sizeof(real *));
+      ps->layer_g[s->layer] = zeroed((size_t)prog->nblock_params, sizeof(real *));
+    }
+    ps->layer_w[s->layer][index] = s->w, ps->layer_g[s->layer][index] = s->g;
+  }
+}
+
+static void initialise(Params *ps, uint64_t seed) {
+  for (int i = 0; i < ps->count; i++) {
+    ParamSlot *s = &ps->slot[i];
+    switch (s->spec->init) {
+    case INIT_NORMAL_DIST: philox_fill_normal(s->w, &s->box, seed, philox_stream_of(s->name), s->spec->std); break;
+    case INIT_ZERO: philox_fill_const(s->w, &s->box, 0); break;
+    case INIT_ONE: philox_fill_const(s->w, &s->box, 1); break;
+    }
+  }
+}
+
+void params_create(Params *ps, const Program *prog, int pp_rank, int tp_rank, uint64_t seed) {
+  memset(ps, 0, sizeof *ps);
+  choose(ps, prog, pp_rank, tp_rank);
+  place(ps, prog);
+  initialise(ps, seed);
+}
+
+void params_free(Params *ps, const Program *prog) {
+  for (int l = 0; l < prog->layers; l++) {
+    free(ps->layer_w[l]);
+    free(ps->layer_g[l]);
+  }
+  free(ps->layer_w);
+  free(ps->layer_g);
+  free(ps->model_w);
+  free(ps->model_g);
+  free(ps->storage);
+  free(ps->slot);
+  memset(ps, 0, sizeof *ps);
+}
+
+void params_zero_grads(Params *ps) { memset(ps->storage + ps->elems, 0, (size_t)ps->elems * sizeof(real)); }
+
+void params_unpadded_shape(const ParamSlot *s, int64_t *shape) {
+  for (int a = 0; a < s->spec->ndim; a++) shape[a] = s->spec->unpadded[a];
+}

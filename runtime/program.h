@@ -1,0 +1,85 @@
+/* program.h: the contract between a generated program and the runtime. The generated code describes
+ * the model (parameters, chunks, the plan's action lists) in a Program and implements each chunk's
+ * forward and backward as calls into the runtime (rt_* in rt.h); the runtime allocates, loads data,
+ * walks the plan, communicates and optimises. */
+#ifndef PLAIT_PROGRAM_H
+#define PLAIT_PROGRAM_H
+
+#include <stdint.h>
+
+#include "comm.h"
+#include "real.h"
+
+enum { PROGRAM_MAX_DIMS = 6 };
+
+typedef enum { INIT_NORMAL_DIST, INIT_ZERO, INIT_ONE } ParamInit;
+
+typedef struct {
+  const char *name;                  /* model scope: "wte"; block scope: "attn.q.weight" (layer i: layers.i.<name>) */
+  int ndim;
+  int64_t shape[PROGRAM_MAX_DIMS];   /* logical shape, padding included */
+  int64_t unpadded[PROGRAM_MAX_DIMS];/* logical shape without padding: what checkpoints store */
+  int split_axis;                    /* the axis split over the TP group, -1 when replicated */
+  ParamInit init;
+  double std;                        /* INIT_NORMAL_DIST */
+  int decay;                         /* AdamW weight decay applies */
+  int tp_sum;                        /* its gradient is a partial sum over the TP group */
+  int in_embed, in_head;             /* model scope: used by the embedding stage / the head */
+} ParamSpec;
+
+typedef struct Run Run;
+
+typedef struct {
+  int first_layer, layers;
+  int has_embed, has_head;
+  int64_t slot_elems;      /* activations of one microbatch in flight through this chunk */
+  int64_t input_offset;    /* in the slot: the chunk's input activation (-1 for chunk 0: token ids) */
+  int64_t output_offset;   /* the chunk's output activation (-1 for the last chunk: the loss) */
+  int64_t grad_out_offset; /* the gradient of the output, received from the next chunk (-1: last) */
+  int64_t grad_in_offset;  /* the gradient of the input, sent to the previous chunk (-1: chunk 0) */
+  void (*forward)(Run *r, real *slot, const int32_t *tokens, const int32_t *targets);
+  void (*backward)(Run *r, real *slot, const int32_t *tokens, const int32_t *targets);
+} ChunkSpec;
+
+/* One action of a pipeline rank's lowered schedule (the compiler's schedule.h, in the same order). */
+typedef enum {
+  ACT_FORWARD, ACT_BACKWARD, ACT_SEND_F, ACT_RECV_F, ACT_SEND_B, ACT_RECV_B,
+  ACT_REDUCE_GRAD, ACT_EMBED_REDUCE, ACT_STEP
+} ActionKind;
+
+typedef struct {
+  uint8_t kind;       /* ActionKind */
+  uint8_t joined;     /* a send or receive posted in one group with the action before it */
+  int32_t chunk;      /* global chunk (stage) index; -1 for STEP */
+  int32_t microbatch; /* -1 for reductions and STEP */
+  int32_t peer;       /* pipeline rank at the other end of a send, receive or EMBED_REDUCE */
+} Action;
+
+typedef struct {
+  const char *name, *source;
+  int tp, pp, vpp, dp, mbs, gbs, microbatches;
+  int seq, hidden, layers;
+  int64_t vocab, vocab_padded;
+  int recompute, sequence_parallel;
+  int masked_lm;                     /* targets are masked positions (BERT), else the next tokens */
+  const ParamSpec *model_params;
+  int nmodel_params;
+  const ParamSpec *block_params;     /* one set per layer */
+  int nblock_params;
+  const ChunkSpec *chunks;           /* pp·vpp; chunk c on pipeline rank c mod pp */
+  int nchunks;
+  const Action *const *actions;      /* per pipeline rank */
+  const int *nactions;
+  const int *slots;                  /* per chunk: microbatches in flight at once, at most */
+  int64_t scratch_elems;             /* the per-rank scratch region */
+  int64_t recompute_elems;           /* the per-rank region a chunk's forward is re-run into (--recompute full) */
+  int64_t io_elems;                  /* one rank's share of the activation passed between chunks */
+  int64_t logits_offset;             /* in the last chunk's slot: the logits, [mbs·seq][logits_cols] */
+  int64_t logits_cols;               /* one TP rank's share of the (padded) vocabulary */
+  double flops_per_iteration;        /* model FLOPs of the global batch, for MFU */
+} Program;
+
+/* The generated program's description; the runtime's main() runs it. */
+extern const Program plait_program;
+
+#endif

@@ -1,0 +1,126 @@
+/* rt.h: what generated stage code calls beyond the plain kernels of kernels.h: a rank's run state,
+ * the kernels that depend on the layout (vocabulary offsets, vocab-parallel cross entropy), the
+ * tensor-parallel collectives and slices, and what fused elementwise kernels need (dropout keys). */
+#ifndef PLAIT_RT_H
+#define PLAIT_RT_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "comm.h"
+#include "kernels.h"
+#include "philox.h"
+#include "program.h"
+
+struct Run {
+  const Program *program;
+  Comm *comm;
+  int tp, tp_rank, dp, dp_rank, pp, pp_rank;
+  real **model_w, **model_g;   /* by model parameter index; NULL where this rank holds none */
+  real ***layer_w, ***layer_g; /* [layer][block parameter index]; NULL for layers of other ranks */
+  real *scratch;               /* per-rank scratch region (program->scratch_elems) */
+  real *recompute;             /* per-rank region a chunk's forward is re-run into */
+  real *grad_a, *grad_b;       /* the gradient passed between layers in a chunk's backward */
+  uint64_t seed;
+  int64_t step;                /* iteration, a key of dropout masks */
+  int64_t sample0;             /* global index of the current microbatch's first sequence */
+  real loss_scale;             /* 1 / the targets counted in the global batch */
+  int training;                /* dropout drops only when training */
+  double loss;                 /* the loss of the microbatches this rank's head ran, scaled */
+};
+
+/* ---- dropout -------------------------------------------------------------------------------- */
+
+/* Maps a local element index to its index in the whole global batch of the logical tensor: axis 0 is
+ * the microbatch's sequences (offset r->sample0, of the global batch), the split axis is offset by
+ * this TP rank's share. */
+typedef struct {
+  int ndim;
+  int64_t local[PROGRAM_MAX_DIMS], global[PROGRAM_MAX_DIMS], offset[PROGRAM_MAX_DIMS];
+} IndexMap;
+
+IndexMap rt_index_map(const Run *r, int ndim, const int64_t *local, int split_axis);
+
+static inline uint64_t rt_global_index(const IndexMap *m, int64_t i) {
+  uint64_t index = 0, stride = 1;
+  for (int a = m->ndim - 1; a >= 0; a--) {
+    int64_t coord = i % m->local[a];
+    i /= m->local[a];
+    index += (uint64_t)(coord + m->offset[a]) * stride;
+    stride *= (uint64_t)m->global[a];
+  }
+  return index;
+}
+
+/* The Philox stream of a dropout site in a layer at this step (layer -1 outside blocks). */
+uint64_t rt_dropout_stream(const Run *r, int site, int layer);
+
+/* What a fused kernel with dropouts needs: the seed, a stream per dropout, the index map of its output. */
+enum { EW_MAX_DROPOUTS = 4 };
+typedef struct {
+  uint64_t seed;
+  uint64_t stream[EW_MAX_DROPOUTS];
+  IndexMap map;
+  int training; /* 0: dropout keeps everything */
+} EwKeys;
+
+EwKeys rt_ew_keys(const Run *r, int layer, int ndim, const int64_t *local, int split_axis, int nsites,
+                  const int *sites);
+
+/* Inverted dropout of the value of local element i: kept with probability 1 - p and scaled by 1/(1 - p). */
+static inline real rt_dropout(real v, double p, const EwKeys *k, int which, int64_t i) {
+  if (!k->training) return v;
+  return philox_keep(k->seed, k->stream[which], rt_global_index(&k->map, i), p) ? (real)(v / (1.0 - p)) : 0;
+}
+
+/* ---- layout-aware kernels ------------------------------------------------------------------- */
+
+/* Embedding with a table split by rows over TP (split) or whole: this rank's rows start at
+ * tp_rank·rows when split. */
+void rt_embedding_forward(Run *r, int64_t N, int64_t C, const int32_t *ids, const real *table, int64_t rows,
+                          int split, real *out);
+void rt_embedding_backward(Run *r, int64_t N, int64_t C, const int32_t *ids, const real *dout, int64_t rows,
+                           int split, real *dtable);
+
+/* Softmax cross entropy of N rows of `cols` logits (this rank's vocabulary share when split), with the
+ * max, target logit and sum of exponentials all-reduced over TP when split. Adds the scaled loss of the
+ * rows to r->loss and keeps each row's log-normaliser in lse. */
+void rt_xent_forward(Run *r, int64_t N, int64_t cols, const real *logits, const int32_t *targets, int64_t vocab,
+                     int64_t ignore, int split, real *lse);
+/* dlogits = loss_scale·(softmax − onehot), written over the logits. */
+void rt_xent_backward(Run *r, int64_t N, int64_t cols, real *logits, const int32_t *targets, int64_t vocab,
+                      int64_t ignore, int split, const real *lse);
+
+/* ---- tensor-parallel collectives (GROUP_TP) ------------------------------------------------- */
+
+/* out = the sum over TP ranks of in (out may be in). */
+void rt_allreduce(Run *r, const real *in, real *out, int64_t n);
+/* Gather / scatter along an axis: outer = product of the dims before it, inner = this rank's extent of
+ * the axis times the product of the dims after it. */
+void rt_allgather(Run *r, const real *in, real *out, int64_t outer, int64_t inner);
+void rt_reducescatter(Run *r, const real *in, real *out, int64_t outer, int64_t inner);
+/* This rank's block of a replicated tensor: out[o][i] = in[o][tp_rank·inner + i]. */
+void rt_slice(Run *r, const real *in, real *out, int64_t outer, int64_t inner);
+
+/* ---- elementwise helpers the fused kernels use ------------------------------------------------ */
+
+static inline real rt_gelu(real x) {
+  const double c = 0.7978845608028654; /* sqrt(2/pi) */
+  double v = x;
+  return (real)(0.5 * v * (1.0 + tanh(c * (v + 0.044715 * v * v * v))));
+}
+
+static inline real rt_gelu_grad(real x) {
+  const double c = 0.7978845608028654;
+  double v = x, t = tanh(c * (v + 0.044715 * v * v * v));
+  return (real)(0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * v * v));
+}
+
+static inline real rt_sigmoid(real x) { return (real)(1.0 / (1.0 + exp(-(double)x))); }
+static inline real rt_silu(real x) { return x * rt_sigmoid(x); }
+static inline real rt_relu(real x) { return x > 0 ? x : 0; }
+static inline real rt_step(real x) { return x > 0 ? 1 : 0; }
+static inline real rt_tanh(real x) { return (real)tanh((double)x); }
+static inline real rt_exp(real x) { return (real)exp((double)x); }
+
+#endif

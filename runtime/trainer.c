@@ -1,0 +1,211 @@
+/* trainer.c: a rank's training loop: batches, the plan's iteration, the optimizer step with global-norm
+ * clipping counted once across TP, PP and DP, the loss, logs, evaluation and checkpoints. */
+#include "trainer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "checkpoint.h"
+#include "gradcheck.h"
+#include "log.h"
+#include "sample.h"
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* ---- data ----------------------------------------------------------------------------------- */
+
+static int holds_chunk(const Trainer *t, int chunk) { return chunk % t->prog->pp == t->run.pp_rank; }
+
+static void open_data(Trainer *t) {
+  const Program *p = t->prog;
+  t->has_data = holds_chunk(t, 0) || holds_chunk(t, p->nchunks - 1);
+  if (!t->has_data) return;
+  int64_t window = p->seq + 1;
+  if (data_open(&t->train_file, t->args->data, p->vocab, window)) comm_fail(t->comm, "%s", t->train_file.error);
+  if (t->args->val_data && data_open(&t->val_file, t->args->val_data, p->vocab, window))
+    comm_fail(t->comm, "%s", t->val_file.error);
+  int64_t share = (int64_t)p->gbs / p->dp * p->seq;
+  t->tokens = calloc((size_t)share, sizeof *t->tokens);
+  t->targets = calloc((size_t)share, sizeof *t->targets);
+}
+
+/* Next-token targets count every token; masked-LM targets count the masked positions of the whole
+ * global batch (every rank draws them alike, so every rank agrees on the scale). */
+static double targets_counted(Trainer *t, int64_t step, int val) {
+  const Program *p = t->prog;
+  if (!p->masked_lm || !t->has_data) return (double)p->gbs * p->seq;
+  DataSlice all = {p->seq, p->gbs, 0, p->gbs};
+  int64_t n = (int64_t)p->gbs * p->seq;
+  int32_t *in = malloc((size_t)n * sizeof *in), *tg = malloc((size_t)n * sizeof *tg);
+  data_mlm_batch(val ? &t->val_file : &t->train_file, t->seed + (val ? 1 : 0), step, &all,
+                 (int32_t)(p->vocab - 1), in, tg);
+  double count = 0;
+  for (int64_t i = 0; i < n; i++) count += tg[i] >= 0;
+  free(in);
+  free(tg);
+  return count > 0 ? count : 1;
+}
+
+void trainer_load_batch(Trainer *t, int64_t step, int val) {
+  const Program *p = t->prog;
+  t->run.loss_scale = (real)(1.0 / targets_counted(t, step, val));
+  if (!t->has_data) return;
+  int64_t per_rank = p->gbs / p->dp;
+  DataSlice slice = {p->seq, p->gbs, t->run.dp_rank * per_rank, per_rank};
+  const TokenFile *f = val ? &t->val_file : &t->train_file;
+  if (p->masked_lm) data_mlm_batch(f, t->seed + (val ? 1 : 0), step, &slice, (int32_t)(p->vocab - 1), t->tokens, t->targets);
+  else if (val) data_val_batch(f, step, &slice, t->tokens, t->targets);
+  else data_train_batch(f, t->seed, step, &slice, t->tokens, t->targets);
+}
+
+/* ---- the optimizer step --------------------------------------------------------------------- */
+
+/* The global gradient norm: each rank's counted parameters (split ones on every TP rank, replicated ones
+ * on TP rank 0, a tied table on the first stage), summed over TP and PP; DP replicas hold the same. */
+static double global_grad_norm(Trainer *t) {
+  double sq = 0;
+  for (int i = 0; i < t->params.count; i++)
+    if (t->params.slot[i].counted) sq += optim_norm_sq(t->params.slot[i].n, t->params.slot[i].g);
+  comm_allreduce(t->comm, GROUP_TP, &sq, 1, COMM_F64, COMM_SUM);
+  comm_allreduce(t->comm, GROUP_PP, &sq, 1, COMM_F64, COMM_SUM);
+  return sqrt(sq);
+}
+
+static void optimizer_step(void *arg) {
+  Trainer *t = arg;
+  t->grad_norm = global_grad_norm(t);
+  if (!isfinite(t->grad_norm))
+    comm_fail(t->comm, "step %lld: the gradient norm is %g; stopping before the update (the last checkpoint stays "
+                       "as it was; try a lower --lr)", (long long)t->step, t->grad_norm);
+  double coef = optim_clip_coef(t->grad_norm, t->args->grad_clip);
+  t->lr = optim_lr(&t->schedule, t->step);
+  for (int i = 0; i < t->params.count; i++) {
+    ParamSlot *s = &t->params.slot[i];
+    optim_adamw_step(&t->adamw, t->step + 1, t->lr, s->spec->decay, coef, s->n, s->w, s->g, s->m, s->v);
+  }
+}
+
+/* ---- loss ----------------------------------------------------------------------------------- */
+
+/* The last stage's TP rank 0 of each DP replica holds a share of the loss; the sum is the loss. */
+double trainer_global_loss(Trainer *t) {
+  double loss = holds_chunk(t, t->prog->nchunks - 1) && t->run.tp_rank == 0 ? t->run.loss : 0;
+  comm_allreduce(t->comm, GROUP_WORLD, &loss, 1, COMM_F64, COMM_SUM);
+  return loss;
+}
+
+static double validation_loss(Trainer *t) {
+  double total = 0;
+  int64_t batches = t->args->eval_batches;
+  for (int64_t b = 0; b < batches; b++) {
+    trainer_load_batch(t, b, 1);
+    t->run.loss = 0;
+    t->run.training = 0;
+    exec_iteration(&t->eval, t->tokens, t->targets);
+    t->run.training = 1;
+    total += trainer_global_loss(t);
+  }
+  return total / (double)batches;
+}
+
+/* ---- set-up --------------------------------------------------------------------------------- */
+
+static void setup_run(Trainer *t) {
+  const Program *p = t->prog;
+  const RankInfo *ri = comm_info(t->comm);
+  Run *r = &t->run;
+  memset(r, 0, sizeof *r);
+  r->program = p;
+  r->comm = t->comm;
+  r->tp = p->tp, r->tp_rank = ri->tp_rank, r->dp = p->dp, r->dp_rank = ri->dp_rank, r->pp = p->pp, r->pp_rank = ri->pp_rank;
+  r->training = 1;
+  r->scratch = calloc((size_t)p->scratch_elems + 1, sizeof(real));
+  r->recompute = calloc((size_t)p->recompute_elems + 1, sizeof(real));
+  r->grad_a = calloc((size_t)p->io_elems + 1, sizeof(real));
+  r->grad_b = calloc((size_t)p->io_elems + 1, sizeof(real));
+  if (!r->scratch || !r->recompute || !r->grad_a || !r->grad_b) comm_fail(t->comm, "out of memory for activations");
+  params_create(&t->params, p, ri->pp_rank, ri->tp_rank, t->seed);
+  r->model_w = t->params.model_w, r->model_g = t->params.model_g;
+  r->layer_w = t->params.layer_w, r->layer_g = t->params.layer_g;
+}
+
+static void setup(Trainer *t, Comm *c, const TrainArgs *args) {
+  memset(t, 0, sizeof *t);
+  t->prog = &plait_program;
+  t->args = args;
+  t->comm = c;
+  t->seed = args->seed;
+  setup_run(t);
+  exec_create(&t->exec, t->prog, &t->run, &t->params);
+  t->exec.step = optimizer_step;
+  t->exec.step_arg = t;
+  exec_create_forward(&t->eval, &t->exec);
+  open_data(t);
+  t->adamw = optim_adamw_default();
+  t->adamw.weight_decay = args->weight_decay;
+  t->schedule = optim_schedule(args->lr, args->warmup, args->steps);
+  if (args->load) t->step = checkpoint_load(t, args->load);
+  t->run.seed = t->seed;
+  if (comm_info(c)->rank == 0 && args->log_json && !(t->log_json = fopen(args->log_json, "w")))
+    comm_fail(c, "--log-json %s: cannot write there", args->log_json);
+}
+
+static void teardown(Trainer *t) {
+  if (t->log_json) fclose(t->log_json);
+  exec_free(&t->eval);
+  exec_free(&t->exec);
+  params_free(&t->params, t->prog);
+  free(t->run.scratch);
+  free(t->run.recompute);
+  free(t->run.grad_a);
+  free(t->run.grad_b);
+  free(t->tokens);
+  free(t->targets);
+  if (t->has_data) data_close(&t->train_file);
+  if (t->has_data && t->args->val_data) data_close(&t->val_file);
+}
+
+/* ---- the loop ------------------------------------------------------------------------------- */
+
+static void train_step(Trainer *t) {
+  trainer_load_batch(t, t->step, 0);
+  params_zero_grads(&t->params);
+  t->run.step = t->step;
+  t->run.loss = 0;
+  double start = now();
+  exec_iteration(&t->exec, t->tokens, t->targets);
+  double loss = trainer_global_loss(t), seconds = now() - start;
+  if (!isfinite(loss))
+    comm_fail(t->comm, "step %lld: the loss is %g; stopping (the last checkpoint stays as it was; try a lower --lr)",
+              (long long)t->step, loss);
+  if (comm_info(t->comm)->rank == 0) log_step(t, loss, seconds);
+}
+
+static void evaluate(Trainer *t) {
+  double val = validation_loss(t);
+  if (comm_info(t->comm)->rank == 0) log_validation(t, val);
+}
+
+int trainer_main(Comm *c, void *arg) {
+  const TrainArgs *args = arg;
+  Trainer t;
+  setup(&t, c, args);
+  if (args->gradcheck) return gradcheck_run(&t, args->gradcheck);
+  int64_t every_eval = args->eval_every, every_save = args->save_every;
+  for (; t.step < args->steps; t.step++) {
+    train_step(&t);
+    int64_t done = t.step + 1;
+    if (args->val_data && every_eval && done % every_eval == 0) evaluate(&t);
+    if (args->save && every_save && done % every_save == 0 && done < args->steps) checkpoint_save(&t, args->save, done);
+  }
+  if (args->save) checkpoint_save(&t, args->save, t.step);
+  if (args->sample) sample_text(&t, args->sample);
+  teardown(&t);
+  return 0;
+}

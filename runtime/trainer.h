@@ -1,0 +1,51 @@
+/* trainer.h: a rank's training: its run state, parameters, plan walker, data and optimizer, and the
+ * loop of steps with evaluation, checkpoints and logs. */
+#ifndef PLAIT_TRAINER_H
+#define PLAIT_TRAINER_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "data.h"
+#include "exec.h"
+#include "optim.h"
+#include "params.h"
+#include "rt.h"
+
+typedef struct {
+  const char *data, *val_data, *save, *load, *log_json, *trace;
+  int64_t steps, warmup, save_every, eval_every, eval_batches, sample, gradcheck;
+  uint64_t seed;
+  double lr, grad_clip, weight_decay;
+  double gemm_rate; /* this machine's GEMM FLOP/s, measured at start-up: the MFU's denominator */
+  char val_path[4096]; /* room for the validation file's name when it is found beside --data */
+} TrainArgs;
+
+typedef struct {
+  const Program *prog;
+  const TrainArgs *args;
+  Comm *comm;
+  Run run;
+  Params params;
+  Exec exec;            /* the training plan */
+  Exec eval;            /* its forward actions alone: validation and finite differences */
+  TokenFile train_file, val_file;
+  int has_data;         /* this rank runs chunk 0 or the last chunk, so it reads tokens */
+  int32_t *tokens, *targets; /* this DP rank's share of the global batch */
+  AdamW adamw;
+  LrSchedule schedule;
+  int64_t step;         /* the next step to run (a loaded checkpoint's step) */
+  uint64_t seed;        /* of data windows, dropout and initialisation (a loaded checkpoint's) */
+  double lr, grad_norm; /* of the last step */
+  FILE *log_json;       /* rank 0 */
+} Trainer;
+
+/* The per-rank entry point for comm_launch (arg: the TrainArgs). */
+int trainer_main(Comm *c, void *arg);
+
+/* The iteration's loss summed over the ranks that computed it (every rank gets it). */
+double trainer_global_loss(Trainer *t);
+/* Loads this DP rank's share of step `step` (validation batch `step` when val) and sets the loss scale. */
+void trainer_load_batch(Trainer *t, int64_t step, int val);
+
+#endif
