@@ -15,6 +15,7 @@ static const Command commands[] = {
      "plait plan MODEL.lua [--tp N --pp N --vpp N --dp N --mbs N --gbs N --schedule NAME|FILE\n"
      "           --recompute none|full --sequence-parallel --partition balanced|uniform --set key=value ...]\n"
      "           [--format text|json|dot|trace|svg] [--machine NAME] [--unit-costs] [--print PASS] [-o FILE]"},
+    {"data", cmd_data, "plait data --bytes FILE... -o OUT.bin [--val-fraction F]   (validation part: OUT.val.bin)"},
 };
 
 static int usage(FILE *f) {

@@ -1,0 +1,32 @@
+/* tokenfile.h: writing token files in llm.c's format (what runtime/data.c reads): a header of 256
+ * little-endian int32 (magic 20240520, version 1, the token count), then the tokens as uint16. */
+#ifndef PLAIT_TOKENFILE_H
+#define PLAIT_TOKENFILE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "diag.h"
+
+#define TOKENFILE_MAGIC 20240520
+#define TOKENFILE_VERSION 1
+#define TOKENFILE_MAX_TOKENS INT32_MAX /* the header holds the count as an int32 */
+
+/* A file being written: tokens go to a temporary file beside the final one, which is renamed into place
+ * when complete, so the final name never holds a half-written file. */
+typedef struct {
+  const char *path;
+  char temp[4096];
+  FILE *file;
+  int64_t count;
+} TokenWriter;
+
+/* Each returns 0, or -1 with the reason in d; after a failure, call tokenfile_abort. */
+int tokenfile_begin(TokenWriter *w, const char *path, Diag *d);
+int tokenfile_write(TokenWriter *w, const uint16_t *tokens, int64_t n, Diag *d);
+/* Writes the header with the count, syncs the file to disk and renames it to its final name. */
+int tokenfile_finish(TokenWriter *w, Diag *d);
+/* Removes the temporary file of a writer that did not finish (nothing when none is open). */
+void tokenfile_abort(TokenWriter *w);
+
+#endif

@@ -1,0 +1,353 @@
+/* ckpt.c: writing checkpoints through a temporary file, and reading them: the header and boxes of tensors. */
+#include "ckpt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckpt_header.h"
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "checkpoints store the machine's bytes as little-endian");
+
+static const char *const dtype_names[] = {"F32", "F64"};
+static const int dtype_sizes[] = {4, 8};
+#define REAL_DTYPE (sizeof(real) == 4 ? CKPT_F32 : CKPT_F64)
+
+static int64_t elements(int ndim, const int64_t *shape) {
+  int64_t n = 1;
+  for (int d = 0; d < ndim; d++) n *= shape[d];
+  return n;
+}
+
+/* "[2, 3]" */
+static const char *shape_text(char *buf, size_t len, int ndim, const int64_t *shape) {
+  size_t used = (size_t)snprintf(buf, len, "[");
+  for (int d = 0; d < ndim && used < len; d++)
+    used += (size_t)snprintf(buf + used, len - used, "%s%lld", d ? ", " : "", (long long)shape[d]);
+  if (used < len) snprintf(buf + used, len - used, "]");
+  return buf;
+}
+
+/* ---- writing ------------------------------------------------------------------------------------ */
+
+static int writer_fail(CkptWriter *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Sets "<path>: <message>", drops the temporary file, returns -1. */
+static int writer_fail(CkptWriter *w, const char *fmt, ...) {
+  int n = snprintf(w->error, sizeof w->error, "%s: ", w->path);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(w->error + n, sizeof w->error - (size_t)n, fmt, ap);
+  va_end(ap);
+  ckpt_write_abort(w);
+  return -1;
+}
+
+static int writer_io_fail(CkptWriter *w) {
+  return writer_fail(w, "cannot write the checkpoint (%s); check that its folder exists, is writable and has space",
+                     strerror(errno));
+}
+
+static int check_specs(CkptWriter *w, const CkptSpec *tensors, int ntensors) {
+  for (int i = 0; i < ntensors; i++) {
+    const CkptSpec *t = &tensors[i];
+    if (!t->name || !t->name[0] || strcmp(t->name, "__metadata__") == 0)
+      return writer_fail(w, "tensor %d has no usable name ('%s'); give each tensor a name of its own", i,
+                         t->name ? t->name : "");
+    if (t->ndim < 0 || t->ndim > CKPT_MAX_DIMS)
+      return writer_fail(w, "tensor '%s' has %d axes; a checkpoint holds 0 to %d", t->name, t->ndim, CKPT_MAX_DIMS);
+    for (int d = 0; d < t->ndim; d++)
+      if (t->shape[d] < 0) return writer_fail(w, "tensor '%s' has a negative size on axis %d", t->name, d);
+    for (int k = 0; k < i; k++)
+      if (strcmp(tensors[k].name, t->name) == 0)
+        return writer_fail(w, "tensor '%s' is listed twice; give each tensor a name of its own", t->name);
+  }
+  return 0;
+}
+
+/* Creates the temporary file beside the final one. */
+static int open_temp(CkptWriter *w) {
+  if (snprintf(w->temp, sizeof w->temp, "%s.tmp.XXXXXX", w->path) >= (int)sizeof w->temp) {
+    w->temp[0] = 0;
+    errno = ENAMETOOLONG;
+    return writer_io_fail(w);
+  }
+  int fd = mkstemp(w->temp);
+  if (fd < 0) {
+    w->temp[0] = 0;
+    return writer_io_fail(w);
+  }
+  fchmod(fd, 0644); /* mkstemp makes the file private; a checkpoint is for every user to read */
+  w->file = fdopen(fd, "wb");
+  if (!w->file) {
+    close(fd);
+    return writer_io_fail(w);
+  }
+  return 0;
+}
+
+int ckpt_write_begin(CkptWriter *w, const char *path, const CkptSpec *tensors, int ntensors, const CkptMeta *meta,
+                     int nmeta) {
+  memset(w, 0, sizeof *w);
+  w->path = path;
+  if (check_specs(w, tensors, ntensors) != 0) return -1;
+  size_t len;
+  char *header = ckpt_header_format(tensors, ntensors, meta, nmeta, dtype_names[REAL_DTYPE], sizeof(real), &len);
+  if (!header) return writer_fail(w, "out of memory while writing the header");
+  unsigned char length[8];
+  for (int i = 0; i < 8; i++) length[i] = (unsigned char)((uint64_t)len >> (8 * i));
+  int rc = open_temp(w);
+  if (rc == 0 && (fwrite(length, 8, 1, w->file) != 1 || fwrite(header, len, 1, w->file) != 1)) rc = writer_io_fail(w);
+  free(header);
+  for (int i = 0; i < ntensors; i++) w->expected += elements(tensors[i].ndim, tensors[i].shape);
+  return rc;
+}
+
+int ckpt_write_data(CkptWriter *w, const real *data, int64_t n) {
+  if (!w->file) return writer_fail(w, "the checkpoint is not open for writing; begin it with ckpt_write_begin");
+  if (n < 0 || w->written + n > w->expected)
+    return writer_fail(w, "%lld more elements than the tensors hold (%lld); write each tensor's elements once",
+                       (long long)(w->written + n - w->expected), (long long)w->expected);
+  if (n > 0 && fwrite(data, sizeof(real), (size_t)n, w->file) != (size_t)n) return writer_io_fail(w);
+  w->written += n;
+  return 0;
+}
+
+/* Makes the rename itself durable: a sync of the folder that holds the file. */
+static int sync_folder(const char *path) {
+  const char *slash = strrchr(path, '/');
+  char folder[4096];
+  snprintf(folder, sizeof folder, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
+  int fd = open(folder, O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return -1;
+  int rc = fsync(fd) == 0 || errno == EINVAL ? 0 : -1; /* EINVAL: a file system that cannot sync folders */
+  close(fd);
+  return rc;
+}
+
+int ckpt_write_end(CkptWriter *w) {
+  if (!w->file) return writer_fail(w, "the checkpoint is not open for writing; begin it with ckpt_write_begin");
+  if (w->written != w->expected)
+    return writer_fail(w, "only %lld of the tensors' %lld elements were written; write every tensor in full",
+                       (long long)w->written, (long long)w->expected);
+  if (fflush(w->file) != 0 || fsync(fileno(w->file)) != 0) return writer_io_fail(w);
+  int closed = fclose(w->file);
+  w->file = NULL;
+  if (closed != 0 || rename(w->temp, w->path) != 0) return writer_io_fail(w);
+  w->temp[0] = 0;
+  if (sync_folder(w->path) != 0) return writer_io_fail(w);
+  return 0;
+}
+
+void ckpt_write_abort(CkptWriter *w) {
+  if (w->file) fclose(w->file);
+  w->file = NULL;
+  if (w->temp[0]) unlink(w->temp);
+  w->temp[0] = 0;
+}
+
+int ckpt_save(CkptWriter *w, const char *path, const CkptSpec *tensors, const real *const *data, int ntensors,
+              const CkptMeta *meta, int nmeta) {
+  if (ckpt_write_begin(w, path, tensors, ntensors, meta, nmeta) != 0) return -1;
+  for (int i = 0; i < ntensors; i++)
+    if (ckpt_write_data(w, data[i], elements(tensors[i].ndim, tensors[i].shape)) != 0) return -1;
+  return ckpt_write_end(w);
+}
+
+/* ---- reading ------------------------------------------------------------------------------------ */
+
+static int reader_fail(Ckpt *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Sets "<path>: <message>" and returns -1. Control characters (a name read from a damaged file may hold
+ * any) become '?', so the message stays one line. */
+static int reader_fail(Ckpt *c, const char *fmt, ...) {
+  int n = snprintf(c->error, sizeof c->error, "%s: ", c->path);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(c->error + n, sizeof c->error - (size_t)n, fmt, ap);
+  va_end(ap);
+  for (unsigned char *ch = (unsigned char *)c->error; *ch; ch++)
+    if (*ch < 0x20) *ch = '?';
+  return -1;
+}
+
+static int map_file(Ckpt *c) {
+  int fd = open(c->path, O_RDONLY);
+  if (fd < 0) return reader_fail(c, "cannot open the checkpoint (%s); check the path", strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return reader_fail(c, "not a regular file; give the path of a checkpoint file");
+  }
+  if (st.st_size < 8) {
+    close(fd);
+    return reader_fail(c,
+                       "truncated: %lld bytes, fewer than the 8 that start a safetensors file; the file was cut "
+                       "short, use another checkpoint",
+                       (long long)st.st_size);
+  }
+  c->map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (c->map == MAP_FAILED) {
+    c->map = NULL;
+    return reader_fail(c, "cannot map the checkpoint (%s); check that it is readable", strerror(errno));
+  }
+  c->size = (size_t)st.st_size;
+  return 0;
+}
+
+/* The header's length, checked against the file: a header that runs past the end is a cut file, bytes
+ * that do not open a JSON object are not a safetensors file. */
+static int header_length(Ckpt *c, uint64_t *len) {
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; i--) n = n << 8 | c->map[i];
+  int json = c->size > 8 && c->map[8] == '{';
+  if (c->size > 8 && !json)
+    return reader_fail(c, "not a safetensors file (no JSON header after the 8-byte length); give a checkpoint file");
+  if (n > c->size - 8)
+    return reader_fail(c,
+                       "truncated: the header needs %llu bytes but the file holds %llu after the length; the file "
+                       "was cut short, use another checkpoint",
+                       (unsigned long long)n, (unsigned long long)(c->size - 8));
+  *len = n;
+  return 0;
+}
+
+/* The data region must hold exactly the tensors' bytes. */
+static int check_data_size(Ckpt *c, const CkptHeader *h, uint64_t header_len) {
+  uint64_t have = c->size - 8 - header_len;
+  if (have < h->data_bytes)
+    return reader_fail(c,
+                       "truncated: the tensors need %llu bytes of data but the file holds %llu; the file was cut "
+                       "short, use another checkpoint",
+                       (unsigned long long)h->data_bytes, (unsigned long long)have);
+  if (have > h->data_bytes)
+    return reader_fail(c,
+                       "not a safetensors file: %llu bytes follow the last tensor's data; the file is damaged, use "
+                       "another checkpoint",
+                       (unsigned long long)(have - h->data_bytes));
+  return 0;
+}
+
+int ckpt_open(Ckpt *c, const char *path) {
+  memset(c, 0, sizeof *c);
+  c->path = path;
+  uint64_t len = 0;
+  if (map_file(c) != 0 || header_length(c, &len) != 0) {
+    ckpt_close(c);
+    return -1;
+  }
+  CkptHeader h;
+  if (ckpt_header_parse((const char *)c->map + 8, (size_t)len, &h) != 0) {
+    reader_fail(c, "%s; %s", h.error, h.fix);
+    ckpt_close(c);
+    return -1;
+  }
+  c->tensors = h.tensors, c->ntensors = h.ntensors;
+  c->meta = h.meta, c->nmeta = h.nmeta;
+  c->strings = h.strings;
+  c->data = c->map + 8 + len;
+  if (check_data_size(c, &h, len) != 0) {
+    ckpt_close(c);
+    return -1;
+  }
+  return 0;
+}
+
+void ckpt_close(Ckpt *c) {
+  if (c->map) munmap(c->map, c->size);
+  free(c->tensors);
+  free(c->meta);
+  free(c->strings);
+  c->map = NULL, c->tensors = NULL, c->meta = NULL, c->strings = NULL;
+  c->ntensors = c->nmeta = 0;
+}
+
+static int by_name(const void *key, const void *tensor) {
+  return strcmp((const char *)key, ((const CkptTensor *)tensor)->name);
+}
+
+const CkptTensor *ckpt_find(Ckpt *c, const char *name) {
+  const CkptTensor *t =
+      c->ntensors ? bsearch(name, c->tensors, (size_t)c->ntensors, sizeof *c->tensors, by_name) : NULL;
+  if (!t)
+    reader_fail(c, "no tensor named '%s'; the checkpoint was written for another model, load one of this model", name);
+  return t;
+}
+
+const char *ckpt_meta(const Ckpt *c, const char *key) {
+  for (int i = 0; i < c->nmeta; i++)
+    if (strcmp(c->meta[i].key, key) == 0) return c->meta[i].value;
+  return NULL;
+}
+
+static int check_shape(Ckpt *c, const CkptTensor *t, int ndim, const int64_t *shape) {
+  int same = t->ndim == ndim;
+  for (int d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
+  if (same) return 0;
+  char have[256], want[256];
+  return reader_fail(c,
+                     "tensor '%s' has shape %s but the model expects %s; load a checkpoint of this model's "
+                     "configuration",
+                     t->name, shape_text(have, sizeof have, t->ndim, t->shape),
+                     shape_text(want, sizeof want, ndim, shape));
+}
+
+static int check_box(Ckpt *c, const CkptTensor *t, const int64_t *begin, const int64_t *count) {
+  for (int d = 0; d < t->ndim; d++)
+    if (begin[d] < 0 || count[d] < 0 || begin[d] + count[d] > t->shape[d])
+      return reader_fail(c,
+                         "tensor '%s': the box %lld..%lld on axis %d lies outside its size %lld; read within the "
+                         "shape",
+                         t->name, (long long)begin[d], (long long)(begin[d] + count[d]), d, (long long)t->shape[d]);
+  return 0;
+}
+
+/* out[i] = (real) the i-th stored element from src, for n elements (src may be unaligned). */
+static void convert(const unsigned char *src, CkptDtype dtype, int64_t n, real *out) {
+  for (int64_t i = 0; i < n; i++) {
+    if (dtype == CKPT_F32) {
+      float x;
+      memcpy(&x, src + 4 * i, 4);
+      out[i] = (real)x;
+    } else {
+      double x;
+      memcpy(&x, src + 8 * i, 8);
+      out[i] = (real)x;
+    }
+  }
+}
+
+/* The box is read as rows: every axis but the last fixed, a contiguous run along the last. */
+static void read_rows(const Ckpt *c, const CkptTensor *t, const int64_t *begin, const int64_t *count, real *out) {
+  const unsigned char *base = c->data + t->begin;
+  int last = t->ndim - 1, size = dtype_sizes[t->dtype];
+  int64_t width = t->ndim ? count[last] : 1, rows = t->ndim ? elements(last, count) : 1;
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t index = t->ndim ? begin[last] : 0, stride = t->ndim ? t->shape[last] : 1, rest = r;
+    for (int d = last - 1; d >= 0; d--) {
+      index += (begin[d] + rest % count[d]) * stride;
+      rest /= count[d];
+      stride *= t->shape[d];
+    }
+    convert(base + index * size, t->dtype, width, out + r * width);
+  }
+}
+
+int ckpt_read_box(Ckpt *c, const char *name, int ndim, const int64_t *shape, const int64_t *begin, const int64_t *count,
+                  real *out) {
+  const CkptTensor *t = ckpt_find(c, name);
+  if (!t || check_shape(c, t, ndim, shape) != 0 || check_box(c, t, begin, count) != 0) return -1;
+  read_rows(c, t, begin, count, out);
+  return 0;
+}
+
+int ckpt_read(Ckpt *c, const char *name, int ndim, const int64_t *shape, real *out) {
+  int64_t zero[CKPT_MAX_DIMS] = {0};
+  return ckpt_read_box(c, name, ndim, shape, zero, shape, out);
+}

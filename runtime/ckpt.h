@@ -1,0 +1,103 @@
+/* ckpt.h: checkpoints as safetensors files: full logical tensors by name, so any layout loads any checkpoint. */
+#ifndef PLAIT_CKPT_H
+#define PLAIT_CKPT_H
+
+/* A safetensors file: an 8-byte little-endian header length N, N bytes of JSON
+ *   {"name": {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}, ..., "__metadata__": {"k": "v"}}
+ * (offsets in bytes, relative to the end of the header; plait pads the header with spaces so the data
+ * starts 8-byte aligned), then the tensors' raw little-endian data, back to back.
+ *
+ * Writers store `real` as it is in memory: F32 from a float build, F64 from a double build. Readers take
+ * F32 and F64 and convert to `real`. Every failure leaves one line in .error naming the file, the cause
+ * and the fix. */
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "real.h"
+
+#define CKPT_MAX_DIMS 8
+
+typedef enum { CKPT_F32, CKPT_F64 } CkptDtype;
+
+/* A tensor to write: its name and full logical shape. */
+typedef struct {
+  const char *name;
+  int ndim; /* 0 (a scalar) .. CKPT_MAX_DIMS */
+  int64_t shape[CKPT_MAX_DIMS];
+} CkptSpec;
+
+typedef struct {
+  const char *key, *value;
+} CkptMeta;
+
+/* ---- writing ------------------------------------------------------------------------------------
+ * The data goes to a temporary file in the target folder, which ckpt_write_end syncs to disk, renames
+ * over the final name and follows with a sync of the folder: a crash never leaves a half-written
+ * checkpoint under the final name, and a failed write leaves the old checkpoint as it was. */
+typedef struct {
+  const char *path;
+  char temp[4096];
+  FILE *file;
+  int64_t expected, written; /* elements of all tensors, and so far */
+  char error[1024];
+} CkptWriter;
+
+/* Writes the header for `tensors` (in this order) and `meta`. The data then follows with
+ * ckpt_write_data, in the order of the list. Returns 0, or -1 with w->error (the temporary file gone). */
+int ckpt_write_begin(CkptWriter *w, const char *path, const CkptSpec *tensors, int ntensors, const CkptMeta *meta,
+                     int nmeta);
+/* Appends the next n elements (row-major); a call may finish one tensor and go on into the next, so a
+ * caller can hand over a model piece by piece. */
+int ckpt_write_data(CkptWriter *w, const real *data, int64_t n);
+/* Checks every element came, syncs, renames into place, syncs the folder. */
+int ckpt_write_end(CkptWriter *w);
+/* Drops an unfinished write: the temporary file is removed and the final name left alone. */
+void ckpt_write_abort(CkptWriter *w);
+/* The whole sequence for tensors held whole in memory: data[i] holds tensor i. */
+int ckpt_save(CkptWriter *w, const char *path, const CkptSpec *tensors, const real *const *data, int ntensors,
+              const CkptMeta *meta, int nmeta);
+
+/* ---- reading ------------------------------------------------------------------------------------ */
+typedef struct {
+  const char *name;
+  CkptDtype dtype;
+  int ndim;
+  int64_t shape[CKPT_MAX_DIMS];
+  uint64_t begin, end; /* bytes of the data region */
+} CkptTensor;
+
+typedef struct {
+  const char *path;
+  unsigned char *map; /* the whole file, mapped read-only */
+  size_t size;
+  const unsigned char *data; /* the data region: after the header */
+  CkptTensor *tensors;       /* sorted by name */
+  int ntensors;
+  CkptMeta *meta;
+  int nmeta;
+  char *strings; /* the decoded names, keys and values */
+  char error[1024];
+} Ckpt;
+
+/* Maps the file and checks its header: well-formed JSON, every field present, dtypes F32 or F64,
+ * offsets that tile the data region exactly and match each shape, a data region that fills the file.
+ * Returns 0, or -1 with c->error (and nothing to close). path must outlive c. */
+int ckpt_open(Ckpt *c, const char *path);
+void ckpt_close(Ckpt *c);
+
+/* The tensor of that name, or NULL with c->error set. */
+const CkptTensor *ckpt_find(Ckpt *c, const char *name);
+/* The value of a metadata key, or NULL when the checkpoint has none. */
+const char *ckpt_meta(const Ckpt *c, const char *key);
+
+/* Reads the box [begin, begin + count) of tensor `name`, which must have the shape the caller expects
+ * (`shape`, ndim axes), into out (row-major over the box), converted to real. Returns 0, or -1 with
+ * c->error naming both shapes when they differ. */
+int ckpt_read_box(Ckpt *c, const char *name, int ndim, const int64_t *shape, const int64_t *begin, const int64_t *count,
+                  real *out);
+/* The whole tensor. */
+int ckpt_read(Ckpt *c, const char *name, int ndim, const int64_t *shape, real *out);
+
+#endif

@@ -1,0 +1,472 @@
+/* test_ckpt.c: checkpoints: round trips, box reads, both dtypes, every kind of bad file and its message,
+ * and replacement that leaves the old checkpoint whole when a write fails. Runs in the build's `real`
+ * (tests/cli/runtime_f32.sh runs it against the float runtime too). */
+#include <dirent.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "ckpt.h"
+
+static char dir[] = "/tmp/plait-test-ckpt-XXXXXX";
+
+static const char *in_dir(char *buf, const char *name) {
+  snprintf(buf, 512, "%s/%s", dir, name);
+  return buf;
+}
+
+/* The file's bytes (malloc'd), its size in *size; NULL when missing. */
+static unsigned char *slurp(const char *path, long *size) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  *size = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  unsigned char *bytes = malloc((size_t)*size + 1);
+  *size = (long)fread(bytes, 1, (size_t)*size, f);
+  fclose(f);
+  return bytes;
+}
+
+static void spill(const char *path, const void *bytes, size_t n) {
+  FILE *f = fopen(path, "wb");
+  fwrite(bytes, 1, n, f);
+  fclose(f);
+}
+
+/* A safetensors file by hand: the 8-byte length of json, json, then data. */
+static void write_raw(const char *path, const char *json, const void *data, size_t nbytes) {
+  size_t n = strlen(json);
+  unsigned char *bytes = malloc(8 + n + nbytes);
+  for (int i = 0; i < 8; i++) bytes[i] = (unsigned char)((uint64_t)n >> (8 * i));
+  memcpy(bytes + 8, json, n);
+  if (nbytes) memcpy(bytes + 8 + n, data, nbytes);
+  spill(path, bytes, 8 + n + nbytes);
+  free(bytes);
+}
+
+static int temp_files_left(void) {
+  DIR *d = opendir(dir);
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));) n += strstr(e->d_name, ".tmp.") != NULL;
+  closedir(d);
+  return n;
+}
+
+/* ---- a small model: a matrix, a vector, a scalar and a 3-D tensor ---------------------------------- */
+enum { MODEL_TENSORS = 4 };
+static const CkptSpec model_specs[MODEL_TENSORS] = {
+    {"wte", 2, {3, 5}}, {"h.0.ln.b", 1, {7}}, {"scale", 0, {0}}, {"h.0.attn.w", 3, {4, 5, 6}}};
+static real wte[15], bias[7], scale[1], attn[120];
+static const real *const model_data[MODEL_TENSORS] = {wte, bias, scale, attn};
+static const CkptMeta model_meta[] = {{"step", "1200"}, {"model", "gpt \"tiny\"\\ café\n"}, {"empty", ""}};
+
+static void fill_model(real offset) {
+  for (int i = 0; i < 15; i++) wte[i] = offset + (real)i / 7;
+  for (int i = 0; i < 7; i++) bias[i] = offset - (real)i * 3;
+  scale[0] = offset + (real)0.125;
+  for (int i = 0; i < 120; i++) attn[i] = offset + (real)(i * i) / 1024;
+}
+
+static void save_model(const char *path, real offset) {
+  CkptWriter w;
+  fill_model(offset);
+  CHECK(ckpt_save(&w, path, model_specs, model_data, MODEL_TENSORS, model_meta, 3) == 0, "save: %s", w.error);
+}
+
+static void test_round_trip(void) {
+  char path[512];
+  save_model(in_dir(path, "model.safetensors"), 0.5);
+  Ckpt c;
+  CHECK(ckpt_open(&c, path) == 0, "open: %s", c.error);
+  CHECK(c.ntensors == MODEL_TENSORS, "%d tensors", c.ntensors);
+  for (int i = 0; i < MODEL_TENSORS; i++) {
+    const CkptSpec *s = &model_specs[i];
+    const CkptTensor *t = ckpt_find(&c, s->name);
+    CHECK(t && t->dtype == (sizeof(real) == 4 ? CKPT_F32 : CKPT_F64) && t->ndim == s->ndim, "tensor %s", s->name);
+    real out[120];
+    int64_t n = 1;
+    for (int d = 0; d < s->ndim; d++) n *= s->shape[d];
+    CHECK(ckpt_read(&c, s->name, s->ndim, s->shape, out) == 0, "read %s: %s", s->name, c.error);
+    CHECK(memcmp(out, model_data[i], sizeof(real) * (size_t)n) == 0, "tensor %s changed in the round trip", s->name);
+  }
+  CHECK(ckpt_meta(&c, "step") && strcmp(ckpt_meta(&c, "step"), "1200") == 0, "metadata step");
+  CHECK(ckpt_meta(&c, "model") && strcmp(ckpt_meta(&c, "model"), model_meta[1].value) == 0,
+        "metadata with escapes: '%s'", ckpt_meta(&c, "model") ? ckpt_meta(&c, "model") : "(none)");
+  CHECK(ckpt_meta(&c, "empty") && ckpt_meta(&c, "empty")[0] == 0, "empty metadata value");
+  CHECK(ckpt_meta(&c, "lr") == NULL, "a key that is not there");
+  ckpt_close(&c);
+  long size;
+  unsigned char *bytes = slurp(path, &size);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; i--) n = n << 8 | bytes[i];
+  CHECK((8 + n) % 8 == 0 && bytes[8] == '{', "the data starts at byte %llu, not 8-aligned",
+        (unsigned long long)(8 + n));
+  free(bytes);
+}
+
+/* Boxes of the 3-D tensor equal the same elements of the whole. */
+static void test_box_reads(void) {
+  char path[512];
+  save_model(in_dir(path, "boxes.safetensors"), 0);
+  Ckpt c;
+  CHECK(ckpt_open(&c, path) == 0, "open: %s", c.error);
+  const int64_t shape[3] = {4, 5, 6};
+  const int64_t boxes[][6] = {{0, 0, 0, 4, 5, 6}, {2, 0, 0, 2, 5, 6}, {0, 1, 0, 4, 2, 6},
+                              {1, 2, 3, 2, 3, 3}, {3, 4, 5, 1, 1, 1}, {0, 0, 2, 4, 5, 2}};
+  for (unsigned b = 0; b < sizeof boxes / sizeof *boxes; b++) {
+    const int64_t *begin = boxes[b], *count = boxes[b] + 3;
+    real out[120];
+    CHECK(ckpt_read_box(&c, "h.0.attn.w", 3, shape, begin, count, out) == 0, "box %u: %s", b, c.error);
+    int bad = 0, k = 0;
+    for (int64_t i = 0; i < count[0]; i++)
+      for (int64_t j = 0; j < count[1]; j++)
+        for (int64_t l = 0; l < count[2]; l++, k++)
+          bad += out[k] != attn[((begin[0] + i) * 5 + begin[1] + j) * 6 + begin[2] + l];
+    CHECK(bad == 0, "box %u: %d elements differ", b, bad);
+  }
+  const int64_t wshape[2] = {3, 5}, wbegin[2] = {1, 2}, wcount[2] = {2, 3};
+  real w[6];
+  CHECK(ckpt_read_box(&c, "wte", 2, wshape, wbegin, wcount, w) == 0 && w[0] == wte[7] && w[5] == wte[14], "2-D box");
+  ckpt_close(&c);
+}
+
+/* Data handed over in pieces that cross tensor boundaries gives the same file as whole tensors. */
+static void test_streamed_write(void) {
+  char whole[512], pieces[512];
+  save_model(in_dir(whole, "whole.safetensors"), 2);
+  real all[15 + 7 + 1 + 120];
+  int64_t n = 0;
+  for (int i = 0; i < MODEL_TENSORS; i++) {
+    int64_t size = 1;
+    for (int d = 0; d < model_specs[i].ndim; d++) size *= model_specs[i].shape[d];
+    memcpy(all + n, model_data[i], sizeof(real) * (size_t)size);
+    n += size;
+  }
+  CkptWriter w;
+  CHECK(ckpt_write_begin(&w, in_dir(pieces, "pieces.safetensors"), model_specs, MODEL_TENSORS, model_meta, 3) == 0,
+        "begin: %s", w.error);
+  for (int64_t at = 0, step = 1; at < n; at += step, step = step * 2 + 1) {
+    int64_t k = n - at < step ? n - at : step;
+    CHECK(ckpt_write_data(&w, all + at, k) == 0, "data: %s", w.error);
+  }
+  CHECK(ckpt_write_end(&w) == 0, "end: %s", w.error);
+  long a, b;
+  unsigned char *x = slurp(whole, &a), *y = slurp(pieces, &b);
+  CHECK(x && y && a == b && memcmp(x, y, (size_t)a) == 0, "the streamed file differs from the whole one");
+  free(x), free(y);
+}
+
+/* A file in the other dtype (and this one) reads converted to real. */
+static void test_both_dtypes(void) {
+  char path[512];
+  float f32[4] = {1.5f, -2.25f, 3.0e-3f, 7.0f};
+  double f64[4] = {1.0 / 3, -2.5, 1e-10, 123456.75};
+  unsigned char data[16 + 32];
+  memcpy(data, f32, 16);
+  memcpy(data + 16, f64, 32);
+  write_raw(in_dir(path, "dtypes.safetensors"),
+            "{\"a\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]},"
+            " \"b\" : { \"shape\" : [4], \"data_offsets\" : [16, 48], \"dtype\" : \"F64\" } }  ",
+            data, sizeof data);
+  Ckpt c;
+  CHECK(ckpt_open(&c, path) == 0, "open: %s", c.error);
+  real a[4], b[4];
+  const int64_t sa[2] = {2, 2}, sb[1] = {4};
+  CHECK(ckpt_read(&c, "a", 2, sa, a) == 0 && ckpt_read(&c, "b", 1, sb, b) == 0, "read: %s", c.error);
+  for (int i = 0; i < 4; i++) {
+    CHECK(a[i] == (real)f32[i], "F32 element %d: %g", i, (double)a[i]);
+    CHECK(b[i] == (real)f64[i], "F64 element %d: %g", i, (double)b[i]);
+  }
+  CHECK(c.nmeta == 0 && ckpt_find(&c, "a")->dtype == CKPT_F32 && ckpt_find(&c, "b")->dtype == CKPT_F64, "dtypes");
+  ckpt_close(&c);
+}
+
+/* ckpt_open must fail with exactly "<path>: <expected>". */
+static void expect_open_error(const char *path, const char *expected) {
+  Ckpt c;
+  char want[1200];
+  snprintf(want, sizeof want, "%s: %s", path, expected);
+  CHECK(ckpt_open(&c, path) == -1, "%s opened", path);
+  CHECK(strcmp(c.error, want) == 0, "message\n  got  '%s'\n  want '%s'", c.error, want);
+  CHECK(strchr(c.error, '\n') == NULL, "more than one line");
+}
+
+static void test_missing_and_foreign_files(void) {
+  char path[512];
+  expect_open_error(in_dir(path, "nothere.safetensors"),
+                    "cannot open the checkpoint (No such file or directory); check the path");
+  expect_open_error(dir, "not a regular file; give the path of a checkpoint file");
+  spill(in_dir(path, "text.safetensors"), "hello, this is a text file\n", 27);
+  expect_open_error(path, "not a safetensors file (no JSON header after the 8-byte length); give a checkpoint file");
+}
+
+/* A good file cut at many points is "truncated" wherever the cut falls. */
+static void test_truncated(void) {
+  char good[512], cut[512];
+  save_model(in_dir(good, "full.safetensors"), 1);
+  long size;
+  unsigned char *bytes = slurp(good, &size);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; i--) n = n << 8 | bytes[i];
+  long cuts[] = {0, 3, 7, 9, 40, (long)n + 7, (long)n + 8, (long)n + 9, (long)n + 100, size - 8, size - 1};
+  in_dir(cut, "cut.safetensors");
+  for (unsigned i = 0; i < sizeof cuts / sizeof *cuts; i++) {
+    spill(cut, bytes, (size_t)cuts[i]);
+    Ckpt c;
+    char prefix[600];
+    snprintf(prefix, sizeof prefix, "%s: truncated: ", cut);
+    CHECK(ckpt_open(&c, cut) == -1 && strncmp(c.error, prefix, strlen(prefix)) == 0, "cut at %ld of %ld: '%s'", cuts[i],
+          size, c.error);
+  }
+  spill(cut, bytes, 5);
+  expect_open_error(cut,
+                    "truncated: 5 bytes, fewer than the 8 that start a safetensors file; the file was cut short, use "
+                    "another checkpoint");
+  spill(cut, bytes, 40);
+  char want[300];
+  snprintf(want, sizeof want,
+           "truncated: the header needs %llu bytes but the file holds 32 after the length; the file "
+           "was cut short, use another checkpoint",
+           (unsigned long long)n);
+  expect_open_error(cut, want);
+  spill(cut, bytes, (size_t)size - 4);
+  snprintf(want, sizeof want,
+           "truncated: the tensors need %llu bytes of data but the file holds %llu; the file was "
+           "cut short, use another checkpoint",
+           (unsigned long long)(size - 8 - (long)n), (unsigned long long)(size - 12 - (long)n));
+  expect_open_error(cut, want);
+  free(bytes);
+}
+
+/* Headers that are not strict JSON, or miss the schema, each with its message. */
+#define DAMAGED "; the file is damaged or not a checkpoint, use another one"
+
+static void test_bad_headers(void) {
+  static const struct {
+    const char *json, *message;
+  } cases[] = {
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}",
+       "not a safetensors file: expected ',' or '}' at byte 53 of the header" DAMAGED},
+      {"{a:1}", "not a safetensors file: expected a string at byte 1 of the header" DAMAGED},
+      {"{\"a\" {}}", "not a safetensors file: expected ':' at byte 5 of the header" DAMAGED},
+      {"{\"a\":{\"shape\":[2],\"data_offsets\":[0,8]}}", "not a safetensors file: tensor 'a' has no dtype" DAMAGED},
+      {"{\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,8]}}", "not a safetensors file: tensor 'a' has no shape" DAMAGED},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2]}}", "not a safetensors file: tensor 'a' has no data_offsets" DAMAGED},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":1}}",
+       "not a safetensors file: tensor 'a' has an unknown field 'x'" DAMAGED},
+      {"{\"a\":{\"dtype\":\"F32\",\"dtype\":\"F32\"}}",
+       "not a safetensors file: tensor 'a' gives 'dtype' twice" DAMAGED},
+      {"{\"a\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,4]}}",
+       "tensor 'a' has dtype BF16, which plait does not read; convert it to F32 or F64"},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}",
+       "not a safetensors file: tensor 'a' has 8 bytes of data_offsets but its shape and dtype need 12" DAMAGED},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}",
+       "not a safetensors file: tensor 'a' has data_offsets that are not [begin, end]" DAMAGED},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},\"b\":{\"dtype\":\"F32\",\"shape\":[1],"
+       "\"data_offsets\":[4,8]}}",
+       "not a safetensors file: tensors 'a' and 'b' overlap" DAMAGED},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+       "not a safetensors file: bytes 0..4 before tensor 'a' belong to no tensor" DAMAGED},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},\"a\":{\"dtype\":\"F32\",\"shape\":[0],"
+       "\"data_offsets\":[8,8]}}",
+       "not a safetensors file: tensor 'a' appears twice" DAMAGED},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}",
+       "not a safetensors file: expected a non-negative integer at byte 29 of the header" DAMAGED},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[02],\"data_offsets\":[0,8]}}",
+       "not a safetensors file: a number with a leading zero at byte 29 of the header" DAMAGED},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2.0],\"data_offsets\":[0,8]}}",
+       "not a safetensors file: expected an integer at byte 30 of the header" DAMAGED},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,2],\"data_offsets\":[0,8]}}",
+       "not a safetensors file: too many numbers in a list at byte 45 of the header" DAMAGED},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}} x",
+       "not a safetensors file: text after the closing '}' at byte 55 of the header" DAMAGED},
+      {"{\"__metadata__\":{\"k\":1}}", "not a safetensors file: metadata 'k' is not a string" DAMAGED},
+      {"{\"__metadata__\":{\"k\":\"1\",\"k\":\"2\"}}", "not a safetensors file: metadata 'k' appears twice" DAMAGED},
+      {"{\"__metadata__\":{},\"__metadata__\":{}}", "not a safetensors file: __metadata__ appears twice" DAMAGED},
+      {"{\"__metadata__\":{\"k\":\"a\tb\"}}",
+       "not a safetensors file: a control character in a string at byte 24 of the header" DAMAGED},
+      {"{\"__metadata__\":{\"k\":\"a\\qb\"}}",
+       "not a safetensors file: an unknown escape in a string at byte 25 of the header" DAMAGED},
+      {"{\"__metadata__\":{\"k\":\"\\udc00\"}}",
+       "not a safetensors file: a lone low surrogate at byte 28 of the header" DAMAGED},
+      {"{\"__metadata__\":{\"k\":\"\\u00\"}}",
+       "not a safetensors file: a \\u escape without four hex digits at byte 26 of the header" DAMAGED},
+      {"{\"__metadata__\":{\"k\":\"\xff\"}}",
+       "not a safetensors file: text that is not UTF-8 at byte 23 of the header" DAMAGED},
+      {"{\"__metadata__\":{\"k\":\"abc}}",
+       "not a safetensors file: an unterminated string at byte 27 of the header" DAMAGED},
+      {"[]", "not a safetensors file (no JSON header after the 8-byte length); give a checkpoint file"},
+  };
+  char path[512];
+  in_dir(path, "bad.safetensors");
+  unsigned char data[8] = {0};
+  for (unsigned i = 0; i < sizeof cases / sizeof *cases; i++) {
+    write_raw(path, cases[i].json, data, 8);
+    expect_open_error(path, cases[i].message);
+  }
+  write_raw(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8);
+  Ckpt c;
+  CHECK(ckpt_open(&c, path) == 0, "the well-formed header of the cases above is refused: %s", c.error);
+  ckpt_close(&c);
+  unsigned char more[12] = {0};
+  write_raw(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", more, 12);
+  expect_open_error(
+      path,
+      "not a safetensors file: 4 bytes follow the last tensor's data; the file is damaged, use another checkpoint");
+  write_raw(path, "{\"a\\nb\":{\"dtype\":\"I8\",\"shape\":[1],\"data_offsets\":[0,1]}}", data, 1);
+  expect_open_error(path, "tensor 'a?b' has dtype I8, which plait does not read; convert it to F32 or F64");
+  write_raw(path, "{\"__metadata__\":{\"k\\u00e9\\ud83d\\ude00\":\"v\"}}", NULL, 0);
+  CHECK(ckpt_open(&c, path) == 0, "escapes: %s", c.error);
+  CHECK(c.nmeta == 1 && strcmp(c.meta[0].key, "k\xc3\xa9\xf0\x9f\x98\x80") == 0, "\\u escapes decode to UTF-8");
+  ckpt_close(&c);
+}
+
+static void test_lookup_errors(void) {
+  char path[512], want[1200];
+  save_model(in_dir(path, "lookup.safetensors"), 0);
+  Ckpt c;
+  CHECK(ckpt_open(&c, path) == 0, "open: %s", c.error);
+  real out[120];
+  const int64_t shape[2] = {5, 3}, right[2] = {3, 5}, begin[2] = {2, 0}, count[2] = {2, 5};
+  CHECK(ckpt_read(&c, "wpe", 2, right, out) == -1, "a missing tensor was read");
+  snprintf(want, sizeof want,
+           "%s: no tensor named 'wpe'; the checkpoint was written for another model, load one of "
+           "this model",
+           path);
+  CHECK(strcmp(c.error, want) == 0, "missing tensor: '%s'", c.error);
+  CHECK(ckpt_read(&c, "wte", 2, shape, out) == -1, "a tensor of another shape was read");
+  snprintf(want, sizeof want,
+           "%s: tensor 'wte' has shape [3, 5] but the model expects [5, 3]; load a checkpoint of "
+           "this model's configuration",
+           path);
+  CHECK(strcmp(c.error, want) == 0, "wrong shape: '%s'", c.error);
+  const int64_t vec[1] = {15};
+  CHECK(ckpt_read(&c, "wte", 1, vec, out) == -1 && strstr(c.error, "has shape [3, 5] but the model expects [15]"),
+        "wrong rank: '%s'", c.error);
+  CHECK(ckpt_read_box(&c, "wte", 2, right, begin, count, out) == -1, "a box past the end was read");
+  snprintf(want, sizeof want, "%s: tensor 'wte': the box 2..4 on axis 0 lies outside its size 3; read within the shape",
+           path);
+  CHECK(strcmp(c.error, want) == 0, "box outside: '%s'", c.error);
+  ckpt_close(&c);
+}
+
+/* The old checkpoint must be byte for byte what it was, and no temporary file left. */
+static void check_untouched(const char *path, const unsigned char *old, long old_size, const char *what) {
+  long size;
+  unsigned char *now = slurp(path, &size);
+  CHECK(now && size == old_size && memcmp(now, old, (size_t)size) == 0, "%s: the old checkpoint changed", what);
+  CHECK(temp_files_left() == 0, "%s: %d temporary files left", what, temp_files_left());
+  free(now);
+}
+
+static void test_atomic_replacement(void) {
+  char path[512], want[1200];
+  save_model(in_dir(path, "live.safetensors"), 10);
+  long old_size;
+  unsigned char *old = slurp(path, &old_size);
+  CkptWriter w;
+
+  /* Given up half way. */
+  fill_model(20);
+  CHECK(ckpt_write_begin(&w, path, model_specs, MODEL_TENSORS, model_meta, 3) == 0, "begin: %s", w.error);
+  CHECK(ckpt_write_data(&w, wte, 15) == 0, "data: %s", w.error);
+  ckpt_write_abort(&w);
+  check_untouched(path, old, old_size, "abort");
+
+  /* Ended before every element came. */
+  CHECK(ckpt_write_begin(&w, path, model_specs, MODEL_TENSORS, NULL, 0) == 0, "begin: %s", w.error);
+  CHECK(ckpt_write_data(&w, wte, 15) == 0, "data: %s", w.error);
+  CHECK(ckpt_write_end(&w) == -1, "an incomplete checkpoint was written");
+  snprintf(want, sizeof want, "%s: only 15 of the tensors' 143 elements were written; write every tensor in full",
+           path);
+  CHECK(strcmp(w.error, want) == 0, "incomplete: '%s'", w.error);
+  check_untouched(path, old, old_size, "incomplete");
+
+  /* The disk refuses the writes (a file size limit: works as root too). */
+  struct rlimit saved, small;
+  getrlimit(RLIMIT_FSIZE, &saved);
+  small = saved;
+  small.rlim_cur = 256;
+  signal(SIGXFSZ, SIG_IGN);
+  setrlimit(RLIMIT_FSIZE, &small);
+  int rc = ckpt_save(&w, path, model_specs, model_data, MODEL_TENSORS, model_meta, 3);
+  setrlimit(RLIMIT_FSIZE, &saved);
+  CHECK(rc == -1, "a write past the file size limit succeeded");
+  snprintf(want, sizeof want,
+           "%s: cannot write the checkpoint (File too large); check that its folder exists, is "
+           "writable and has space",
+           path);
+  CHECK(strcmp(w.error, want) == 0, "file too large: '%s'", w.error);
+  check_untouched(path, old, old_size, "file size limit");
+
+  /* A final name so long that no temporary name fits beside it. */
+  char long_name[300], long_path[600];
+  memset(long_name, 'c', 250);
+  long_name[250] = 0;
+  snprintf(long_path, sizeof long_path, "%s/%s", dir, long_name);
+  spill(long_path, old, (size_t)old_size);
+  CHECK(ckpt_save(&w, long_path, model_specs, model_data, MODEL_TENSORS, NULL, 0) == -1, "a too-long name worked");
+  CHECK(strstr(w.error, "cannot write the checkpoint (File name too long)") != NULL, "long name: '%s'", w.error);
+  check_untouched(long_path, old, old_size, "long name");
+  unlink(long_path);
+
+  /* A folder that does not exist. */
+  char nowhere[512];
+  CHECK(ckpt_save(&w, in_dir(nowhere, "no/such/dir/x.safetensors"), model_specs, model_data, MODEL_TENSORS, NULL, 0) ==
+            -1,
+        "wrote into a missing folder");
+  snprintf(want, sizeof want,
+           "%s: cannot write the checkpoint (No such file or directory); check that its folder exists, "
+           "is writable and has space",
+           nowhere);
+  CHECK(strcmp(w.error, want) == 0, "missing folder: '%s'", w.error);
+
+  /* A write that succeeds replaces the old checkpoint. */
+  save_model(path, 30);
+  Ckpt c;
+  real first;
+  const int64_t one[1] = {1};
+  CHECK(ckpt_open(&c, path) == 0 && ckpt_read(&c, "scale", 0, one, &first) == 0, "reopen: %s", c.error);
+  CHECK(first == 30 + (real)0.125, "the new checkpoint holds %g", (double)first);
+  ckpt_close(&c);
+  CHECK(temp_files_left() == 0, "temporary files left after a good write");
+  free(old);
+}
+
+static void test_writer_errors(void) {
+  char path[512], want[1200];
+  CkptWriter w;
+  const CkptSpec twice[2] = {{"a", 1, {2}}, {"a", 1, {3}}};
+  CHECK(ckpt_write_begin(&w, in_dir(path, "twice.safetensors"), twice, 2, NULL, 0) == -1, "a name twice was accepted");
+  snprintf(want, sizeof want, "%s: tensor 'a' is listed twice; give each tensor a name of its own", path);
+  CHECK(strcmp(w.error, want) == 0, "twice: '%s'", w.error);
+  const CkptSpec one[1] = {{"a", 1, {2}}};
+  real data[3] = {1, 2, 3};
+  CHECK(ckpt_write_begin(&w, path, one, 1, NULL, 0) == 0, "begin: %s", w.error);
+  CHECK(ckpt_write_data(&w, data, 3) == -1, "too much data was accepted");
+  snprintf(want, sizeof want, "%s: 1 more elements than the tensors hold (2); write each tensor's elements once", path);
+  CHECK(strcmp(w.error, want) == 0, "too much: '%s'", w.error);
+  CHECK(temp_files_left() == 0 && access(path, F_OK) != 0, "a failed write left files");
+}
+
+int main(void) {
+  if (!mkdtemp(dir)) return 1;
+  RUN(test_round_trip);
+  RUN(test_box_reads);
+  RUN(test_streamed_write);
+  RUN(test_both_dtypes);
+  RUN(test_missing_and_foreign_files);
+  RUN(test_truncated);
+  RUN(test_bad_headers);
+  RUN(test_lookup_errors);
+  RUN(test_atomic_replacement);
+  RUN(test_writer_errors);
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) return 1;
+  TEST_EXIT();
+}
