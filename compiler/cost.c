@@ -33,7 +33,7 @@ static int collective_kind(OpKind op) {
   return op == OP_ALLREDUCE ? COLL_ALLREDUCE : op == OP_ALLGATHER ? COLL_ALLGATHER : COLL_REDUCESCATTER;
 }
 
-static void count_collective(const Model *m, const Graph *g, const Node *n, int tp, int act_bytes, StageCost *s) {
+static void count_collective(const Model *m, const Graph *g, const Node *n, int tp, int act_bytes, GraphCost *s) {
   int pass = n->backward ? PASS_BACKWARD : PASS_FORWARD;
   double full = elems(m, g, n->in[0]) * act_bytes;
   s->collectives[pass][collective_kind(n->op)]++;
@@ -42,7 +42,7 @@ static void count_collective(const Model *m, const Graph *g, const Node *n, int 
 
 /* Vocab-parallel cross entropy all-reduces the max, the target logit and the sum of exponentials
  * (one fp32 number per token each) over the TP group. */
-static void count_xent(const Model *m, const Graph *g, const Node *n, int tp, StageCost *s) {
+static void count_xent(const Model *m, const Graph *g, const Node *n, int tp, GraphCost *s) {
   const Tensor *z = &g->tensors[n->in[0]];
   if (z->layout.kind != LAYOUT_S) return;
   double tokens = elems(m, g, n->in[1]);
@@ -50,7 +50,7 @@ static void count_xent(const Model *m, const Graph *g, const Node *n, int tp, St
   s->tp_bytes[PASS_FORWARD] += 3 * cost_ring_allreduce(tokens * 4, tp);
 }
 
-static void count_nodes(const Model *m, const Graph *g, int tp, int act_bytes, StageCost *s) {
+static void count_nodes(const Model *m, const Graph *g, int tp, int act_bytes, GraphCost *s) {
   for (int i = 0; i < g->nnodes; i++) {
     const Node *n = &g->nodes[i];
     int pass = n->backward ? PASS_BACKWARD : PASS_FORWARD;
@@ -63,7 +63,7 @@ static void count_nodes(const Model *m, const Graph *g, int tp, int act_bytes, S
 }
 
 /* Parameters the graph uses that it owns: each parameter is counted in the first stage that uses it. */
-static void count_params(const Model *m, const Graph *g, const char *seen, int tp, StageCost *s) {
+static void count_params(const Model *m, const Graph *g, const char *seen, int tp, GraphCost *s) {
   for (int i = 0; i < g->ntensors; i++) {
     const Tensor *t = &g->tensors[i];
     if (t->kind != T_PARAM) continue;
@@ -82,7 +82,7 @@ static void mark_params(const Graph *g, char *seen) {
     if (g->tensors[i].kind == T_PARAM) seen[g->tensors[i].param] = 1;
 }
 
-static void cost_stage(const Model *m, const Graph *g, const Parallel *par, int act_bytes, char *seen, StageCost *s) {
+static void cost_stage(const Model *m, const Graph *g, const Parallel *par, int act_bytes, char *seen, GraphCost *s) {
   memset(s, 0, sizeof *s);
   count_nodes(m, g, par->tp, act_bytes, s);
   count_params(m, g, seen, par->tp, s);

@@ -22,10 +22,10 @@ typedef struct {
                                     tied embedding in the head): what a rank holding it stores */
   int64_t tp_summed_bytes;       /* fp32 gradients of replicated parameters summed over TP once per
                                     iteration (norms and row-parallel biases under sequence parallelism) */
-} StageCost;
+} GraphCost;
 
 typedef struct {
-  StageCost embed, block, head; /* block: one layer */
+  GraphCost embed, block, head; /* block: one layer */
   int64_t params_total;          /* the model, padding excluded (what a checkpoint stores) */
   int64_t params_padded;
   double flops_forward, flops_backward, flops_recompute, flops_per_iteration; /* the global batch */

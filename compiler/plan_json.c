@@ -9,7 +9,7 @@ static void counts(const int c[COLL_KINDS], FILE *f) {
   fprintf(f, "}");
 }
 
-static void stage_collectives(const char *name, const StageCost *s, FILE *f) {
+static void stage_collectives(const char *name, const GraphCost *s, FILE *f) {
   fprintf(f, "\"%s\": {\"forward\": ", name);
   counts(s->collectives[PASS_FORWARD], f);
   fprintf(f, ", \"backward\": ");

@@ -75,7 +75,7 @@ static void print_counts(const int counts[COLL_KINDS], FILE *f) {
 
 static void print_collectives(const Plan *p, FILE *f) {
   const ModelCost *c = &p->cost;
-  const struct { const char *name; const StageCost *s; } stages[] = {
+  const struct { const char *name; const GraphCost *s; } stages[] = {
       {"per layer", &c->block}, {"embed", &c->embed}, {"head", &c->head}};
   for (int i = 0; i < 3; i++) {
     fprintf(f, i == 0 ? "collectives " : "            ");

@@ -22,24 +22,6 @@ static int on_this_rank(const Exec *e, int chunk) {
   return chunk >= 0 && chunk < e->prog->nchunks && chunk % e->prog->pp == e->run->pp_rank;
 }
 
-/* The (chunk, microbatch) slots an action reads or writes: its own, and for a forward or backward the
- * neighbouring chunk's when it sits on this rank (activations and gradients pass by copy). */
-static int touched(const Exec *e, const Action *a, int *chunks) {
-  int n = 0;
-  if (a->microbatch < 0) return 0;
-  chunks[n++] = a->chunk;
-  if (a->kind == ACT_FORWARD && on_this_rank(e, a->chunk - 1) && a->chunk > 0) chunks[n++] = a->chunk - 1;
-  if (a->kind == ACT_BACKWARD && on_this_rank(e, a->chunk + 1)) chunks[n++] = a->chunk + 1;
-  return n;
-}
-
-static void find_last_touches(Exec *e) {
-  for (int i = 0; i < e->nactions; i++) {
-    int chunks[2], n = touched(e, &e->actions[i], chunks);
-    for (int k = 0; k < n; k++) e->last_touch[chunks[k]][e->actions[i].microbatch] = i;
-  }
-}
-
 static void setup(Exec *e, const Program *prog, Run *run, Params *ps, const Action *actions, int nactions) {
   memset(e, 0, sizeof *e);
   e->prog = prog;
@@ -49,19 +31,9 @@ static void setup(Exec *e, const Program *prog, Run *run, Params *ps, const Acti
   e->nactions = nactions;
   e->microbatch_tokens = prog->mbs * prog->seq;
   e->pool = zeroed(e, (size_t)prog->nchunks, sizeof *e->pool);
-  e->slot_of = zeroed(e, (size_t)prog->nchunks, sizeof *e->slot_of);
-  e->busy = zeroed(e, (size_t)prog->nchunks, sizeof *e->busy);
-  e->last_touch = zeroed(e, (size_t)prog->nchunks, sizeof *e->last_touch);
-  for (int c = 0; c < prog->nchunks; c++) {
-    if (!on_this_rank(e, c)) continue;
-    e->pool[c] = zeroed(e, (size_t)(prog->slots[c] * prog->chunks[c].slot_elems), sizeof(real));
-    e->slot_of[c] = zeroed(e, (size_t)prog->microbatches, sizeof(int));
-    e->busy[c] = zeroed(e, (size_t)prog->slots[c], 1);
-    e->last_touch[c] = zeroed(e, (size_t)prog->microbatches, sizeof(int));
-    for (int m = 0; m < prog->microbatches; m++) e->slot_of[c][m] = -1;
-  }
+  for (int c = 0; c < prog->nchunks; c++)
+    if (on_this_rank(e, c)) e->pool[c] = zeroed(e, (size_t)(prog->slots[c] * prog->chunks[c].slot_elems), sizeof(real));
   e->pending = zeroed(e, (size_t)prog->nchunks, sizeof *e->pending);
-  find_last_touches(e);
 }
 
 void exec_create(Exec *e, const Program *prog, Run *run, Params *ps) {
@@ -88,16 +60,8 @@ void exec_create_forward(Exec *e, const Exec *train) {
 }
 
 void exec_free(Exec *e) {
-  for (int c = 0; c < e->prog->nchunks; c++) {
-    free(e->pool[c]);
-    free(e->slot_of[c]);
-    free(e->busy[c]);
-    free(e->last_touch[c]);
-  }
+  for (int c = 0; c < e->prog->nchunks; c++) free(e->pool[c]);
   free(e->pool);
-  free(e->slot_of);
-  free(e->busy);
-  free(e->last_touch);
   free(e->pending);
   free(e->times);
   free(e->owned);
@@ -106,36 +70,19 @@ void exec_free(Exec *e) {
 
 /* ---- slots ---------------------------------------------------------------------------------- */
 
-static real *slot(Exec *e, int chunk, int microbatch) {
-  int s = e->slot_of[chunk][microbatch];
-  if (s < 0) {
-    for (s = 0; s < e->prog->slots[chunk] && e->busy[chunk][s]; s++) {}
-    if (s == e->prog->slots[chunk])
-      comm_fail(e->run->comm, "chunk %d needs more than the plan's %d activation slots (a bug in plait)", chunk,
-                e->prog->slots[chunk]);
-    e->busy[chunk][s] = 1;
-    e->slot_of[chunk][microbatch] = s;
-  }
-  return e->pool[chunk] + (int64_t)s * e->prog->chunks[chunk].slot_elems;
-}
-
-/* Frees the slots whose last use was action i. */
-static void release(Exec *e, int i) {
-  int chunks[2], n = touched(e, &e->actions[i], chunks), m = e->actions[i].microbatch;
-  for (int k = 0; k < n; k++)
-    if (e->last_touch[chunks[k]][m] == i) {
-      e->busy[chunks[k]][e->slot_of[chunks[k]][m]] = 0;
-      e->slot_of[chunks[k]][m] = -1;
-    }
+static real *slot(Exec *e, int chunk, int index) {
+  if (index < 0 || index >= e->prog->slots[chunk])
+    comm_fail(e->run->comm, "the plan gives chunk %d slot %d of %d (a bug in plait)", chunk, index, e->prog->slots[chunk]);
+  return e->pool[chunk] + (int64_t)index * e->prog->chunks[chunk].slot_elems;
 }
 
 /* ---- compute -------------------------------------------------------------------------------- */
 
 static void forward(Exec *e, const Action *a) {
   const ChunkSpec *c = &e->prog->chunks[a->chunk];
-  real *s = slot(e, a->chunk, a->microbatch);
-  if (a->chunk > 0 && on_this_rank(e, a->chunk - 1)) /* the previous chunk's output, on this rank */
-    memcpy(s + c->input_offset, slot(e, a->chunk - 1, a->microbatch) + e->prog->chunks[a->chunk - 1].output_offset,
+  real *s = slot(e, a->chunk, a->slot);
+  if (a->neighbour >= 0) /* the previous chunk's output, on this rank */
+    memcpy(s + c->input_offset, slot(e, a->chunk - 1, a->neighbour) + e->prog->chunks[a->chunk - 1].output_offset,
            (size_t)e->prog->io_elems * sizeof(real));
   e->run->sample0 = (int64_t)e->run->dp_rank * (e->prog->gbs / e->prog->dp) + (int64_t)a->microbatch * e->prog->mbs;
   int64_t at = (int64_t)a->microbatch * e->microbatch_tokens;
@@ -144,9 +91,9 @@ static void forward(Exec *e, const Action *a) {
 
 static void backward(Exec *e, const Action *a) {
   const ChunkSpec *c = &e->prog->chunks[a->chunk];
-  real *s = slot(e, a->chunk, a->microbatch);
-  if (on_this_rank(e, a->chunk + 1)) /* the next chunk's input gradient, on this rank */
-    memcpy(s + c->grad_out_offset, slot(e, a->chunk + 1, a->microbatch) + e->prog->chunks[a->chunk + 1].grad_in_offset,
+  real *s = slot(e, a->chunk, a->slot);
+  if (a->neighbour >= 0) /* the next chunk's input gradient, on this rank */
+    memcpy(s + c->grad_out_offset, slot(e, a->chunk + 1, a->neighbour) + e->prog->chunks[a->chunk + 1].grad_in_offset,
            (size_t)e->prog->io_elems * sizeof(real));
   e->run->sample0 = (int64_t)e->run->dp_rank * (e->prog->gbs / e->prog->dp) + (int64_t)a->microbatch * e->prog->mbs;
   int64_t at = (int64_t)a->microbatch * e->microbatch_tokens;
@@ -162,7 +109,7 @@ static int tag(const Exec *e, int boundary, int gradient, int microbatch) {
 
 static void post(Exec *e, const Action *a) {
   const ChunkSpec *c = &e->prog->chunks[a->chunk];
-  real *s = slot(e, a->chunk, a->microbatch);
+  real *s = slot(e, a->chunk, a->slot);
   int peer = comm_group_member(e->run->comm, GROUP_PP, a->peer);
   int64_t n = e->prog->io_elems;
   switch (a->kind) {
@@ -245,7 +192,6 @@ void exec_iteration(Exec *e, const int32_t *tokens, const int32_t *targets) {
     default: next = group(e, i); break;
     }
     record(e, i, next, t0, begin);
-    for (int k = i; k < next; k++) release(e, k);
     i = next;
   }
 }

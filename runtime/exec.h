@@ -1,5 +1,6 @@
 /* exec.h: one training iteration of a rank: its action list from the plan, walked as it stands:
- * forward and backward of (chunk, microbatch) in slots of activation memory, each step's sends and
+ * forward and backward of (chunk, microbatch) in the slots of activation memory the plan assigned
+ * them, each step's sends and
  * receives posted as one group, data-parallel gradient reductions started as soon as a chunk's last
  * backward is done and overlapping what follows, and the optimizer step. */
 #ifndef PLAIT_EXEC_H
@@ -23,10 +24,8 @@ typedef struct {
   const Action *actions;
   int nactions;
   Action *owned;        /* a derived action list this Exec made (forward-only), else NULL */
-  real **pool;          /* per chunk of this rank: slots[c] slots of chunk.slot_elems */
-  int **slot_of;        /* [chunk][microbatch]: the slot in use, -1 when none */
-  char **busy;          /* [chunk][slot] */
-  int **last_touch;     /* [chunk][microbatch]: the last action reading or writing the slot */
+  real **pool;          /* per chunk of this rank: slots[c] slots of chunk.slot_elems (the plan says
+                           which slot each action uses) */
   int microbatch_tokens;/* mbs·seq */
   const int32_t *tokens, *targets; /* this data-parallel rank's microbatches of the iteration */
   CommRequest **pending;/* data-parallel reductions in flight */

@@ -84,9 +84,10 @@ int gradcheck_run(Trainer *t, int64_t count) {
   t->run.loss = 0;
   exec_iteration(&t->exec, t->tokens, t->targets);
   double base = trainer_global_loss(t), along = directional(t, 3);
-  double *numeric = malloc((size_t)count * sizeof *numeric), *analytic = malloc((size_t)count * sizeof *analytic), largest = 0;
-  int *slots = malloc((size_t)count * sizeof *slots);
-  int64_t *elements = malloc((size_t)count * sizeof *elements);
+  double *numeric = calloc((size_t)count + 1, sizeof *numeric), *analytic = calloc((size_t)count + 1, sizeof *analytic);
+  double largest = 0;
+  int *slots = calloc((size_t)count + 1, sizeof *slots);
+  int64_t *elements = calloc((size_t)count + 1, sizeof *elements);
   for (int64_t n = 0; n < count; n++) {
     pick(t, n, &slots[n], &elements[n]);
     ParamSlot *p = &t->params.slot[slots[n]];

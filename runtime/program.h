@@ -53,6 +53,9 @@ typedef struct {
   int32_t chunk;      /* global chunk (stage) index; -1 for STEP */
   int32_t microbatch; /* -1 for reductions and STEP */
   int32_t peer;       /* pipeline rank at the other end of a send, receive or EMBED_REDUCE */
+  int32_t slot;       /* the slot of the chunk's activations this (chunk, microbatch) uses, -1 for none */
+  int32_t neighbour;  /* the slot of the neighbouring chunk on this rank a forward reads (chunk - 1) or a
+                         backward writes (chunk + 1), -1 for none */
 } Action;
 
 typedef struct {

@@ -36,7 +36,7 @@ static int number(const char *flag, const char *text, double *out) {
 }
 
 static int integer(const char *flag, const char *text, int64_t *out) {
-  double v;
+  double v = 0;
   if (number(flag, text, &v)) return 1;
   if (v < 0 || v != (double)(int64_t)v) return fail("%s takes a whole number of at least 0, not '%s'", flag, text);
   *out = (int64_t)v;
