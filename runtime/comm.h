@@ -2,7 +2,9 @@
  * process (local, the default), MPI processes (under mpirun or srun), or NCCL on GPUs.
  * Ranks form the grid rank = tp_r + tp·(dp_r + dp·pp_r); the groups below are built eagerly, in this
  * fixed order, on every rank. No call returns an error: a failure anywhere ends the whole job with one
- * line naming the rank and the cause (comm_fail), and a wait that outlasts the timeout is a failure. */
+ * line naming the rank and the cause (comm_fail), and a wait that outlasts the timeout is a failure.
+ * The members of a group make the same collective calls in the same order (the local backend checks
+ * that they agree on the call and its sizes). */
 #ifndef PLAIT_COMM_H
 #define PLAIT_COMM_H
 
@@ -15,7 +17,8 @@ typedef enum {
   GROUP_TP,    /* same dp_r and pp_r: tensor-parallel peers */
   GROUP_DP,    /* same tp_r and pp_r: data-parallel replicas */
   GROUP_PP,    /* same tp_r and dp_r: the pipeline, in pp_r order */
-  GROUP_EMBED, /* same tp_r and dp_r, pp_r 0 and pp - 1: holders of a tied embedding (one rank when pp = 1) */
+  GROUP_EMBED, /* same tp_r and dp_r, pp_r 0 and pp - 1: holders of a tied embedding (one rank when pp = 1;
+                  a middle stage is a group of its own, so its collectives on it do nothing) */
   GROUP_COUNT
 } GroupKind;
 
@@ -32,9 +35,13 @@ typedef struct Comm Comm;
 typedef struct CommRequest CommRequest;
 
 /* Runs fn once per rank of a tp·pp·dp grid and returns the process's exit status. Under a launcher
- * (mpirun, srun: OMPI_COMM_WORLD_SIZE, PMI_SIZE or SLURM_NTASKS in the environment) this process is one
- * rank and the launcher's world must be tp·pp·dp; otherwise the ranks are threads of this process.
- * PLAIT_COMM_TIMEOUT (seconds, default 300) bounds every wait. */
+ * (mpirun, srun, mpiexec: OMPI_COMM_WORLD_SIZE, SLURM_PROCID with SLURM_STEP_ID, or PMI_SIZE in the
+ * environment) this process is one rank and the launcher's world must be tp·pp·dp; otherwise the
+ * ranks are threads of this process.
+ * PLAIT_COMM_TIMEOUT (seconds, default 300) bounds every wait.
+ * fn returns 0, or a status for the process (threads: the first non-zero one in rank order); errors
+ * go through comm_fail. A bad grid, timeout or world size is refused with one line and status 1.
+ * Under mpirun, -q keeps mpirun's own banners off stderr. */
 typedef int (*RankMain)(Comm *c, void *arg);
 int comm_launch(int tp, int pp, int dp, RankMain fn, void *arg);
 
@@ -45,15 +52,17 @@ int comm_group_rank(const Comm *c, GroupKind g);
 int comm_group_member(const Comm *c, GroupKind g, int i);
 const char *comm_backend_name(const Comm *c); /* "local" or "mpi" */
 
-/* In place over n elements; every member gets the same bits (a fixed order of summation). */
+/* In place over n elements; every member gets the same bits: each element is folded over the members
+ * in group order, ((x_0 ⊕ x_1) ⊕ x_2) ⊕ …, by every backend (so an MPI run matches a local one). */
 void comm_allreduce(Comm *c, GroupKind g, void *buf, int64_t n, CommType type, CommOp op);
 
 /* Gathers along an axis: in is [outer][inner] on each member; out is [outer][size·inner], member r's
- * block at out[o·size·inner + r·inner]. With outer = 1 this is the plain concatenation. */
+ * block at out[o·size·inner + r·inner]. With outer = 1 this is the plain concatenation. in and out
+ * must not overlap (here and in comm_reducescatter). */
 void comm_allgather(Comm *c, GroupKind g, const real *in, real *out, int64_t outer, int64_t inner);
 
 /* The adjoint of comm_allgather: in is [outer][size·inner]; out[o·inner + i] is the sum over members
- * of their in[o·size·inner + r·inner + i], r this rank's place in the group. */
+ * of their in[o·size·inner + r·inner + i], r this rank's place in the group (summed in group order). */
 void comm_reducescatter(Comm *c, GroupKind g, const real *in, real *out, int64_t outer, int64_t inner);
 
 void comm_broadcast(Comm *c, GroupKind g, void *buf, int64_t bytes, int root);
@@ -61,17 +70,23 @@ void comm_barrier(Comm *c, GroupKind g);
 
 /* Point to point between world ranks, in groups: every send and receive posted between p2p_start and
  * p2p_end is in flight at once, and p2p_end returns when all are complete. Messages between a pair of
- * ranks match in the order they were posted (tag: a check that both sides agree on what moves). */
+ * ranks match in the order they were posted (tag: a check that both sides agree on what moves; a tag
+ * or size that differs is a failure). Send and receive buffers belong to the layer until p2p_end.
+ * Sends and receives outside p2p_start … p2p_end are failures. */
 void comm_p2p_start(Comm *c);
 void comm_send(Comm *c, int peer, const real *buf, int64_t n, int tag);
 void comm_recv(Comm *c, int peer, real *buf, int64_t n, int tag);
 void comm_p2p_end(Comm *c);
 
-/* A nonblocking all-reduce (data-parallel gradient buckets), progressing while the caller computes. */
+/* A nonblocking all-reduce (data-parallel gradient buckets), progressing while the caller computes:
+ * a worker thread per rank runs the started all-reduces one at a time, in the order they were started
+ * (the same on every member), apart from the rank's own collectives. buf belongs to the layer until
+ * comm_wait, which frees the request; a rank must wait for every request before fn returns. */
 CommRequest *comm_allreduce_start(Comm *c, GroupKind g, real *buf, int64_t n, CommOp op);
 void comm_wait(Comm *c, CommRequest *r);
 
-/* Ends the whole job: prints "plait: rank R: <message>" on stderr and makes every rank exit non-zero. */
+/* Ends the whole job: prints "plait: rank R: <message>" on stderr and makes every rank exit non-zero
+ * (status 1). Callable from any thread; when several threads fail at once only the first prints. */
 _Noreturn void comm_fail(Comm *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

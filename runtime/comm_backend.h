@@ -1,0 +1,97 @@
+/* comm_backend.h: what a communication backend implements (CommOps) and the helpers comm.c shares
+ * with every backend: the rank grid, groups, deadlines, ordered reductions, failure, and the
+ * background worker that runs nonblocking all-reduces. Not for generated programs: they use comm.h. */
+#ifndef PLAIT_COMM_BACKEND_H
+#define PLAIT_COMM_BACKEND_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "comm.h"
+
+/* One backend: the operations of comm.h after comm.c has checked the arguments. Collectives are only
+ * called on groups of two or more members. */
+typedef struct {
+  const char *name;
+  void (*allreduce)(Comm *c, GroupKind g, void *buf, int64_t n, CommType type, CommOp op);
+  void (*allgather)(Comm *c, GroupKind g, const real *in, real *out, int64_t outer, int64_t inner);
+  void (*reducescatter)(Comm *c, GroupKind g, const real *in, real *out, int64_t outer, int64_t inner);
+  void (*broadcast)(Comm *c, GroupKind g, void *buf, int64_t bytes, int root);
+  void (*barrier)(Comm *c, GroupKind g);
+  void (*p2p_start)(Comm *c);
+  void (*send)(Comm *c, int peer, const real *buf, int64_t n, int tag);
+  void (*recv)(Comm *c, int peer, real *buf, int64_t n, int tag);
+  void (*p2p_end)(Comm *c);
+  CommRequest *(*allreduce_start)(Comm *c, GroupKind g, real *buf, int64_t n, CommOp op);
+  void (*wait)(Comm *c, CommRequest *r);
+  /* Ends every rank of the job once comm_fail has printed its line; NULL where ending this process
+   * is enough (all ranks are its threads). */
+  void (*abort)(Comm *c);
+} CommOps;
+
+typedef struct {
+  int size, rank; /* members, and this rank's place among them */
+  int *members;   /* world ranks in group order */
+} CommGroup;
+
+typedef struct CommWorker CommWorker;
+
+/* The part of a rank every backend shares; a backend's own rank struct starts with it. */
+struct Comm {
+  const CommOps *ops;
+  RankInfo info;
+  CommGroup group[GROUP_COUNT];
+  double timeout;       /* seconds any wait may last (PLAIT_COMM_TIMEOUT) */
+  atomic_int *failing;  /* shared by the ranks of this process: set by the first comm_fail */
+  CommWorker *worker;   /* runs nonblocking all-reduces, for backends that use comm_worker_* */
+};
+
+/* The grid: rank = tp_r + tp·(dp_r + dp·pp_r). The world ranks of the members of rank's group g, in
+ * group order, go to members (room for the world); returns their count. */
+int comm_grid_rank(int tp, int dp, int tp_r, int dp_r, int pp_r);
+int comm_group_members(int tp, int pp, int dp, int rank, GroupKind g, int *members);
+const char *comm_group_name(GroupKind g);
+
+/* Fills the shared part of rank `rank` of a tp·pp·dp grid; comm_release frees what it allocated. */
+void comm_init(Comm *c, const CommOps *ops, int tp, int pp, int dp, int rank, double timeout,
+               atomic_int *failing);
+void comm_release(Comm *c);
+
+size_t comm_type_size(CommType type);
+
+/* dst[i] = src[0][i] ⊕ src[1][i] ⊕ … ⊕ src[count-1][i] for i < n, folded left to right (⊕ is + or max,
+ * max propagating NaN), so that every caller who folds the same sources gets the same bits. dst may be
+ * one of the sources. */
+void comm_fold(void *dst, const void *const *src, int count, int64_t n, CommType type, CommOp op);
+
+/* Elements [lo, hi) of n split into parts: part k of a collective that members share out. */
+void comm_chunk(int64_t n, int parts, int part, int64_t *lo, int64_t *hi);
+
+/* Deadlines: seconds on CLOCK_MONOTONIC, which comm_cond_init makes the clock of a condition variable;
+ * comm_cond_wait_until returns 1 once the deadline has passed (the lock is held again either way). */
+double comm_now(void);
+void comm_cond_init(pthread_cond_t *cond);
+int comm_cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *lock, double deadline);
+
+/* "ranks 0 2 4" for the message of a failure in group g. */
+void comm_describe_group(const Comm *c, GroupKind g, char *out, size_t size);
+
+/* The background worker: one thread per rank performs the queued all-reduces one at a time, in the
+ * order they were started, through run (which must use its own communicators or slots so that it never
+ * meets the rank's own collectives). With threaded = 0 comm_worker_start runs the all-reduce at once. */
+typedef void (*CommWorkerRun)(Comm *c, GroupKind g, real *buf, int64_t n, CommOp op);
+CommWorker *comm_worker_new(Comm *c, CommWorkerRun run, int threaded);
+void comm_worker_free(CommWorker *w);
+/* Fails if nonblocking all-reduces started by this rank were never waited for. */
+void comm_worker_check_idle(Comm *c);
+/* comm_allreduce_start and comm_wait for backends that use the worker. */
+CommRequest *comm_worker_start(Comm *c, GroupKind g, real *buf, int64_t n, CommOp op);
+void comm_worker_wait(Comm *c, CommRequest *r);
+
+/* The backends' launchers: fn runs once per rank; they return the process's exit status. */
+int comm_local_launch(int tp, int pp, int dp, double timeout, RankMain fn, void *arg);
+/* world and launcher ("mpirun -np", "srun -n", "mpiexec -n") come from the launcher's environment. */
+int comm_mpi_launch(int tp, int pp, int dp, double timeout, int world, const char *launcher, RankMain fn,
+                    void *arg);
+
+#endif
