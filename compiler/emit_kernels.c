@@ -108,14 +108,14 @@ static void body_c(const Kernel *k, char *buf, int len) {
 static void kernel_c(const Emission *e, int index, FILE *f) {
   const Kernel *k = &e->kernels.kernels[index];
   char params[1024], body[4096];
-  parameters(k, "real", "real", "restrict ", "int64_t", "const EwKeys *keys", params, sizeof params);
+  parameters(k, "act_t", "real", "restrict ", "int64_t", "const EwKeys *keys", params, sizeof params);
   body_c(k, body, sizeof body);
   comment(e, index, f);
   fprintf(f, "void ew_%d(%s) {\n", index, params);
   fprintf(f, "#pragma omp parallel for\n  for (int64_t row = 0; row < n / p; row++) {\n");
   for (int i = 0; i < k->node->nin; i++)
     if (k->broadcast[i])
-      fprintf(f, "    const real *%s_row = %s + row %% (n%d / p) * p;\n", input_names[i], input_names[i], i);
+      fprintf(f, "    const act_t *%s_row = %s + row %% (n%d / p) * p;\n", input_names[i], input_names[i], i);
   fprintf(f, "    for (int64_t j = 0; j < p; j++) {\n      int64_t i = row * p + j;\n");
   fprintf(f, "      out[i] %s %s;\n    }\n  }\n}\n\n", k->accumulate ? "+=" : "=", body);
 }
@@ -137,7 +137,7 @@ void emit_kernels_h(const Emission *e, FILE *f) {
   fprintf(f, "#ifndef KERNELS_H\n#define KERNELS_H\n\n#include \"rt.h\"\n\n");
   for (int index = 0; index < e->kernels.count; index++) {
     char params[1024];
-    parameters(&e->kernels.kernels[index], "real", "real", "", "int64_t", "const EwKeys *keys", params, sizeof params);
+    parameters(&e->kernels.kernels[index], "act_t", "real", "", "int64_t", "const EwKeys *keys", params, sizeof params);
     fprintf(f, "void ew_%d(%s);\n", index, params);
   }
   fprintf(f, "\n#endif\n");
@@ -200,7 +200,7 @@ void emit_kernels_cuda(const Emission *e, FILE *f) {
   for (int index = 0; index < e->kernels.count; index++) {
     const Kernel *k = &e->kernels.kernels[index];
     char params[1024];
-    parameters(k, "real", "real", "", "int64_t", "const EwKeys *keys", params, sizeof params);
+    parameters(k, "act_t", "real", "", "int64_t", "const EwKeys *keys", params, sizeof params);
     fprintf(f, "void ew_%d(%s) {\n  void *args[] = {&n, &p", index, params);
     for (int i = 0; i < k->node->nin; i++) {
       fprintf(f, ", &%s", input_names[i]);

@@ -71,7 +71,7 @@ static void layer_region(const Plan *p, const ChunkMemory *s, FILE *f) {
 
 /* The layer loop of a forward pass: x runs from the chunk's input to its last layer's output. */
 static void forward_layers(const Plan *p, const Chunk *c, const ChunkMemory *s, FILE *f) {
-  fprintf(f, "  for (int i = 0; i < %d; i++) {\n    real *saved = ", c->layers);
+  fprintf(f, "  for (int i = 0; i < %d; i++) {\n    act_t *saved = ", c->layers);
   layer_region(p, s, f);
   fprintf(f, ";\n    block_forward(r, %d + i, x, saved, r->scratch);\n    x = saved + BLOCK_OUTPUT;\n  }\n",
           c->first_layer);
@@ -84,15 +84,15 @@ static void chunk_input(const ChunkMemory *s, FILE *f) {
 
 static void chunk_forward(const Plan *p, int index, const ChunkMemory *s, FILE *f) {
   const Chunk *c = &p->chunks[index];
-  fprintf(f, "static void chunk_%d_forward(Run *r, real *slot, const int32_t *tokens, const int32_t *targets) {\n", index);
+  fprintf(f, "static void chunk_%d_forward(Run *r, act_t *slot, const int32_t *tokens, const int32_t *targets) {\n", index);
   fprintf(f, "  (void)tokens, (void)targets;\n");
   if (c->has_embed) fprintf(f, "  embed_forward(r, tokens, slot + %lld, r->scratch);\n", (long long)s->embed);
-  fprintf(f, "  const real *x = ");
+  fprintf(f, "  const act_t *x = ");
   chunk_input(s, f);
   fprintf(f, ";\n");
   forward_layers(p, c, s, f);
   if (c->has_head) fprintf(f, "  head_forward(r, x, targets, slot + %lld, r->scratch);\n", (long long)s->head);
-  else if (p->par.recompute) fprintf(f, "  memcpy(slot + %lld, x, IO_ELEMS * sizeof(real));\n", (long long)s->output);
+  else if (p->par.recompute) fprintf(f, "  device_copy(slot + %lld, x, IO_ELEMS * sizeof(act_t));\n", (long long)s->output);
   fprintf(f, "}\n\n");
 }
 
@@ -101,23 +101,23 @@ static void chunk_forward(const Plan *p, int index, const ChunkMemory *s, FILE *
  * chunk reads it. */
 static void chunk_backward(const Plan *p, int index, const ChunkMemory *s, FILE *f) {
   const Chunk *c = &p->chunks[index];
-  fprintf(f, "static void chunk_%d_backward(Run *r, real *slot, const int32_t *tokens, const int32_t *targets) {\n", index);
-  fprintf(f, "  (void)tokens, (void)targets;\n  const real *input = ");
+  fprintf(f, "static void chunk_%d_backward(Run *r, act_t *slot, const int32_t *tokens, const int32_t *targets) {\n", index);
+  fprintf(f, "  (void)tokens, (void)targets;\n  const act_t *input = ");
   chunk_input(s, f);
   fprintf(f, ";\n");
   if (p->par.recompute) {
-    fprintf(f, "  const real *x = input; /* re-run the layers' forward, keeping what backward reads */\n");
+    fprintf(f, "  const act_t *x = input; /* re-run the layers' forward, keeping what backward reads */\n");
     forward_layers(p, c, s, f);
   } else {
-    fprintf(f, "  const real *x = slot + %lld + %d * BLOCK_SAVED + BLOCK_OUTPUT;\n", (long long)s->layers, c->layers - 1);
+    fprintf(f, "  const act_t *x = slot + %lld + %d * BLOCK_SAVED + BLOCK_OUTPUT;\n", (long long)s->layers, c->layers - 1);
   }
-  if (c->has_head) fprintf(f, "  head_backward(r, x, targets, slot + %lld, r->grad_a, r->scratch);\n  const real *dy = r->grad_a;\n", (long long)s->head);
-  else fprintf(f, "  (void)x;\n  const real *dy = slot + %lld;\n", (long long)s->grad_out);
-  fprintf(f, "  for (int i = %d; i >= 0; i--) {\n    real *saved = ", c->layers - 1);
+  if (c->has_head) fprintf(f, "  head_backward(r, x, targets, slot + %lld, r->grad_a, r->scratch);\n  const act_t *dy = r->grad_a;\n", (long long)s->head);
+  else fprintf(f, "  (void)x;\n  const act_t *dy = slot + %lld;\n", (long long)s->grad_out);
+  fprintf(f, "  for (int i = %d; i >= 0; i--) {\n    act_t *saved = ", c->layers - 1);
   layer_region(p, s, f);
-  fprintf(f, ";\n    const real *layer_input = i > 0 ? saved - BLOCK_SAVED + BLOCK_OUTPUT : input;\n");
-  if (c->has_embed) fprintf(f, "    real *dx = dy == r->grad_a ? r->grad_b : r->grad_a;\n");
-  else fprintf(f, "    real *dx = i == 0 ? slot + %lld : dy == r->grad_a ? r->grad_b : r->grad_a;\n", (long long)s->grad_in);
+  fprintf(f, ";\n    const act_t *layer_input = i > 0 ? saved - BLOCK_SAVED + BLOCK_OUTPUT : input;\n");
+  if (c->has_embed) fprintf(f, "    act_t *dx = dy == r->grad_a ? r->grad_b : r->grad_a;\n");
+  else fprintf(f, "    act_t *dx = i == 0 ? slot + %lld : dy == r->grad_a ? r->grad_b : r->grad_a;\n", (long long)s->grad_in);
   fprintf(f, "    block_backward(r, %d + i, layer_input, saved, dy, dx, r->scratch);\n    dy = dx;\n  }\n", c->first_layer);
   if (c->has_embed) fprintf(f, "  embed_backward(r, tokens, slot + %lld, dy, r->scratch);\n", (long long)s->embed);
   fprintf(f, "}\n\n");
@@ -160,7 +160,7 @@ static void header(const Plan *p, FILE *f) {
              " * with plait build rather than editing. Sizes are one tensor-parallel rank's. */\n",
           p->model.name, p->model.file, par->tp, par->pp, par->dp, par->vpp, par->mbs, par->gbs, p->microbatches,
           par->schedule, par->recompute ? "full" : "none", par->sequence_parallel ? "on" : "off");
-  fprintf(f, "#include <string.h>\n\n#include \"kernels.h\"\n#include \"rt.h\"\n\n");
+  fprintf(f, "#include \"device.h\"\n#include \"kernels.h\"\n#include \"rt.h\"\n\n");
 }
 
 static void sizes(const Emission *e, FILE *f) {

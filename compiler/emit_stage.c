@@ -96,8 +96,12 @@ static void declare(const StageWriter *w, int first, int last) {
     if ((r != REGION_SAVED && r != REGION_SCRATCH) || !used_in(w->g, t, first, last)) continue;
     char shape[300];
     shape_comment(w, &w->g->tensors[t], shape, sizeof shape);
-    fprintf(w->f, "  real *%s = %s + %lld; /* %s */\n", w->name[t], r == REGION_SAVED ? "saved" : "tmp",
-            (long long)w->mem->offset[t], shape);
+    if (w->g->tensors[t].dtype == DT_STATS)
+      fprintf(w->f, "  real *%s = (real *)(%s + %lld); /* %s */\n", w->name[t], r == REGION_SAVED ? "saved" : "tmp",
+              (long long)w->mem->offset[t], shape);
+    else
+      fprintf(w->f, "  act_t *%s = %s + %lld; /* %s */\n", w->name[t], r == REGION_SAVED ? "saved" : "tmp",
+              (long long)w->mem->offset[t], shape);
   }
 }
 
@@ -118,9 +122,12 @@ static void matmul(const StageWriter *w, const Node *n) {
   int64_t M, N, K;
   if (!ta) K = last_dim(w, n->in[0]), M = local(w, n->in[0]) / K, N = last_dim(w, n->out[0]);
   else M = last_dim(w, n->in[0]), N = last_dim(w, n->in[1]), K = local(w, n->in[0]) / M;
-  int accumulate = tensor(w, n->out[0])->kind == T_PARAM_GRAD;
-  fprintf(w->f, "  k_gemm(%d, %d, %lld, %lld, %lld, 1, %s, %s, %d, %s);", ta, tb, (long long)M, (long long)N, (long long)K,
-          in(w, n, 0), in(w, n, 1), accumulate, out(w, n, 0));
+  if (tensor(w, n->out[0])->kind == T_PARAM_GRAD)
+    fprintf(w->f, "  k_gemm_grad(%d, %d, %lld, %lld, %lld, %s, %s, %s);", ta, tb, (long long)M, (long long)N, (long long)K,
+            in(w, n, 0), in(w, n, 1), out(w, n, 0));
+  else
+    fprintf(w->f, "  k_gemm(%d, %d, %lld, %lld, %lld, 1, %s, %s, 0, %s);", ta, tb, (long long)M, (long long)N, (long long)K,
+            in(w, n, 0), in(w, n, 1), out(w, n, 0));
 }
 
 /* The split axis of t, -1 when it is not split. */
@@ -150,10 +157,9 @@ static void elementwise(const StageWriter *w, const Node *n, int index) {
   fprintf(w->f, ", %s%s);%s", out(w, n, 0), k->dropouts ? ", &keys" : "", k->dropouts ? "\n  }" : "");
 }
 
+/* Sums into a parameter's gradient (autodiff makes no other reductions). */
 static void reduce(const StageWriter *w, const Node *n) {
   int64_t C = local(w, n->out[0]), rows = local(w, n->in[0]) / C;
-  if (tensor(w, n->out[0])->kind != T_PARAM_GRAD)
-    fprintf(w->f, "  memset(%s, 0, %lld * sizeof(real));\n", out(w, n, 0), (long long)C);
   fprintf(w->f, "  k_sum_rows(%lld, %lld, %s, %s);", (long long)rows, (long long)C, in(w, n, 0), out(w, n, 0));
 }
 
@@ -259,12 +265,12 @@ static const char *data_name(const StageWriter *w, int which) {
 static void signature(const StageWriter *w, int backward) {
   const char *stage = stage_names[w->stage];
   fprintf(w->f, "static void %s_%s(Run *r, ", stage, backward ? "backward" : "forward");
-  if (w->stage == STAGE_BLOCK) fprintf(w->f, "int layer, const real *x, real *saved, %sreal *tmp)",
-                                       backward ? "const real *dy, real *dx, " : "");
-  else if (w->stage == STAGE_EMBED) fprintf(w->f, "const int32_t *%s, real *saved, %sreal *tmp)", data_name(w, 0),
-                                            backward ? "const real *dy, " : "");
-  else fprintf(w->f, "const real *x, const int32_t *%s, real *saved, %sreal *tmp)", data_name(w, 1),
-               backward ? "real *dx, " : "");
+  if (w->stage == STAGE_BLOCK) fprintf(w->f, "int layer, const act_t *x, act_t *saved, %sact_t *tmp)",
+                                       backward ? "const act_t *dy, act_t *dx, " : "");
+  else if (w->stage == STAGE_EMBED) fprintf(w->f, "const int32_t *%s, act_t *saved, %sact_t *tmp)", data_name(w, 0),
+                                            backward ? "const act_t *dy, " : "");
+  else fprintf(w->f, "const act_t *x, const int32_t *%s, act_t *saved, %sact_t *tmp)", data_name(w, 1),
+               backward ? "act_t *dx, " : "");
 }
 
 static int uses_dropout(const Graph *g, int first, int last) {
@@ -290,12 +296,12 @@ static void function(StageWriter *w, int backward) {
   fprintf(w->f, " {\n");
   if (w->stage != STAGE_BLOCK) fprintf(w->f, "  const int layer = -1;\n");
   if (!uses_dropout(g, first, last)) fprintf(w->f, "  (void)layer;\n");
-  if (uses_layer_params(w, first, last, T_PARAM)) fprintf(w->f, "  real *const *w = r->layer_w[layer];\n");
+  if (uses_layer_params(w, first, last, T_PARAM)) fprintf(w->f, "  act_t *const *w = r->layer_w[layer];\n");
   if (uses_layer_params(w, first, last, T_PARAM_GRAD)) fprintf(w->f, "  real *const *g = r->layer_g[layer];\n");
   declare(w, first, last);
   for (int i = first; i < last; i++) node(w, i);
   if (backward && g->grad_input >= 0 && g->grad_input == g->grad_output)
-    fprintf(w->f, "  memcpy(dx, dy, %lld * sizeof(real));\n", (long long)local(w, g->grad_input));
+    fprintf(w->f, "  device_copy(dx, dy, %lld * sizeof(act_t));\n", (long long)local(w, g->grad_input));
   fprintf(w->f, "}\n\n");
 }
 

@@ -33,7 +33,9 @@ typedef enum {
   T_PARAM_GRAD, /* the gradient buffer of a parameter, accumulated into by backward nodes */
 } TensorKind;
 
-typedef enum { DT_REAL, DT_INT } DType;
+/* Activations (act_t in generated code: bf16 on GPUs), integer token ids, and statistics kept in the
+ * precision of `real` (norm means and reciprocal deviations, softmax log-normalisers, the loss). */
+typedef enum { DT_REAL, DT_INT, DT_STATS } DType;
 
 typedef struct {
   TensorKind kind;

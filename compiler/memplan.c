@@ -6,9 +6,14 @@
 
 #include "autodiff.h"
 
-enum { ALIGN = 16 };
+enum { ALIGN = 16, STATS_UNITS = 2 }; /* a statistic (real) takes up to two activation elements (bf16) */
 
 static int64_t aligned(int64_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
+
+/* Room for a tensor in activation elements. */
+static int64_t room(const Model *m, const Tensor *t, int tp) {
+  return aligned(tensor_local_elems(m, t, tp) * (t->dtype == DT_STATS ? STATS_UNITS : 1));
+}
 
 /* Which region holds tensor t; -1 for tensors the plan places (saved or scratch). */
 static int fixed_region(const Graph *g, int t) {
@@ -73,11 +78,11 @@ void memplan_stage(const Model *m, const Graph *g, int tp, StageMemory *s) {
   /* saved: what backward reads of the forward pass, and the stage output */
   for (int t = 0; t < g->ntensors; t++) {
     const Tensor *x = &g->tensors[t];
-    if (s->region[t] != REGION_SCRATCH || x->kind != T_ACT) continue;
+    if (s->region[t] != REGION_SCRATCH || x->kind != T_ACT || x->ndim == 0) continue;
     if (t == g->output || autodiff_saved(g, t)) {
       s->region[t] = REGION_SAVED;
       s->offset[t] = s->saved;
-      s->saved += aligned(tensor_local_elems(m, x, tp));
+      s->saved += room(m, x, tp);
     }
   }
   /* scratch, in node order; an in-place output shares its input's place */
@@ -94,8 +99,7 @@ void memplan_stage(const Model *m, const Graph *g, int tp, StageMemory *s) {
           if (s->region[in] == REGION_SCRATCH && live[b].offset == s->offset[in]) live[b].until = last_use(g, t);
         continue;
       }
-      s->offset[t] = place(live, &nlive, aligned(tensor_local_elems(m, &g->tensors[t], tp)), i, last_use(g, t),
-                           &s->scratch);
+      s->offset[t] = place(live, &nlive, room(m, &g->tensors[t], tp), i, last_use(g, t), &s->scratch);
     }
   }
   free(live);

@@ -85,8 +85,8 @@ static int infer_norm(Model *m, const Graph *g, const Node *n, Shapes *s, Diag *
   }
   set_out(s, 0, x->ndim, x->dims, DT_REAL);
   int k = 1;
-  if (n->a.norm.kind == NORM_LAYER) set_out(s, k++, x->ndim - 1, x->dims, DT_REAL); /* mean */
-  set_out(s, k, x->ndim - 1, x->dims, DT_REAL);                                     /* rstd */
+  if (n->a.norm.kind == NORM_LAYER) set_out(s, k++, x->ndim - 1, x->dims, DT_STATS); /* mean */
+  set_out(s, k, x->ndim - 1, x->dims, DT_STATS);                                     /* rstd */
   return 0;
 }
 
@@ -107,7 +107,7 @@ static int infer_attention(Model *m, const Graph *g, const Node *n, Shapes *s, D
   int heads = model_dim(m, "heads", at->heads, 1);
   if (heads < 0) return diag(d, "%s: attention: a dim named 'heads' already has another size", n->where);
   int lse[3] = {q->dims[0], heads, q->dims[1]};
-  set_out(s, 1, 3, lse, DT_REAL);
+  set_out(s, 1, 3, lse, DT_STATS);
   return 0;
 }
 
@@ -128,8 +128,8 @@ static int infer_xent(Model *m, const Graph *g, const Node *n, Shapes *s, Diag *
   if (z->ndim != t->ndim + 1) return mismatch(m, g, n, 0, 1, "logits need one axis more than targets", d);
   for (int i = 0; i < t->ndim; i++)
     if (dim_size(m, z->dims[i]) != dim_size(m, t->dims[i])) return mismatch(m, g, n, 0, 1, "leading dims differ", d);
-  set_out(s, 0, 0, NULL, DT_REAL);
-  set_out(s, 1, t->ndim, t->dims, DT_REAL);
+  set_out(s, 0, 0, NULL, DT_STATS);
+  set_out(s, 1, t->ndim, t->dims, DT_STATS);
   return 0;
 }
 

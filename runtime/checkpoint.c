@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "ckpt.h"
+#include "device.h"
 
 enum { KINDS = 3 }; /* weights, Adam m, Adam v */
 static const char *const kind_prefix[KINDS] = {"", "adam.m.", "adam.v."};
@@ -59,7 +60,7 @@ static ParamSlot *find_slot(Params *ps, const Entry *e) {
   return NULL;
 }
 
-static real *slot_data(ParamSlot *s, int kind) { return kind == 0 ? s->w : kind == 1 ? s->m : s->v; }
+static real *slot_data(ParamSlot *s, int kind) { return kind == 0 ? s->master : kind == 1 ? s->m : s->v; }
 
 /* ---- saving --------------------------------------------------------------------------------- */
 
@@ -67,7 +68,7 @@ static real *slot_data(ParamSlot *s, int kind) { return kind == 0 ? s->w : kind 
 static void gather(Trainer *t, ParamSlot *s, int kind, real *full) {
   const ParamSpec *p = s->spec;
   if (p->split_axis < 0 || t->prog->tp == 1) {
-    memcpy(full, slot_data(s, kind), (size_t)s->n * sizeof(real));
+    device_copy(full, slot_data(s, kind), (size_t)s->n * sizeof(real));
     return;
   }
   int64_t outer = 1, inner = 1;
@@ -75,12 +76,12 @@ static void gather(Trainer *t, ParamSlot *s, int kind, real *full) {
     if (a < p->split_axis) outer *= p->shape[a];
     else inner *= a == p->split_axis ? p->shape[a] / t->prog->tp : p->shape[a];
   }
-  comm_allgather(t->comm, GROUP_TP, slot_data(s, kind), full, outer, inner);
+  comm_allgather(t->comm, GROUP_TP, slot_data(s, kind), full, outer, inner, COMM_REAL);
 }
 
-/* Moves one tensor to rank 0 and hands it to the writer there. Padding is the tail of axis 0, so the
- * unpadded tensor is a prefix of the padded one. */
-static void save_tensor(Trainer *t, const Entry *e, int kind, real *full, CkptWriter *w, int *failed) {
+/* Moves one tensor to rank 0 (full: backend memory) and hands it to the writer there (host: its copy in
+ * host memory). Padding is the tail of axis 0, so the unpadded tensor is a prefix of the padded one. */
+static void save_tensor(Trainer *t, const Entry *e, int kind, real *full, real *host, CkptWriter *w, int *failed) {
   const RankInfo *ri = comm_info(t->comm);
   int holder = comm_group_member(t->comm, GROUP_PP, e->owner); /* this DP replica's, TP rank as ours */
   int in_owner_group = ri->pp_rank == e->owner && ri->dp_rank == 0;
@@ -90,11 +91,13 @@ static void save_tensor(Trainer *t, const Entry *e, int kind, real *full, CkptWr
   int receiver = ri->rank == 0 && !(in_owner_group && ri->tp_rank == 0);
   if (sender || receiver) {
     comm_p2p_start(t->comm);
-    if (sender) comm_send(t->comm, 0, full, n, kind);
-    else comm_recv(t->comm, holder, full, n, kind); /* rank 0 is TP rank 0 of replica 0, like the sender */
+    if (sender) comm_send(t->comm, 0, full, n, COMM_REAL, kind);
+    else comm_recv(t->comm, holder, full, n, COMM_REAL, kind); /* rank 0 is TP rank 0 of replica 0, like the sender */
     comm_p2p_end(t->comm);
   }
-  if (ri->rank == 0 && !*failed && ckpt_write_data(w, full, n)) *failed = 1;
+  if (ri->rank != 0) return;
+  device_download(host, full, (size_t)n * sizeof *host);
+  if (!*failed && ckpt_write_data(w, host, n)) *failed = 1;
 }
 
 static void meta_value(char *buf, int len, long long v) { snprintf(buf, len, "%lld", v); }
@@ -139,10 +142,12 @@ void checkpoint_save(Trainer *t, const char *dir, int64_t step) {
   if (is_root && begin_file(t, path, list, n, step, &w)) comm_fail(t->comm, "%s", w.error);
   int64_t largest = 0;
   for (int i = 0; i < n; i++) largest = padded_elems(list[i].spec) > largest ? padded_elems(list[i].spec) : largest;
-  real *full = malloc((size_t)largest * sizeof *full);
+  real *full = device_alloc((size_t)largest * sizeof *full, "a checkpoint's tensor");
+  real *host = malloc((size_t)largest * sizeof *host);
   for (int k = 0; k < KINDS; k++)
-    for (int i = 0; i < n; i++) save_tensor(t, &list[i], k, full, &w, &failed);
-  free(full);
+    for (int i = 0; i < n; i++) save_tensor(t, &list[i], k, full, host, &w, &failed);
+  device_free(full);
+  free(host);
   free(list);
   if (is_root && (failed || ckpt_write_end(&w))) {
     ckpt_write_abort(&w);
@@ -158,16 +163,17 @@ void checkpoint_save(Trainer *t, const char *dir, int64_t step) {
 static void load_box(Trainer *t, Ckpt *c, ParamSlot *s, int kind, const char *name) {
   int64_t begin[CKPT_MAX_DIMS], count[CKPT_MAX_DIMS];
   const ParamSpec *p = s->spec;
-  real *out = slot_data(s, kind);
-  memset(out, 0, (size_t)s->n * sizeof *out);
+  real *out = calloc((size_t)s->n + 1, sizeof *out);
   for (int a = 0; a < p->ndim; a++) {
     begin[a] = s->box.begin[a];
     count[a] = s->box.count[a];
     if (a > 0 && p->unpadded[a] != p->shape[a]) comm_fail(t->comm, "%s: padding beyond axis 0 (a bug in plait)", name);
   }
   if (p->ndim > 0 && begin[0] + count[0] > p->unpadded[0]) count[0] = p->unpadded[0] > begin[0] ? p->unpadded[0] - begin[0] : 0;
-  if (p->ndim > 0 && count[0] == 0) return;
-  if (ckpt_read_box(c, name, p->ndim, p->unpadded, begin, count, out)) comm_fail(t->comm, "%s", c->error);
+  if ((p->ndim == 0 || count[0] > 0) && ckpt_read_box(c, name, p->ndim, p->unpadded, begin, count, out))
+    comm_fail(t->comm, "%s", c->error);
+  device_upload(slot_data(s, kind), out, (size_t)s->n * sizeof *out);
+  free(out);
 }
 
 int64_t checkpoint_load(Trainer *t, const char *dir) {
@@ -191,5 +197,6 @@ int64_t checkpoint_load(Trainer *t, const char *dir) {
     }
   int64_t at = strtoll(step, NULL, 10);
   ckpt_close(&c);
+  params_refresh(&t->params);
   return at;
 }

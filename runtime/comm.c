@@ -177,20 +177,20 @@ void comm_allreduce(Comm *c, GroupKind g, void *buf, int64_t n, CommType type, C
   if (c->group[g].size > 1) c->ops->allreduce(c, g, buf, n, type, op);
 }
 
-void comm_allgather(Comm *c, GroupKind g, const real *in, real *out, int64_t outer, int64_t inner) {
+void comm_allgather(Comm *c, GroupKind g, const void *in, void *out, int64_t outer, int64_t inner, CommType type) {
   check_group(c, g, "comm_allgather");
   check_count(c, "comm_allgather", "outer", outer);
   check_count(c, "comm_allgather", "inner", inner);
-  if (c->group[g].size > 1) c->ops->allgather(c, g, in, out, outer, inner);
-  else memcpy(out, in, sizeof(real) * (size_t)(outer * inner));
+  if (c->group[g].size > 1) c->ops->allgather(c, g, in, out, outer, inner, type);
+  else memcpy(out, in, comm_type_size(type) * (size_t)(outer * inner));
 }
 
-void comm_reducescatter(Comm *c, GroupKind g, const real *in, real *out, int64_t outer, int64_t inner) {
+void comm_reducescatter(Comm *c, GroupKind g, const void *in, void *out, int64_t outer, int64_t inner, CommType type) {
   check_group(c, g, "comm_reducescatter");
   check_count(c, "comm_reducescatter", "outer", outer);
   check_count(c, "comm_reducescatter", "inner", inner);
-  if (c->group[g].size > 1) c->ops->reducescatter(c, g, in, out, outer, inner);
-  else memcpy(out, in, sizeof(real) * (size_t)(outer * inner));
+  if (c->group[g].size > 1) c->ops->reducescatter(c, g, in, out, outer, inner, type);
+  else memcpy(out, in, comm_type_size(type) * (size_t)(outer * inner));
 }
 
 void comm_broadcast(Comm *c, GroupKind g, void *buf, int64_t bytes, int root) {
@@ -217,14 +217,14 @@ static void check_peer(Comm *c, const char *fn, int peer, int64_t n) {
 
 void comm_p2p_start(Comm *c) { c->ops->p2p_start(c); }
 
-void comm_send(Comm *c, int peer, const real *buf, int64_t n, int tag) {
+void comm_send(Comm *c, int peer, const void *buf, int64_t n, CommType type, int tag) {
   check_peer(c, "comm_send", peer, n);
-  c->ops->send(c, peer, buf, n, tag);
+  c->ops->send(c, peer, buf, n, type, tag);
 }
 
-void comm_recv(Comm *c, int peer, real *buf, int64_t n, int tag) {
+void comm_recv(Comm *c, int peer, void *buf, int64_t n, CommType type, int tag) {
   check_peer(c, "comm_recv", peer, n);
-  c->ops->recv(c, peer, buf, n, tag);
+  c->ops->recv(c, peer, buf, n, type, tag);
 }
 
 void comm_p2p_end(Comm *c) { c->ops->p2p_end(c); }
@@ -259,7 +259,7 @@ _Noreturn void comm_fail(Comm *c, const char *fmt, ...) {
 /* ---- helpers for the backends ------------------------------------------------------------------ */
 
 size_t comm_type_size(CommType type) {
-  return type == COMM_F32 ? sizeof(float) : type == COMM_F64 ? sizeof(double) : sizeof(real);
+  return type == COMM_F32 ? sizeof(float) : type == COMM_F64 ? sizeof(double) : type == COMM_ACT ? sizeof(act_t) : sizeof(real);
 }
 
 void comm_chunk(int64_t n, int parts, int part, int64_t *lo, int64_t *hi) {

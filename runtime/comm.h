@@ -23,7 +23,7 @@ typedef enum {
 } GroupKind;
 
 typedef enum { COMM_SUM, COMM_MAX } CommOp;
-typedef enum { COMM_REAL, COMM_F32, COMM_F64 } CommType;
+typedef enum { COMM_REAL, COMM_ACT, COMM_F32, COMM_F64 } CommType; /* real, act_t (activations), float, double */
 
 typedef struct {
   int world, rank;
@@ -59,11 +59,11 @@ void comm_allreduce(Comm *c, GroupKind g, void *buf, int64_t n, CommType type, C
 /* Gathers along an axis: in is [outer][inner] on each member; out is [outer][size·inner], member r's
  * block at out[o·size·inner + r·inner]. With outer = 1 this is the plain concatenation. in and out
  * must not overlap (here and in comm_reducescatter). */
-void comm_allgather(Comm *c, GroupKind g, const real *in, real *out, int64_t outer, int64_t inner);
+void comm_allgather(Comm *c, GroupKind g, const void *in, void *out, int64_t outer, int64_t inner, CommType type);
 
 /* The adjoint of comm_allgather: in is [outer][size·inner]; out[o·inner + i] is the sum over members
  * of their in[o·size·inner + r·inner + i], r this rank's place in the group (summed in group order). */
-void comm_reducescatter(Comm *c, GroupKind g, const real *in, real *out, int64_t outer, int64_t inner);
+void comm_reducescatter(Comm *c, GroupKind g, const void *in, void *out, int64_t outer, int64_t inner, CommType type);
 
 void comm_broadcast(Comm *c, GroupKind g, void *buf, int64_t bytes, int root);
 void comm_barrier(Comm *c, GroupKind g);
@@ -74,8 +74,8 @@ void comm_barrier(Comm *c, GroupKind g);
  * or size that differs is a failure). Send and receive buffers belong to the layer until p2p_end.
  * Sends and receives outside p2p_start … p2p_end are failures. */
 void comm_p2p_start(Comm *c);
-void comm_send(Comm *c, int peer, const real *buf, int64_t n, int tag);
-void comm_recv(Comm *c, int peer, real *buf, int64_t n, int tag);
+void comm_send(Comm *c, int peer, const void *buf, int64_t n, CommType type, int tag);
+void comm_recv(Comm *c, int peer, void *buf, int64_t n, CommType type, int tag);
 void comm_p2p_end(Comm *c);
 
 /* A nonblocking all-reduce (data-parallel gradient buckets), progressing while the caller computes:

@@ -14,13 +14,13 @@
 typedef struct {
   const char *name;
   void (*allreduce)(Comm *c, GroupKind g, void *buf, int64_t n, CommType type, CommOp op);
-  void (*allgather)(Comm *c, GroupKind g, const real *in, real *out, int64_t outer, int64_t inner);
-  void (*reducescatter)(Comm *c, GroupKind g, const real *in, real *out, int64_t outer, int64_t inner);
+  void (*allgather)(Comm *c, GroupKind g, const void *in, void *out, int64_t outer, int64_t inner, CommType type);
+  void (*reducescatter)(Comm *c, GroupKind g, const void *in, void *out, int64_t outer, int64_t inner, CommType type);
   void (*broadcast)(Comm *c, GroupKind g, void *buf, int64_t bytes, int root);
   void (*barrier)(Comm *c, GroupKind g);
   void (*p2p_start)(Comm *c);
-  void (*send)(Comm *c, int peer, const real *buf, int64_t n, int tag);
-  void (*recv)(Comm *c, int peer, real *buf, int64_t n, int tag);
+  void (*send)(Comm *c, int peer, const void *buf, int64_t n, CommType type, int tag);
+  void (*recv)(Comm *c, int peer, void *buf, int64_t n, CommType type, int tag);
   void (*p2p_end)(Comm *c);
   CommRequest *(*allreduce_start)(Comm *c, GroupKind g, real *buf, int64_t n, CommOp op);
   void (*wait)(Comm *c, CommRequest *r);

@@ -36,7 +36,8 @@ typedef struct LocalMessage {
   struct LocalMessage *next;
   int from, tag;
   int64_t n;
-  real data[];
+  size_t bytes;
+  _Alignas(16) unsigned char data[];
 } LocalMessage;
 
 /* Messages sent to one rank, in the order they were sent. */
@@ -49,7 +50,8 @@ typedef struct {
 typedef struct {
   int peer, tag;
   int64_t n;
-  real *buf;
+  size_t bytes;
+  void *buf;
 } LocalRecv;
 
 typedef struct LocalWorld LocalWorld;
@@ -191,28 +193,33 @@ static void local_worker_allreduce(Comm *c, GroupKind g, real *buf, int64_t n, C
 }
 
 /*   out[o][k][i] = in_k[o][i]   for member k, row o < outer, i < inner */
-static void local_allgather(Comm *c, GroupKind g, const real *in, real *out, int64_t outer, int64_t inner) {
+static void local_allgather(Comm *c, GroupKind g, const void *in, void *out, int64_t outer, int64_t inner,
+                            CommType type) {
   LocalRank *r = local_rank(c);
+  size_t e = comm_type_size(type);
   LocalCall call = {.op = "all-gather", .in = in, .out = out};
   snprintf(call.what, sizeof call.what, "all-gather of %lld×%lld elements", (long long)outer, (long long)inner);
   LocalGroup *m = local_enter(r, CHANNEL_RANK, g, &call);
   for (int k = 0; k < m->size; k++)
     for (int64_t o = 0; o < outer; o++)
-      memcpy(out + (o * m->size + k) * inner, (const real *)m->call[k].in + o * inner, sizeof(real) * (size_t)inner);
+      memcpy((char *)out + (size_t)((o * m->size + k) * inner) * e, (const char *)m->call[k].in + (size_t)(o * inner) * e,
+             e * (size_t)inner);
   local_barrier(r, m, g);
 }
 
 /*   out[o][i] = in_0[o][me][i] + in_1[o][me][i] + … (members in order)   for row o < outer, i < inner */
-static void local_reducescatter(Comm *c, GroupKind g, const real *in, real *out, int64_t outer, int64_t inner) {
+static void local_reducescatter(Comm *c, GroupKind g, const void *in, void *out, int64_t outer, int64_t inner,
+                                CommType type) {
   LocalRank *r = local_rank(c);
+  size_t e = comm_type_size(type);
   LocalCall call = {.op = "reduce-scatter", .in = in, .out = out};
   snprintf(call.what, sizeof call.what, "reduce-scatter of %lld×%lld elements", (long long)outer, (long long)inner);
   LocalGroup *m = local_enter(r, CHANNEL_RANK, g, &call);
   const void **src = r->sources[CHANNEL_RANK];
   int size = m->size, me = c->group[g].rank;
   for (int64_t o = 0; o < outer; o++) {
-    for (int k = 0; k < size; k++) src[k] = (const real *)m->call[k].in + (o * size + me) * inner;
-    comm_fold(out + o * inner, src, size, inner, COMM_REAL, COMM_SUM);
+    for (int k = 0; k < size; k++) src[k] = (const char *)m->call[k].in + (size_t)((o * size + me) * inner) * e;
+    comm_fold((char *)out + (size_t)(o * inner) * e, src, size, inner, type, COMM_SUM);
   }
   local_barrier(r, m, g);
 }
@@ -244,13 +251,14 @@ static void local_p2p_start(Comm *c) {
   r->nrecvs = 0;
 }
 
-static void local_send(Comm *c, int peer, const real *buf, int64_t n, int tag) {
+static void local_send(Comm *c, int peer, const void *buf, int64_t n, CommType type, int tag) {
   LocalRank *r = local_rank(c);
   local_check_in_p2p(r, "comm_send");
-  LocalMessage *msg = malloc(sizeof *msg + sizeof(real) * (size_t)n);
+  size_t bytes = comm_type_size(type) * (size_t)n;
+  LocalMessage *msg = malloc(sizeof *msg + bytes);
   if (!msg) comm_fail(c, "no memory for a message of %lld elements to rank %d", (long long)n, peer);
-  *msg = (LocalMessage){.from = c->info.rank, .tag = tag, .n = n};
-  memcpy(msg->data, buf, sizeof(real) * (size_t)n);
+  *msg = (LocalMessage){.from = c->info.rank, .tag = tag, .n = n, .bytes = bytes};
+  memcpy(msg->data, buf, bytes);
   LocalMailbox *box = &r->world->mailbox[peer];
   pthread_mutex_lock(&box->lock);
   if (box->tail) box->tail->next = msg;
@@ -260,14 +268,14 @@ static void local_send(Comm *c, int peer, const real *buf, int64_t n, int tag) {
   pthread_mutex_unlock(&box->lock);
 }
 
-static void local_recv(Comm *c, int peer, real *buf, int64_t n, int tag) {
+static void local_recv(Comm *c, int peer, void *buf, int64_t n, CommType type, int tag) {
   LocalRank *r = local_rank(c);
   local_check_in_p2p(r, "comm_recv");
   if (r->nrecvs == r->recvs_room) {
     r->recvs_room = r->recvs_room ? 2 * r->recvs_room : 8;
     r->recvs = realloc(r->recvs, sizeof *r->recvs * (size_t)r->recvs_room);
   }
-  r->recvs[r->nrecvs++] = (LocalRecv){.peer = peer, .tag = tag, .n = n, .buf = buf};
+  r->recvs[r->nrecvs++] = (LocalRecv){.peer = peer, .tag = tag, .n = n, .bytes = comm_type_size(type) * (size_t)n, .buf = buf};
 }
 
 /* Unlinks the oldest message from `from` in box (lock held); NULL when there is none. */
@@ -310,10 +318,10 @@ static void local_p2p_end(Comm *c) {
   for (int i = 0; i < r->nrecvs; i++) {
     const LocalRecv *want = &r->recvs[i];
     LocalMessage *msg = local_take(r, want, deadline);
-    if (msg->tag != want->tag || msg->n != want->n)
+    if (msg->tag != want->tag || msg->n != want->n || msg->bytes != want->bytes)
       comm_fail(c, "receive from rank %d expected tag %d with %lld elements, found tag %d with %lld elements",
                 want->peer, want->tag, (long long)want->n, msg->tag, (long long)msg->n);
-    memcpy(want->buf, msg->data, sizeof(real) * (size_t)msg->n);
+    memcpy(want->buf, msg->data, msg->bytes);
     free(msg);
   }
   r->nrecvs = 0;

@@ -33,6 +33,7 @@ typedef struct {
 typedef struct {
   int send, peer, tag;
   int64_t n;
+  CommType type;
 } MpiTransfer;
 
 typedef struct {
@@ -151,45 +152,49 @@ static void mp_worker_allreduce(Comm *c, GroupKind g, real *buf, int64_t n, Comm
 
 /* MPI gathers whole blocks [member][outer][inner]; with outer > 1 they are permuted into
  *   out[o][k][i] = block_k[o][i] */
-static void mp_allgather(Comm *c, GroupKind g, const real *in, real *out, int64_t outer, int64_t inner) {
+static void mp_allgather(Comm *c, GroupKind g, const void *in, void *out, int64_t outer, int64_t inner, CommType type) {
   MpiRank *m = mp_rank(c);
   MpiChannel *x = &m->channel[CHANNEL_RANK];
   int size = c->group[g].size, block = mp_count(m, outer * inner, "all-gather");
-  MPI_Datatype t = mp_type(COMM_REAL);
-  real *blocks = outer == 1 ? out : mp_scratch(m, x, 0, sizeof(real) * (size_t)size * (size_t)block);
+  size_t e = comm_type_size(type);
+  MPI_Datatype t = mp_type(type);
+  char *blocks = outer == 1 ? out : mp_scratch(m, x, 0, e * (size_t)size * (size_t)block);
   MPI_Request request;
   mp_check(m, MPI_Iallgather(in, block, t, blocks, block, t, x->group[g], &request), "MPI_Iallgather");
   mp_wait(m, &request, "all-gather", g);
   if (outer == 1) return;
   for (int k = 0; k < size; k++)
     for (int64_t o = 0; o < outer; o++)
-      memcpy(out + (o * size + k) * inner, blocks + ((int64_t)k * outer + o) * inner, sizeof(real) * (size_t)inner);
+      memcpy((char *)out + (size_t)((o * size + k) * inner) * e, blocks + (size_t)(((int64_t)k * outer + o) * inner) * e,
+             e * (size_t)inner);
 }
 
 /* in[o][k][i] is packed into blocks [k][o][i] (already so when outer = 1), an all-to-all sends block k to
  * member k, and each member folds what it received in member order:
  *   out[o][i] = recv_0[o][i] + recv_1[o][i] + … */
-static void mp_reducescatter(Comm *c, GroupKind g, const real *in, real *out, int64_t outer, int64_t inner) {
+static void mp_reducescatter(Comm *c, GroupKind g, const void *in, void *out, int64_t outer, int64_t inner,
+                             CommType type) {
   MpiRank *m = mp_rank(c);
   MpiChannel *x = &m->channel[CHANNEL_RANK];
   int size = c->group[g].size, block = mp_count(m, outer * inner, "reduce-scatter");
-  size_t all = sizeof(real) * (size_t)size * (size_t)block;
-  MPI_Datatype t = mp_type(COMM_REAL);
-  const real *send = in;
+  size_t e = comm_type_size(type), all = e * (size_t)size * (size_t)block;
+  MPI_Datatype t = mp_type(type);
+  const void *send = in;
   if (outer > 1) {
-    real *packed = mp_scratch(m, x, 1, all);
+    char *packed = mp_scratch(m, x, 1, all);
     for (int k = 0; k < size; k++)
       for (int64_t o = 0; o < outer; o++)
-        memcpy(packed + ((int64_t)k * outer + o) * inner, in + (o * size + k) * inner, sizeof(real) * (size_t)inner);
+        memcpy(packed + (size_t)(((int64_t)k * outer + o) * inner) * e, (const char *)in + (size_t)((o * size + k) * inner) * e,
+               e * (size_t)inner);
     send = packed;
   }
-  real *received = mp_scratch(m, x, 0, all);
+  char *received = mp_scratch(m, x, 0, all);
   MPI_Request request;
   mp_check(m, MPI_Ialltoall(send, block, t, received, block, t, x->group[g], &request), "MPI_Ialltoall");
   mp_wait(m, &request, "reduce-scatter", g);
   for (int64_t o = 0; o < outer; o++) {
-    for (int k = 0; k < size; k++) x->sources[k] = received + ((int64_t)k * outer + o) * inner;
-    comm_fold(out + o * inner, x->sources, size, inner, COMM_REAL, COMM_SUM);
+    for (int k = 0; k < size; k++) x->sources[k] = received + (size_t)(((int64_t)k * outer + o) * inner) * e;
+    comm_fold((char *)out + (size_t)(o * inner) * e, x->sources, size, inner, type, COMM_SUM);
   }
 }
 
@@ -222,7 +227,7 @@ static void mp_p2p_start(Comm *c) {
 }
 
 /* Records a transfer and returns the slot for its request. */
-static MPI_Request *mp_post(MpiRank *m, int send, int peer, int64_t n, int tag) {
+static MPI_Request *mp_post(MpiRank *m, int send, int peer, int64_t n, CommType type, int tag) {
   const char *fn = send ? "comm_send" : "comm_recv";
   mp_check_in_p2p(m, fn);
   if (tag < 0 || tag > m->tag_ub) comm_fail(&m->comm, "%s: tag %d is outside MPI's tags 0 … %d", fn, tag, m->tag_ub);
@@ -235,23 +240,23 @@ static MPI_Request *mp_post(MpiRank *m, int send, int peer, int64_t n, int tag) 
     m->statuses = realloc(m->statuses, sizeof *m->statuses * room);
     m->completed = realloc(m->completed, sizeof *m->completed * room);
   }
-  m->transfers[m->ntransfers] = (MpiTransfer){.send = send, .peer = peer, .tag = tag, .n = n};
+  m->transfers[m->ntransfers] = (MpiTransfer){.send = send, .peer = peer, .tag = tag, .n = n, .type = type};
   return &m->requests[m->ntransfers++];
 }
 
-static void mp_send(Comm *c, int peer, const real *buf, int64_t n, int tag) {
+static void mp_send(Comm *c, int peer, const void *buf, int64_t n, CommType type, int tag) {
   MpiRank *m = mp_rank(c);
-  MPI_Request *request = mp_post(m, 1, peer, n, tag);
-  mp_check(m, MPI_Isend(buf, (int)n, mp_type(COMM_REAL), peer, tag, m->channel[CHANNEL_RANK].group[GROUP_WORLD],
+  MPI_Request *request = mp_post(m, 1, peer, n, type, tag);
+  mp_check(m, MPI_Isend(buf, (int)n, mp_type(type), peer, tag, m->channel[CHANNEL_RANK].group[GROUP_WORLD],
                         request), "MPI_Isend");
 }
 
 /* Receives take any tag: messages between two ranks then match in the order they were posted, and
  * the tag is checked when the message is in. */
-static void mp_recv(Comm *c, int peer, real *buf, int64_t n, int tag) {
+static void mp_recv(Comm *c, int peer, void *buf, int64_t n, CommType type, int tag) {
   MpiRank *m = mp_rank(c);
-  MPI_Request *request = mp_post(m, 0, peer, n, tag);
-  mp_check(m, MPI_Irecv(buf, (int)n, mp_type(COMM_REAL), peer, MPI_ANY_TAG,
+  MPI_Request *request = mp_post(m, 0, peer, n, type, tag);
+  mp_check(m, MPI_Irecv(buf, (int)n, mp_type(type), peer, MPI_ANY_TAG,
                         m->channel[CHANNEL_RANK].group[GROUP_WORLD], request), "MPI_Irecv");
 }
 
@@ -264,7 +269,7 @@ static void mp_check_transfer(MpiRank *m, const MpiTransfer *t, MPI_Status *stat
     mp_check(m, status->MPI_ERROR, t->send ? "MPI_Isend" : "MPI_Irecv");
   }
   if (t->send) return;
-  MPI_Get_count(status, mp_type(COMM_REAL), &count);
+  MPI_Get_count(status, mp_type(t->type), &count);
   if (status->MPI_TAG != t->tag || count != t->n)
     comm_fail(&m->comm, "receive from rank %d expected tag %d with %lld elements, found tag %d with %d elements",
               t->peer, t->tag, (long long)t->n, status->MPI_TAG, count);

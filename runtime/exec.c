@@ -6,6 +6,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "device.h"
+
 static double now(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -14,7 +16,7 @@ static double now(void) {
 
 static void *zeroed(Exec *e, size_t count, size_t size) {
   void *p = calloc(count ? count : 1, size);
-  if (!p) comm_fail(e->run->comm, "out of memory allocating %zu bytes of activations", count * size);
+  if (!p) comm_fail(e->run->comm, "out of memory allocating %zu bytes of the plan's tables", count * size);
   return p;
 }
 
@@ -32,7 +34,8 @@ static void setup(Exec *e, const Program *prog, Run *run, Params *ps, const Acti
   e->microbatch_tokens = prog->mbs * prog->seq;
   e->pool = zeroed(e, (size_t)prog->nchunks, sizeof *e->pool);
   for (int c = 0; c < prog->nchunks; c++)
-    if (on_this_rank(e, c)) e->pool[c] = zeroed(e, (size_t)(prog->slots[c] * prog->chunks[c].slot_elems), sizeof(real));
+    if (on_this_rank(e, c))
+      e->pool[c] = device_alloc((size_t)(prog->slots[c] * prog->chunks[c].slot_elems) * sizeof(act_t), "activation slots");
   e->pending = zeroed(e, (size_t)prog->nchunks, sizeof *e->pending);
 }
 
@@ -60,7 +63,7 @@ void exec_create_forward(Exec *e, const Exec *train) {
 }
 
 void exec_free(Exec *e) {
-  for (int c = 0; c < e->prog->nchunks; c++) free(e->pool[c]);
+  for (int c = 0; c < e->prog->nchunks; c++) device_free(e->pool[c]);
   free(e->pool);
   free(e->pending);
   free(e->times);
@@ -70,7 +73,7 @@ void exec_free(Exec *e) {
 
 /* ---- slots ---------------------------------------------------------------------------------- */
 
-static real *slot(Exec *e, int chunk, int index) {
+static act_t *slot(Exec *e, int chunk, int index) {
   if (index < 0 || index >= e->prog->slots[chunk])
     comm_fail(e->run->comm, "the plan gives chunk %d slot %d of %d (a bug in plait)", chunk, index, e->prog->slots[chunk]);
   return e->pool[chunk] + (int64_t)index * e->prog->chunks[chunk].slot_elems;
@@ -80,10 +83,10 @@ static real *slot(Exec *e, int chunk, int index) {
 
 static void forward(Exec *e, const Action *a) {
   const ChunkSpec *c = &e->prog->chunks[a->chunk];
-  real *s = slot(e, a->chunk, a->slot);
+  act_t *s = slot(e, a->chunk, a->slot);
   if (a->neighbour >= 0) /* the previous chunk's output, on this rank */
-    memcpy(s + c->input_offset, slot(e, a->chunk - 1, a->neighbour) + e->prog->chunks[a->chunk - 1].output_offset,
-           (size_t)e->prog->io_elems * sizeof(real));
+    device_copy(s + c->input_offset, slot(e, a->chunk - 1, a->neighbour) + e->prog->chunks[a->chunk - 1].output_offset,
+                (size_t)e->prog->io_elems * sizeof(act_t));
   e->run->sample0 = (int64_t)e->run->dp_rank * (e->prog->gbs / e->prog->dp) + (int64_t)a->microbatch * e->prog->mbs;
   int64_t at = (int64_t)a->microbatch * e->microbatch_tokens;
   c->forward(e->run, s, e->tokens ? e->tokens + at : NULL, e->targets ? e->targets + at : NULL);
@@ -91,10 +94,10 @@ static void forward(Exec *e, const Action *a) {
 
 static void backward(Exec *e, const Action *a) {
   const ChunkSpec *c = &e->prog->chunks[a->chunk];
-  real *s = slot(e, a->chunk, a->slot);
+  act_t *s = slot(e, a->chunk, a->slot);
   if (a->neighbour >= 0) /* the next chunk's input gradient, on this rank */
-    memcpy(s + c->grad_out_offset, slot(e, a->chunk + 1, a->neighbour) + e->prog->chunks[a->chunk + 1].grad_in_offset,
-           (size_t)e->prog->io_elems * sizeof(real));
+    device_copy(s + c->grad_out_offset, slot(e, a->chunk + 1, a->neighbour) + e->prog->chunks[a->chunk + 1].grad_in_offset,
+                (size_t)e->prog->io_elems * sizeof(act_t));
   e->run->sample0 = (int64_t)e->run->dp_rank * (e->prog->gbs / e->prog->dp) + (int64_t)a->microbatch * e->prog->mbs;
   int64_t at = (int64_t)a->microbatch * e->microbatch_tokens;
   c->backward(e->run, s, e->tokens ? e->tokens + at : NULL, e->targets ? e->targets + at : NULL);
@@ -109,14 +112,14 @@ static int tag(const Exec *e, int boundary, int gradient, int microbatch) {
 
 static void post(Exec *e, const Action *a) {
   const ChunkSpec *c = &e->prog->chunks[a->chunk];
-  real *s = slot(e, a->chunk, a->slot);
+  act_t *s = slot(e, a->chunk, a->slot);
   int peer = comm_group_member(e->run->comm, GROUP_PP, a->peer);
   int64_t n = e->prog->io_elems;
   switch (a->kind) {
-  case ACT_SEND_F: comm_send(e->run->comm, peer, s + c->output_offset, n, tag(e, a->chunk, 0, a->microbatch)); break;
-  case ACT_RECV_F: comm_recv(e->run->comm, peer, s + c->input_offset, n, tag(e, a->chunk - 1, 0, a->microbatch)); break;
-  case ACT_SEND_B: comm_send(e->run->comm, peer, s + c->grad_in_offset, n, tag(e, a->chunk - 1, 1, a->microbatch)); break;
-  default: comm_recv(e->run->comm, peer, s + c->grad_out_offset, n, tag(e, a->chunk, 1, a->microbatch)); break;
+  case ACT_SEND_F: comm_send(e->run->comm, peer, s + c->output_offset, n, COMM_ACT, tag(e, a->chunk, 0, a->microbatch)); break;
+  case ACT_RECV_F: comm_recv(e->run->comm, peer, s + c->input_offset, n, COMM_ACT, tag(e, a->chunk - 1, 0, a->microbatch)); break;
+  case ACT_SEND_B: comm_send(e->run->comm, peer, s + c->grad_in_offset, n, COMM_ACT, tag(e, a->chunk - 1, 1, a->microbatch)); break;
+  default: comm_recv(e->run->comm, peer, s + c->grad_out_offset, n, COMM_ACT, tag(e, a->chunk, 1, a->microbatch)); break;
   }
 }
 

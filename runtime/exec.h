@@ -24,7 +24,7 @@ typedef struct {
   const Action *actions;
   int nactions;
   Action *owned;        /* a derived action list this Exec made (forward-only), else NULL */
-  real **pool;          /* per chunk of this rank: slots[c] slots of chunk.slot_elems (the plan says
+  act_t **pool;         /* per chunk of this rank: slots[c] slots of chunk.slot_elems (the plan says
                            which slot each action uses) */
   int microbatch_tokens;/* mbs·seq */
   const int32_t *tokens, *targets; /* this data-parallel rank's microbatches of the iteration */

@@ -1,6 +1,8 @@
 /* gradcheck.c: analytic gradients of one batch against central finite differences of the loss: along
  * random directions through every parameter at once, and element by element. Five-point stencils,
- * (-L(w+2h) + 8L(w+h) - 8L(w-h) + L(w-2h)) / 12h, whose error is O(h⁴). */
+ * (-L(w+2h) + 8L(w+h) - 8L(w-h) + L(w-2h)) / 12h, whose error is O(h⁴). It runs on the CPU in double
+ * precision (train.c refuses it elsewhere), where the weights compute reads are the master copies and
+ * live in host memory. */
 #include "gradcheck.h"
 
 #include <math.h>
@@ -10,7 +12,7 @@
 /* The loss of the batch loaded, through the forward actions alone (dropout masks as in training). */
 static double loss_now(Trainer *t) {
   t->run.loss = 0;
-  exec_iteration(&t->eval, t->tokens, t->targets);
+  exec_iteration(&t->eval, t->device_tokens, t->device_targets);
   return trainer_global_loss(t);
 }
 
@@ -18,7 +20,7 @@ static double loss_now(Trainer *t) {
 static void move(Trainer *t, const double *direction, double step) {
   int64_t at = 0;
   for (int s = 0; s < t->params.count; s++)
-    for (int64_t i = 0; i < t->params.slot[s].n; i++) t->params.slot[s].w[i] += (real)(step * direction[at++]);
+    for (int64_t i = 0; i < t->params.slot[s].n; i++) t->params.slot[s].master[i] += (real)(step * direction[at++]);
 }
 
 static double stencil(Trainer *t, const double *direction, double h) {
@@ -82,7 +84,7 @@ int gradcheck_run(Trainer *t, int64_t count) {
   t->run.step = 0;
   t->exec.step = NULL; /* gradients only: no update */
   t->run.loss = 0;
-  exec_iteration(&t->exec, t->tokens, t->targets);
+  exec_iteration(&t->exec, t->device_tokens, t->device_targets);
   double base = trainer_global_loss(t), along = directional(t, 3);
   double *numeric = calloc((size_t)count + 1, sizeof *numeric), *analytic = calloc((size_t)count + 1, sizeof *analytic);
   double largest = 0;
@@ -91,7 +93,7 @@ int gradcheck_run(Trainer *t, int64_t count) {
   for (int64_t n = 0; n < count; n++) {
     pick(t, n, &slots[n], &elements[n]);
     ParamSlot *p = &t->params.slot[slots[n]];
-    numeric[n] = element_derivative(t, &p->w[elements[n]], 1e-3);
+    numeric[n] = element_derivative(t, &p->master[elements[n]], 1e-3);
     analytic[n] = p->g[elements[n]];
     largest = fmax(largest, fabs(numeric[n]));
   }

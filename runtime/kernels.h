@@ -1,7 +1,9 @@
-/* kernels.h: the CPU kernels generated programs call (runtime/cpu/): GEMM, norms, attention, embedding,
- * cross entropy and the row sums of bias gradients. All tensors are row-major and contiguous. Outputs
- * are overwritten unless marked "+=": those accumulate (parameter gradients). OpenMP-parallel, and
- * deterministic: the same inputs give the same bits whatever the thread count. */
+/* kernels.h: the kernels generated programs call: GEMM, norms, attention, embedding, cross entropy and
+ * the row sums of bias gradients; runtime/cpu/ implements them for the CPU (OpenMP, OpenBLAS), the CUDA
+ * runtime for GPUs. All tensors are row-major and contiguous, in the backend's memory. Activations and
+ * the weights compute reads are act_t; statistics (means, reciprocal deviations, log-normalisers) and
+ * parameter gradients are real. Outputs are overwritten unless marked "+=": those accumulate
+ * (parameter gradients). Deterministic: the same inputs give the same bits whatever the thread count. */
 #ifndef PLAIT_KERNELS_H
 #define PLAIT_KERNELS_H
 
@@ -11,28 +13,35 @@
 
 /* C[M,N] = alpha·op(A)·op(B) + beta·C. op(A) is M×K: A is stored M×K, or K×M when trans_a.
  * op(B) is K×N: B is stored K×N, or N×K when trans_b. (OpenBLAS sgemm/dgemm.) */
-void k_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, real alpha, const real *A, const real *B,
-            real beta, real *C);
+void k_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, real alpha, const act_t *A, const act_t *B,
+            real beta, act_t *C);
+/* C[M,N] += op(A)·op(B) into a parameter gradient (a weight gradient: dW += dYᵀ·X). */
+void k_gemm_grad(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const act_t *A, const act_t *B, real *C);
+
+#if ACT_SEPARATE
+/* dst = src rounded to act_t: the weights compute reads, after the master copies changed. */
+void k_to_act(int64_t n, const real *src, act_t *dst);
+#endif
 
 /* This machine's GEMM rate in FLOP/s (2·M·N·K per product), measured on square products of size n. */
 double k_gemm_rate(int64_t n, int repeats);
 
 /* out[C] += sum over rows of x[rows, C] (bias gradients). */
-void k_sum_rows(int64_t rows, int64_t C, const real *x, real *out);
+void k_sum_rows(int64_t rows, int64_t C, const act_t *x, real *out);
 
 /* Layer norm over each row of width C: y = (x - mean)·rstd·w + b, rstd = 1/sqrt(var + eps)
  * (var the biased variance). Saves mean[rows] and rstd[rows] for the backward pass. */
-void k_layernorm_forward(int64_t rows, int64_t C, const real *x, const real *w, const real *b, real eps, real *y,
+void k_layernorm_forward(int64_t rows, int64_t C, const act_t *x, const act_t *w, const act_t *b, real eps, act_t *y,
                          real *mean, real *rstd);
 /* dx = rstd·(w·dy - mean_C(w·dy) - x̂·mean_C(w·dy·x̂)), x̂ = (x - mean)·rstd; dw += Σ_rows dy·x̂; db += Σ_rows dy. */
-void k_layernorm_backward(int64_t rows, int64_t C, const real *x, const real *w, const real *mean, const real *rstd,
-                          const real *dy, real *dx, real *dw, real *db);
+void k_layernorm_backward(int64_t rows, int64_t C, const act_t *x, const act_t *w, const real *mean, const real *rstd,
+                          const act_t *dy, act_t *dx, real *dw, real *db);
 
 /* RMS norm: y = x·rstd·w, rstd = 1/sqrt(mean_C(x²) + eps). Saves rstd[rows]. */
-void k_rmsnorm_forward(int64_t rows, int64_t C, const real *x, const real *w, real eps, real *y, real *rstd);
+void k_rmsnorm_forward(int64_t rows, int64_t C, const act_t *x, const act_t *w, real eps, act_t *y, real *rstd);
 /* dx = rstd·(w·dy - x̂·mean_C(w·dy·x̂)), x̂ = x·rstd; dw += Σ_rows dy·x̂. */
-void k_rmsnorm_backward(int64_t rows, int64_t C, const real *x, const real *w, const real *rstd, const real *dy,
-                        real *dx, real *dw);
+void k_rmsnorm_backward(int64_t rows, int64_t C, const act_t *x, const act_t *w, const real *rstd, const act_t *dy,
+                        act_t *dx, real *dw);
 
 /* Attention over B sequences of T positions. q: [B, T, Hq·D]; k, v: [B, T, Hkv·D] (head h of q reads
  * kv head h / (Hq/Hkv): grouped-query attention); out: [B, T, Hq·D]; lse: [B, Hq, T], the log of each
@@ -46,18 +55,18 @@ typedef struct {
   double rope_theta;
 } AttnShape;
 
-void k_attention_forward(const AttnShape *s, const real *q, const real *k, const real *v, real *out, real *lse);
+void k_attention_forward(const AttnShape *s, const act_t *q, const act_t *k, const act_t *v, act_t *out, real *lse);
 /* dq, dk, dv are overwritten. */
-void k_attention_backward(const AttnShape *s, const real *q, const real *k, const real *v, const real *out,
-                          const real *lse, const real *dout, real *dq, real *dk, real *dv);
+void k_attention_backward(const AttnShape *s, const act_t *q, const act_t *k, const act_t *v, const act_t *out,
+                          const real *lse, const act_t *dout, act_t *dq, act_t *dk, act_t *dv);
 
 /* Embedding over a shard of the table holding rows [row0, row0 + rows) of the whole vocabulary:
  * out[n, :] = table[ids[n] - row0, :] for ids in the shard, 0 for the others (summed over the shards
  * by an all-reduce). */
-void k_embedding_forward(int64_t N, int64_t C, const int32_t *ids, const real *table, int64_t row0, int64_t rows,
-                         real *out);
+void k_embedding_forward(int64_t N, int64_t C, const int32_t *ids, const act_t *table, int64_t row0, int64_t rows,
+                         act_t *out);
 /* dtable[ids[n] - row0, :] += dout[n, :] for ids in the shard; deterministic (no atomics). */
-void k_embedding_backward(int64_t N, int64_t C, const int32_t *ids, const real *dout, int64_t row0, int64_t rows,
+void k_embedding_backward(int64_t N, int64_t C, const int32_t *ids, const act_t *dout, int64_t row0, int64_t rows,
                           real *dtable);
 
 /* Softmax cross entropy over N rows of logits split by columns: this shard holds columns
@@ -68,14 +77,14 @@ void k_embedding_backward(int64_t N, int64_t C, const int32_t *ids, const real *
  *   2. sumexp[n] = Σ exp(z - max[n]) over valid local columns; target[n] = z[n, t_n] when this shard
  *      holds t_n, else 0                                                         -> all-reduce SUM of both
  *   3. lse[n] = max[n] + log(sumexp[n]); returns scale·Σ_n (lse[n] - target[n]) over rows not ignored. */
-void k_xent_max(int64_t N, int64_t cols, const real *logits, int64_t col0, int64_t vocab, real *max);
-void k_xent_sums(int64_t N, int64_t cols, const real *logits, int64_t col0, int64_t vocab, const int32_t *targets,
+void k_xent_max(int64_t N, int64_t cols, const act_t *logits, int64_t col0, int64_t vocab, real *max);
+void k_xent_sums(int64_t N, int64_t cols, const act_t *logits, int64_t col0, int64_t vocab, const int32_t *targets,
                  const real *max, real *sumexp, real *target);
 double k_xent_loss(int64_t N, const int32_t *targets, int64_t ignore, const real *max, const real *sumexp,
                    const real *target, real scale, real *lse);
 /* In place over the logits: dz = scale·(softmax(z) - onehot(t)) for valid columns, 0 for padding and
  * for ignored rows. No second copy of the logits. */
-void k_xent_backward(int64_t N, int64_t cols, real *logits, int64_t col0, int64_t vocab, const int32_t *targets,
+void k_xent_backward(int64_t N, int64_t cols, act_t *logits, int64_t col0, int64_t vocab, const int32_t *targets,
                      int64_t ignore, const real *lse, real scale);
 
 #endif

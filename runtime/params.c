@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device.h"
+#include "kernels.h"
+
 static int chunk_on_rank(const Program *prog, int chunk, int pp_rank) { return chunk % prog->pp == pp_rank; }
 
 /* The chunk holding layer l. */
@@ -76,26 +79,34 @@ static void choose(Params *ps, const Program *prog, int pp_rank, int tp_rank) {
 static void *zeroed(size_t count, size_t size) {
   void *p = calloc(count ? count : 1, size);
   if (!p) {
-    fprintf(stderr, "plait: out of memory allocating %zu bytes of parameters\n", count * size);
+    fprintf(stderr, "plait: out of memory allocating %zu bytes of parameter tables\n", count * size);
     exit(1);
   }
   return p;
 }
 
-/* Carves storage and fills the pointer tables stage code reads. */
+/* Carves backend storage and fills the pointer tables stage code reads. */
 static void place(Params *ps, const Program *prog) {
-  ps->storage = zeroed((size_t)ps->elems * 4, sizeof(real));
-  ps->model_w = zeroed((size_t)prog->nmodel_params + 1, sizeof(real *));
+  ps->storage = device_alloc((size_t)ps->elems * 4 * sizeof(real), "parameters, gradients and Adam state");
+#if ACT_SEPARATE
+  ps->compute = device_alloc((size_t)ps->elems * sizeof(act_t), "weights for compute");
+#endif
+  ps->model_w = zeroed((size_t)prog->nmodel_params + 1, sizeof(act_t *));
   ps->model_g = zeroed((size_t)prog->nmodel_params + 1, sizeof(real *));
-  ps->layer_w = zeroed((size_t)prog->layers, sizeof(real **));
+  ps->layer_w = zeroed((size_t)prog->layers, sizeof(act_t **));
   ps->layer_g = zeroed((size_t)prog->layers, sizeof(real **));
   int64_t at = 0;
   for (int i = 0; i < ps->count; i++) {
     ParamSlot *s = &ps->slot[i];
-    s->w = ps->storage + at;
+    s->master = ps->storage + at;
     s->g = ps->storage + ps->elems + at;
     s->m = ps->storage + 2 * ps->elems + at;
     s->v = ps->storage + 3 * ps->elems + at;
+#if ACT_SEPARATE
+    s->w = ps->compute + at;
+#else
+    s->w = s->master;
+#endif
     at += s->n;
     int index = (int)(s->spec - (s->layer < 0 ? prog->model_params : prog->block_params));
     if (s->layer < 0) {
@@ -103,22 +114,27 @@ static void place(Params *ps, const Program *prog) {
       continue;
     }
     if (!ps->layer_w[s->layer]) {
-      ps->layer_w[s->layer] = zeroed((size_t)prog->nblock_params, sizeof(real *));
+      ps->layer_w[s->layer] = zeroed((size_t)prog->nblock_params, sizeof(act_t *));
       ps->layer_g[s->layer] = zeroed((size_t)prog->nblock_params, sizeof(real *));
     }
     ps->layer_w[s->layer][index] = s->w, ps->layer_g[s->layer][index] = s->g;
   }
 }
 
+/* Each share drawn on the host at its global element indices, then moved to the backend's memory. */
 static void initialise(Params *ps, uint64_t seed) {
   for (int i = 0; i < ps->count; i++) {
     ParamSlot *s = &ps->slot[i];
+    real *host = zeroed((size_t)s->n, sizeof *host);
     switch (s->spec->init) {
-    case INIT_NORMAL_DIST: philox_fill_normal(s->w, &s->box, seed, philox_stream_of(s->name), s->spec->std); break;
-    case INIT_ZERO: philox_fill_const(s->w, &s->box, 0); break;
-    case INIT_ONE: philox_fill_const(s->w, &s->box, 1); break;
+    case INIT_NORMAL_DIST: philox_fill_normal(host, &s->box, seed, philox_stream_of(s->name), s->spec->std); break;
+    case INIT_ZERO: philox_fill_const(host, &s->box, 0); break;
+    case INIT_ONE: philox_fill_const(host, &s->box, 1); break;
     }
+    device_upload(s->master, host, (size_t)s->n * sizeof *host);
+    free(host);
   }
+  params_refresh(ps);
 }
 
 void params_create(Params *ps, const Program *prog, int pp_rank, int tp_rank, uint64_t seed) {
@@ -137,12 +153,21 @@ void params_free(Params *ps, const Program *prog) {
   free(ps->layer_g);
   free(ps->model_w);
   free(ps->model_g);
-  free(ps->storage);
+  device_free(ps->storage);
+  device_free(ps->compute);
   free(ps->slot);
   memset(ps, 0, sizeof *ps);
 }
 
-void params_zero_grads(Params *ps) { memset(ps->storage + ps->elems, 0, (size_t)ps->elems * sizeof(real)); }
+void params_zero_grads(Params *ps) { device_zero(ps->storage + ps->elems, (size_t)ps->elems * sizeof(real)); }
+
+void params_refresh(Params *ps) {
+#if ACT_SEPARATE
+  k_to_act(ps->elems, ps->storage, ps->compute);
+#else
+  (void)ps;
+#endif
+}
 
 void params_unpadded_shape(const ParamSlot *s, int64_t *shape) {
   for (int a = 0; a < s->spec->ndim; a++) shape[a] = s->spec->unpadded[a];

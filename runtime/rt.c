@@ -2,8 +2,9 @@
  * tensor-parallel collectives and slices, and dropout keys. */
 #include "rt.h"
 
-#include <stdlib.h>
 #include <string.h>
+
+#include "device.h"
 
 /* ---- dropout -------------------------------------------------------------------------------- */
 
@@ -41,50 +42,49 @@ EwKeys rt_ew_keys(const Run *r, int layer, int ndim, const int64_t *local, int s
 
 /* ---- vocab-parallel embedding and cross entropy --------------------------------------------- */
 
-void rt_embedding_forward(Run *r, int64_t N, int64_t C, const int32_t *ids, const real *table, int64_t rows,
-                          int split, real *out) {
+void rt_embedding_forward(Run *r, int64_t N, int64_t C, const int32_t *ids, const act_t *table, int64_t rows,
+                          int split, act_t *out) {
   k_embedding_forward(N, C, ids, table, split ? r->tp_rank * rows : 0, rows, out);
 }
 
-void rt_embedding_backward(Run *r, int64_t N, int64_t C, const int32_t *ids, const real *dout, int64_t rows,
+void rt_embedding_backward(Run *r, int64_t N, int64_t C, const int32_t *ids, const act_t *dout, int64_t rows,
                            int split, real *dtable) {
   k_embedding_backward(N, C, ids, dout, split ? r->tp_rank * rows : 0, rows, dtable);
 }
 
-void rt_xent_forward(Run *r, int64_t N, int64_t cols, const real *logits, const int32_t *targets, int64_t vocab,
+void rt_xent_forward(Run *r, int64_t N, int64_t cols, const act_t *logits, const int32_t *targets, int64_t vocab,
                      int64_t ignore, int split, real *lse) {
   int64_t col0 = split ? r->tp_rank * cols : 0;
-  real *max = malloc((size_t)N * 3 * sizeof *max), *sums = max + N, *target = max + 2 * N;
+  real *max = r->xent_stats, *sums = max + N, *target = max + 2 * N;
   k_xent_max(N, cols, logits, col0, vocab, max);
   if (split) comm_allreduce(r->comm, GROUP_TP, max, N, COMM_REAL, COMM_MAX);
   k_xent_sums(N, cols, logits, col0, vocab, targets, max, sums, target);
   if (split) comm_allreduce(r->comm, GROUP_TP, sums, 2 * N, COMM_REAL, COMM_SUM); /* sums and targets together */
   r->loss += k_xent_loss(N, targets, ignore, max, sums, target, r->loss_scale, lse);
-  free(max);
 }
 
-void rt_xent_backward(Run *r, int64_t N, int64_t cols, real *logits, const int32_t *targets, int64_t vocab,
+void rt_xent_backward(Run *r, int64_t N, int64_t cols, act_t *logits, const int32_t *targets, int64_t vocab,
                       int64_t ignore, int split, const real *lse) {
   k_xent_backward(N, cols, logits, split ? r->tp_rank * cols : 0, vocab, targets, ignore, lse, r->loss_scale);
 }
 
 /* ---- tensor-parallel collectives ------------------------------------------------------------ */
 
-void rt_allreduce(Run *r, const real *in, real *out, int64_t n) {
-  if (out != in) memcpy(out, in, (size_t)n * sizeof *out);
-  comm_allreduce(r->comm, GROUP_TP, out, n, COMM_REAL, COMM_SUM);
+void rt_allreduce(Run *r, const act_t *in, act_t *out, int64_t n) {
+  if (out != in) device_copy(out, in, (size_t)n * sizeof *out);
+  comm_allreduce(r->comm, GROUP_TP, out, n, COMM_ACT, COMM_SUM);
 }
 
-void rt_allgather(Run *r, const real *in, real *out, int64_t outer, int64_t inner) {
-  comm_allgather(r->comm, GROUP_TP, in, out, outer, inner);
+void rt_allgather(Run *r, const act_t *in, act_t *out, int64_t outer, int64_t inner) {
+  comm_allgather(r->comm, GROUP_TP, in, out, outer, inner, COMM_ACT);
 }
 
-void rt_reducescatter(Run *r, const real *in, real *out, int64_t outer, int64_t inner) {
-  comm_reducescatter(r->comm, GROUP_TP, in, out, outer, inner);
+void rt_reducescatter(Run *r, const act_t *in, act_t *out, int64_t outer, int64_t inner) {
+  comm_reducescatter(r->comm, GROUP_TP, in, out, outer, inner, COMM_ACT);
 }
 
-void rt_slice(Run *r, const real *in, real *out, int64_t outer, int64_t inner) {
+void rt_slice(Run *r, const act_t *in, act_t *out, int64_t outer, int64_t inner) {
   int64_t whole = inner * r->tp;
   for (int64_t o = 0; o < outer; o++)
-    memcpy(out + o * inner, in + o * whole + r->tp_rank * inner, (size_t)inner * sizeof *out);
+    device_copy(out + o * inner, in + o * whole + r->tp_rank * inner, (size_t)inner * sizeof *out);
 }

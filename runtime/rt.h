@@ -16,11 +16,14 @@ struct Run {
   const Program *program;
   Comm *comm;
   int tp, tp_rank, dp, dp_rank, pp, pp_rank;
-  real **model_w, **model_g;   /* by model parameter index; NULL where this rank holds none */
-  real ***layer_w, ***layer_g; /* [layer][block parameter index]; NULL for layers of other ranks */
-  real *scratch;               /* per-rank scratch region (program->scratch_elems) */
-  real *recompute;             /* per-rank region a chunk's forward is re-run into */
-  real *grad_a, *grad_b;       /* the gradient passed between layers in a chunk's backward */
+  act_t **model_w;             /* weights as compute reads them, by model parameter index (NULL: not held) */
+  real **model_g;              /* their gradients */
+  act_t ***layer_w;            /* [layer][block parameter index]; NULL for layers of other ranks */
+  real ***layer_g;
+  act_t *scratch;              /* per-rank scratch region (program->scratch_elems) */
+  act_t *recompute;            /* per-rank region a chunk's forward is re-run into */
+  act_t *grad_a, *grad_b;      /* the gradient passed between layers in a chunk's backward */
+  real *xent_stats;            /* 3·mbs·seq: max, sums and target logits of the cross entropy */
   uint64_t seed;
   int64_t step;                /* iteration, a key of dropout masks */
   int64_t sample0;             /* global index of the current microbatch's first sequence */
@@ -77,32 +80,32 @@ static inline real rt_dropout(real v, double p, const EwKeys *k, int which, int6
 
 /* Embedding with a table split by rows over TP (split) or whole: this rank's rows start at
  * tp_rank·rows when split. */
-void rt_embedding_forward(Run *r, int64_t N, int64_t C, const int32_t *ids, const real *table, int64_t rows,
-                          int split, real *out);
-void rt_embedding_backward(Run *r, int64_t N, int64_t C, const int32_t *ids, const real *dout, int64_t rows,
+void rt_embedding_forward(Run *r, int64_t N, int64_t C, const int32_t *ids, const act_t *table, int64_t rows,
+                          int split, act_t *out);
+void rt_embedding_backward(Run *r, int64_t N, int64_t C, const int32_t *ids, const act_t *dout, int64_t rows,
                            int split, real *dtable);
 
 /* Softmax cross entropy of N rows of `cols` logits (this rank's vocabulary share when split), with the
  * max, target logit and sum of exponentials all-reduced over TP when split. Adds the scaled loss of the
  * rows to r->loss and keeps each row's log-normaliser in lse. */
-void rt_xent_forward(Run *r, int64_t N, int64_t cols, const real *logits, const int32_t *targets, int64_t vocab,
+void rt_xent_forward(Run *r, int64_t N, int64_t cols, const act_t *logits, const int32_t *targets, int64_t vocab,
                      int64_t ignore, int split, real *lse);
 /* dlogits = loss_scale·(softmax − onehot), written over the logits. */
-void rt_xent_backward(Run *r, int64_t N, int64_t cols, real *logits, const int32_t *targets, int64_t vocab,
+void rt_xent_backward(Run *r, int64_t N, int64_t cols, act_t *logits, const int32_t *targets, int64_t vocab,
                       int64_t ignore, int split, const real *lse);
 
 /* ---- tensor-parallel collectives (GROUP_TP) ------------------------------------------------- */
 
 /* out = the sum over TP ranks of in (out may be in). */
-void rt_allreduce(Run *r, const real *in, real *out, int64_t n);
+void rt_allreduce(Run *r, const act_t *in, act_t *out, int64_t n);
 /* Gather / scatter along an axis: outer = product of the dims before it, inner = this rank's extent of
  * the axis times the product of the dims after it. */
-void rt_allgather(Run *r, const real *in, real *out, int64_t outer, int64_t inner);
-void rt_reducescatter(Run *r, const real *in, real *out, int64_t outer, int64_t inner);
+void rt_allgather(Run *r, const act_t *in, act_t *out, int64_t outer, int64_t inner);
+void rt_reducescatter(Run *r, const act_t *in, act_t *out, int64_t outer, int64_t inner);
 /* This rank's block of a replicated tensor: out[o][i] = in[o][tp_rank·inner + i]. */
-void rt_slice(Run *r, const real *in, real *out, int64_t outer, int64_t inner);
+void rt_slice(Run *r, const act_t *in, act_t *out, int64_t outer, int64_t inner);
 
-/* ---- elementwise helpers the fused kernels use ------------------------------------------------ */
+/* ---- elementwise helpers the fused kernels use (the CPU's; the CUDA runtime's NVRTC prelude has its own) */
 
 static inline real rt_gelu(real x) {
   const double c = 0.7978845608028654; /* sqrt(2/pi) */

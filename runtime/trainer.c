@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "checkpoint.h"
+#include "device.h"
 #include "gradcheck.h"
 #include "log.h"
 #include "sample.h"
@@ -33,6 +34,8 @@ static void open_data(Trainer *t) {
   int64_t share = (int64_t)p->gbs / p->dp * p->seq;
   t->tokens = calloc((size_t)share, sizeof *t->tokens);
   t->targets = calloc((size_t)share, sizeof *t->targets);
+  t->device_tokens = device_alloc((size_t)share * sizeof *t->tokens, "token ids");
+  t->device_targets = device_alloc((size_t)share * sizeof *t->targets, "targets");
 }
 
 /* Next-token targets count every token; masked-LM targets count the masked positions of the whole
@@ -62,6 +65,9 @@ void trainer_load_batch(Trainer *t, int64_t step, int val) {
   if (p->masked_lm) data_mlm_batch(f, t->seed + (val ? 1 : 0), step, &slice, (int32_t)(p->vocab - 1), t->tokens, t->targets);
   else if (val) data_val_batch(f, step, &slice, t->tokens, t->targets);
   else data_train_batch(f, t->seed, step, &slice, t->tokens, t->targets);
+  size_t bytes = (size_t)(per_rank * p->seq) * sizeof *t->tokens;
+  device_upload(t->device_tokens, t->tokens, bytes);
+  device_upload(t->device_targets, t->targets, bytes);
 }
 
 /* ---- the optimizer step --------------------------------------------------------------------- */
@@ -87,8 +93,9 @@ static void optimizer_step(void *arg) {
   t->lr = optim_lr(&t->schedule, t->step);
   for (int i = 0; i < t->params.count; i++) {
     ParamSlot *s = &t->params.slot[i];
-    optim_adamw_step(&t->adamw, t->step + 1, t->lr, s->spec->decay, coef, s->n, s->w, s->g, s->m, s->v);
+    optim_adamw_step(&t->adamw, t->step + 1, t->lr, s->spec->decay, coef, s->n, s->master, s->g, s->m, s->v);
   }
+  params_refresh(&t->params);
 }
 
 /* ---- loss ----------------------------------------------------------------------------------- */
@@ -107,7 +114,7 @@ static double validation_loss(Trainer *t) {
     trainer_load_batch(t, b, 1);
     t->run.loss = 0;
     t->run.training = 0;
-    exec_iteration(&t->eval, t->tokens, t->targets);
+    exec_iteration(&t->eval, t->device_tokens, t->device_targets);
     t->run.training = 1;
     total += trainer_global_loss(t);
   }
@@ -125,11 +132,11 @@ static void setup_run(Trainer *t) {
   r->comm = t->comm;
   r->tp = p->tp, r->tp_rank = ri->tp_rank, r->dp = p->dp, r->dp_rank = ri->dp_rank, r->pp = p->pp, r->pp_rank = ri->pp_rank;
   r->training = 1;
-  r->scratch = calloc((size_t)p->scratch_elems + 1, sizeof(real));
-  r->recompute = calloc((size_t)p->recompute_elems + 1, sizeof(real));
-  r->grad_a = calloc((size_t)p->io_elems + 1, sizeof(real));
-  r->grad_b = calloc((size_t)p->io_elems + 1, sizeof(real));
-  if (!r->scratch || !r->recompute || !r->grad_a || !r->grad_b) comm_fail(t->comm, "out of memory for activations");
+  r->scratch = device_alloc((size_t)p->scratch_elems * sizeof(act_t), "scratch activations");
+  r->recompute = device_alloc((size_t)p->recompute_elems * sizeof(act_t), "recomputed activations");
+  r->grad_a = device_alloc((size_t)p->io_elems * sizeof(act_t), "gradients between layers");
+  r->grad_b = device_alloc((size_t)p->io_elems * sizeof(act_t), "gradients between layers");
+  r->xent_stats = device_alloc((size_t)3 * p->mbs * p->seq * sizeof(real), "cross-entropy statistics");
   params_create(&t->params, p, ri->pp_rank, ri->tp_rank, t->seed);
   r->model_w = t->params.model_w, r->model_g = t->params.model_g;
   r->layer_w = t->params.layer_w, r->layer_g = t->params.layer_g;
@@ -161,12 +168,15 @@ static void teardown(Trainer *t) {
   exec_free(&t->eval);
   exec_free(&t->exec);
   params_free(&t->params, t->prog);
-  free(t->run.scratch);
-  free(t->run.recompute);
-  free(t->run.grad_a);
-  free(t->run.grad_b);
+  device_free(t->run.scratch);
+  device_free(t->run.recompute);
+  device_free(t->run.grad_a);
+  device_free(t->run.grad_b);
+  device_free(t->run.xent_stats);
   free(t->tokens);
   free(t->targets);
+  device_free(t->device_tokens);
+  device_free(t->device_targets);
   if (t->has_data) data_close(&t->train_file);
   if (t->has_data && t->args->val_data) data_close(&t->val_file);
 }
@@ -179,7 +189,7 @@ static void train_step(Trainer *t) {
   t->run.step = t->step;
   t->run.loss = 0;
   double start = now();
-  exec_iteration(&t->exec, t->tokens, t->targets);
+  exec_iteration(&t->exec, t->device_tokens, t->device_targets);
   double loss = trainer_global_loss(t), seconds = now() - start;
   if (!isfinite(loss))
     comm_fail(t->comm, "step %lld: the loss is %g; stopping (the last checkpoint stays as it was; try a lower --lr)",

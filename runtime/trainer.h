@@ -31,7 +31,8 @@ typedef struct {
   Exec eval;            /* its forward actions alone: validation and finite differences */
   TokenFile train_file, val_file;
   int has_data;         /* this rank runs chunk 0 or the last chunk, so it reads tokens */
-  int32_t *tokens, *targets; /* this DP rank's share of the global batch */
+  int32_t *tokens, *targets; /* this DP rank's share of the global batch, read on the host */
+  int32_t *device_tokens, *device_targets; /* the same in the backend's memory, where kernels read them */
   AdamW adamw;
   LrSchedule schedule;
   int64_t step;         /* the next step to run (a loaded checkpoint's step) */

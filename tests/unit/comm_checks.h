@@ -190,7 +190,7 @@ static void check_allgather(Comm *c, Findings *f) {
       real *in = malloc(sizeof(real) * (size_t)(outer * inner)), *out = malloc(sizeof(real) * (size_t)(outer * size * inner));
       group_members(c, g, members);
       for (int64_t j = 0; j < outer * inner; j++) in[j] = (real)sample(comm_info(c)->rank, j, 100 + s);
-      comm_allgather(c, g, in, out, outer, inner);
+      comm_allgather(c, g, in, out, outer, inner, COMM_REAL);
       for (int64_t o = 0; o < outer; o++)
         for (int k = 0; k < size; k++)
           for (int64_t i = 0; i < inner; i++)
@@ -212,7 +212,7 @@ static void check_reducescatter(Comm *c, Findings *f) {
       real *in = malloc(sizeof(real) * (size_t)(outer * size * inner)), *out = malloc(sizeof(real) * (size_t)(outer * inner));
       group_members(c, g, members);
       for (int64_t j = 0; j < outer * size * inner; j++) in[j] = (real)sample(comm_info(c)->rank, j, 200 + s);
-      comm_reducescatter(c, g, in, out, outer, inner);
+      comm_reducescatter(c, g, in, out, outer, inner, COMM_REAL);
       for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < inner; i++) {
           real want;
@@ -236,8 +236,8 @@ static void check_adjoint(Comm *c, Findings *f) {
       real *y = malloc(sizeof(real) * (size_t)(local * size)), *gx = malloc(sizeof(real) * (size_t)(local * size));
       for (int64_t j = 0; j < local; j++) x[j] = (real)sample(rank, j, 300 + s);
       for (int64_t j = 0; j < local * size; j++) y[j] = (real)sample(rank, j, 400 + s);
-      comm_allgather(c, g, x, gx, outer, inner);
-      comm_reducescatter(c, g, y, rx, outer, inner);
+      comm_allgather(c, g, x, gx, outer, inner, COMM_REAL);
+      comm_reducescatter(c, g, y, rx, outer, inner, COMM_REAL);
       double dots[2] = {0, 0}; /* <allgather(x), y>, <x, reducescatter(y)> */
       for (int64_t j = 0; j < local * size; j++) dots[0] += (double)gx[j] * (double)y[j];
       for (int64_t j = 0; j < local; j++) dots[1] += (double)x[j] * (double)rx[j];
@@ -283,10 +283,10 @@ static void check_p2p_ring(Comm *c, Findings *f, GroupKind g) {
       out_prev[i] = (real)sample(rank, i, 600 + round);
     }
     comm_p2p_start(c);
-    comm_send(c, next, out_next, N, 1);
-    comm_send(c, prev, out_prev, N, 2);
-    comm_recv(c, prev, from_prev, N, 1);
-    comm_recv(c, next, from_next, N, 2);
+    comm_send(c, next, out_next, N, COMM_REAL, 1);
+    comm_send(c, prev, out_prev, N, COMM_REAL, 2);
+    comm_recv(c, prev, from_prev, N, COMM_REAL, 1);
+    comm_recv(c, next, from_next, N, COMM_REAL, 2);
     comm_p2p_end(c);
     int bad = 0;
     for (int i = 0; i < N; i++)
@@ -313,8 +313,8 @@ static void check_p2p_pairs(Comm *c, Findings *f) {
     out[m] = malloc(sizeof(real) * (size_t)(n[m] + 1));
     in[m] = malloc(sizeof(real) * (size_t)(n[m] + 1));
     for (int64_t i = 0; i < n[m]; i++) out[m][i] = (real)sample(rank, i, 700 + m);
-    comm_send(c, peer, out[m], n[m], 1000 + m);
-    comm_recv(c, peer, in[m], n[m], 1000 + m);
+    comm_send(c, peer, out[m], n[m], COMM_REAL, 1000 + m);
+    comm_recv(c, peer, in[m], n[m], COMM_REAL, 1000 + m);
   }
   comm_p2p_end(c);
   for (int m = 0; m < MESSAGES; m++) {

@@ -60,8 +60,8 @@ static int worker_times_out(Comm *c, void *arg) {
 static void exchange(Comm *c, int64_t sent, int sent_tag, int64_t wanted, int wanted_tag) {
   real x[16] = {0};
   comm_p2p_start(c);
-  if (comm_info(c)->rank == 0) comm_send(c, 1, x, sent, sent_tag);
-  else comm_recv(c, 0, x, wanted, wanted_tag);
+  if (comm_info(c)->rank == 0) comm_send(c, 1, x, sent, COMM_REAL, sent_tag);
+  else comm_recv(c, 0, x, wanted, COMM_REAL, wanted_tag);
   comm_p2p_end(c);
 }
 
@@ -84,7 +84,7 @@ static int never_sent(Comm *c, void *arg) {
   (void)arg;
   if (comm_info(c)->rank == 0) sleep(60);
   comm_p2p_start(c);
-  comm_recv(c, 0, x, 8, 1);
+  comm_recv(c, 0, x, 8, COMM_REAL, 1);
   comm_p2p_end(c);
   return 0;
 }
@@ -94,7 +94,7 @@ static int sender_returns(Comm *c, void *arg) {
   (void)arg;
   if (comm_info(c)->rank == 0) return 0;
   comm_p2p_start(c);
-  comm_recv(c, 0, x, 8, 1);
+  comm_recv(c, 0, x, 8, COMM_REAL, 1);
   comm_p2p_end(c);
   return 0;
 }
@@ -103,7 +103,7 @@ static int never_received(Comm *c, void *arg) {
   real x[4] = {0};
   (void)arg;
   comm_p2p_start(c);
-  if (comm_info(c)->rank == 0) comm_send(c, 1, x, 4, 3);
+  if (comm_info(c)->rank == 0) comm_send(c, 1, x, 4, COMM_REAL, 3);
   comm_p2p_end(c);
   return 0;
 }
@@ -119,7 +119,7 @@ static int collectives_differ(Comm *c, void *arg) {
   real x[4] = {0}, y[8];
   (void)arg;
   if (comm_info(c)->rank == 0) comm_allreduce(c, GROUP_WORLD, x, 4, COMM_F64, COMM_SUM);
-  else comm_allgather(c, GROUP_WORLD, x, y, 1, 4);
+  else comm_allgather(c, GROUP_WORLD, x, y, 1, 4, COMM_REAL);
   return 0;
 }
 
@@ -133,7 +133,7 @@ static int request_not_waited(Comm *c, void *arg) {
 static int send_outside_group(Comm *c, void *arg) {
   real x[4] = {0};
   (void)arg;
-  comm_send(c, 0, x, 4, 1);
+  comm_send(c, 0, x, 4, COMM_REAL, 1);
   return 0;
 }
 

@@ -85,8 +85,8 @@ static int play_tag(Comm *c, void *arg) {
   (void)arg;
   if (comm_info(c)->rank < 2) {
     comm_p2p_start(c);
-    if (comm_info(c)->rank == 0) comm_send(c, 1, x, 8, 5);
-    else comm_recv(c, 0, x, 8, 6);
+    if (comm_info(c)->rank == 0) comm_send(c, 1, x, 8, COMM_REAL, 5);
+    else comm_recv(c, 0, x, 8, COMM_REAL, 6);
     comm_p2p_end(c);
   }
   all_reduce_world(c);

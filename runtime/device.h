@@ -1,0 +1,23 @@
+/* device.h: the memory the backend computes in: the host's for the CPU runtime, the GPU's for the CUDA
+ * runtime. The common runtime (parameters, the plan's walk, checkpoints, sampling) moves data through
+ * these calls only, so that both backends share it. */
+#ifndef PLAIT_DEVICE_H
+#define PLAIT_DEVICE_H
+
+#include <stddef.h>
+
+/* Picks the device of this rank (the GPU of its local rank); ends the job with one line when there is
+ * none. */
+void device_init(int local_rank);
+/* What computes: "CPU", or the GPU's name. */
+const char *device_name(void);
+
+/* Zeroed memory; ends the job with one line naming `what` and the bytes when there is not enough. */
+void *device_alloc(size_t bytes, const char *what);
+void device_free(void *p);
+void device_copy(void *dst, const void *src, size_t bytes);
+void device_zero(void *p, size_t bytes);
+void device_upload(void *dst, const void *host, size_t bytes);
+void device_download(void *host, const void *src, size_t bytes);
+
+#endif
