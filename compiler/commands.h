@@ -3,5 +3,6 @@
 #define PLAIT_COMMANDS_H
 
 int cmd_plan(int argc, char **argv);
+int cmd_check(int argc, char **argv);
 
 #endif

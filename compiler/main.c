@@ -15,6 +15,9 @@ static const Command commands[] = {
      "plait plan MODEL.lua [--tp N --pp N --vpp N --dp N --mbs N --gbs N --schedule NAME|FILE\n"
      "           --recompute none|full --sequence-parallel --partition balanced|uniform --set key=value ...]\n"
      "           [--format text|json|dot|trace|svg] [--machine NAME] [--unit-costs] [--print PASS] [-o FILE]"},
+    {"check", cmd_check,
+     "plait check FILE.txt|FILE.csv|gpipe|1f1b|interleaved [--pp N --vpp N --dp N --mbs N --gbs N] [--unit-costs]\n"
+     "           [--format report|text|csv|trace|svg] [-o FILE]"},
 };
 
 static int usage(FILE *f) {
