@@ -15,12 +15,13 @@ typedef struct {
   void (*write)(const Plan *p, FILE *f);
 } Format;
 
-static const Format formats[] = {{"text", plan_write_text}, {"json", plan_write_json}, {"dot", plan_write_dot}};
+static const Format formats[] = {{"text", plan_write_text}, {"json", plan_write_json}, {"dot", plan_write_dot},
+                                 {"trace", plan_write_trace}, {"svg", plan_write_svg}};
 
 static const Format *find_format(const char *name, Diag *d) {
   for (unsigned i = 0; i < sizeof formats / sizeof *formats; i++)
     if (strcmp(formats[i].name, name) == 0) return &formats[i];
-  diag(d, "--format %s: unknown format (text, json, dot)", name);
+  diag(d, "--format %s: unknown format (text, json, dot, trace, svg)", name);
   return NULL;
 }
 

@@ -11,6 +11,8 @@
 
 static Builder *builder(lua_State *L) { return lua_touserdata(L, lua_upvalueindex(1)); }
 
+/* The innermost frame outside lib/plait; where the model file hands a library function to plait
+ * directly (embed = nn.embedding), there is none and the model file itself is named. */
 void core_user_where(lua_State *L, char *buf, int len) {
   lua_Debug ar;
   for (int level = 0; lua_getstack(L, level, &ar); level++) {
@@ -20,7 +22,9 @@ void core_user_where(lua_State *L, char *buf, int len) {
       return;
     }
   }
-  snprintf(buf, len, "?");
+  lua_getfield(L, LUA_REGISTRYINDEX, CORE_MODEL_FILE);
+  snprintf(buf, len, "%s", lua_isstring(L, -1) ? lua_tostring(L, -1) : "?");
+  lua_pop(L, 1);
 }
 
 /* Raises a Lua error "file:line: message" at the model file's line. */
@@ -292,7 +296,8 @@ static int l_xent(lua_State *L) {
   int64_t width = b->model->dims[z->dims[z->ndim - 1]].unpadded;
   n.a.xent.vocab = luaL_checkinteger(L, 3);
   if (n.a.xent.vocab <= 0) n.a.xent.vocab = width;
-  n.a.xent.ignore_index = luaL_checkinteger(L, 4);
+  n.a.xent.ignore_index = lua_isnoneornil(L, 4) ? XENT_NO_IGNORE : luaL_checkinteger(L, 4);
+  if (n.a.xent.ignore_index != XENT_NO_IGNORE) b->model->masked_lm = 1;
   if (n.a.xent.vocab > width)
     return fail(L, "cross entropy: vocab %lld is wider than the logits (%lld)", (long long)n.a.xent.vocab, (long long)width);
   return add_node(L, b, &n);

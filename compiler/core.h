@@ -29,6 +29,9 @@ typedef struct {
 /* Makes require("plait.core") return the builder's functions. */
 void core_register(lua_State *L, Builder *b);
 
+/* The registry key of the model file's name. */
+#define CORE_MODEL_FILE "plait.model_file"
+
 /* "file:line" of the innermost Lua frame outside lib/plait. */
 void core_user_where(lua_State *L, char *buf, int len);
 

@@ -17,10 +17,10 @@ static void param_enum(const Model *m, ParamScope scope, FILE *f) {
     if (m->params[p].scope != scope) continue;
     char constant[96];
     emit_param_constant(m, p, constant, sizeof constant);
-    fprintf(f, "%s%s%s", n ? ", " : " ", n % 4 == 3 ? "\n      " : "", constant);
+    fprintf(f, "%s%s", n == 0 ? "\n  " : n % 4 == 0 ? ",\n  " : ", ", constant);
     n++;
   }
-  fprintf(f, " };\n");
+  fprintf(f, "\n};\n");
 }
 
 /* Which stages read a model-scope parameter. */

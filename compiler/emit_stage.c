@@ -48,34 +48,47 @@ static void param_name(const StageWriter *w, const Tensor *x, char *buf, int len
   snprintf(buf, len, "%s[%s]", layer ? (grad ? "g" : "w") : (grad ? "r->model_g" : "r->model_w"), constant);
 }
 
+/* Names the stage functions' parameters and locals take; a tensor's own name yields to them. */
+static const char *const reserved[] = {"r", "layer", "x", "dy", "dx", "saved", "tmp", "w", "g", "tokens", "targets",
+                                       "shape", "sites", "keys", NULL};
+
+static int taken(const StageWriter *w, int upto, const char *name) {
+  for (int i = 0; reserved[i]; i++)
+    if (strcmp(reserved[i], name) == 0) return 1;
+  for (int u = 0; u < upto; u++)
+    if (strcmp(w->name[u], name) == 0) return 1;
+  return 0;
+}
+
+/* Buffers that arrive as parameters are spelled as the parameters; the others by their tensor's name,
+ * with its number appended where that name is taken (gradients summed from several parts). */
 static void name_tensors(StageWriter *w) {
   const Graph *g = w->g;
   for (int t = 0; t < g->ntensors; t++) {
     const Tensor *x = &g->tensors[t];
-    switch (w->mem->region[t]) {
-    case REGION_PARAM: case REGION_PARAM_GRAD: param_name(w, x, w->name[t], NAME_CHARS); break;
-    case REGION_GRAD_OUT: snprintf(w->name[t], NAME_CHARS, "dy"); break;
-    case REGION_GRAD_IN: snprintf(w->name[t], NAME_CHARS, "dx"); break;
-    default: variable_name(x, t, w->name[t], NAME_CHARS); break;
+    Region region = w->mem->region[t];
+    if (region == REGION_PARAM || region == REGION_PARAM_GRAD) param_name(w, x, w->name[t], NAME_CHARS);
+    else if (region == REGION_GRAD_OUT) snprintf(w->name[t], NAME_CHARS, "dy");
+    else if (region == REGION_GRAD_IN) snprintf(w->name[t], NAME_CHARS, "dx");
+    else if (region == REGION_INPUT || region == REGION_DATA) snprintf(w->name[t], NAME_CHARS, "%s", x->name);
+    else {
+      char name[NAME_CHARS];
+      variable_name(x, t, name, NAME_CHARS);
+      if (taken(w, t, name)) snprintf(w->name[t], NAME_CHARS, "%.100s_%d", name, t);
+      else memcpy(w->name[t], name, NAME_CHARS);
     }
   }
-  /* the same name twice (gradients summed from several parts) gets the tensor's number */
-  for (int t = 0; t < g->ntensors; t++)
-    for (int u = 0; u < t; u++)
-      if (strcmp(w->name[t], w->name[u]) == 0 && w->mem->region[t] != REGION_PARAM && w->mem->region[t] != REGION_PARAM_GRAD) {
-        char unique[NAME_CHARS];
-        snprintf(unique, sizeof unique, "%.100s_%d", w->name[t], t);
-        memcpy(w->name[t], unique, sizeof unique);
-        break;
-      }
 }
 
 /* ---- declarations --------------------------------------------------------------------------- */
 
+/* Is t read or written by nodes first..last? An input a node overwrites in place is read through the
+ * node's output. */
 static int used_in(const Graph *g, int t, int first, int last) {
   for (int i = first; i < last; i++) {
     const Node *n = &g->nodes[i];
-    for (int k = 0; k < n->nin; k++) if (n->in[k] == t) return 1;
+    for (int k = 0; k < n->nin; k++)
+      if (n->in[k] == t && k != n->inplace) return 1;
     for (int k = 0; k < n->nout; k++) if (n->out[k] == t) return 1;
   }
   return 0;
@@ -214,10 +227,12 @@ static void embedding(const StageWriter *w, const Node *n, int backward) {
 
 static void xent(const StageWriter *w, const Node *n, int backward) {
   const Tensor *z = tensor(w, n->in[0]);
-  fprintf(w->f, "  rt_xent_%s(r, %lld, %lld, %s, %s, %lld, %lld, %d, %s);", backward ? "backward" : "forward",
+  char ignore[32];
+  if (n->a.xent.ignore_index == XENT_NO_IGNORE) snprintf(ignore, sizeof ignore, "XENT_NO_IGNORE");
+  else snprintf(ignore, sizeof ignore, "%lld", (long long)n->a.xent.ignore_index);
+  fprintf(w->f, "  rt_xent_%s(r, %lld, %lld, %s, %s, %lld, %s, %d, %s);", backward ? "backward" : "forward",
           (long long)local(w, n->in[1]), (long long)last_dim(w, n->in[0]), backward ? out(w, n, 0) : in(w, n, 0),
-          in(w, n, 1), (long long)n->a.xent.vocab, (long long)n->a.xent.ignore_index, is_split(z, z->ndim - 1),
-          backward ? in(w, n, 2) : out(w, n, 1));
+          in(w, n, 1), (long long)n->a.xent.vocab, ignore, is_split(z, z->ndim - 1), backward ? in(w, n, 2) : out(w, n, 1));
 }
 
 /* outer: the dims before the axis; inner: the axis (as `shaped` holds it) times the dims after. */
@@ -287,6 +302,29 @@ static int uses_layer_params(const StageWriter *w, int first, int last, TensorKi
   return 0;
 }
 
+static int region_used(const StageWriter *w, Region region, int first, int last) {
+  for (int t = 0; t < w->g->ntensors; t++)
+    if (w->mem->region[t] == region && used_in(w->g, t, first, last)) return 1;
+  return 0;
+}
+
+/* (void)name; for the parameters of the signature this pass does not read or write. */
+static void unused_parameters(const StageWriter *w, int backward, int first, int last) {
+  const struct { Region region; const char *name; int present; } params[] = {
+      {REGION_INPUT, "x", w->stage != STAGE_EMBED},
+      {REGION_SAVED, "saved", 1},
+      {REGION_SCRATCH, "tmp", 1},
+      {REGION_GRAD_OUT, "dy", backward && w->stage != STAGE_HEAD},
+      {REGION_GRAD_IN, "dx", backward && w->stage != STAGE_EMBED},
+  };
+  for (unsigned i = 0; i < sizeof params / sizeof *params; i++)
+    if (params[i].present && !region_used(w, params[i].region, first, last) &&
+        !(params[i].region == REGION_GRAD_IN && w->g->grad_input == w->g->grad_output))
+      fprintf(w->f, "  (void)%s;\n", params[i].name);
+  if (w->stage != STAGE_BLOCK && !region_used(w, REGION_DATA, first, last))
+    fprintf(w->f, "  (void)%s;\n", data_name(w, w->stage == STAGE_EMBED ? 0 : 1));
+}
+
 static void function(StageWriter *w, int backward) {
   const Graph *g = w->g;
   int first = backward ? g->nforward : 0, last = backward ? g->nnodes : g->nforward;
@@ -294,10 +332,13 @@ static void function(StageWriter *w, int backward) {
           stage_names[w->stage], backward ? "backward" : "forward", last - first, (long long)w->mem->saved);
   signature(w, backward);
   fprintf(w->f, " {\n");
-  if (w->stage != STAGE_BLOCK) fprintf(w->f, "  const int layer = -1;\n");
-  if (!uses_dropout(g, first, last)) fprintf(w->f, "  (void)layer;\n");
-  if (uses_layer_params(w, first, last, T_PARAM)) fprintf(w->f, "  act_t *const *w = r->layer_w[layer];\n");
-  if (uses_layer_params(w, first, last, T_PARAM_GRAD)) fprintf(w->f, "  real *const *g = r->layer_g[layer];\n");
+  int dropout = uses_dropout(g, first, last), weights = uses_layer_params(w, first, last, T_PARAM);
+  int gradients = uses_layer_params(w, first, last, T_PARAM_GRAD);
+  if (w->stage != STAGE_BLOCK && dropout) fprintf(w->f, "  const int layer = -1; /* outside the blocks */\n");
+  if (w->stage == STAGE_BLOCK && !dropout && !weights && !gradients) fprintf(w->f, "  (void)layer;\n");
+  unused_parameters(w, backward, first, last);
+  if (weights) fprintf(w->f, "  act_t *const *w = r->layer_w[layer];\n");
+  if (gradients) fprintf(w->f, "  real *const *g = r->layer_g[layer];\n");
   declare(w, first, last);
   for (int i = first; i < last; i++) node(w, i);
   if (backward && g->grad_input >= 0 && g->grad_input == g->grad_output)

@@ -86,8 +86,11 @@ typedef struct {
 
 typedef struct {
   int64_t vocab;        /* real vocabulary: logits at or beyond it are padding and left out */
-  int64_t ignore_index; /* targets equal to it count for nothing (masked-LM positions not masked) */
+  int64_t ignore_index; /* targets equal to it count for nothing (masked-LM positions not masked);
+                           XENT_NO_IGNORE when every target counts */
 } XentAttr;
+
+#define XENT_NO_IGNORE INT64_MIN
 
 typedef struct { int axis; } CollAttr;
 
@@ -159,6 +162,7 @@ typedef struct {
   int layers;      /* number of times the block repeats */
   int seq_dim, batch_dim, hidden_dim, vocab_dim; /* well-known dims; vocab_dim is -1 without one */
   int tied;        /* the head's output matrix is the embedding table */
+  int masked_lm;   /* the loss ignores some targets: the data marks masked positions (BERT) */
   Graph embed, block, head;
 } Model;
 

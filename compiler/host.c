@@ -205,6 +205,8 @@ int host_build_model(const char *file, const Override *sets, int nsets, const Pa
   preload_library(L);
   core_register(L, &b);
   add_model_dir_to_path(L, file);
+  lua_pushstring(L, file);
+  lua_setfield(L, LUA_REGISTRYINDEX, CORE_MODEL_FILE);
   int status = run_model_file(L, file, d);
   if (status == 0) {
     int model = lua_gettop(L);

@@ -15,6 +15,11 @@ static const Command commands[] = {
      "plait plan MODEL.lua [--tp N --pp N --vpp N --dp N --mbs N --gbs N --schedule NAME|FILE\n"
      "           --recompute none|full --sequence-parallel --partition balanced|uniform --set key=value ...]\n"
      "           [--format text|json|dot|trace|svg] [--machine NAME] [--unit-costs] [--print PASS] [-o FILE]"},
+    {"build", cmd_build,
+     "plait build MODEL.lua [layout flags and --set as for plan] -o DIR [--emit-only] [--double]"},
+    {"check", cmd_check,
+     "plait check FILE.txt|FILE.csv|gpipe|1f1b|interleaved [--pp N --vpp N --dp N --mbs N --gbs N] [--unit-costs]\n"
+     "           [--format report|text|csv|trace|svg] [-o FILE]"},
     {"data", cmd_data, "plait data --bytes FILE... -o OUT.bin [--val-fraction F]   (validation part: OUT.val.bin)"},
 };
 

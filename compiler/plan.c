@@ -13,11 +13,11 @@
 static int printing(const Options *o, const char *pass) { return o->print && strcmp(o->print, pass) == 0; }
 
 static int check_print_option(const Options *o, Diag *d) {
-  static const char *const passes[] = {"shapes", "shard", "autodiff", "fuse", "partition", NULL};
+  static const char *const passes[] = {"shapes", "shard", "autodiff", "fuse", "partition", "schedule", NULL};
   if (!o->print) return 0;
   for (int i = 0; passes[i]; i++)
     if (strcmp(passes[i], o->print) == 0) return 0;
-  return diag(d, "--print %s: unknown pass (shapes, shard, autodiff, fuse, partition)", o->print);
+  return diag(d, "--print %s: unknown pass (shapes, shard, autodiff, fuse, partition, schedule)", o->print);
 }
 
 static int choose_machine(const Options *o, Plan *p, Diag *d) {
@@ -94,11 +94,12 @@ static void rank_memory(const Plan *p, int rank, RankMemory *r) {
   for (int k = rank; k < p->nchunks; k += p->par.pp) {
     const Chunk *ch = &p->chunks[k];
     elems += (double)p->chunk_memory[k].size * p->chunk_memory[k].slots;
-    r->peak_inflight += (double)p->chunk_memory[k].slots / p->par.vpp;
+
     r->params += ch->layers * c->block.params_local + (ch->has_embed ? c->embed.params_local : 0);
     if (ch->has_head) r->params += ch->has_embed ? c->head.params_local : c->head.params_local_used;
   }
   r->activations = elems * p->machine->activation_bytes;
+  r->peak_inflight = p->timeline.peak_inflight_microbatches[rank];
   double n = (double)r->params;
   r->weights[PRECISION_FP32] = 4 * n, r->gradients[PRECISION_FP32] = 4 * n, r->optimizer[PRECISION_FP32] = 8 * n;
   r->weights[PRECISION_BF16] = 2 * n, r->gradients[PRECISION_BF16] = 4 * n, r->optimizer[PRECISION_BF16] = 12 * n;
@@ -142,6 +143,9 @@ static int run_passes(const Options *o, Plan *p, FILE *out, Diag *d) {
   if (cut_chunks(p, d)) return -1;
   if (printing(o, "partition")) return print_partition(p, out), 1;
   plan_memory(p);
+  if (plan_schedule(p, d)) return -1;
+  if (printing(o, "schedule")) return schedule_write_text(&p->schedule, out, 0), 1;
+  if (plan_simulate(p, d)) return -1;
   p->ranks = calloc((size_t)p->par.pp, sizeof *p->ranks);
   for (int r = 0; r < p->par.pp; r++) rank_memory(p, r, &p->ranks[r]);
   for (int r = 0; r < p->par.pp; r++) rank_traffic(p, r);
@@ -154,10 +158,13 @@ int plan_build(const Options *o, Plan *p, FILE *out, Diag *d) {
   if (check_print_option(o, d) || choose_machine(o, p, d)) return -1;
   if (host_build_model(o->file, o->sets, o->nsets, &o->parallel, &p->par, &p->model, d)) return -1;
   p->microbatches = parallel_microbatches(&p->par);
+  p->unit_costs = o->unit_costs;
+  p->masked_lm = p->model.masked_lm;
   return run_passes(o, p, out, d);
 }
 
 void plan_free(Plan *p) {
+  plan_free_schedule(p);
   for (int s = 0; s < 3; s++) memplan_free(&p->memory[s]);
   free(p->chunk_memory);
   model_free(&p->model);

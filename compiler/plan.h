@@ -12,6 +12,9 @@
 #include "options.h"
 #include "parallel.h"
 #include "partition.h"
+#include "schedule.h"
+#include "simulate.h"
+#include "slots.h"
 
 enum { PRECISION_FP32, PRECISION_BF16, PRECISIONS };
 
@@ -55,12 +58,16 @@ typedef struct {
   int64_t scratch_elems;           /* per rank, shared by every stage */
   int64_t recompute_elems;         /* per rank: the layers of the largest chunk, re-run (--recompute full) */
   int masked_lm;                   /* the loss ignores targets of -1 (BERT's masked positions) */
+  Schedule schedule;               /* lowered and validated: every rank's actions */
+  Slots slots;                     /* the activation slot of every action */
+  Timeline timeline;               /* the simulated iteration */
+  int unit_costs;                  /* simulated with forward 1, backward 2, communication free */
   double bytes_tp, bytes_pp, bytes_dp, bytes_embed; /* bytes one rank sends per iteration (the busiest) */
 } Plan;
 
 /* Runs the passes for `o` (model file, layout flags, --set). With o->print naming a pass (shapes, shard,
- * autodiff, partition), prints that pass's form to `out` and stops there, returning 1. Returns 0 with
- * the plan built, or -1 with the reason in d. */
+ * autodiff, fuse, partition, memory, schedule), prints that pass's form to `out` and stops there,
+ * returning 1. Returns 0 with the plan built, or -1 with the reason in d. */
 int plan_build(const Options *o, Plan *p, FILE *out, Diag *d);
 void plan_free(Plan *p);
 
@@ -68,6 +75,15 @@ void plan_write_text(const Plan *p, FILE *f);
 void plan_write_json(const Plan *p, FILE *f);
 /* The block's graph with every tensor's layout and every inserted collective (Graphviz). */
 void plan_write_dot(const Plan *p, FILE *f);
+/* The simulated iteration: Chrome trace events, and the schedule drawn as the papers draw it. */
+void plan_write_trace(const Plan *p, FILE *f);
+void plan_write_svg(const Plan *p, FILE *f);
+
+/* plan_schedule.c, for plan.c: the schedule generated, lowered, validated and given its slots; the
+ * simulated iteration; what both hold freed. */
+int plan_schedule(Plan *p, Diag *d);
+int plan_simulate(Plan *p, Diag *d);
+void plan_free_schedule(Plan *p);
 
 /* Human-readable sizes for the text plan: "1.23 GB", "5.6 TFLOP". */
 void plan_format_bytes(double bytes, char *buf, int len);

@@ -46,11 +46,19 @@ static void rank(const Plan *p, int r, FILE *f) {
           p->chunks[r].has_embed ? "true" : "false", p->chunks[p->nchunks - 1].rank == r ? "true" : "false",
           (long long)m->params, m->total);
   fprintf(f, "     \"memory\": {\"weights\": %.0f, \"gradients\": %.0f, \"optimizer\": %.0f, \"activations\": %.0f, "
-             "\"fp32_total\": %.0f, \"bf16_total\": %.0f}, \"peak_inflight_microbatches\": %.6g}",
+             "\"fp32_total\": %.0f, \"bf16_total\": %.0f}, \"peak_inflight_microbatches\": %.6g",
           m->weights[p->precision], m->gradients[p->precision], m->optimizer[p->precision], m->activations,
           m->weights[PRECISION_FP32] + m->gradients[PRECISION_FP32] + m->optimizer[PRECISION_FP32] + m->activations,
           m->weights[PRECISION_BF16] + m->gradients[PRECISION_BF16] + m->optimizer[PRECISION_BF16] + m->activations,
           m->peak_inflight);
+  fprintf(f, ",\n     \"actions\": [");
+  const ActionList *list = &p->schedule.rank[r];
+  for (int i = 0; i < list->count; i++) {
+    char name[64];
+    schedule_action_name(&list->action[i], name, sizeof name);
+    fprintf(f, "%s\"%s\"", i ? ", " : "", name);
+  }
+  fprintf(f, "]}");
 }
 
 void plan_write_json(const Plan *p, FILE *f) {
@@ -59,6 +67,8 @@ void plan_write_json(const Plan *p, FILE *f) {
   model(p, f);
   layout(p, f);
   fprintf(f, "  \"machine\": \"%s\",\n", p->machine->name);
+  fprintf(f, "  \"bubble_fraction\": %.17g,\n  \"iteration_time\": %.17g,\n  \"time_unit\": \"%s\",\n",
+          p->timeline.bubble_fraction, p->timeline.iteration, p->unit_costs ? "unit" : "s");
   fprintf(f, "  \"params_total\": %lld,\n  \"params_padded\": %lld,\n", (long long)c->params_total,
           (long long)c->params_padded);
   fprintf(f, "  \"flops_per_iteration\": %.17g,\n  \"flops\": {\"forward\": %.17g, \"backward\": %.17g, "

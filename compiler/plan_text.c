@@ -113,6 +113,16 @@ static void print_memory(const Plan *p, FILE *f) {
   }
 }
 
+/* The simulated iteration, then every rank's actions in the text form plait check reads back. */
+static void print_schedule(const Plan *p, FILE *f) {
+  const Timeline *t = &p->timeline;
+  fprintf(f, "pipeline    bubble %.4f of the ideal time (busiest rank's compute); iteration %.4g %s", t->bubble_fraction,
+          t->iteration, p->unit_costs ? "units (forward 1, backward 2 per chunk, communication free)" : "s");
+  if (!p->unit_costs) fprintf(f, " on %s at %.0f%% of peak", p->machine->name, 100 * p->machine->efficiency);
+  fprintf(f, "\n");
+  schedule_write_text(&p->schedule, f, 0);
+}
+
 void plan_write_text(const Plan *p, FILE *f) {
   print_model(p, f);
   print_layout(p, f);
@@ -120,4 +130,5 @@ void plan_write_text(const Plan *p, FILE *f) {
   print_chunks(p, f);
   print_collectives(p, f);
   print_memory(p, f);
+  print_schedule(p, f);
 }

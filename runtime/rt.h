@@ -85,6 +85,9 @@ void rt_embedding_forward(Run *r, int64_t N, int64_t C, const int32_t *ids, cons
 void rt_embedding_backward(Run *r, int64_t N, int64_t C, const int32_t *ids, const act_t *dout, int64_t rows,
                            int split, real *dtable);
 
+/* A target no row has: every row counts. */
+#define XENT_NO_IGNORE INT64_MIN
+
 /* Softmax cross entropy of N rows of `cols` logits (this rank's vocabulary share when split), with the
  * max, target logit and sum of exponentials all-reduced over TP when split. Adds the scaled loss of the
  * rows to r->loss and keeps each row's log-normaliser in lse. */

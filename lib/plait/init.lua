@@ -103,11 +103,12 @@ end
 
 function plait.embedding(ids, table_) return wrap(core.embedding(ids, table_)) end
 
--- Softmax cross entropy of logits against integer targets, averaged over the global batch's tokens.
--- opts.vocab: real vocabulary (padding beyond it is left out); opts.ignore: a target id that counts for nothing.
+-- Softmax cross entropy of logits against integer targets, averaged over the global batch's counted targets.
+-- opts.vocab: real vocabulary (padding beyond it is left out); opts.ignore: a target id that counts for
+-- nothing (masked-LM training: the data then marks the masked positions, -1 elsewhere).
 function plait.cross_entropy(logits, targets, opts)
   opts = opts or {}
-  return wrap(core.xent(logits, targets, opts.vocab or 0, opts.ignore or -1))
+  return wrap(core.xent(logits, targets, opts.vocab or 0, opts.ignore))
 end
 
 ---------------------------------------------------------------------------------------------------

@@ -1,0 +1,96 @@
+/* cmd_check.c: `plait check`: reads a schedule (text or CSV) or generates a named one, lowers it when it
+ * is compute-only, validates it, simulates it with unit costs, and prints the bubble and the peaks. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "options.h"
+#include "simulate.h"
+
+static const char *const check_flags[] = {"--unit-costs", "--pp",     "--vpp", "--dp", "--mbs",
+                                          "--gbs",        "--format", "-o",    NULL};
+
+static int is_named(const char *name) {
+  return strcmp(name, "gpipe") == 0 || strcmp(name, "1f1b") == 0 || strcmp(name, "interleaved") == 0;
+}
+
+static int layout_given(const Parallel *p) {
+  return p->pp != UNSET || p->vpp != UNSET || p->dp != UNSET || p->mbs != UNSET || p->gbs != UNSET;
+}
+
+/* A named schedule, or a file: a file checked against the layout flags when any are given. */
+static int load(const Options *o, Schedule *s, Diag *d) {
+  if (!is_named(o->file) && !layout_given(&o->parallel)) return schedule_generate(o->file, 0, 0, 0, s, d);
+  Parallel p = o->parallel;
+  parallel_defaults(&p);
+  if (parallel_check(&p, d)) return -1;
+  return schedule_generate(o->file, p.pp, p.vpp, parallel_microbatches(&p), s, d);
+}
+
+static void print_report(const Options *o, const Schedule *s, const Timeline *t, FILE *f) {
+  int actions = 0;
+  for (int r = 0; r < s->pp; r++) actions += s->rank[r].count;
+  fprintf(f, "%s: valid schedule: %d ranks, %d stage%s per rank, %d microbatches, %d actions\n", o->file, s->pp, s->vpp,
+          s->vpp > 1 ? "s" : "", s->microbatches, actions);
+  fprintf(f,
+          "bubble fraction: %.6g (flush at %g, ideal %g units; unit costs: forward 1, backward 2 per stage, "
+          "communication free)\n",
+          t->bubble_fraction, t->flush, t->ideal);
+  fprintf(f, "iteration time: %g units\n", t->iteration);
+  if (s->vpp == 1) fprintf(f, "peak in-flight microbatches:\n");
+  else fprintf(f, "peak in-flight microbatches (chunk passes / vpp %d):\n", s->vpp);
+  for (int r = 0; r < s->pp; r++) {
+    if (s->vpp == 1) fprintf(f, "  rank %d: %d\n", r, t->peak_inflight[r]);
+    else fprintf(f, "  rank %d: %g (%d chunk passes)\n", r, t->peak_inflight_microbatches[r], t->peak_inflight[r]);
+  }
+}
+
+static int write_output(const Options *o, const Schedule *s, const Timeline *t, Diag *d) {
+  const char *format = o->format ? o->format : "report";
+  if (strcmp(format, "report") && strcmp(format, "text") && strcmp(format, "csv") && strcmp(format, "trace") &&
+      strcmp(format, "svg"))
+    return diag(d, "unknown format '%s'; use --format report, text, csv, trace or svg", format);
+  FILE *f = o->output ? fopen(o->output, "w") : stdout;
+  if (!f) return diag(d, "cannot write %s; check that its folder exists", o->output);
+  if (strcmp(format, "report") == 0) print_report(o, s, t, f);
+  else if (strcmp(format, "text") == 0) schedule_write_text(s, f, 0);
+  else if (strcmp(format, "csv") == 0) schedule_csv_write(s, f, 0);
+  else if (strcmp(format, "trace") == 0) timeline_trace_write(s, t, f);
+  else timeline_svg_write(s, t, f);
+  if (f != stdout && fclose(f) != 0) return diag(d, "cannot write %s", o->output);
+  return 0;
+}
+
+/* Validates, then simulates and writes; an invalid schedule shows its neighbourhood on stdout. */
+static int check(const Options *o, Schedule *s, Diag *d) {
+  ScheduleFault fault;
+  Costs costs;
+  Timeline t;
+  lower_schedule(s, 0);
+  if (validate_schedule(s, &fault)) {
+    printf("%s: invalid schedule: %s\n%s\n", o->file, fault.message, fault.context);
+    return diag(d, "%s: %s", o->file, fault.message);
+  }
+  simulate_costs_unit(&costs, s->stages);
+  int status = simulate_schedule(s, &costs, &t, d);
+  simulate_costs_free(&costs);
+  if (status) return -1;
+  status = write_output(o, s, &t, d);
+  simulate_timeline_free(&t);
+  return status;
+}
+
+int cmd_check(int argc, char **argv) {
+  Options o;
+  Diag d;
+  Schedule s;
+  int status = options_parse(argc, argv, 2, check_flags, &o, &d);
+  if (!status && !o.file)
+    status = diag(&d, "check needs a schedule: plait check FILE (text or .csv), or plait check 1f1b --pp 4 --gbs 8");
+  if (!status && !(status = load(&o, &s, &d))) {
+    status = check(&o, &s, &d);
+    schedule_free(&s);
+  }
+  if (status) fprintf(stderr, "plait: %s\n", d.msg);
+  return status ? 1 : 0;
+}
