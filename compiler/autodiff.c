@@ -247,9 +247,6 @@ static int ew_backward(Grad *c, const Node *n, const int *dy) {
     if (expr_grad(&n->expr, i, n->nin, &ge))
       return diag(c->d, "%s: the derivative of this elementwise expression is too large", n->where);
     int full = same_shape(c->g, x, n->out[0]), is_param = c->g->tensors[x].kind == T_PARAM;
-    if (!full && !is_param)
-      return diag(c->d, "%s: a computed tensor broadcast over a larger one cannot take a gradient (only parameters "
-                        "can: biases, position tables); give both operands the same shape", n->where);
     int g = dy[0];
     if (!is_passthrough(&ge, n->nin) || (full && is_param)) {
       g = full && is_param ? param_grad(c, x) : new_grad(c, n->out[0], layout_r());

@@ -170,10 +170,12 @@ static void elementwise(const StageWriter *w, const Node *n, int index) {
   fprintf(w->f, ", %s%s);%s", out(w, n, 0), k->dropouts ? ", &keys" : "", k->dropouts ? "\n  }" : "");
 }
 
-/* Sums into a parameter's gradient (autodiff makes no other reductions). */
+/* Sums over the leading rows: into a parameter's gradient, or into the gradient of a broadcast activation
+ * (a position table sliced by sequence parallelism). */
 static void reduce(const StageWriter *w, const Node *n) {
   int64_t C = local(w, n->out[0]), rows = local(w, n->in[0]) / C;
-  fprintf(w->f, "  k_sum_rows(%lld, %lld, %s, %s);", (long long)rows, (long long)C, in(w, n, 0), out(w, n, 0));
+  fprintf(w->f, "  k_sum_rows%s(%lld, %lld, %s, %s);", tensor(w, n->out[0])->kind == T_PARAM_GRAD ? "" : "_act",
+          (long long)rows, (long long)C, in(w, n, 0), out(w, n, 0));
 }
 
 static void norm(const StageWriter *w, const Node *n) {

@@ -28,6 +28,8 @@ double k_gemm_rate(int64_t n, int repeats);
 
 /* out[C] += sum over rows of x[rows, C] (bias gradients). */
 void k_sum_rows(int64_t rows, int64_t C, const act_t *x, real *out);
+/* out[C] = sum over rows of x[rows, C] (the gradient of an activation broadcast over rows). */
+void k_sum_rows_act(int64_t rows, int64_t C, const act_t *x, act_t *out);
 
 /* Layer norm over each row of width C: y = (x - mean)·rstd·w + b, rstd = 1/sqrt(var + eps)
  * (var the biased variance). Saves mean[rows] and rstd[rows] for the backward pass. */
