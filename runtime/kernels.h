@@ -3,7 +3,9 @@
  * runtime for GPUs. All tensors are row-major and contiguous, in the backend's memory. Activations and
  * the weights compute reads are act_t; statistics (means, reciprocal deviations, log-normalisers) and
  * parameter gradients are real. Outputs are overwritten unless marked "+=": those accumulate
- * (parameter gradients). Deterministic: the same inputs give the same bits whatever the thread count. */
+ * (parameter gradients). Deterministic: the same inputs give the same bits whatever the thread count
+ * (on one machine: the CPU's vectorised loops take its vector width; k_gemm's bits are OpenBLAS's, see
+ * runtime/cpu/gemm.c). */
 #ifndef PLAIT_KERNELS_H
 #define PLAIT_KERNELS_H
 
@@ -23,7 +25,8 @@ void k_gemm_grad(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, cons
 void k_to_act(int64_t n, const real *src, act_t *dst);
 #endif
 
-/* This machine's GEMM rate in FLOP/s (2·M·N·K per product), measured on square products of size n. */
+/* This machine's GEMM rate in FLOP/s (2·M·N·K per product), measured on square products of size n: the
+ * fastest of `repeats` timed products after an untimed one. 0 when n or repeats is not positive. */
 double k_gemm_rate(int64_t n, int repeats);
 
 /* out[C] += sum over rows of x[rows, C] (bias gradients). */
@@ -46,10 +49,11 @@ void k_rmsnorm_backward(int64_t rows, int64_t C, const act_t *x, const act_t *w,
                         act_t *dx, real *dw);
 
 /* Attention over B sequences of T positions. q: [B, T, Hq·D]; k, v: [B, T, Hkv·D] (head h of q reads
- * kv head h / (Hq/Hkv): grouped-query attention); out: [B, T, Hq·D]; lse: [B, Hq, T], the log of each
- * softmax row's normaliser, kept for the backward pass. Scores q·k/sqrt(D), causal: position t sees
- * t' ≤ t. With rope, q and k are first rotated: the pair (i, i + D/2) of position t turns by the angle
- * t·theta^(-2i/D) (the "rotate half" convention). No T×T matrix is stored. */
+ * kv head h / (Hq/Hkv): grouped-query attention; Hq is a multiple of Hkv, and D is even with rope);
+ * out: [B, T, Hq·D]; lse: [B, Hq, T], the log of each softmax row's normaliser, kept for the backward
+ * pass. Scores q·k/sqrt(D), causal: position t sees t' ≤ t. With rope, q and k are first rotated: the
+ * pair (i, i + D/2) of position t turns by the angle t·theta^(-2i/D) (the "rotate half" convention).
+ * No T×T matrix is stored. */
 typedef struct {
   int64_t B, T;
   int Hq, Hkv, D;
@@ -58,7 +62,7 @@ typedef struct {
 } AttnShape;
 
 void k_attention_forward(const AttnShape *s, const act_t *q, const act_t *k, const act_t *v, act_t *out, real *lse);
-/* dq, dk, dv are overwritten. */
+/* dq, dk, dv are overwritten (dk, dv summed over the query heads that share a kv head). */
 void k_attention_backward(const AttnShape *s, const act_t *q, const act_t *k, const act_t *v, const act_t *out,
                           const real *lse, const act_t *dout, act_t *dq, act_t *dk, act_t *dv);
 
@@ -82,6 +86,7 @@ void k_embedding_backward(int64_t N, int64_t C, const int32_t *ids, const act_t 
 void k_xent_max(int64_t N, int64_t cols, const act_t *logits, int64_t col0, int64_t vocab, real *max);
 void k_xent_sums(int64_t N, int64_t cols, const act_t *logits, int64_t col0, int64_t vocab, const int32_t *targets,
                  const real *max, real *sumexp, real *target);
+/* lse[n] is written for every row, ignored ones included. */
 double k_xent_loss(int64_t N, const int32_t *targets, int64_t ignore, const real *max, const real *sumexp,
                    const real *target, real scale, real *lse);
 /* In place over the logits: dz = scale·(softmax(z) - onehot(t)) for valid columns, 0 for padding and
