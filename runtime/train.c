@@ -12,7 +12,7 @@
 #include "trainer.h"
 
 static const char *const usage =
-    "train --data FILE --steps N [--seed S] [--lr X] [--warmup N] [--weight-decay X] [--grad-clip X] [--save DIR] "
+    "train --data FILE --steps N [--seed S] [--lr X] [--warmup N] [--decay-steps N] [--weight-decay X] [--grad-clip X] [--save DIR] "
     "[--save-every N] [--load DIR] [--eval-every N] [--eval-batches N] [--val FILE] [--log-json FILE] [--sample N] "
     "[--trace FILE] [--gradcheck N]";
 
@@ -56,6 +56,7 @@ static int parse(int argc, char **argv, TrainArgs *a) {
     else if (strcmp(f, "--trace") == 0) a->trace = v, status = v ? 0 : fail("%s takes a file", f);
     else if (strcmp(f, "--steps") == 0) status = integer(f, v, &a->steps);
     else if (strcmp(f, "--warmup") == 0) status = integer(f, v, &a->warmup);
+    else if (strcmp(f, "--decay-steps") == 0) status = integer(f, v, &a->decay_steps);
     else if (strcmp(f, "--save-every") == 0) status = integer(f, v, &a->save_every);
     else if (strcmp(f, "--eval-every") == 0) status = integer(f, v, &a->eval_every);
     else if (strcmp(f, "--eval-batches") == 0) status = integer(f, v, &a->eval_batches);

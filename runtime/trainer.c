@@ -156,7 +156,7 @@ static void setup(Trainer *t, Comm *c, const TrainArgs *args) {
   open_data(t);
   t->adamw = optim_adamw_default();
   t->adamw.weight_decay = args->weight_decay;
-  t->schedule = optim_schedule(args->lr, args->warmup, args->steps);
+  t->schedule = optim_schedule(args->lr, args->warmup, args->decay_steps ? args->decay_steps : args->steps);
   if (args->load) t->step = checkpoint_load(t, args->load);
   t->run.seed = t->seed;
   if (comm_info(c)->rank == 0 && args->log_json && !(t->log_json = fopen(args->log_json, "w")))

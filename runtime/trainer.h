@@ -14,7 +14,7 @@
 
 typedef struct {
   const char *data, *val_data, *save, *load, *log_json, *trace;
-  int64_t steps, warmup, save_every, eval_every, eval_batches, sample, gradcheck;
+  int64_t steps, warmup, decay_steps, save_every, eval_every, eval_batches, sample, gradcheck;
   uint64_t seed;
   double lr, grad_clip, weight_decay;
   double gemm_rate; /* this machine's GEMM FLOP/s, measured at start-up: the MFU's denominator */

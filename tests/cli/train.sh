@@ -1,0 +1,49 @@
+# train.sh: generated CPU programs train: gradients against finite differences in double precision (GPT,
+# Llama-style and BERT-style), the loss falls, a resumed run repeats an uninterrupted one bit for bit.
+. "$(dirname "$0")/lib.sh"
+cd "$PLAIT_ROOT" || exit 1
+
+# a token file of bytes from the project's own text
+cat README.md compiler/*.c > "$TMP/text.txt"
+$PLAIT data --bytes "$TMP/text.txt" -o "$TMP/text.bin" >/dev/null || { fail data "plait data failed"; exit 0; }
+
+SMALL="layers=2 hidden=32 heads=2 seq=16 vocab=256"
+gradcheck() { # name, model, --set values..., then -- and layout flags
+  name=$1 model=$2; shift 2
+  if $PLAIT build "$model" --double -o "$TMP/$name" "$@" >"$TMP/build.log" 2>&1 &&
+     "$TMP/$name/train" --data "$TMP/text.bin" --gradcheck 120 >"$TMP/$name.out" 2>&1; then
+    pass "gradcheck_$name ($(grep -o 'largest relative error [^ ;]*' "$TMP/$name.out" | tr '\n' ' '))"
+  else
+    fail "gradcheck_$name" "$(tail -c 600 "$TMP/build.log") $(tail -c 600 "$TMP/$name.out")"
+  fi
+}
+gradcheck gpt models/gpt.lua --set $SMALL ffn=64 dropout=0.1 --mbs 2 --gbs 4
+gradcheck llama models/llama.lua --set $SMALL heads=4 kv_heads=2 ffn=48 --mbs 2 --gbs 4
+gradcheck bert models/bert.lua --set $SMALL ffn=64 --mbs 2 --gbs 4
+
+# tiny: the loss falls over 30 steps
+if $PLAIT build models/tiny.lua -o "$TMP/tiny" >"$TMP/build.log" 2>&1 &&
+   "$TMP/tiny/train" --data "$TMP/text.bin" --steps 30 --lr 3e-3 >"$TMP/tiny.out" 2>&1; then
+  first=$(grep '^step 1 |' "$TMP/tiny.out" | sed 's/.*loss \([0-9.]*\).*/\1/')
+  last=$(grep '^step 30 |' "$TMP/tiny.out" | sed 's/.*loss \([0-9.]*\).*/\1/')
+  if awk -v a="$first" -v b="$last" 'BEGIN { exit !(a > 5.3 && a < 5.8 && b < a - 1.0) }'; then
+    pass "tiny_loss_falls ($first -> $last)"
+  else
+    fail tiny_loss_falls "loss $first -> $last"
+  fi
+else
+  fail tiny_loss_falls "$(tail -c 800 "$TMP/build.log") $(tail -c 800 "$TMP/tiny.out")"
+fi
+
+# resuming from a checkpoint gives the losses of an uninterrupted run, bit for bit
+T=$TMP/tiny/train
+if $T --data "$TMP/text.bin" --steps 8 --lr 3e-3 >"$TMP/full.out" 2>&1 &&
+   $T --data "$TMP/text.bin" --steps 4 --decay-steps 8 --lr 3e-3 --save "$TMP/ckpt" >/dev/null 2>&1 &&
+   $T --data "$TMP/text.bin" --steps 8 --lr 3e-3 --load "$TMP/ckpt" >"$TMP/resumed.out" 2>&1; then
+  grep '^step [5-8] |' "$TMP/full.out" | sed 's/ | ms.*//' >"$TMP/a"
+  grep '^step [5-8] |' "$TMP/resumed.out" | sed 's/ | ms.*//' >"$TMP/b"
+  if [ -s "$TMP/a" ] && cmp -s "$TMP/a" "$TMP/b"; then pass resume_bit_for_bit
+  else fail resume_bit_for_bit "$(diff "$TMP/a" "$TMP/b" | head -5)"; fi
+else
+  fail resume_bit_for_bit "a run failed: $(tail -c 400 "$TMP/resumed.out")"
+fi
