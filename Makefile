@@ -10,7 +10,10 @@ LUA_INC  := -I/usr/include/lua5.4
 LUA_LIB  := /usr/lib/$(MULTIARCH)/liblua5.4.a
 MPI_INC  := $(shell mpicc --showme:compile 2>/dev/null)
 MPI_LIB  := $(shell mpicc --showme:link 2>/dev/null)
-RT_LIBS  := -lopenblas $(MPI_LIB) -fopenmp -lpthread -lm
+# OpenBLAS's OpenMP build, linked statically: its threads and the kernels' are one OpenMP pool (the
+# pthread build's threads spin against OpenMP's on a small machine).
+OPENBLAS := /usr/lib/$(MULTIARCH)/openblas-openmp/libopenblas.a
+RT_LIBS  := $(OPENBLAS) $(MPI_LIB) -fopenmp -lpthread -lm
 
 B := build
 DEPS_OK := $(B)/.deps-ok
@@ -26,7 +29,7 @@ LUA_SOURCES  := $(wildcard lib/plait/*.lua)
 RT_C     := $(wildcard runtime/*.c runtime/cpu/*.c)
 RT32_OBJ := $(RT_C:runtime/%.c=$(B)/rt32/%.o)
 RT64_OBJ := $(RT_C:runtime/%.c=$(B)/rt64/%.o)
-RT_CFLAGS := $(CFLAGS) -fopenmp $(MPI_INC) -Iruntime
+RT_CFLAGS := $(CFLAGS) -fopenmp $(MPI_INC) -Iruntime -Iruntime/cpu
 
 # ---- tests --------------------------------------------------------------------------------------
 UNIT_C   := $(wildcard tests/unit/test_*.c)
@@ -49,7 +52,7 @@ $(B)/libplaitc.a: $(COMPILER_OBJ)
 
 $(B)/compiler/%.o: compiler/%.c | $(DEPS_OK)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(LUA_INC) -Icompiler -c -o $@ $<
+	$(CC) $(CFLAGS) $(LUA_INC) -Icompiler -DOPENBLAS='"$(OPENBLAS)"' -c -o $@ $<
 
 $(B)/gen/%.c: compiler/%.re | $(DEPS_OK)
 	@mkdir -p $(@D)
@@ -92,7 +95,7 @@ $(B)/rt64/%.o: runtime/%.c | $(DEPS_OK)
 # ---- tests: unit binaries link the compiler and the fp64 runtime; tests/run.sh runs everything ---
 $(B)/tests/%: tests/unit/%.c tests/unit/check.h $(B)/libplaitc.a $(B)/libplait_rt64.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -fopenmp $(LUA_INC) $(MPI_INC) -DPLAIT_REAL_DOUBLE -Icompiler -Iruntime -Itests/unit \
+	$(CC) $(CFLAGS) -fopenmp $(LUA_INC) $(MPI_INC) -DPLAIT_REAL_DOUBLE -Icompiler -Iruntime -Iruntime/cpu -Itests/unit \
 	  -o $@ $< $(B)/libplaitc.a $(B)/libplait_rt64.a $(LUA_LIB) $(RT_LIBS) -ldl
 
 test: all $(UNIT_BIN)

@@ -13,6 +13,10 @@
 #include "options.h"
 #include "plan.h"
 
+#ifndef OPENBLAS
+#error "OPENBLAS: the OpenMP build of OpenBLAS to link generated programs with (set by the Makefile)"
+#endif
+
 static const char *const build_flags[] = {"--tp", "--pp", "--vpp", "--dp", "--mbs", "--gbs", "--schedule", "--recompute",
                                           "--sequence-parallel", "--partition", "--set", "--machine", "-o",
                                           "--emit-only", "--double", "--backend", NULL};
@@ -46,9 +50,9 @@ static int compile_cpu(const Options *o, const char *dir, Diag *d) {
   snprintf(library, sizeof library, "%s/build/libplait_rt%s.a", home, o->double_precision ? "64" : "");
   if (access(library, R_OK) != 0) return diag(d, "the runtime library %s is missing; run make in %s", library, home);
   snprintf(command, sizeof command,
-           "mpicc -std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -fopenmp %s -I'%s/runtime' -I'%s' "
-           "'%s/model.c' '%s/kernels.c' '%s' -lopenblas -lm -o '%s/train'",
-           o->double_precision ? "-DPLAIT_REAL_DOUBLE" : "", home, dir, dir, dir, library, dir);
+           "mpicc -std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -fopenmp %s -I'%s/runtime' -I'%s/runtime/cpu' -I'%s' "
+           "'%s/model.c' '%s/kernels.c' '%s' %s -lm -o '%s/train'",
+           o->double_precision ? "-DPLAIT_REAL_DOUBLE" : "", home, home, dir, dir, dir, library, OPENBLAS, dir);
   return run_compiler(command, d);
 }
 

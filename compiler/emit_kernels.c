@@ -116,7 +116,7 @@ static void kernel_c(const Emission *e, int index, FILE *f) {
   for (int i = 0; i < k->node->nin; i++)
     if (k->broadcast[i])
       fprintf(f, "    const act_t *%s_row = %s + row %% (n%d / p) * p;\n", input_names[i], input_names[i], i);
-  fprintf(f, "    for (int64_t j = 0; j < p; j++) {\n      int64_t i = row * p + j;\n");
+  fprintf(f, "#pragma omp simd\n    for (int64_t j = 0; j < p; j++) {\n      int64_t i = row * p + j;\n");
   fprintf(f, "      out[i] %s %s;\n    }\n  }\n}\n\n", k->accumulate ? "+=" : "=", body);
 }
 
@@ -125,7 +125,7 @@ void emit_kernels_c(const Emission *e, FILE *f) {
              " * Each loops over rows of p elements; an input repeating every n_i elements (a bias, a position\n"
              " * table) is read at the same place of its own row. */\n",
           e->plan->model.name, e->plan->model.file);
-  fprintf(f, "#include \"kernels.h\"\n\n");
+  fprintf(f, "#include \"ew_cpu.h\"\n#include \"kernels.h\"\n\n");
   for (int k = 0; k < e->kernels.count; k++) kernel_c(e, k, f);
 }
 

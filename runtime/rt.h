@@ -4,12 +4,10 @@
 #ifndef PLAIT_RT_H
 #define PLAIT_RT_H
 
-#include <math.h>
 #include <stdint.h>
 
 #include "comm.h"
 #include "kernels.h"
-#include "philox.h"
 #include "program.h"
 
 struct Run {
@@ -70,11 +68,6 @@ typedef struct {
 EwKeys rt_ew_keys(const Run *r, int layer, int ndim, const int64_t *local, int split_axis, int nsites,
                   const int *sites);
 
-/* Inverted dropout of the value of local element i: kept with probability 1 - p and scaled by 1/(1 - p). */
-static inline real rt_dropout(real v, double p, const EwKeys *k, int which, int64_t i) {
-  if (!k->training) return v;
-  return philox_keep(k->seed, k->stream[which], rt_global_index(&k->map, i), p) ? (real)(v / (1.0 - p)) : 0;
-}
 
 /* ---- layout-aware kernels ------------------------------------------------------------------- */
 
@@ -107,26 +100,5 @@ void rt_allgather(Run *r, const act_t *in, act_t *out, int64_t outer, int64_t in
 void rt_reducescatter(Run *r, const act_t *in, act_t *out, int64_t outer, int64_t inner);
 /* This rank's block of a replicated tensor: out[o][i] = in[o][tp_rank·inner + i]. */
 void rt_slice(Run *r, const act_t *in, act_t *out, int64_t outer, int64_t inner);
-
-/* ---- elementwise helpers the fused kernels use (the CPU's; the CUDA runtime's NVRTC prelude has its own) */
-
-static inline real rt_gelu(real x) {
-  const double c = 0.7978845608028654; /* sqrt(2/pi) */
-  double v = x;
-  return (real)(0.5 * v * (1.0 + tanh(c * (v + 0.044715 * v * v * v))));
-}
-
-static inline real rt_gelu_grad(real x) {
-  const double c = 0.7978845608028654;
-  double v = x, t = tanh(c * (v + 0.044715 * v * v * v));
-  return (real)(0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * v * v));
-}
-
-static inline real rt_sigmoid(real x) { return (real)(1.0 / (1.0 + exp(-(double)x))); }
-static inline real rt_silu(real x) { return x * rt_sigmoid(x); }
-static inline real rt_relu(real x) { return x > 0 ? x : 0; }
-static inline real rt_step(real x) { return x > 0 ? 1 : 0; }
-static inline real rt_tanh(real x) { return (real)tanh((double)x); }
-static inline real rt_exp(real x) { return (real)exp((double)x); }
 
 #endif
