@@ -165,6 +165,16 @@ int comm_group_member(const Comm *c, GroupKind g, int i) {
 
 const char *comm_backend_name(const Comm *c) { return c->ops->name; }
 
+/* Ranks that are threads share device 0; a process started by a launcher takes the one of its rank on
+ * the node (OpenMPI's, Slurm's or torchrun-style LOCAL_RANK). */
+int comm_device_index(const Comm *c) {
+  static const char *const local_rank[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "LOCAL_RANK", NULL};
+  if (strcmp(c->ops->name, "local") == 0) return 0;
+  for (int i = 0; local_rank[i]; i++)
+    if (getenv(local_rank[i])) return atoi(getenv(local_rank[i]));
+  return 0;
+}
+
 /* ---- collectives: checks, then the backend (a group of one needs no communication) ------------- */
 
 static void check_count(Comm *c, const char *fn, const char *what, int64_t n) {

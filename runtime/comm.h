@@ -51,6 +51,8 @@ int comm_group_rank(const Comm *c, GroupKind g);
 /* The world rank of member i of this rank's group g. */
 int comm_group_member(const Comm *c, GroupKind g, int i);
 const char *comm_backend_name(const Comm *c); /* "local" or "mpi" */
+/* The device this rank computes on: 0 for ranks that are threads, else the rank's place on its node. */
+int comm_device_index(const Comm *c);
 
 /* In place over n elements; every member gets the same bits: each element is folded over the members
  * in group order, ((x_0 ⊕ x_1) ⊕ x_2) ⊕ …, by every backend (so an MPI run matches a local one). */

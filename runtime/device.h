@@ -11,6 +11,8 @@
 void device_init(int local_rank);
 /* What computes: "CPU", or the GPU's name. */
 const char *device_name(void);
+/* The FLOP/s MFU is measured against: the CPU's GEMM rate measured now, or a GPU's bf16 dense peak. */
+double device_peak_flops(void);
 
 /* Zeroed memory; ends the job with one line naming `what` and the bytes when there is not enough. */
 void *device_alloc(size_t bytes, const char *what);

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "device.h"
 #include "trainer.h"
 
 static const char *const usage =
@@ -115,7 +116,7 @@ int main(int argc, char **argv) {
                     .eval_batches = 4};
   if (argc < 2) return fail("usage: %s", usage);
   if (parse(argc, argv, &args) || check(&args)) return 1;
-  args.gemm_rate = k_gemm_rate(512, 4);
+  args.gemm_rate = device_peak_flops();
   share_cores();
   return comm_launch(plait_program.tp, plait_program.pp, plait_program.dp, trainer_main, &args);
 }

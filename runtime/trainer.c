@@ -144,6 +144,7 @@ static void setup_run(Trainer *t) {
 
 static void setup(Trainer *t, Comm *c, const TrainArgs *args) {
   memset(t, 0, sizeof *t);
+  device_init(comm_device_index(c));
   t->prog = &plait_program;
   t->args = args;
   t->comm = c;

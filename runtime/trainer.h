@@ -17,7 +17,7 @@ typedef struct {
   int64_t steps, warmup, decay_steps, save_every, eval_every, eval_batches, sample, gradcheck;
   uint64_t seed;
   double lr, grad_clip, weight_decay;
-  double gemm_rate; /* this machine's GEMM FLOP/s, measured at start-up: the MFU's denominator */
+  double gemm_rate; /* the MFU's denominator: this CPU's GEMM FLOP/s measured at start-up, a GPU's bf16 peak */
   char val_path[4096]; /* room for the validation file's name when it is found beside --data */
 } TrainArgs;
 
