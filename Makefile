@@ -101,8 +101,15 @@ $(B)/tests/%: tests/unit/%.c tests/unit/check.h $(B)/libplaitc.a $(B)/libplait_r
 test: all $(UNIT_BIN)
 	@sh tests/run.sh $(B)
 
-demo: $(B)/plait
-	$(B)/plait plan models/gpt.lua --set layers=24 hidden=2048 heads=16 --tp 2 --pp 2 --gbs 64
+# The main job: the tiny byte-level GPT trained on the fortunes of Debian's fortunes package for a few
+# minutes, then a sample of what it learned.
+demo: all
+	@mkdir -p $(B)/demo
+	$(B)/plait plan models/tiny.lua --machine cpu | sed -n '1,/^schedule/p' | sed '$$d'
+	$(B)/plait build models/tiny.lua -o $(B)/demo/tiny
+	$(B)/plait data --bytes $$(ls /usr/share/games/fortunes/* | grep -v -e '\.dat$$' -e '\.u8$$') -o $(B)/demo/fortunes.bin
+	$(B)/demo/tiny/train --data $(B)/demo/fortunes.bin --steps 1500 --lr 3e-3 --warmup 50 --eval-every 250 \
+	  --sample 400 --log-json $(B)/demo/log.json
 
 # ---- fuzzing: the schedule readers under libFuzzer (clang); `make fuzz FUZZ_SECONDS=N` -----------
 FUZZ_SECONDS ?= 180
