@@ -121,6 +121,9 @@ $(B)/fuzz/fuzz_schedule_read: $(FUZZ_SRC) compiler/schedule.h compiler/simulate.
 fuzz: $(B)/fuzz/fuzz_schedule_read
 	$< -max_total_time=$(FUZZ_SECONDS) -timeout=10 -print_final_stats=1 $(B)/fuzz/corpus tests/fuzz/corpus
 
+bench: all
+	@sh tests/bench/bench.sh
+
 clean:
 	rm -rf $(B)
 

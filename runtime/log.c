@@ -2,6 +2,7 @@
 #include "log.h"
 
 #include <stdio.h>
+#include <sys/resource.h>
 
 /* Model FLOPs of the iteration over the time it took and this machine's GEMM rate. */
 static double mfu(const Trainer *t, double seconds) {
@@ -31,6 +32,15 @@ void log_step(Trainer *t, double loss, double seconds) {
             (long long)t->step + 1, loss, t->lr, t->grad_norm, seconds * 1e3, tokens / seconds, mfu(t, seconds));
     fflush(t->log_json);
   }
+}
+
+void log_finish(Trainer *t) {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  double mb = usage.ru_maxrss / 1024.0;
+  printf("peak resident memory %.1f MB (this process)\n", mb);
+  fflush(stdout);
+  if (t->log_json) fprintf(t->log_json, "{\"peak_resident_bytes\": %.0f}\n", mb * 1024 * 1024);
 }
 
 void log_validation(Trainer *t, double loss) {

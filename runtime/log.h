@@ -8,5 +8,7 @@
 /* "step N | loss X | lr X | grad-norm X | ms X | tok/s X | MFU X%" */
 void log_step(Trainer *t, double loss, double seconds);
 void log_validation(Trainer *t, double loss);
+/* The run's end: the process's peak resident memory (all ranks that are its threads). */
+void log_finish(Trainer *t);
 
 #endif

@@ -217,6 +217,7 @@ int trainer_main(Comm *c, void *arg) {
   }
   if (args->save) checkpoint_save(&t, args->save, t.step);
   if (args->sample) sample_text(&t, args->sample);
+  if (comm_info(c)->rank == 0) log_finish(&t);
   teardown(&t);
   return 0;
 }
