@@ -34,6 +34,8 @@ RT_CFLAGS := $(CFLAGS) -fopenmp $(MPI_INC) -Iruntime -Iruntime/cpu
 # ---- tests --------------------------------------------------------------------------------------
 UNIT_C   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_C:tests/unit/%.c=$(B)/tests/%)
+TOOL_C   := $(wildcard tests/tools/*.c)
+TOOL_BIN := $(TOOL_C:tests/tools/%.c=$(B)/tools/%)
 
 .PHONY: all deps test demo bench clean fuzz
 all: $(B)/plait $(B)/libplait_rt.a $(B)/libplait_rt64.a
@@ -98,7 +100,12 @@ $(B)/tests/%: tests/unit/%.c tests/unit/check.h $(B)/libplaitc.a $(B)/libplait_r
 	$(CC) $(CFLAGS) -fopenmp $(LUA_INC) $(MPI_INC) -DPLAIT_REAL_DOUBLE -Icompiler -Iruntime -Iruntime/cpu -Itests/unit \
 	  -o $@ $< $(B)/libplaitc.a $(B)/libplait_rt64.a $(LUA_LIB) $(RT_LIBS) -ldl
 
-test: all $(UNIT_BIN)
+# Programs the command-line tests use (fp32 runtime, as generated programs).
+$(B)/tools/%: tests/tools/%.c $(B)/libplait_rt.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -fopenmp $(MPI_INC) -Iruntime -o $@ $< $(B)/libplait_rt.a $(RT_LIBS)
+
+test: all $(UNIT_BIN) $(TOOL_BIN)
 	@sh tests/run.sh $(B)
 
 # The main job: the tiny byte-level GPT trained on the fortunes of Debian's fortunes package for a few

@@ -251,12 +251,7 @@ void comm_wait(Comm *c, CommRequest *r) { c->ops->wait(c, r); }
 
 /* ---- failure ----------------------------------------------------------------------------------- */
 
-_Noreturn void comm_fail(Comm *c, const char *fmt, ...) {
-  char message[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(message, sizeof message, fmt, ap);
-  va_end(ap);
+static _Noreturn void fail_with(Comm *c, const char *message) {
   if (atomic_exchange(c->failing, 1))
     for (;;) pause(); /* another thread of this process is already ending the job */
   fflush(stdout);
@@ -264,6 +259,29 @@ _Noreturn void comm_fail(Comm *c, const char *fmt, ...) {
   fflush(stderr);
   if (c->ops->abort) c->ops->abort(c);
   _exit(1);
+}
+
+_Noreturn void comm_fail(Comm *c, const char *fmt, ...) {
+  char message[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(message, sizeof message, fmt, ap);
+  va_end(ap);
+  fail_with(c, message);
+}
+
+/* Rank 0 speaks for everyone; the others give it time to end the job, and speak only if it does not. */
+_Noreturn void comm_fail_all(Comm *c, const char *fmt, ...) {
+  char message[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(message, sizeof message, fmt, ap);
+  va_end(ap);
+  if (c->info.rank != 0) {
+    double deadline = comm_now() + 10;
+    while (comm_now() < deadline) usleep(10000);
+  }
+  fail_with(c, message);
 }
 
 /* ---- helpers for the backends ------------------------------------------------------------------ */

@@ -90,5 +90,8 @@ void comm_wait(Comm *c, CommRequest *r);
 /* Ends the whole job: prints "plait: rank R: <message>" on stderr and makes every rank exit non-zero
  * (status 1). Callable from any thread; when several threads fail at once only the first prints. */
 _Noreturn void comm_fail(Comm *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same for a failure every rank finds at once (a loss or gradient norm all ranks share): rank 0
+ * reports it, so the job prints one line. */
+_Noreturn void comm_fail_all(Comm *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

@@ -155,9 +155,12 @@ static void reduce_chunk(Exec *e, int chunk) {
   if (first && e->prog->dp > 1) e->pending[e->npending++] = comm_allreduce_start(e->run->comm, GROUP_DP, first, n, COMM_SUM);
 }
 
-/* The tied table's two copies (first and last stage) get the sum of both gradients. */
+
+/* The tied table's two copies (first and last stage) get the sum of both gradients, once the
+ * data-parallel reductions in flight (which include the table's) are done. */
 static void reduce_tied(Exec *e) {
   Params *ps = e->params;
+  exec_finish_reductions(e);
   for (int i = 0; i < ps->count; i++) {
     ParamSlot *s = &ps->slot[i];
     if (s->layer < 0 && s->spec->in_embed && s->spec->in_head)
@@ -172,19 +175,22 @@ void exec_finish_reductions(Exec *e) {
 
 /* ---- the walk ------------------------------------------------------------------------------- */
 
-static void record(Exec *e, int from, int to, double t0, double begin) {
+static void record(Exec *e, int from, int to, double start) {
   if (!e->times) return;
-  double t1 = now() - begin;
-  for (int k = from; k < to; k++) e->times[k] = (ActionTime){k, t0, t1};
+  double end = now();
+  for (int k = from; k < to; k++) e->times[k] = (ActionTime){k, start, end};
+}
+
+void exec_record(Exec *e) {
+  if (!e->times) e->times = zeroed(e, (size_t)e->nactions, sizeof *e->times);
 }
 
 void exec_iteration(Exec *e, const int32_t *tokens, const int32_t *targets) {
   e->tokens = tokens;
   e->targets = targets;
-  double begin = now();
   for (int i = 0; i < e->nactions;) {
     const Action *a = &e->actions[i];
-    double t0 = now() - begin;
+    double start = now();
     int next = i + 1;
     switch (a->kind) {
     case ACT_FORWARD: forward(e, a); break;
@@ -194,7 +200,7 @@ void exec_iteration(Exec *e, const int32_t *tokens, const int32_t *targets) {
     case ACT_STEP: exec_finish_reductions(e); if (e->step) e->step(e->step_arg); break;
     default: next = group(e, i); break;
     }
-    record(e, i, next, t0, begin);
+    record(e, i, next, start);
     i = next;
   }
 }

@@ -11,7 +11,8 @@
 #include "program.h"
 #include "rt.h"
 
-/* Measured start and end of an action (seconds since the iteration began), for traces. */
+/* Measured start and end of an action (seconds of CLOCK_MONOTONIC, which the ranks of one machine
+ * share), for traces. A group of sends and receives shares one span: posted to completed. */
 typedef struct {
   int action;
   double start, end;
@@ -42,6 +43,8 @@ void exec_create_forward(Exec *e, const Exec *train);
 void exec_free(Exec *e);
 /* Runs the iteration over tokens and targets ([microbatches][mbs·seq], this DP rank's share). */
 void exec_iteration(Exec *e, const int32_t *tokens, const int32_t *targets);
+/* From now on each iteration records when its actions ran (e->times). */
+void exec_record(Exec *e);
 /* Waits for the reductions in flight (the optimizer step needs every gradient final). */
 void exec_finish_reductions(Exec *e);
 

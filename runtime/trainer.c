@@ -12,6 +12,7 @@
 #include "gradcheck.h"
 #include "log.h"
 #include "sample.h"
+#include "trace.h"
 
 static double now(void) {
   struct timespec t;
@@ -87,8 +88,8 @@ static void optimizer_step(void *arg) {
   Trainer *t = arg;
   t->grad_norm = global_grad_norm(t);
   if (!isfinite(t->grad_norm))
-    comm_fail(t->comm, "step %lld: the gradient norm is %g; stopping before the update (the last checkpoint stays "
-                       "as it was; try a lower --lr)", (long long)t->step, t->grad_norm);
+    comm_fail_all(t->comm, "step %lld: the gradient norm is %g; stopping before the update (the last checkpoint stays "
+                       "as it was; try a lower --lr)", (long long)t->step + 1, t->grad_norm);
   double coef = optim_clip_coef(t->grad_norm, t->args->grad_clip);
   t->lr = optim_lr(&t->schedule, t->step);
   for (int i = 0; i < t->params.count; i++) {
@@ -160,6 +161,7 @@ static void setup(Trainer *t, Comm *c, const TrainArgs *args) {
   t->schedule = optim_schedule(args->lr, args->warmup, args->decay_steps ? args->decay_steps : args->steps);
   if (args->load) t->step = checkpoint_load(t, args->load);
   t->run.seed = t->seed;
+  if (args->trace) exec_record(&t->exec);
   if (comm_info(c)->rank == 0 && args->log_json && !(t->log_json = fopen(args->log_json, "w")))
     comm_fail(c, "--log-json %s: cannot write there", args->log_json);
 }
@@ -193,8 +195,8 @@ static void train_step(Trainer *t) {
   exec_iteration(&t->exec, t->device_tokens, t->device_targets);
   double loss = trainer_global_loss(t), seconds = now() - start;
   if (!isfinite(loss))
-    comm_fail(t->comm, "step %lld: the loss is %g; stopping (the last checkpoint stays as it was; try a lower --lr)",
-              (long long)t->step, loss);
+    comm_fail_all(t->comm, "step %lld: the loss is %g; stopping (the last checkpoint stays as it was; try a lower --lr)",
+              (long long)t->step + 1, loss);
   if (comm_info(t->comm)->rank == 0) log_step(t, loss, seconds);
 }
 
@@ -216,6 +218,7 @@ int trainer_main(Comm *c, void *arg) {
     if (args->save && every_save && done % every_save == 0 && done < args->steps) checkpoint_save(&t, args->save, done);
   }
   if (args->save) checkpoint_save(&t, args->save, t.step);
+  if (args->trace && args->steps > 0) trace_write(&t, args->trace);
   if (args->sample) sample_text(&t, args->sample);
   if (comm_info(c)->rank == 0) log_finish(&t);
   teardown(&t);
