@@ -1,14 +1,21 @@
 /* cmd_check.c: `plait check`: reads a schedule (text or CSV) or generates a named one, lowers it when it
- * is compute-only, validates it, simulates it with unit costs, and prints the bubble and the peaks. */
+ * is compute-only, validates it, simulates it (unit costs, or a model's costs with --model), and prints
+ * the bubble and the peaks; or reads a trace (.json) and measures and draws it. */
 #include <stdio.h>
 #include <string.h>
 
 #include "commands.h"
 #include "options.h"
-#include "simulate.h"
+#include "plan.h"
 
-static const char *const check_flags[] = {"--unit-costs", "--pp",     "--vpp", "--dp", "--mbs",
-                                          "--gbs",        "--format", "-o",    NULL};
+static const char *const check_flags[] = {"--unit-costs", "--pp", "--vpp", "--dp", "--mbs", "--gbs", "--tp",
+                                          "--set", "--machine", "--model", "--sequence-parallel", "--recompute",
+                                          "--format", "-o", NULL};
+
+static int ends_with(const char *s, const char *tail) {
+  size_t n = strlen(s), k = strlen(tail);
+  return n >= k && strcmp(s + n - k, tail) == 0;
+}
 
 static int is_named(const char *name) {
   return strcmp(name, "gpipe") == 0 || strcmp(name, "1f1b") == 0 || strcmp(name, "interleaved") == 0;
@@ -29,14 +36,15 @@ static int load(const Options *o, Schedule *s, Diag *d) {
 
 static void print_report(const Options *o, const Schedule *s, const Timeline *t, FILE *f) {
   int actions = 0;
+  const char *unit = t->unit ? "units" : "s";
   for (int r = 0; r < s->pp; r++) actions += s->rank[r].count;
   fprintf(f, "%s: valid schedule: %d ranks, %d stage%s per rank, %d microbatches, %d actions\n", o->file, s->pp, s->vpp,
           s->vpp > 1 ? "s" : "", s->microbatches, actions);
-  fprintf(f,
-          "bubble fraction: %.6g (flush at %g, ideal %g units; unit costs: forward 1, backward 2 per stage, "
-          "communication free)\n",
-          t->bubble_fraction, t->flush, t->ideal);
-  fprintf(f, "iteration time: %g units\n", t->iteration);
+  fprintf(f, "bubble fraction: %.6g (flush at %g, ideal %g %s; %s)\n", t->bubble_fraction, t->flush, t->ideal, unit,
+          ends_with(o->file, ".json") ? "measured in the trace"
+          : t->unit ? "unit costs: forward 1, backward 2 per stage, communication free"
+                    : "costs of the model on the machine");
+  fprintf(f, "iteration time: %g %s\n", t->iteration, unit);
   if (s->vpp == 1) fprintf(f, "peak in-flight microbatches:\n");
   else fprintf(f, "peak in-flight microbatches (chunk passes / vpp %d):\n", s->vpp);
   for (int r = 0; r < s->pp; r++) {
@@ -61,6 +69,23 @@ static int write_output(const Options *o, const Schedule *s, const Timeline *t, 
   return 0;
 }
 
+/* The costs of --model under the schedule's layout (the flags give the rest: --tp, --set, --machine). */
+static int model_costs(const Options *o, const Schedule *s, Costs *costs, Diag *d) {
+  Options plan_options = *o;
+  plan_options.file = o->model;
+  plan_options.print = NULL;
+  plan_options.parallel.pp = s->pp, plan_options.parallel.vpp = s->vpp;
+  if (plan_options.parallel.gbs == UNSET) {
+    int mbs = o->parallel.mbs == UNSET ? 1 : o->parallel.mbs, dp = o->parallel.dp == UNSET ? 1 : o->parallel.dp;
+    plan_options.parallel.gbs = s->microbatches * mbs * dp;
+  }
+  Plan p;
+  int status = plan_build(&plan_options, &p, stdout, d);
+  if (status == 0) plan_costs(&p, costs);
+  plan_free(&p);
+  return status;
+}
+
 /* Validates, then simulates and writes; an invalid schedule shows its neighbourhood on stdout. */
 static int check(const Options *o, Schedule *s, Diag *d) {
   ScheduleFault fault;
@@ -71,12 +96,27 @@ static int check(const Options *o, Schedule *s, Diag *d) {
     printf("%s: invalid schedule: %s\n%s\n", o->file, fault.message, fault.context);
     return diag(d, "%s: %s", o->file, fault.message);
   }
-  simulate_costs_unit(&costs, s->stages);
+  if (o->model && !o->unit_costs) {
+    if (model_costs(o, s, &costs, d)) return -1;
+  } else {
+    simulate_costs_unit(&costs, s->stages);
+  }
   int status = simulate_schedule(s, &costs, &t, d);
   simulate_costs_free(&costs);
   if (status) return -1;
   status = write_output(o, s, &t, d);
   simulate_timeline_free(&t);
+  return status;
+}
+
+/* A trace: its timeline is what it measured (or what the plan simulated), drawn or reported as is. */
+static int check_trace(const Options *o, Diag *d) {
+  Schedule s;
+  Timeline t;
+  if (trace_read(o->file, &s, &t, d)) return -1;
+  int status = write_output(o, &s, &t, d);
+  simulate_timeline_free(&t);
+  schedule_free(&s);
   return status;
 }
 
@@ -87,7 +127,8 @@ int cmd_check(int argc, char **argv) {
   int status = options_parse(argc, argv, 2, check_flags, &o, &d);
   if (!status && !o.file)
     status = diag(&d, "check needs a schedule: plait check FILE (text or .csv), or plait check 1f1b --pp 4 --gbs 8");
-  if (!status && !(status = load(&o, &s, &d))) {
+  if (!status && ends_with(o.file, ".json")) status = check_trace(&o, &d);
+  else if (!status && !(status = load(&o, &s, &d))) {
     status = check(&o, &s, &d);
     schedule_free(&s);
   }

@@ -83,6 +83,8 @@ void plan_write_svg(const Plan *p, FILE *f);
  * simulated iteration; what both hold freed. */
 int plan_schedule(Plan *p, Diag *d);
 int plan_simulate(Plan *p, Diag *d);
+/* The per-chunk costs the simulation takes, from the cost model on the plan's machine. */
+void plan_costs(const Plan *p, Costs *costs);
 void plan_free_schedule(Plan *p);
 
 /* Human-readable sizes for the text plan: "1.23 GB", "5.6 TFLOP". */

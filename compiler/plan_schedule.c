@@ -36,7 +36,7 @@ static double chunk_grad_bytes(const Plan *p, const Chunk *c) {
   return 4 * params;
 }
 
-static void model_costs(const Plan *p, Costs *costs) {
+void plan_costs(const Plan *p, Costs *costs) {
   const Machine *m = p->machine;
   const Parallel *par = &p->par;
   double io = (double)p->io_elems * m->activation_bytes;
@@ -74,7 +74,7 @@ int plan_schedule(Plan *p, Diag *d) {
 int plan_simulate(Plan *p, Diag *d) {
   Costs costs;
   if (p->unit_costs) simulate_costs_unit(&costs, p->nchunks);
-  else model_costs(p, &costs);
+  else plan_costs(p, &costs);
   int status = simulate_schedule(&p->schedule, &costs, &p->timeline, d);
   simulate_costs_free(&costs);
   return status;

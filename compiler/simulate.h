@@ -60,6 +60,11 @@ typedef struct {
 int simulate_schedule(const Schedule *s, const Costs *c, Timeline *t, Diag *d);
 void simulate_timeline_free(Timeline *t);
 
+/* Reads a trace in the form timeline_trace_write writes (a plan's, or a program's measured one from
+ * train --trace): its schedule, and its timeline with the bubble measured from the spans.
+ * Returns 0, or -1 with one line in d. */
+int trace_read(const char *path, Schedule *s, Timeline *t, Diag *d);
+
 /* Chrome trace-event JSON: one process per rank, threads for compute, sends, receives and reductions. */
 void timeline_trace_write(const Schedule *s, const Timeline *t, FILE *f);
 /* An SVG picture as the Megatron-LM paper draws schedules: a lane per rank, forward and backward boxes
