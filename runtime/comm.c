@@ -165,6 +165,15 @@ int comm_group_member(const Comm *c, GroupKind g, int i) {
 
 const char *comm_backend_name(const Comm *c) { return c->ops->name; }
 
+int comm_ranks_on_machine(int world) {
+  static const char *const local_size[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE", "LOCAL_WORLD_SIZE", NULL};
+  const char *command;
+  if (!launcher_world(&command)) return world;
+  for (int i = 0; local_size[i]; i++)
+    if (getenv(local_size[i]) && atoi(getenv(local_size[i])) > 0) return atoi(getenv(local_size[i]));
+  return 1;
+}
+
 /* Ranks that are threads share device 0; a process started by a launcher takes the one of its rank on
  * the node (OpenMPI's, Slurm's or torchrun-style LOCAL_RANK). */
 int comm_device_index(const Comm *c) {

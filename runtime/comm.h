@@ -51,6 +51,9 @@ int comm_group_rank(const Comm *c, GroupKind g);
 /* The world rank of member i of this rank's group g. */
 int comm_group_member(const Comm *c, GroupKind g, int i);
 const char *comm_backend_name(const Comm *c); /* "local" or "mpi" */
+/* How many ranks of a world of `world` share this machine: all of them when they are threads of this
+ * process; under a launcher, the ranks it put on this node. Known before comm_launch. */
+int comm_ranks_on_machine(int world);
 /* The device this rank computes on: 0 for ranks that are threads, else the rank's place on its node. */
 int comm_device_index(const Comm *c);
 

@@ -9,6 +9,9 @@
 /* Picks the device of this rank (the GPU of its local rank); ends the job with one line when there is
  * none. */
 void device_init(int local_rank);
+/* Ranks that are threads of this process share its compute: each gets its part (CPU: cores for
+ * OpenMP and OpenBLAS). */
+void device_share(int ranks_in_process);
 /* What computes: "CPU", or the GPU's name. */
 const char *device_name(void);
 /* The FLOP/s MFU is measured against: the CPU's GEMM rate measured now, or a GPU's bf16 dense peak. */

@@ -1,7 +1,6 @@
 /* train.c: main() of every generated program: its flags, checks made before any work, this machine's
  * GEMM rate (MFU's denominator), threads per rank, and the ranks' launch. */
 #include <errno.h>
-#include <omp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,19 +103,12 @@ static int check(TrainArgs *a) {
   return 0;
 }
 
-/* Ranks that are threads share the cores; each gets its part for OpenMP and OpenBLAS. */
-static void share_cores(void) {
-  int world = plait_program.tp * plait_program.pp * plait_program.dp;
-  int threads = omp_get_num_procs() / world;
-  omp_set_num_threads(threads > 0 ? threads : 1);
-}
-
 int main(int argc, char **argv) {
   TrainArgs args = {.steps = 0, .seed = 1234, .lr = 1e-3, .warmup = 0, .grad_clip = 1.0, .weight_decay = 0.01,
                     .eval_batches = 4};
   if (argc < 2) return fail("usage: %s", usage);
   if (parse(argc, argv, &args) || check(&args)) return 1;
   args.gemm_rate = device_peak_flops();
-  share_cores();
+  device_share(comm_ranks_on_machine(plait_program.tp * plait_program.pp * plait_program.dp));
   return comm_launch(plait_program.tp, plait_program.pp, plait_program.dp, trainer_main, &args);
 }

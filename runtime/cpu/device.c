@@ -2,11 +2,22 @@
 #include "device.h"
 #include "kernels.h"
 
+#include <cblas.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 void device_init(int local_rank) { (void)local_rank; }
+
+/* Each rank's kernels and GEMMs run on cores/ranks threads: OpenBLAS's OpenMP build keeps its own count,
+ * so it is set too (else every rank's GEMM would take every core, and the teams would spin on each
+ * other). */
+void device_share(int ranks_in_process) {
+  int threads = omp_get_num_procs() / ranks_in_process;
+  omp_set_num_threads(threads > 0 ? threads : 1);
+  openblas_set_num_threads(threads > 0 ? threads : 1);
+}
 
 const char *device_name(void) { return "CPU"; }
 

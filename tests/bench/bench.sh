@@ -33,3 +33,33 @@ awk -v ms="$(median "$TMP/gpt2.json" ms)" -v tps="$(median "$TMP/gpt2.json" toke
   printf "  plan prediction                  %8.1f MB\n", plan / 1e6
   printf "  resident / predicted             %8.2f   (target within 1.2)\n", rss / plan
 }'
+
+echo "== tiny GPT, parallel layouts against one rank (threads on this machine, same global batch)"
+TINY="models/tiny.lua --set layers=8 --mbs 4 --gbs 32"
+run_tiny() { # name layout...: median tokens/s
+  name=$1; shift
+  # shellcheck disable=SC2086
+  $PLAIT build $TINY "$@" -o "$TMP/$name" >/dev/null || exit 1
+  "$TMP/$name/train" --data "$TMP/text.bin" --steps 8 --log-json "$TMP/$name.json" >/dev/null || exit 1
+  median "$TMP/$name.json" tokens_per_s
+}
+one=$(run_tiny one)
+dp2=$(run_tiny dp2 --dp 2)
+pp2=$(run_tiny pp2 --pp 2)
+awk -v one="$one" -v dp2="$dp2" -v pp2="$pp2" 'BEGIN {
+  printf "  one rank                         %8.0f tokens/s\n", one
+  printf "  (tp,pp,vpp,dp) = (1,1,1,2)       %8.0f tokens/s   %.2f of one rank\n", dp2, dp2 / one
+  printf "  (tp,pp,vpp,dp) = (1,2,1,1)       %8.0f tokens/s   %.2f of one rank\n", pp2, pp2 / one
+}'
+
+echo "== a pipelined run's bubble: measured against the plan's prediction (tiny, pp 2, 8 microbatches)"
+# shellcheck disable=SC2086
+"$TMP/pp2/train" --data "$TMP/text.bin" --steps 6 --trace "$TMP/pp2.trace" >"$TMP/pp2.out" || exit 1
+measured=$(grep 'measured bubble' "$TMP/pp2.out" | sed 's/.*measured bubble \([0-9.e-]*\).*/\1/')
+# shellcheck disable=SC2086
+predicted=$($PLAIT plan $TINY --pp 2 --machine cpu --format json | grep '"bubble_fraction"' | sed 's/.*: \([0-9.e-]*\),/\1/')
+awk -v m="$measured" -v p="$predicted" -v cores="$(nproc)" 'BEGIN {
+  printf "  plan (cost model, machine cpu)   %8.3f\n", p
+  printf "  papers (pp-1)/m                  %8.3f\n", 1 / 8
+  printf "  measured (last iteration)        %8.3f   (2 ranks as threads on %d cores)\n", m, cores
+}'

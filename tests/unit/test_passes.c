@@ -1,0 +1,128 @@
+/* test_passes.c: the passes between autodiff and emission: fusion merges exactly the elementwise chains
+ * nothing else reads, the memory plan never lets two live tensors share memory, and shapes survive. */
+#include <string.h>
+
+#include "check.h"
+#include "options.h"
+#include "plan.h"
+#include "shape.h"
+
+static const char *const all_flags[] = {"--tp", "--pp", "--vpp", "--dp", "--mbs", "--gbs", "--schedule", "--recompute",
+                                        "--sequence-parallel", "--partition", "--set", "--format", "--machine",
+                                        "--unit-costs", "--print", "-o", NULL};
+
+static int plan_of(const char *command, Plan *p) {
+  char buf[1024], *argv[64];
+  int argc = 0;
+  Diag d;
+  snprintf(buf, sizeof buf, "plait plan %s", command);
+  for (char *tok = strtok(buf, " "); tok && argc < 63; tok = strtok(NULL, " ")) argv[argc++] = tok;
+  Options o;
+  if (options_parse(argc, argv, 2, all_flags, &o, &d) || plan_build(&o, p, stdout, &d)) {
+    CHECK(0, "%s: %s", command, d.msg);
+    return -1;
+  }
+  return 0;
+}
+
+static int readers(const Graph *g, int t) {
+  int n = 0;
+  for (int i = 0; i < g->nnodes; i++)
+    for (int k = 0; k < g->nodes[i].nin; k++) n += g->nodes[i].in[k] == t;
+  return n;
+}
+
+static int count_ops(const Graph *g, OpKind op, int backward) {
+  int n = 0;
+  for (int i = 0; i < g->nnodes; i++) n += g->nodes[i].op == op && g->nodes[i].backward == backward;
+  return n;
+}
+
+/* After fusion no elementwise node feeds a single elementwise reader of its own pass with a value
+ * nothing else needs; a GPT block forward keeps 7 kernels: q, k, v bias adds, the attention output's
+ * bias + dropout + residual, the MLP's first bias add, GeLU (its input is kept for backward), and the
+ * MLP output's bias + dropout + residual. */
+static void fusion(void) {
+  Plan p;
+  if (plan_of("models/tiny.lua --set dropout=0.1", &p)) return;
+  const Graph *g = &p.model.block;
+  CHECK(count_ops(g, OP_EW, 0) == 7, "block forward has %d elementwise kernels, expected 7", count_ops(g, OP_EW, 0));
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = &g->nodes[i];
+    if (n->op != OP_EW) continue;
+    int t = n->out[0];
+    if (g->tensors[t].kind == T_PARAM_GRAD || t == g->output || t == g->grad_input || readers(g, t) != 1) continue;
+    for (int j = 0; j < g->nnodes; j++)
+      for (int k = 0; k < g->nodes[j].nin; k++)
+        if (g->nodes[j].in[k] == t && g->nodes[j].op == OP_EW && g->nodes[j].backward == n->backward)
+          CHECK(0, "node %d (%s) feeds node %d alone and was not fused", i, g->tensors[t].name, j);
+  }
+  plan_free(&p);
+}
+
+/* Two tensors of scratch (or of the saved region) that are alive at the same node never overlap. */
+static void check_memory(const Plan *p, int stage) {
+  const Graph *g = stage == 0 ? &p->model.embed : stage == 1 ? &p->model.block : &p->model.head;
+  const StageMemory *m = &p->memory[stage];
+  int n = g->ntensors;
+  int first[n], last[n];
+  for (int t = 0; t < n; t++) first[t] = g->nnodes, last[t] = -1;
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *node = &g->nodes[i];
+    for (int k = 0; k < node->nout; k++) {
+      int t = node->out[k];
+      if (i < first[t]) first[t] = i;
+      if (i > last[t]) last[t] = i;
+    }
+    for (int k = 0; k < node->nin; k++) last[node->in[k]] = i > last[node->in[k]] ? i : last[node->in[k]];
+  }
+  for (int a = 0; a < n; a++) {
+    if (m->region[a] != REGION_SCRATCH && m->region[a] != REGION_SAVED) continue;
+    if (last[a] < 0) continue;
+    CHECK(m->offset[a] % 16 == 0, "%s at %lld is not aligned", g->tensors[a].name, (long long)m->offset[a]);
+    int64_t size_a = tensor_local_elems(&p->model, &g->tensors[a], p->par.tp);
+    for (int b = a + 1; b < n; b++) {
+      if (m->region[b] != m->region[a] || last[b] < 0) continue;
+      int64_t size_b = tensor_local_elems(&p->model, &g->tensors[b], p->par.tp);
+      int same_place = m->offset[a] == m->offset[b]; /* an in-place output takes its input's place */
+      int live_together = m->region[a] == REGION_SAVED || (first[a] <= last[b] && first[b] <= last[a]);
+      int overlap = m->offset[a] < m->offset[b] + size_b && m->offset[b] < m->offset[a] + size_a;
+      int inplace = 0;
+      for (int i = 0; i < g->nnodes; i++)
+        if (g->nodes[i].inplace >= 0 && ((g->nodes[i].out[0] == a && g->nodes[i].in[g->nodes[i].inplace] == b) ||
+                                         (g->nodes[i].out[0] == b && g->nodes[i].in[g->nodes[i].inplace] == a)))
+          inplace = 1;
+      CHECK(!(live_together && overlap) || (inplace && same_place), "stage %d: %s and %s overlap while both alive", stage,
+            g->tensors[a].name, g->tensors[b].name);
+    }
+  }
+}
+
+static void memory_plan(void) {
+  const char *layouts[] = {"models/tiny.lua --set dropout=0.1", "models/tiny.lua --tp 2 --sequence-parallel",
+                           "models/llama.lua --set layers=2 hidden=64 heads=4 kv_heads=2 ffn=160 seq=32 vocab=256 --tp 2"};
+  for (unsigned i = 0; i < sizeof layouts / sizeof *layouts; i++) {
+    Plan p;
+    if (plan_of(layouts[i], &p)) continue;
+    for (int s = 0; s < 3; s++) check_memory(&p, s);
+    CHECK(p.memory[1].saved > 0 && p.scratch_elems > 0, "%s: empty regions", layouts[i]);
+    plan_free(&p);
+  }
+}
+
+/* The forward graphs after shard, autodiff and fusion still infer to the shapes they hold. */
+static void shapes_survive(void) {
+  Plan p;
+  if (plan_of("models/bert.lua --set layers=2 hidden=64 heads=4 ffn=256 seq=32 vocab=256 --tp 2", &p)) return;
+  Diag d;
+  const Graph *graphs[3] = {&p.model.embed, &p.model.block, &p.model.head};
+  for (int g = 0; g < 3; g++) CHECK(shape_check(&p.model, graphs[g], &d) == 0, "%s", d.msg);
+  plan_free(&p);
+}
+
+int main(void) {
+  RUN(fusion);
+  RUN(memory_plan);
+  RUN(shapes_survive);
+  TEST_EXIT();
+}
