@@ -50,6 +50,14 @@ static void count_xent(const Model *m, const Graph *g, const Node *n, int tp, Gr
   s->tp_bytes[PASS_FORWARD] += 3 * cost_ring_allreduce(tokens * 4, tp);
 }
 
+/* What a memory-bound kernel moves: each input read once, each output written once (one TP rank). */
+static double node_bytes(const Model *m, const Graph *g, const Node *n, int tp, int act_bytes) {
+  double bytes = 0;
+  for (int k = 0; k < n->nin; k++) bytes += (double)tensor_local_elems(m, &g->tensors[n->in[k]], tp);
+  for (int k = 0; k < n->nout; k++) bytes += (double)tensor_local_elems(m, &g->tensors[n->out[k]], tp);
+  return bytes * act_bytes;
+}
+
 static void count_nodes(const Model *m, const Graph *g, int tp, int act_bytes, GraphCost *s) {
   for (int i = 0; i < g->nnodes; i++) {
     const Node *n = &g->nodes[i];
@@ -57,8 +65,9 @@ static void count_nodes(const Model *m, const Graph *g, int tp, int act_bytes, G
     if (n->op == OP_MATMUL) s->flops[pass] += matmul_flops(m, g, n);
     else if (n->op == OP_ATTENTION) s->flops[pass] += attention_flops(m, g, n);
     else if (n->op == OP_ATTENTION_BWD) s->flops[pass] += 2 * attention_flops(m, g, n);
-    else if (n->op == OP_XENT) count_xent(m, g, n, tp, s);
     else if (op_is_collective(n->op)) count_collective(m, g, n, tp, act_bytes, s);
+    if (n->op == OP_XENT) count_xent(m, g, n, tp, s);
+    if (n->op != OP_MATMUL && !op_is_collective(n->op)) s->bytes[pass] += node_bytes(m, g, n, tp, act_bytes);
   }
 }
 

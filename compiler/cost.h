@@ -13,6 +13,8 @@ enum { PASS_FORWARD, PASS_BACKWARD, PASSES };
 
 typedef struct {
   double flops[PASSES];          /* FLOPs of one microbatch over all TP ranks (GEMMs and attention, as Eq. 3) */
+  double bytes[PASSES];          /* bytes one TP rank's other kernels (norms, elementwise, embedding, cross
+                                    entropy) read and write per microbatch: their time is memory's */
   int collectives[PASSES][COLL_KINDS]; /* TP collectives per microbatch (the block: per layer) */
   double tp_bytes[PASSES];       /* bytes one TP rank sends for them per microbatch (ring algorithms) */
   int64_t params;                /* parameters the stage makes (the block: one layer), padding excluded */

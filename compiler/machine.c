@@ -5,13 +5,13 @@
 
 static const Machine machines[] = {
     {"a100", "NVIDIA A100 SXM 80GB (DGX A100): bf16 312 TFLOP/s, NVLink 300 GB/s, 8x200 Gb/s InfiniBand per node",
-     312e12, 0.5, 300e9, 25e9, 5e-6, 8, 2},
+     312e12, 0.5, 300e9, 25e9, 5e-6, 2.0e12, 8, 2},
     {"h100", "NVIDIA H100 SXM (DGX H100): bf16 989 TFLOP/s, NVLink 450 GB/s, 8x400 Gb/s InfiniBand per node",
-     989e12, 0.5, 450e9, 50e9, 5e-6, 8, 2},
+     989e12, 0.5, 450e9, 50e9, 5e-6, 3.35e12, 8, 2},
     {"h200", "NVIDIA H200 SXM: bf16 989 TFLOP/s, NVLink 450 GB/s, 8x400 Gb/s InfiniBand per node",
-     989e12, 0.5, 450e9, 50e9, 5e-6, 8, 2},
-    {"cpu", "a small CPU node: 100 GFLOP/s fp32, 10 GB/s between ranks (threads sharing memory)",
-     100e9, 1.0, 10e9, 10e9, 1e-6, 1 << 20, 4},
+     989e12, 0.5, 450e9, 50e9, 5e-6, 4.8e12, 8, 2},
+    {"cpu", "a small CPU node: 100 GFLOP/s fp32 GEMMs at 60%, 5 GB/s memory for other kernels and between ranks",
+     100e9, 0.6, 5e9, 5e9, 1e-6, 5e9, 1 << 20, 4},
 };
 
 const Machine *machine_find(const char *name) {

@@ -10,6 +10,7 @@ typedef struct {
   double intra_node_bw;  /* bytes/s one device sends to a peer in its node (NVLink) */
   double inter_node_bw;  /* bytes/s one device sends to a peer in another node (InfiniBand) */
   double latency;        /* seconds per message */
+  double memory_bw;      /* bytes/s of the device's memory: the pace of kernels that are not GEMMs */
   int devices_per_node;
   int activation_bytes;  /* bytes per activation element in the training precision */
 } Machine;

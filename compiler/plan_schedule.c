@@ -18,14 +18,17 @@ static void chunk_times(const Plan *p, const Chunk *c, double *forward, double *
   const ModelCost *k = &p->cost;
   const Machine *m = p->machine;
   double rate = m->flops * m->efficiency, tp = p->par.tp, link = bandwidth(m, 1, p->par.tp);
+  double bf = c->layers * k->block.bytes[0] + (c->has_embed ? k->embed.bytes[0] : 0) + (c->has_head ? k->head.bytes[0] : 0);
+  double bb = c->layers * k->block.bytes[1] + (c->has_embed ? k->embed.bytes[1] : 0) + (c->has_head ? k->head.bytes[1] : 0);
+  if (p->par.recompute) bb += c->layers * k->block.bytes[0];
   double f = c->layers * k->block.flops[0] + (c->has_embed ? k->embed.flops[0] : 0) + (c->has_head ? k->head.flops[0] : 0);
   double b = c->layers * k->block.flops[1] + (c->has_embed ? k->embed.flops[1] : 0) + (c->has_head ? k->head.flops[1] : 0);
   if (p->par.recompute) b += c->layers * k->block.flops[0];
   double tf = c->layers * k->block.tp_bytes[0] + (c->has_embed ? k->embed.tp_bytes[0] : 0) + (c->has_head ? k->head.tp_bytes[0] : 0);
   double tb = c->layers * k->block.tp_bytes[1] + (c->has_embed ? k->embed.tp_bytes[1] : 0) + (c->has_head ? k->head.tp_bytes[1] : 0);
   if (p->par.recompute) tb += c->layers * k->block.tp_bytes[0];
-  *forward = f / tp / rate + tf / link;
-  *backward = b / tp / rate + tb / link;
+  *forward = f / tp / rate + bf / m->memory_bw + tf / link;
+  *backward = b / tp / rate + bb / m->memory_bw + tb / link;
 }
 
 /* The fp32 gradients a chunk reduces over DP, one TP rank's share. */
