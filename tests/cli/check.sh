@@ -64,7 +64,7 @@ expect_error "interleaved needs m a multiple of pp" 'multiple of pp \(4\); use 8
   "$PLAIT" check interleaved --pp 4 --vpp 2 --gbs 6
 expect_error "1f1b with chunks" '1f1b runs one chunk per rank' "$PLAIT" check 1f1b --pp 4 --vpp 2 --gbs 8
 expect_error "no file" 'check needs a schedule' "$PLAIT" check
-expect_error "unknown flag" 'unknown flag --tp' "$PLAIT" check 1f1b --tp 2
+expect_error "unknown flag" 'unknown flag --bogus' "$PLAIT" check 1f1b --bogus 2
 expect_error "unknown format" "unknown format 'png'" "$PLAIT" check 1f1b --format png
 expect_error "unwritable output" 'cannot write .*/no/dir/x.svg' "$PLAIT" check 1f1b --format svg -o "$TMP/no/dir/x.svg"
 
