@@ -105,6 +105,18 @@ void memplan_stage(const Model *m, const Graph *g, int tp, StageMemory *s) {
   free(live);
 }
 
+void memplan_print(const Model *m, const Graph *g, const StageMemory *s, int tp, FILE *f) {
+  static const char *const regions[] = {"saved", "scratch", "input", "grad out", "grad in", "param", "param grad",
+                                        "data", "loss"};
+  fprintf(f, "stage %s: saved %lld elements per microbatch, scratch %lld\n", g->name, (long long)s->saved,
+          (long long)s->scratch);
+  for (int t = 0; t < g->ntensors; t++) {
+    if (s->region[t] != REGION_SAVED && s->region[t] != REGION_SCRATCH) continue;
+    fprintf(f, "  %-32s %-8s at %10lld, %10lld elements\n", g->tensors[t].name, regions[s->region[t]],
+            (long long)s->offset[t], (long long)tensor_local_elems(m, &g->tensors[t], tp));
+  }
+}
+
 void memplan_free(StageMemory *s) {
   free(s->region);
   free(s->offset);

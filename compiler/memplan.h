@@ -7,6 +7,7 @@
 #define PLAIT_MEMPLAN_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "graph.h"
 
@@ -32,5 +33,7 @@ typedef struct {
 /* Plans one stage graph for tensor-parallel degree tp. */
 void memplan_stage(const Model *m, const Graph *g, int tp, StageMemory *s);
 void memplan_free(StageMemory *s);
+/* The stage's tensors with their regions and offsets (the pass's printed form). */
+void memplan_print(const Model *m, const Graph *g, const StageMemory *s, int tp, FILE *f);
 
 #endif

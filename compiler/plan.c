@@ -13,11 +13,11 @@
 static int printing(const Options *o, const char *pass) { return o->print && strcmp(o->print, pass) == 0; }
 
 static int check_print_option(const Options *o, Diag *d) {
-  static const char *const passes[] = {"shapes", "shard", "autodiff", "fuse", "partition", "schedule", NULL};
+  static const char *const passes[] = {"shapes", "shard", "autodiff", "fuse", "partition", "memory", "schedule", NULL};
   if (!o->print) return 0;
   for (int i = 0; passes[i]; i++)
     if (strcmp(passes[i], o->print) == 0) return 0;
-  return diag(d, "--print %s: unknown pass (shapes, shard, autodiff, fuse, partition, schedule)", o->print);
+  return diag(d, "--print %s: unknown pass (shapes, shard, autodiff, fuse, partition, memory, schedule)", o->print);
 }
 
 static int choose_machine(const Options *o, Plan *p, Diag *d) {
@@ -36,6 +36,19 @@ static int cut_chunks(Plan *p, Diag *d) {
   p->chunks = calloc((size_t)p->nchunks, sizeof *p->chunks);
   return partition_layers(&p->par, p->model.layers, c->embed.flops[0] + c->embed.flops[1], layer,
                           c->head.flops[0] + c->head.flops[1], p->chunks, d);
+}
+
+/* Each stage's tensors, then each chunk's slot and how many slots the schedule keeps at once. */
+static void print_memory_plan(const Plan *p, FILE *out) {
+  const Graph *stages[3] = {&p->model.embed, &p->model.block, &p->model.head};
+  for (int s = 0; s < 3; s++) memplan_print(&p->model, stages[s], &p->memory[s], p->par.tp, out);
+  for (int c = 0; c < p->nchunks; c++) {
+    const ChunkMemory *k = &p->chunk_memory[c];
+    fprintf(out, "chunk %d: slot of %lld elements (input %lld, embed %lld, layers %lld, head %lld, output %lld, "
+                 "gradient in %lld, gradient out %lld), %d slots\n",
+            c, (long long)k->size, (long long)k->input, (long long)k->embed, (long long)k->layers, (long long)k->head,
+            (long long)k->output, (long long)k->grad_out, (long long)k->grad_in, k->slots);
+  }
 }
 
 static void print_partition(const Plan *p, FILE *out) {
@@ -144,6 +157,7 @@ static int run_passes(const Options *o, Plan *p, FILE *out, Diag *d) {
   if (printing(o, "partition")) return print_partition(p, out), 1;
   plan_memory(p);
   if (plan_schedule(p, d)) return -1;
+  if (printing(o, "memory")) return print_memory_plan(p, out), 1;
   if (printing(o, "schedule")) return schedule_write_text(&p->schedule, out, 0), 1;
   if (plan_simulate(p, d)) return -1;
   p->ranks = calloc((size_t)p->par.pp, sizeof *p->ranks);

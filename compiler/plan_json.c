@@ -42,9 +42,12 @@ static void rank(const Plan *p, int r, FILE *f) {
   fprintf(f, "], \"layers\": [");
   for (int c = r, n = 0; c < p->nchunks; c += p->par.pp)
     for (int l = 0; l < p->chunks[c].layers; l++) fprintf(f, "%s%d", n++ ? ", " : "", p->chunks[c].first_layer + l);
+  double per_microbatch = 0;
+  for (int c = r; c < p->nchunks; c += p->par.pp) per_microbatch += (double)p->chunk_memory[c].size;
   fprintf(f, "], \"embed\": %s, \"head\": %s, \"params\": %lld, \"memory_bytes\": %.0f,\n",
           p->chunks[r].has_embed ? "true" : "false", p->chunks[p->nchunks - 1].rank == r ? "true" : "false",
           (long long)m->params, m->total);
+  fprintf(f, "     \"activation_bytes_per_microbatch\": %.0f,\n", per_microbatch * p->machine->activation_bytes);
   fprintf(f, "     \"memory\": {\"weights\": %.0f, \"gradients\": %.0f, \"optimizer\": %.0f, \"activations\": %.0f, "
              "\"fp32_total\": %.0f, \"bf16_total\": %.0f}, \"peak_inflight_microbatches\": %.6g",
           m->weights[p->precision], m->gradients[p->precision], m->optimizer[p->precision], m->activations,

@@ -1,5 +1,5 @@
 # equivalence.sh: the layout changes speed and memory, never the numbers. A tiny GPT (with dropout) and
-# a tiny Llama-style model trained 10 steps under many (tp, pp, vpp, dp, schedule) layouts give each
+# a tiny Llama-style model trained 10 steps under many (tp, pp, vpp, dp, schedule, recomputation) layouts give each
 # step's single-rank loss within 1e-5 relative and the single-rank final weights within 1e-4; two
 # layouts do the same under mpirun; a checkpoint saved under one layout continues under another.
 . "$(dirname "$0")/lib.sh"
@@ -43,7 +43,8 @@ for tag in gpt llama; do
   model=$GPT; [ $tag = llama ] && model=$LLAMA
   run $tag "$model" "" || { fail "reference_$tag" "$(tail -c 500 "$TMP/$tag.log")"; continue; }
   for layout in "--tp 2" "--pp 2 --schedule gpipe" "--pp 2 --schedule 1f1b" "--pp 2 --vpp 2" "--dp 2" \
-                "--tp 2 --pp 2 --dp 2" "--tp 2 --pp 2 --vpp 2 --sequence-parallel" "--pp 4 --vpp 2"; do
+                "--tp 2 --pp 2 --dp 2" "--tp 2 --pp 2 --vpp 2 --sequence-parallel" "--pp 4 --vpp 2" \
+                "--pp 2 --recompute full"; do
     check_layout $tag "$model" "$layout"
   done
 done
