@@ -1,6 +1,8 @@
 /* log.c: step lines, validation lines, progress and JSON lines. */
 #include "log.h"
 
+#include "device.h"
+
 #include <stdio.h>
 #include <sys/resource.h>
 
@@ -17,6 +19,16 @@ static void progress(Trainer *t, double seconds) {
   double left = seconds * (double)(total - done);
   printf("progress %lld/%lld steps (%d%%), about %.0f s left\n", (long long)done, (long long)total,
          (int)(100 * done / total), left);
+}
+
+void log_start(Trainer *t) {
+  const Program *p = t->prog;
+  printf("%s: tp %d × pp %d × dp %d (vpp %d, %s), %d microbatch%s of %d × %d tokens per step; %s ranks on %s, "
+         "MFU against %.1f GFLOP/s\n",
+         p->name, p->tp, p->pp, p->dp, p->vpp, p->sequence_parallel ? "sequence parallel" : "no sequence parallelism",
+         p->microbatches, p->microbatches == 1 ? "" : "es", p->mbs, p->seq, comm_backend_name(t->comm), device_name(),
+         t->args->gemm_rate / 1e9);
+  fflush(stdout);
 }
 
 void log_step(Trainer *t, double loss, double seconds) {

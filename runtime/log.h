@@ -5,6 +5,8 @@
 
 #include "trainer.h"
 
+/* What runs where: the model, the layout, the backend and the device, the rate MFU is measured against. */
+void log_start(Trainer *t);
 /* "step N | loss X | lr X | grad-norm X | ms X | tok/s X | MFU X%" */
 void log_step(Trainer *t, double loss, double seconds);
 void log_validation(Trainer *t, double loss);

@@ -169,6 +169,3 @@ void params_refresh(Params *ps) {
 #endif
 }
 
-void params_unpadded_shape(const ParamSlot *s, int64_t *shape) {
-  for (int a = 0; a < s->spec->ndim; a++) shape[a] = s->spec->unpadded[a];
-}

@@ -40,7 +40,5 @@ void params_free(Params *ps, const Program *prog);
 void params_zero_grads(Params *ps);
 /* After the master weights changed: the copies compute reads follow (nothing to do on the CPU). */
 void params_refresh(Params *ps);
-/* The full logical shape of a parameter without padding (what checkpoints store). */
-void params_unpadded_shape(const ParamSlot *s, int64_t *shape);
 
 #endif

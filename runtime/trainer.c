@@ -210,6 +210,7 @@ int trainer_main(Comm *c, void *arg) {
   Trainer t;
   setup(&t, c, args);
   if (args->gradcheck) return gradcheck_run(&t, args->gradcheck);
+  if (comm_info(c)->rank == 0) log_start(&t);
   int64_t every_eval = args->eval_every, every_save = args->save_every;
   for (; t.step < args->steps; t.step++) {
     train_step(&t);
