@@ -52,7 +52,7 @@ $(B)/libplaitc.a: $(COMPILER_OBJ)
 
 $(B)/compiler/%.o: compiler/%.c | $(DEPS_OK)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(LUA_INC) -Icompiler -DOPENBLAS='"$(OPENBLAS)"' -c -o $@ $<
+	$(CC) $(CFLAGS) $(LUA_INC) -Icompiler -DOPENBLAS='"$(OPENBLAS)"' $(CUDA_BUILD_DEFS) -c -o $@ $<
 
 $(B)/gen/%.c: compiler/%.re | $(DEPS_OK)
 	@mkdir -p $(@D)
@@ -116,5 +116,8 @@ fuzz: $(B)/fuzz/fuzz_schedule_read
 
 clean:
 	rm -rf $(B)
+
+# ---- CUDA (where nvcc is found): the GPU runtime, its checks in `make test`, and `make gpu-check` --
+include runtime/cuda/cuda.mk
 
 -include $(wildcard $(B)/*/*.d $(B)/*/*/*.d)
