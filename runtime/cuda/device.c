@@ -124,10 +124,15 @@ static const struct {
   {"L40", 181}, {"L4", 121}, {"A10G", 70}, {"A10", 125},
 };
 
+/* The name of this thread's GPU, or of GPU 0 before device_init (main() asks for the peak before the
+ * ranks start; a context is not made for that). */
 const char *device_name(void) {
   static _Thread_local char name[256];
   struct cudaDeviceProp prop;
-  gpu_check(cudaGetDeviceProperties(&prop, gpu_context()->device), "cudaGetDeviceProperties");
+  require_devices();
+  pthread_once(&context_once, make_context_key);
+  GpuContext *c = pthread_getspecific(context_key);
+  gpu_check(cudaGetDeviceProperties(&prop, c ? c->device : 0), "cudaGetDeviceProperties");
   snprintf(name, sizeof name, "%s", prop.name);
   return name;
 }
