@@ -39,7 +39,6 @@ template <int D> struct Layout {
   static constexpr int LD = D + 8;                           /* bf16 tiles of 64 positions × D */
   static constexpr int SLD = (D > TILE ? D : TILE) + 4;      /* a warp's fp32 rows: scores, or 16 × D results */
   static constexpr int PLD = TILE + 8;                       /* a warp's bf16 probabilities: 16 × 64 */
-  static constexpr int TILE_BYTES = TILE * LD * 2;
 };
 
 /* The angle of pair i at position t is t·θ^(−2i/D), in double, rounded to float once. */

@@ -1,21 +1,25 @@
-# cuda.mk: the CUDA build, included by the Makefile; it adds nothing where nvcc is missing.
+# cuda.mk: the CUDA build, included by the Makefile; where nvcc is missing it adds only gpu-check.
 #   build/libplait_rt_cuda.a  the runtime of GPU programs: runtime/*.c with PLAIT_CUDA and runtime/cuda/*.c
 #                             (cc), runtime/cuda/*.cu (nvcc, sm_90 and PTX for compute_90), the NVRTC prelude
 #   build/libplait_rt_ref.a   the CPU runtime with a plain C GEMM and without MPI: the GPU check's reference
 #   build/tests/cuda/, build/gpu/  the checks `make test` runs without a GPU, and the programs of the GPU check
 #   make gpu-check            every check that needs a GPU (tests/gpu/run.sh), with nothing but nvcc and
-#                             CUDA's libraries: no Lua, OpenBLAS, MPI or network
+#                             CUDA's libraries: no Lua, OpenBLAS, MPI or network; its report goes to
+#                             REPORT_DIR (docs/ by default)
 # NVCC, CUDA_HOME and NCCL_HOME may be set on the command line; MPI is used where mpicc is found.
 
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
 
+REPORT_DIR ?= docs
 gpu-check:
-	@sh tests/gpu/run.sh
+	@REPORT_DIR='$(REPORT_DIR)' sh tests/gpu/run.sh
 
 ifneq ($(NVCC),)
 CUDA_HOME   ?= $(patsubst %/bin/nvcc,%,$(NVCC))
-CUDA_LIBDIR ?= $(patsubst %/libcudart.so,%,$(firstword $(wildcard $(CUDA_HOME)/lib64/libcudart.so \
-               $(CUDA_HOME)/lib/libcudart.so $(CUDA_HOME)/targets/*/lib/libcudart.so)))
+CUDA_LIBDIR ?= $(patsubst %/,%,$(dir $(firstword $(wildcard $(CUDA_HOME)/lib64/libcudart.so* \
+               $(CUDA_HOME)/lib/libcudart.so* $(CUDA_HOME)/targets/*/lib/libcudart.so*))))
+# A library of the toolkit by its file (libX.so, else libX.so.N: some installs have no unversioned name).
+cuda_lib     = $(firstword $(wildcard $(CUDA_LIBDIR)/lib$(1).so $(CUDA_LIBDIR)/lib$(1).so.[0-9]*) -l$(1))
 NCCL_HOME   ?= $(CUDA_HOME)
 NCCL_INCDIR := $(patsubst %/nccl.h,%,$(firstword $(wildcard $(NCCL_HOME)/include/nccl.h $(CUDA_HOME)/include/nccl.h \
                /usr/include/nccl.h)))
@@ -23,9 +27,11 @@ NCCL_LIBDIR := $(patsubst %/,%,$(dir $(firstword $(wildcard $(NCCL_HOME)/lib/lib
                $(CUDA_LIBDIR)/libnccl.so.2 /usr/lib/$(MULTIARCH)/libnccl.so.2))))
 CUDA_NCCL   := $(and $(NCCL_INCDIR),$(NCCL_LIBDIR))
 
-# Kernels for Hopper (sm_90) with PTX beside them; warnings are errors, as for C.
+# Kernels for Hopper (sm_90) with PTX beside them; warnings are errors, as for C (the GPU check, built
+# by whatever compilers a GPU machine has, sets WARN and NVCC_WERROR so that new warnings do not stop it).
+NVCC_WERROR ?= -Werror all-warnings
 NVCC_FLAGS := -std=c++17 -O3 -lineinfo -D_GNU_SOURCE -DPLAIT_CUDA -gencode arch=compute_90,code=sm_90 \
-              -gencode arch=compute_90,code=compute_90 -Xcompiler -Wall,-Wextra -Werror all-warnings \
+              -gencode arch=compute_90,code=compute_90 -Xcompiler -Wall,-Wextra $(NVCC_WERROR) \
               -Iruntime -Iruntime/cuda -MMD -MP
 CUDA_CFLAGS := $(CFLAGS) -fopenmp -DPLAIT_CUDA -Iruntime -Iruntime/cuda -I$(CUDA_HOME)/include \
                $(if $(CUDA_NCCL),-I$(NCCL_INCDIR)) $(if $(MPI_INC),-DPLAIT_MPI $(MPI_INC))
@@ -33,9 +39,9 @@ CUDA_CFLAGS := $(CFLAGS) -fopenmp -DPLAIT_CUDA -Iruntime -Iruntime/cuda -I$(CUDA
 CUDA_CC      := $(if $(MPI_LIB),mpicc,$(CC))
 PROGRAM_CFLAGS := -std=c11 $(OPT) $(WARN) -D_GNU_SOURCE -fopenmp -DPLAIT_CUDA -I$(CUDA_HOME)/include
 comma        := ,
-NCCL_LINK    := $(if $(CUDA_NCCL),-L$(NCCL_LIBDIR) -Wl$(comma)-rpath$(comma)$(NCCL_LIBDIR) -l:libnccl.so.2)
-CUDA_LINK    := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudart -lcublasLt -lnvrtc $(NCCL_LINK) $(MPI_LIB) \
-                -fopenmp -lpthread -lstdc++ -lm -ldl
+NCCL_LINK    := $(if $(CUDA_NCCL),-Wl$(comma)-rpath$(comma)$(NCCL_LIBDIR) $(NCCL_LIBDIR)/libnccl.so.2)
+CUDA_LINK    := -Wl,-rpath,$(CUDA_LIBDIR) $(call cuda_lib,cudart) $(call cuda_lib,cublasLt) $(call cuda_lib,nvrtc) \
+                $(NCCL_LINK) $(MPI_LIB) -fopenmp -lpthread -lstdc++ -lm -ldl
 CUDA_BUILD_DEFS := -DPLAIT_CUDA_CC='"$(CUDA_CC)"' -DPLAIT_CUDA_CFLAGS='"$(PROGRAM_CFLAGS)"' \
                    -DPLAIT_CUDA_LINK='"$(strip $(CUDA_LINK))"'
 
