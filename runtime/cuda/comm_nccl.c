@@ -67,13 +67,12 @@ static ncclDataType_t nc_type(CommType type) {
   return type == COMM_ACT ? ncclBfloat16 : comm_type_size(type) == sizeof(float) ? ncclFloat32 : ncclFloat64;
 }
 
-/* Device memory of at least `bytes` in *buf (grown when short). */
+/* Device memory of at least `bytes` in *buf (grown when short, in order on the rank's stream; the
+ * communication streams reach it only after events recorded on that stream). */
 static void *nc_buffer(void **buf, size_t *room, size_t bytes) {
   if (bytes > *room) {
-    gpu_sync("growing a communication buffer");
-    cudaFree(*buf);
     *room = bytes > 4096 ? bytes : 4096;
-    *buf = gpu_alloc(*room, "communication buffers");
+    *buf = gpu_buffer_grow(*buf, *room, "communication buffers");
   }
   return *buf;
 }
@@ -439,8 +438,9 @@ static void nc_rank_free(NcclRank *r) {
     cudaEventDestroy(r->done[ch]);
   }
   ncclCommDestroy(r->world);
-  cudaFree(r->staging);
-  cudaFree(r->permute);
+  if (r->staging) cudaFreeAsync(r->staging, gpu_stream());
+  if (r->permute) cudaFreeAsync(r->permute, gpu_stream());
+  gpu_sync("the end of the job");
   free(r->transfers);
   comm_release(&r->comm);
   free(r);

@@ -56,7 +56,9 @@ static void context_free(void *arg) {
   cudaSetDevice(c->device);
   cudaStreamSynchronize(c->stream);
   gpu_gemm_plans_free(c);
-  for (int s = 0; s < GPU_SCRATCH_SLOTS; s++) cudaFree(c->scratch[s]);
+  for (int s = 0; s < GPU_SCRATCH_SLOTS; s++)
+    if (c->scratch[s]) cudaFreeAsync(c->scratch[s], c->stream);
+  cudaStreamSynchronize(c->stream);
   cudaFree(c->workspace);
   cudaFreeHost(c->pinned);
   cublasLtDestroy(c->lt);
@@ -149,28 +151,40 @@ double device_peak_flops(void) {
 
 /* ---- memory ------------------------------------------------------------------------------------ */
 
+static _Noreturn void out_of_memory(size_t bytes, const char *what) {
+  size_t free_bytes = 0, total = 0;
+  cudaGetLastError();
+  cudaMemGetInfo(&free_bytes, &total);
+  fprintf(stderr, "plait: out of GPU memory: %s needs %zu bytes and %zu of the GPU's %zu bytes are free; use a smaller "
+          "--mbs, more pipeline stages (--pp) or --recompute full\n", what, bytes, free_bytes, total);
+  exit(1);
+}
+
 void *gpu_alloc(size_t bytes, const char *what) {
   void *p = NULL;
   cudaError_t err = cudaMalloc(&p, bytes ? bytes : 1);
-  if (err == cudaErrorMemoryAllocation) {
-    size_t free_bytes = 0, total = 0;
-    cudaGetLastError();
-    cudaMemGetInfo(&free_bytes, &total);
-    fprintf(stderr, "plait: out of GPU memory: %s needs %zu bytes and %zu of the GPU's %zu bytes are free; use a smaller "
-            "--mbs, more pipeline stages (--pp) or --recompute full\n", what, bytes, free_bytes, total);
-    exit(1);
-  }
+  if (err == cudaErrorMemoryAllocation) out_of_memory(bytes, what);
   gpu_check(err, "cudaMalloc");
+  return p;
+}
+
+/* Stream-ordered (the old buffer goes when the kernels queued before have used it), and without the
+ * device-wide wait of cudaFree, which could hold a rank while a peer's NCCL kernel waits for it. */
+void *gpu_buffer_grow(void *old, size_t bytes, const char *what) {
+  cudaStream_t stream = gpu_stream();
+  void *p = NULL;
+  if (old) gpu_check(cudaFreeAsync(old, stream), "cudaFreeAsync");
+  cudaError_t err = cudaMallocAsync(&p, bytes ? bytes : 1, stream);
+  if (err == cudaErrorMemoryAllocation) out_of_memory(bytes, what);
+  gpu_check(err, "cudaMallocAsync");
   return p;
 }
 
 void *gpu_scratch(int slot, size_t bytes) {
   GpuContext *c = gpu_context();
   if (bytes > c->scratch_bytes[slot]) {
-    gpu_check(cudaStreamSynchronize(c->stream), "scratch memory"); /* kernels may still use the old one */
-    cudaFree(c->scratch[slot]);
     c->scratch_bytes[slot] = bytes + bytes / 4;
-    c->scratch[slot] = gpu_alloc(c->scratch_bytes[slot], "kernel scratch");
+    c->scratch[slot] = gpu_buffer_grow(c->scratch[slot], c->scratch_bytes[slot], "kernel scratch");
   }
   return c->scratch[slot];
 }

@@ -62,6 +62,9 @@ void gpu_check(cudaError_t err, const char *what);
 void gpu_check_launch(const char *kernel);
 /* Device memory, ending the job with the out-of-memory line of device_alloc when there is not enough. */
 void *gpu_alloc(size_t bytes, const char *what);
+/* old (NULL, or from here) freed and `bytes` of device memory allocated in order on this thread's stream:
+ * buffers that grow while the job runs. */
+void *gpu_buffer_grow(void *old, size_t bytes, const char *what);
 /* Scratch slot `slot` of this thread's context with room for `bytes` (device memory). */
 void *gpu_scratch(int slot, size_t bytes);
 /* Pinned host memory of this thread's context with room for `bytes`. */
