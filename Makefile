@@ -54,7 +54,7 @@ $(B)/libplaitc.a: $(COMPILER_OBJ)
 
 $(B)/compiler/%.o: compiler/%.c | $(DEPS_OK)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(LUA_INC) -Icompiler -DOPENBLAS='"$(OPENBLAS)"' -c -o $@ $<
+	$(CC) $(CFLAGS) $(LUA_INC) -Icompiler -DOPENBLAS='"$(OPENBLAS)"' $(CUDA_BUILD_DEFS) -c -o $@ $<
 
 $(B)/gen/%.c: compiler/%.re | $(DEPS_OK)
 	@mkdir -p $(@D)
@@ -133,5 +133,8 @@ bench: all
 
 clean:
 	rm -rf $(B)
+
+# ---- CUDA (where nvcc is found): the GPU runtime, its checks in `make test`, and `make gpu-check` --
+include runtime/cuda/cuda.mk
 
 -include $(wildcard $(B)/*/*.d $(B)/*/*/*.d)

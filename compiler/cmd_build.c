@@ -1,5 +1,6 @@
 /* cmd_build.c: `plait build`: plans a model, writes the generated sources to DIR/, and compiles DIR/train
- * against the runtime (mpicc: the program runs alone, or as many ranks under mpirun). */
+ * against the runtime: the CPU's (mpicc: the program runs alone, or as many ranks under mpirun), or with
+ * --backend cuda the GPU's (build/libplait_rt_cuda.a, with the compiler and flags the Makefile found). */
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
@@ -56,14 +57,36 @@ static int compile_cpu(const Options *o, const char *dir, Diag *d) {
   return run_compiler(command, d);
 }
 
+/* DIR/train from DIR/model.c and DIR/kernels_cuda.c with the CUDA runtime (bf16 compute, fp32 master
+ * weights), linked with cudart, cuBLASLt, NVRTC, NCCL and MPI where the Makefile found them. */
+static int compile_cuda(const char *dir, Diag *d) {
+#ifdef PLAIT_CUDA_LINK
+  char home[PATH_MAX], library[PATH_MAX + 64], command[4 * PATH_MAX + 2048];
+  if (find_home(home, sizeof home, d)) return -1;
+  snprintf(library, sizeof library, "%s/build/libplait_rt_cuda.a", home);
+  if (access(library, R_OK) != 0) return diag(d, "the CUDA runtime library %s is missing; run make in %s", library, home);
+  snprintf(command, sizeof command, "%s %s -I'%s/runtime' -I'%s/runtime/cuda' -I'%s' '%s/model.c' '%s/kernels_cuda.c' '%s' %s "
+           "-o '%s/train'", PLAIT_CUDA_CC, PLAIT_CUDA_CFLAGS, home, home, dir, dir, dir, library, PLAIT_CUDA_LINK, dir);
+  return run_compiler(command, d);
+#else
+  (void)dir;
+  return diag(d, "--backend cuda: this plait was built where nvcc was not found; install the CUDA toolkit and run make "
+              "again (or use --emit-only)");
+#endif
+}
+
 static int run(const Options *o, Diag *d) {
   if (!o->output) return diag(d, "build needs an output directory: plait build MODEL.lua -o DIR");
-  if (o->backend && strcmp(o->backend, "cpu") != 0) return diag(d, "--backend %s: this build knows cpu", o->backend);
+  int cuda = o->backend && strcmp(o->backend, "cuda") == 0;
+  if (o->backend && !cuda && strcmp(o->backend, "cpu") != 0)
+    return diag(d, "--backend %s: the backends are cpu and cuda", o->backend);
+  if (cuda && o->double_precision)
+    return diag(d, "--double is for gradient checks on the CPU; the CUDA backend computes in bf16 and fp32 (drop one)");
   Plan p;
   int status = plan_build(o, &p, stdout, d);
   if (status == 0) status = emit_program(&p, o->output, d);
   plan_free(&p);
-  if (status == 0 && !o->emit_only) status = compile_cpu(o, o->output, d);
+  if (status == 0 && !o->emit_only) status = cuda ? compile_cuda(o->output, d) : compile_cpu(o, o->output, d);
   return status;
 }
 

@@ -146,18 +146,21 @@ void emit_kernels_h(const Emission *e, FILE *f) {
 /* ---- CUDA ------------------------------------------------------------------------------------- */
 
 /* The kernel as CUDA C: activations are act_t (bf16), gradients of parameters float, arithmetic in
- * float; ld() and st() convert (the runtime's NVRTC prelude defines them and the rt_ functions). */
+ * float; ld() and st() convert (the runtime's NVRTC prelude defines them and the rt_ functions). A
+ * thread per element; an input repeating every n_i elements is read at i mod n_i (row i / p of the
+ * output reads row (i / p) mod (n_i / p) of the input, at the same place j = i mod p). Dropout's p is
+ * a double, as in the C kernels, so that both draw the same masks. */
 int emit_kernel_cuda_source(const Emission *e, int index, char *buf, int len) {
   const Kernel *k = &e->kernels.kernels[index];
   char params[1024], body[4096], names[MAX_INPUTS][48];
   const char *spelled[MAX_INPUTS];
   parameters(k, "act_t", "float", "", "long long", "EwKeys keys", params, sizeof params);
   for (int i = 0; i < k->node->nin; i++) {
-    if (k->broadcast[i]) snprintf(names[i], sizeof names[i], "ld(%s[row %% (n%d / p) * p + j])", input_names[i], i);
+    if (k->broadcast[i]) snprintf(names[i], sizeof names[i], "ld(%s[i %% n%d])", input_names[i], i);
     else snprintf(names[i], sizeof names[i], "ld(%s[i])", input_names[i]);
     spelled[i] = names[i];
   }
-  static const ExprDialect cuda_dialect = {"rt_", "rt_dropout(%s, %.9gf, &keys, %d, i)"};
+  static const ExprDialect cuda_dialect = {"rt_", "rt_dropout(%s, %.9g, &keys, %d, i)"};
   expr_to_c(&k->node->expr, spelled, &cuda_dialect, body, sizeof body);
   const char *store = k->accumulate ? "out[i] += %s;" : "out[i] = st(%s);";
   char line[4200];
@@ -165,9 +168,8 @@ int emit_kernel_cuda_source(const Emission *e, int index, char *buf, int len) {
   return snprintf(buf, len,
                   "extern \"C\" __global__ void ew_%d(%s) {\n"
                   "  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+                  "  (void)p;\n"
                   "  if (i >= n) return;\n"
-                  "  long long row = i / p, j = i %% p;\n"
-                  "  (void)row; (void)j;\n"
                   "  %s\n"
                   "}\n",
                   index, params, line);

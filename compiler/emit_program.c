@@ -65,8 +65,8 @@ static int64_t stage_output_offset(const Emission *e, int stage) {
 
 /* The layers' saved regions: in the slot, or (recomputing) in the rank's recompute region. */
 static void layer_region(const Plan *p, const ChunkMemory *s, FILE *f) {
-  if (p->par.recompute) fprintf(f, "r->recompute + i * BLOCK_SAVED");
-  else fprintf(f, "slot + %lld + i * BLOCK_SAVED", (long long)s->layers);
+  if (p->par.recompute) fprintf(f, "r->recompute + (int64_t)i * BLOCK_SAVED");
+  else fprintf(f, "slot + %lld + (int64_t)i * BLOCK_SAVED", (long long)s->layers);
 }
 
 /* The layer loop of a forward pass: x runs from the chunk's input to its last layer's output. */
@@ -109,7 +109,7 @@ static void chunk_backward(const Plan *p, int index, const ChunkMemory *s, FILE 
     fprintf(f, "  const act_t *x = input; /* re-run the layers' forward, keeping what backward reads */\n");
     forward_layers(p, c, s, f);
   } else {
-    fprintf(f, "  const act_t *x = slot + %lld + %d * BLOCK_SAVED + BLOCK_OUTPUT;\n", (long long)s->layers, c->layers - 1);
+    fprintf(f, "  const act_t *x = slot + %lld + (int64_t)%d * BLOCK_SAVED + BLOCK_OUTPUT;\n", (long long)s->layers, c->layers - 1);
   }
   if (c->has_head) fprintf(f, "  head_backward(r, x, targets, slot + %lld, r->grad_a, r->scratch);\n  const act_t *dy = r->grad_a;\n", (long long)s->head);
   else fprintf(f, "  (void)x;\n  const act_t *dy = slot + %lld;\n", (long long)s->grad_out);

@@ -133,7 +133,12 @@ int comm_launch(int tp, int pp, int dp, RankMain fn, void *arg) {
   }
   if (timeout_from_env(&timeout) != 0) return 1;
   int world = launcher_world(&command);
+#ifdef PLAIT_CUDA
+  /* GPUs: processes (a launcher's, or RANK and WORLD_SIZE set) talk through NCCL; else threads share a GPU */
+  if (world > 0 || getenv("WORLD_SIZE")) return comm_nccl_launch(tp, pp, dp, timeout, world, command, fn, arg);
+#else
   if (world > 0) return comm_mpi_launch(tp, pp, dp, timeout, world, command, fn, arg);
+#endif
   return comm_local_launch(tp, pp, dp, timeout, fn, arg);
 }
 
@@ -201,7 +206,7 @@ void comm_allgather(Comm *c, GroupKind g, const void *in, void *out, int64_t out
   check_count(c, "comm_allgather", "outer", outer);
   check_count(c, "comm_allgather", "inner", inner);
   if (c->group[g].size > 1) c->ops->allgather(c, g, in, out, outer, inner, type);
-  else memcpy(out, in, comm_type_size(type) * (size_t)(outer * inner));
+  else comm_copy(out, in, comm_type_size(type) * (size_t)(outer * inner));
 }
 
 void comm_reducescatter(Comm *c, GroupKind g, const void *in, void *out, int64_t outer, int64_t inner, CommType type) {
@@ -209,7 +214,7 @@ void comm_reducescatter(Comm *c, GroupKind g, const void *in, void *out, int64_t
   check_count(c, "comm_reducescatter", "outer", outer);
   check_count(c, "comm_reducescatter", "inner", inner);
   if (c->group[g].size > 1) c->ops->reducescatter(c, g, in, out, outer, inner, type);
-  else memcpy(out, in, comm_type_size(type) * (size_t)(outer * inner));
+  else comm_copy(out, in, comm_type_size(type) * (size_t)(outer * inner));
 }
 
 void comm_broadcast(Comm *c, GroupKind g, void *buf, int64_t bytes, int root) {
@@ -330,10 +335,20 @@ void comm_chunk(int64_t n, int parts, int part, int64_t *lo, int64_t *hi) {
 DEFINE_FOLD(fold_f32, float)
 DEFINE_FOLD(fold_f64, double)
 
-void comm_fold(void *dst, const void *const *src, int count, int64_t n, CommType type, CommOp op) {
+void comm_fold_host(void *dst, const void *const *src, int count, int64_t n, CommType type, CommOp op) {
   if (comm_type_size(type) == sizeof(float)) fold_f32(dst, src, count, n, op);
   else fold_f64(dst, src, count, n, op);
 }
+
+#ifndef PLAIT_CUDA
+/* The CPU build: every buffer is host memory, written by the time a rank calls the layer. */
+void comm_fold(void *dst, const void *const *src, int count, int64_t n, CommType type, CommOp op) {
+  comm_fold_host(dst, src, count, n, type, op);
+}
+
+void comm_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+void comm_memory_ready(void) {}
+#endif
 
 double comm_now(void) {
   struct timespec t;

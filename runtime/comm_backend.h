@@ -61,8 +61,16 @@ size_t comm_type_size(CommType type);
 
 /* dst[i] = src[0][i] ⊕ src[1][i] ⊕ … ⊕ src[count-1][i] for i < n, folded left to right (⊕ is + or max,
  * max propagating NaN), so that every caller who folds the same sources gets the same bits. dst may be
- * one of the sources. */
+ * one of the sources. comm_fold_host folds host memory; comm_fold any buffer of a collective. */
 void comm_fold(void *dst, const void *const *src, int count, int64_t n, CommType type, CommOp op);
+void comm_fold_host(void *dst, const void *const *src, int count, int64_t n, CommType type, CommOp op);
+
+/* The memory of a collective's buffers: host memory in the CPU build; in the CUDA build host memory or
+ * the GPU's (told apart by the pointer; runtime/cuda/comm_memory.cu). comm_copy and comm_fold return
+ * when their result is in place. comm_memory_ready waits until the kernels this thread queued have
+ * written its buffers, before another rank reads them. */
+void comm_copy(void *dst, const void *src, size_t bytes);
+void comm_memory_ready(void);
 
 /* Elements [lo, hi) of n split into parts: part k of a collective that members share out. */
 void comm_chunk(int64_t n, int parts, int part, int64_t *lo, int64_t *hi);
@@ -93,5 +101,9 @@ int comm_local_launch(int tp, int pp, int dp, double timeout, RankMain fn, void 
 /* world and launcher ("mpirun -np", "srun -n", "mpiexec -n") come from the launcher's environment. */
 int comm_mpi_launch(int tp, int pp, int dp, double timeout, int world, const char *launcher, RankMain fn,
                     void *arg);
+/* The CUDA build's backend for processes: NCCL, its unique id broadcast over MPI when a launcher
+ * started the process (world > 0), else over TCP from RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT. */
+int comm_nccl_launch(int tp, int pp, int dp, double timeout, int world, const char *launcher, RankMain fn,
+                     void *arg);
 
 #endif

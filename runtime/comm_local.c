@@ -1,6 +1,8 @@
 /* comm_local.c: the local backend: every rank is a thread of this process. Collectives meet in shared
  * memory (each member publishes its buffers, a barrier, each reads the others'); messages go through a
- * mailbox per receiving rank, copied on send so that a send never blocks. */
+ * mailbox per receiving rank, copied on send so that a send never blocks. In the CUDA build the ranks
+ * share one GPU and their buffers are device memory: copies and folds go through comm_copy and
+ * comm_fold, and a member's kernels have written its buffers before it publishes them. */
 #include "comm_backend.h"
 
 #include <stdio.h>
@@ -148,12 +150,16 @@ static void local_barrier(LocalRank *r, LocalGroup *m, GroupKind g) {
  * collective's last barrier. */
 static LocalGroup *local_enter(LocalRank *r, int channel, GroupKind g, const LocalCall *call) {
   LocalGroup *m = r->meet[channel][g];
+  comm_memory_ready();
   m->call[r->comm.group[g].rank] = *call;
   local_barrier(r, m, g);
   return m;
 }
 
-static const char *type_name(CommType type) { return comm_type_size(type) == sizeof(float) ? "f32" : "f64"; }
+static const char *type_name(CommType type) {
+  size_t size = comm_type_size(type);
+  return size == 2 ? "bf16" : size == sizeof(float) ? "f32" : "f64";
+}
 
 /* ---- collectives ------------------------------------------------------------------------------- */
 
@@ -178,8 +184,8 @@ static void local_allreduce_on(LocalRank *r, int channel, GroupKind g, void *buf
   for (int k = 0; k < size; k++) {
     if (k == me) continue;
     comm_chunk(n, size, k, &lo, &hi);
-    memcpy((char *)buf + lo * (int64_t)bytes, (const char *)m->call[k].out + lo * (int64_t)bytes,
-           (size_t)(hi - lo) * bytes);
+    comm_copy((char *)buf + lo * (int64_t)bytes, (const char *)m->call[k].out + lo * (int64_t)bytes,
+              (size_t)(hi - lo) * bytes);
   }
   local_barrier(r, m, g); /* no member reuses its buffer while another still copies from it */
 }
@@ -202,8 +208,8 @@ static void local_allgather(Comm *c, GroupKind g, const void *in, void *out, int
   LocalGroup *m = local_enter(r, CHANNEL_RANK, g, &call);
   for (int k = 0; k < m->size; k++)
     for (int64_t o = 0; o < outer; o++)
-      memcpy((char *)out + (size_t)((o * m->size + k) * inner) * e, (const char *)m->call[k].in + (size_t)(o * inner) * e,
-             e * (size_t)inner);
+      comm_copy((char *)out + (size_t)((o * m->size + k) * inner) * e,
+                (const char *)m->call[k].in + (size_t)(o * inner) * e, e * (size_t)inner);
   local_barrier(r, m, g);
 }
 
@@ -229,7 +235,7 @@ static void local_broadcast(Comm *c, GroupKind g, void *buf, int64_t bytes, int 
   LocalCall call = {.op = "broadcast", .in = buf, .out = buf};
   snprintf(call.what, sizeof call.what, "broadcast of %lld bytes from member %d", (long long)bytes, root);
   LocalGroup *m = local_enter(r, CHANNEL_RANK, g, &call);
-  if (c->group[g].rank != root) memcpy(buf, m->call[root].in, (size_t)bytes);
+  if (c->group[g].rank != root) comm_copy(buf, m->call[root].in, (size_t)bytes);
   local_barrier(r, m, g);
 }
 
@@ -258,7 +264,7 @@ static void local_send(Comm *c, int peer, const void *buf, int64_t n, CommType t
   LocalMessage *msg = malloc(sizeof *msg + bytes);
   if (!msg) comm_fail(c, "no memory for a message of %lld elements to rank %d", (long long)n, peer);
   *msg = (LocalMessage){.from = c->info.rank, .tag = tag, .n = n, .bytes = bytes};
-  memcpy(msg->data, buf, bytes);
+  comm_copy(msg->data, buf, bytes);
   LocalMailbox *box = &r->world->mailbox[peer];
   pthread_mutex_lock(&box->lock);
   if (box->tail) box->tail->next = msg;
@@ -321,11 +327,17 @@ static void local_p2p_end(Comm *c) {
     if (msg->tag != want->tag || msg->n != want->n || msg->bytes != want->bytes)
       comm_fail(c, "receive from rank %d expected tag %d with %lld elements, found tag %d with %lld elements",
                 want->peer, want->tag, (long long)want->n, msg->tag, (long long)msg->n);
-    memcpy(want->buf, msg->data, msg->bytes);
+    comm_copy(want->buf, msg->data, msg->bytes);
     free(msg);
   }
   r->nrecvs = 0;
   r->in_p2p = 0;
+}
+
+/* The worker reads buf on its own thread: the rank's kernels must have written it first. */
+static CommRequest *local_allreduce_start(Comm *c, GroupKind g, real *buf, int64_t n, CommOp op) {
+  comm_memory_ready();
+  return comm_worker_start(c, g, buf, n, op);
 }
 
 static const CommOps local_ops = {
@@ -339,7 +351,7 @@ static const CommOps local_ops = {
   .send = local_send,
   .recv = local_recv,
   .p2p_end = local_p2p_end,
-  .allreduce_start = comm_worker_start,
+  .allreduce_start = local_allreduce_start,
   .wait = comm_worker_wait,
   .abort = NULL, /* comm_fail's _exit ends every rank */
 };

@@ -233,7 +233,7 @@ static void chunk_0_forward(Run *r, act_t *slot, const int32_t *tokens, const in
   embed_forward(r, tokens, slot + 0, r->scratch);
   const act_t *x = slot + 0 + EMBED_OUTPUT;
   for (int i = 0; i < 1; i++) {
-    act_t *saved = slot + 32768 + i * BLOCK_SAVED;
+    act_t *saved = slot + 32768 + (int64_t)i * BLOCK_SAVED;
     block_forward(r, 0 + i, x, saved, r->scratch);
     x = saved + BLOCK_OUTPUT;
   }
@@ -242,11 +242,11 @@ static void chunk_0_forward(Run *r, act_t *slot, const int32_t *tokens, const in
 static void chunk_0_backward(Run *r, act_t *slot, const int32_t *tokens, const int32_t *targets) {
   (void)tokens, (void)targets;
   const act_t *input = slot + 0 + EMBED_OUTPUT;
-  const act_t *x = slot + 32768 + 0 * BLOCK_SAVED + BLOCK_OUTPUT;
+  const act_t *x = slot + 32768 + (int64_t)0 * BLOCK_SAVED + BLOCK_OUTPUT;
   (void)x;
   const act_t *dy = slot + 363520;
   for (int i = 0; i >= 0; i--) {
-    act_t *saved = slot + 32768 + i * BLOCK_SAVED;
+    act_t *saved = slot + 32768 + (int64_t)i * BLOCK_SAVED;
     const act_t *layer_input = i > 0 ? saved - BLOCK_SAVED + BLOCK_OUTPUT : input;
     act_t *dx = dy == r->grad_a ? r->grad_b : r->grad_a;
     block_backward(r, 0 + i, layer_input, saved, dy, dx, r->scratch);
@@ -266,7 +266,7 @@ static void chunk_1_forward(Run *r, act_t *slot, const int32_t *tokens, const in
   (void)tokens, (void)targets;
   const act_t *x = slot + 0;
   for (int i = 0; i < 1; i++) {
-    act_t *saved = slot + 32768 + i * BLOCK_SAVED;
+    act_t *saved = slot + 32768 + (int64_t)i * BLOCK_SAVED;
     block_forward(r, 1 + i, x, saved, r->scratch);
     x = saved + BLOCK_OUTPUT;
   }
@@ -275,11 +275,11 @@ static void chunk_1_forward(Run *r, act_t *slot, const int32_t *tokens, const in
 static void chunk_1_backward(Run *r, act_t *slot, const int32_t *tokens, const int32_t *targets) {
   (void)tokens, (void)targets;
   const act_t *input = slot + 0;
-  const act_t *x = slot + 32768 + 0 * BLOCK_SAVED + BLOCK_OUTPUT;
+  const act_t *x = slot + 32768 + (int64_t)0 * BLOCK_SAVED + BLOCK_OUTPUT;
   (void)x;
   const act_t *dy = slot + 363520;
   for (int i = 0; i >= 0; i--) {
-    act_t *saved = slot + 32768 + i * BLOCK_SAVED;
+    act_t *saved = slot + 32768 + (int64_t)i * BLOCK_SAVED;
     const act_t *layer_input = i > 0 ? saved - BLOCK_SAVED + BLOCK_OUTPUT : input;
     act_t *dx = i == 0 ? slot + 396288 : dy == r->grad_a ? r->grad_b : r->grad_a;
     block_backward(r, 1 + i, layer_input, saved, dy, dx, r->scratch);
@@ -298,7 +298,7 @@ static void chunk_2_forward(Run *r, act_t *slot, const int32_t *tokens, const in
   (void)tokens, (void)targets;
   const act_t *x = slot + 0;
   for (int i = 0; i < 1; i++) {
-    act_t *saved = slot + 32768 + i * BLOCK_SAVED;
+    act_t *saved = slot + 32768 + (int64_t)i * BLOCK_SAVED;
     block_forward(r, 2 + i, x, saved, r->scratch);
     x = saved + BLOCK_OUTPUT;
   }
@@ -307,11 +307,11 @@ static void chunk_2_forward(Run *r, act_t *slot, const int32_t *tokens, const in
 static void chunk_2_backward(Run *r, act_t *slot, const int32_t *tokens, const int32_t *targets) {
   (void)tokens, (void)targets;
   const act_t *input = slot + 0;
-  const act_t *x = slot + 32768 + 0 * BLOCK_SAVED + BLOCK_OUTPUT;
+  const act_t *x = slot + 32768 + (int64_t)0 * BLOCK_SAVED + BLOCK_OUTPUT;
   (void)x;
   const act_t *dy = slot + 363520;
   for (int i = 0; i >= 0; i--) {
-    act_t *saved = slot + 32768 + i * BLOCK_SAVED;
+    act_t *saved = slot + 32768 + (int64_t)i * BLOCK_SAVED;
     const act_t *layer_input = i > 0 ? saved - BLOCK_SAVED + BLOCK_OUTPUT : input;
     act_t *dx = i == 0 ? slot + 396288 : dy == r->grad_a ? r->grad_b : r->grad_a;
     block_backward(r, 2 + i, layer_input, saved, dy, dx, r->scratch);
@@ -329,7 +329,7 @@ static void chunk_3_forward(Run *r, act_t *slot, const int32_t *tokens, const in
   (void)tokens, (void)targets;
   const act_t *x = slot + 0;
   for (int i = 0; i < 1; i++) {
-    act_t *saved = slot + 32768 + i * BLOCK_SAVED;
+    act_t *saved = slot + 32768 + (int64_t)i * BLOCK_SAVED;
     block_forward(r, 3 + i, x, saved, r->scratch);
     x = saved + BLOCK_OUTPUT;
   }
@@ -339,11 +339,11 @@ static void chunk_3_forward(Run *r, act_t *slot, const int32_t *tokens, const in
 static void chunk_3_backward(Run *r, act_t *slot, const int32_t *tokens, const int32_t *targets) {
   (void)tokens, (void)targets;
   const act_t *input = slot + 0;
-  const act_t *x = slot + 32768 + 0 * BLOCK_SAVED + BLOCK_OUTPUT;
+  const act_t *x = slot + 32768 + (int64_t)0 * BLOCK_SAVED + BLOCK_OUTPUT;
   head_backward(r, x, targets, slot + 363520, r->grad_a, r->scratch);
   const act_t *dy = r->grad_a;
   for (int i = 0; i >= 0; i--) {
-    act_t *saved = slot + 32768 + i * BLOCK_SAVED;
+    act_t *saved = slot + 32768 + (int64_t)i * BLOCK_SAVED;
     const act_t *layer_input = i > 0 ? saved - BLOCK_SAVED + BLOCK_OUTPUT : input;
     act_t *dx = i == 0 ? slot + 430592 : dy == r->grad_a ? r->grad_b : r->grad_a;
     block_backward(r, 3 + i, layer_input, saved, dy, dx, r->scratch);

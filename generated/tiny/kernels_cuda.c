@@ -7,49 +7,43 @@ const CudaKernelSource plait_cuda_kernels[] = {
   {"ew_0",
     "extern \"C\" __global__ void ew_0(long long n, long long p, const act_t *x0, const act_t *x1, long long n1, act_t *out) {\n"
     "  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  (void)p;\n"
     "  if (i >= n) return;\n"
-    "  long long row = i / p, j = i % p;\n"
-    "  (void)row; (void)j;\n"
-    "  out[i] = st((ld(x0[i]) + ld(x1[row % (n1 / p) * p + j])));\n"
+    "  out[i] = st((ld(x0[i]) + ld(x1[i % n1])));\n"
     "}\n"},
   {"ew_1",
     "extern \"C\" __global__ void ew_1(long long n, long long p, const act_t *x0, const act_t *x1, const act_t *x2, long long n2, act_t *out) {\n"
     "  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  (void)p;\n"
     "  if (i >= n) return;\n"
-    "  long long row = i / p, j = i % p;\n"
-    "  (void)row; (void)j;\n"
-    "  out[i] = st((ld(x0[i]) + (ld(x1[i]) + ld(x2[row % (n2 / p) * p + j]))));\n"
+    "  out[i] = st((ld(x0[i]) + (ld(x1[i]) + ld(x2[i % n2]))));\n"
     "}\n"},
   {"ew_2",
     "extern \"C\" __global__ void ew_2(long long n, long long p, const act_t *x0, act_t *out) {\n"
     "  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  (void)p;\n"
     "  if (i >= n) return;\n"
-    "  long long row = i / p, j = i % p;\n"
-    "  (void)row; (void)j;\n"
     "  out[i] = st(rt_gelu(ld(x0[i])));\n"
     "}\n"},
   {"ew_3",
     "extern \"C\" __global__ void ew_3(long long n, long long p, const act_t *x0, const act_t *x1, act_t *out) {\n"
     "  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  (void)p;\n"
     "  if (i >= n) return;\n"
-    "  long long row = i / p, j = i % p;\n"
-    "  (void)row; (void)j;\n"
     "  out[i] = st((ld(x1[i]) * rt_gelu_grad(ld(x0[i]))));\n"
     "}\n"},
   {"ew_4",
     "extern \"C\" __global__ void ew_4(long long n, long long p, const act_t *x0, const act_t *x1, act_t *out) {\n"
     "  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  (void)p;\n"
     "  if (i >= n) return;\n"
-    "  long long row = i / p, j = i % p;\n"
-    "  (void)row; (void)j;\n"
     "  out[i] = st((ld(x0[i]) + ld(x1[i])));\n"
     "}\n"},
   {"ew_5",
     "extern \"C\" __global__ void ew_5(long long n, long long p, const act_t *x0, const act_t *x1, const act_t *x2, act_t *out) {\n"
     "  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  (void)p;\n"
     "  if (i >= n) return;\n"
-    "  long long row = i / p, j = i % p;\n"
-    "  (void)row; (void)j;\n"
     "  out[i] = st(((ld(x0[i]) + ld(x1[i])) + ld(x2[i])));\n"
     "}\n"},
 };

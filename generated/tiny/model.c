@@ -183,7 +183,7 @@ static void chunk_0_forward(Run *r, act_t *slot, const int32_t *tokens, const in
   embed_forward(r, tokens, slot + 0, r->scratch);
   const act_t *x = slot + 0 + EMBED_OUTPUT;
   for (int i = 0; i < 4; i++) {
-    act_t *saved = slot + 65536 + i * BLOCK_SAVED;
+    act_t *saved = slot + 65536 + (int64_t)i * BLOCK_SAVED;
     block_forward(r, 0 + i, x, saved, r->scratch);
     x = saved + BLOCK_OUTPUT;
   }
@@ -193,11 +193,11 @@ static void chunk_0_forward(Run *r, act_t *slot, const int32_t *tokens, const in
 static void chunk_0_backward(Run *r, act_t *slot, const int32_t *tokens, const int32_t *targets) {
   (void)tokens, (void)targets;
   const act_t *input = slot + 0 + EMBED_OUTPUT;
-  const act_t *x = slot + 65536 + 3 * BLOCK_SAVED + BLOCK_OUTPUT;
+  const act_t *x = slot + 65536 + (int64_t)3 * BLOCK_SAVED + BLOCK_OUTPUT;
   head_backward(r, x, targets, slot + 4292608, r->grad_a, r->scratch);
   const act_t *dy = r->grad_a;
   for (int i = 3; i >= 0; i--) {
-    act_t *saved = slot + 65536 + i * BLOCK_SAVED;
+    act_t *saved = slot + 65536 + (int64_t)i * BLOCK_SAVED;
     const act_t *layer_input = i > 0 ? saved - BLOCK_SAVED + BLOCK_OUTPUT : input;
     act_t *dx = dy == r->grad_a ? r->grad_b : r->grad_a;
     block_backward(r, 0 + i, layer_input, saved, dy, dx, r->scratch);

@@ -1,5 +1,9 @@
-/* gemm.c: matrix products through OpenBLAS, the machine's GEMM rate, and the row sums of bias gradients. */
+/* gemm.c: matrix products through OpenBLAS (or plain C loops when built with PLAIT_PLAIN_GEMM, for the
+ * CPU reference of the GPU checks on machines without OpenBLAS), the machine's GEMM rate, and the row
+ * sums of bias gradients. */
+#ifndef PLAIT_PLAIN_GEMM
 #include <cblas.h>
+#endif
 #include <time.h>
 
 #include "cpu.h"
@@ -12,7 +16,27 @@
  * the same on the GPT-2 shapes tried (4096×768×768, 512×768×3072, 64×50304×768). Runs that must repeat
  * bit for bit on another machine fix OPENBLAS_NUM_THREADS. */
 
-#ifdef PLAIT_REAL_DOUBLE
+#ifdef PLAIT_PLAIN_GEMM
+/* C[i][j] = alpha·Σ_k op(A)[i][k]·op(B)[k][j] + beta·C[i][j] (beta = 0 ignores C), each row summed in
+ * double in order of k. */
+static void plain_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, real alpha, const real *A,
+                       const real *B, real beta, real *C) {
+#pragma omp parallel
+  {
+    double *row = cpu_alloc((size_t)N, sizeof(double), "a GEMM row");
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < M; i++) {
+      memset(row, 0, (size_t)N * sizeof(double));
+      for (int64_t k = 0; k < K; k++) {
+        double a = trans_a ? A[k * M + i] : A[i * K + k];
+        for (int64_t j = 0; j < N; j++) row[j] += a * (trans_b ? B[j * K + k] : B[k * N + j]);
+      }
+      for (int64_t j = 0; j < N; j++) C[i * N + j] = (real)(alpha * row[j] + (beta == 0 ? 0 : beta * C[i * N + j]));
+    }
+    free(row);
+  }
+}
+#elif defined(PLAIT_REAL_DOUBLE)
 #define GEMM cblas_dgemm
 #else
 #define GEMM cblas_sgemm
@@ -32,10 +56,14 @@ void k_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, real alph
     gemm_scale(M, N, beta, C);
     return;
   }
+#ifdef PLAIT_PLAIN_GEMM
+  plain_gemm(trans_a, trans_b, M, N, K, alpha, A, B, beta, C);
+#else
   /* Row-major: the leading dimension of a stored matrix is its number of columns. */
   GEMM(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, (blasint)M,
        (blasint)N, (blasint)K, alpha, A, (blasint)(trans_a ? M : K), B, (blasint)(trans_b ? K : N), beta, C,
        (blasint)N);
+#endif
 }
 
 void k_gemm_grad(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const act_t *A, const act_t *B, real *C) {

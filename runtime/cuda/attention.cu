@@ -1,0 +1,454 @@
+/* attention.cu: multi-head attention, forward and backward, in 64×64 tiles on the tensor cores (WMMA,
+ * bf16 operands, fp32 accumulation) with an online softmax: no T×T matrix is stored. Causal or not,
+ * grouped-query, rotary positions. The backward pass owns every output element in one block that
+ * sums in a fixed order: the same bits on every run, no atomics. */
+#include "gpu.h"
+
+#include <mma.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+using namespace nvcuda;
+
+/* Per head, with scores S = Q·Kᵀ/√D (masked causally) and P = softmax(S) by rows:
+ *   forward   O = P·V, lse = log Σ_t' exp(S)            (online: running max m and sum l per row)
+ *   backward  P = exp(S − lse) recomputed, dP = dO·Vᵀ, Δ_t = Σ_e dO·O, dS = P·(dP − Δ),
+ *             dQ = dS·K/√D, dK = dSᵀ·Q/√D, dV = Pᵀ·dO
+ * Under rope, Q and K are rotated as they are loaded, and dQ and dK turned back before they are stored. */
+
+enum { TILE = 64, WARPS = 4, THREADS = 32 * WARPS }; /* a block: 64 rows, 16 per warp */
+
+typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> FragA;
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> FragBt; /* a transposed operand */
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> FragB;
+typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> FragC;
+
+/* What every kernel reads: the shape, the tensors, the rotary tables ([T][D/2] each, or NULL). */
+typedef struct {
+  int64_t B, T, q_stride, kv_stride; /* from one position to the next: Hq·D and Hkv·D */
+  int Hq, Hkv, group, causal;
+  float scale; /* 1/√D */
+  const __nv_bfloat16 *q, *k, *v, *out, *dout;
+  const float *lse, *delta, *cos_t, *sin_t;
+  __nv_bfloat16 *out_w, *dq, *dk, *dv;
+  float *lse_w;
+} Attn;
+
+/* Row strides in shared memory, padded against bank conflicts (WMMA wants multiples of 8 bf16 or 4 floats). */
+template <int D> struct Layout {
+  static constexpr int LD = D + 8;                           /* bf16 tiles of 64 positions × D */
+  static constexpr int SLD = (D > TILE ? D : TILE) + 4;      /* a warp's fp32 rows: scores, or 16 × D results */
+  static constexpr int PLD = TILE + 8;                       /* a warp's bf16 probabilities: 16 × 64 */
+};
+
+/* The angle of pair i at position t is t·θ^(−2i/D), in double, rounded to float once. */
+__global__ void rope_table_kernel(int64_t T, int D, double theta, float *cos_t, float *sin_t) {
+  int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, half = D / 2;
+  if (idx >= T * half) return;
+  double angle = (double)(idx / half) * pow(theta, -2.0 * (double)(idx % half) / D);
+  cos_t[idx] = (float)cos(angle);
+  sin_t[idx] = (float)sin(angle);
+}
+
+/* tile[row][e] = x[t0 + row][e] of one head (bf16, 64 rows, zeros past T). With rotary tables the pair
+ * (x_i, x_{i+D/2}) of position t becomes (x_i·cos − x_{i+D/2}·sin, x_{i+D/2}·cos + x_i·sin). */
+template <int D>
+static __device__ void load_tile(const __nv_bfloat16 *head, int64_t stride, int64_t t0, int64_t T, const float *cos_t,
+                                 const float *sin_t, __nv_bfloat16 *tile) {
+  constexpr int HALF = D / 2, LD = Layout<D>::LD;
+  for (int idx = threadIdx.x; idx < TILE * HALF; idx += THREADS) {
+    int row = idx / HALF, i = idx % HALF;
+    int64_t t = t0 + row;
+    float x1 = 0, x2 = 0;
+    if (t < T) {
+      x1 = ld(head[t * stride + i]);
+      x2 = ld(head[t * stride + i + HALF]);
+      if (cos_t) {
+        float c = cos_t[t * HALF + i], s = sin_t[t * HALF + i], y1 = x1 * c - x2 * s;
+        x2 = x2 * c + x1 * s;
+        x1 = y1;
+      }
+    }
+    tile[row * LD + i] = st(x1);
+    tile[row * LD + i + HALF] = st(x2);
+  }
+}
+
+/* Lane l of a warp holds row l/2 of the warp's 16 and half l%2 of its columns: of 64 scores, columns
+ * 32·half…; of D results, columns D/2·half…. Writes 16 rows × D of acc·mul from the warp's fp32 rows F
+ * (rows past T skipped), turning rotated pairs back with the tables (cos_t non-NULL). Pairs (i, i+D/2)
+ * span both halves, so lane half h handles pairs i in [h·D/4, (h+1)·D/4). */
+template <int D>
+static __device__ void store_rows(const float *F, int64_t row0, int64_t T, float mul, const float *cos_t,
+                                  const float *sin_t, __nv_bfloat16 *head, int64_t stride) {
+  constexpr int HALF = D / 2, QUARTER = D / 4, SLD = Layout<D>::SLD;
+  int lane = threadIdx.x % 32, r = lane / 2, half = lane % 2;
+  int64_t t = row0 + r;
+  if (t >= T) return;
+  const float *row = F + r * SLD;
+  for (int i = half * QUARTER; i < (half + 1) * QUARTER; i++) {
+    float x1 = row[i] * mul, x2 = row[i + HALF] * mul;
+    if (cos_t) { /* the inverse turn: the transpose of the rotation */
+      float c = cos_t[t * HALF + i], s = sin_t[t * HALF + i], y1 = x1 * c + x2 * s;
+      x2 = x2 * c - x1 * s;
+      x1 = y1;
+    }
+    head[t * stride + i] = st(x1);
+    head[t * stride + i + HALF] = st(x2);
+  }
+}
+
+/* F[16][64] (ld SLD) = A·Bᵀ for A the warp's 16 rows (fragments a, over D) and B 64 rows of a tile. */
+template <int D>
+static __device__ void scores(const FragA *a, const __nv_bfloat16 *tile, float *F, int ld_f) {
+  constexpr int LD = Layout<D>::LD;
+#pragma unroll
+  for (int n = 0; n < TILE / 16; n++) {
+    FragC acc;
+    wmma::fill_fragment(acc, 0.0f);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+      FragBt b;
+      wmma::load_matrix_sync(b, tile + n * 16 * LD + kk * 16, LD);
+      wmma::mma_sync(acc, a[kk], b, acc);
+    }
+    wmma::store_matrix_sync(F + n * 16, acc, ld_f, wmma::mem_row_major);
+  }
+}
+
+/* ---- forward ----------------------------------------------------------------------------------- */
+
+/* Block (query tile, sequence·head): queries q0…q0+63 of head h. Per key tile j0: S = Q·Kᵀ (tensor
+ * cores, into the warp's F), then per row m' = max(m, max_j S/√D), P = exp(S/√D − m') (0 where masked),
+ * l ← l·exp(m − m') + Σ P, O ← O·exp(m − m') + P·V. Finally out = O/l and lse = m + log l. Causal
+ * blocks with more keys start first. */
+template <int D>
+__global__ void __launch_bounds__(THREADS) attention_forward_kernel(Attn a) {
+  constexpr int LD = Layout<D>::LD, SLD = Layout<D>::SLD, PLD = Layout<D>::PLD, HALF = D / 2;
+  extern __shared__ __align__(128) unsigned char smem[];
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane / 2, half = lane % 2;
+  __nv_bfloat16 *Qs = (__nv_bfloat16 *)smem, *Ks = Qs + TILE * LD, *Vs = Ks + TILE * LD;
+  float *F = (float *)(Vs + TILE * LD) + warp * 16 * SLD;
+  __nv_bfloat16 *P = (__nv_bfloat16 *)((float *)(Vs + TILE * LD) + WARPS * 16 * SLD) + warp * 16 * PLD;
+
+  int64_t tiles = (a.T + TILE - 1) / TILE, q0 = (a.causal ? tiles - 1 - blockIdx.x : blockIdx.x) * TILE;
+  int64_t b = blockIdx.y / a.Hq;
+  int h = blockIdx.y % a.Hq;
+  const __nv_bfloat16 *q_head = a.q + b * a.T * a.q_stride + (int64_t)h * D;
+  const __nv_bfloat16 *k_head = a.k + b * a.T * a.kv_stride + (int64_t)(h / a.group) * D;
+  const __nv_bfloat16 *v_head = a.v + b * a.T * a.kv_stride + (int64_t)(h / a.group) * D;
+  load_tile<D>(q_head, a.q_stride, q0, a.T, a.cos_t, a.sin_t, Qs);
+  __syncthreads();
+  FragA qf[D / 16];
+#pragma unroll
+  for (int kk = 0; kk < D / 16; kk++) wmma::load_matrix_sync(qf[kk], Qs + warp * 16 * LD + kk * 16, LD);
+
+  int64_t query = q0 + warp * 16 + r, keys = a.causal ? min(a.T, q0 + TILE) : a.T;
+  float o[HALF], m = -INFINITY, l = 0;
+#pragma unroll
+  for (int e = 0; e < HALF; e++) o[e] = 0;
+  for (int64_t j0 = 0; j0 < keys; j0 += TILE) {
+    __syncthreads(); /* every warp is done with the previous K and V */
+    load_tile<D>(k_head, a.kv_stride, j0, a.T, a.cos_t, a.sin_t, Ks);
+    load_tile<D>(v_head, a.kv_stride, j0, a.T, NULL, NULL, Vs);
+    __syncthreads();
+    scores<D>(qf, Ks, F, SLD);
+    __syncwarp();
+    float s[32], top = -INFINITY;
+#pragma unroll
+    for (int c = 0; c < 32; c++) {
+      int64_t key = j0 + half * 32 + c;
+      bool seen = key < a.T && query < a.T && (!a.causal || key <= query);
+      s[c] = seen ? F[r * SLD + half * 32 + c] * a.scale : -INFINITY;
+      top = fmaxf(top, s[c]);
+    }
+    top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
+    float m_new = fmaxf(m, top), rescale = m_new == -INFINITY ? 1.0f : expf(m - m_new), sum = 0;
+#pragma unroll
+    for (int c = 0; c < 32; c++) {
+      float p = s[c] == -INFINITY ? 0.0f : expf(s[c] - m_new);
+      sum += p;
+      P[r * PLD + half * 32 + c] = st(p);
+    }
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    l = l * rescale + sum;
+    m = m_new;
+    __syncwarp();
+    /* F[16][D] = P·V, then O = O·rescale + F */
+#pragma unroll
+    for (int n = 0; n < D / 16; n++) {
+      FragC acc;
+      wmma::fill_fragment(acc, 0.0f);
+#pragma unroll
+      for (int kk = 0; kk < TILE / 16; kk++) {
+        FragA pf;
+        FragB vf;
+        wmma::load_matrix_sync(pf, P + kk * 16, PLD);
+        wmma::load_matrix_sync(vf, Vs + kk * 16 * LD + n * 16, LD);
+        wmma::mma_sync(acc, pf, vf, acc);
+      }
+      wmma::store_matrix_sync(F + n * 16, acc, SLD, wmma::mem_row_major);
+    }
+    __syncwarp();
+#pragma unroll
+    for (int e = 0; e < HALF; e++) o[e] = o[e] * rescale + F[r * SLD + half * HALF + e];
+    __syncwarp();
+  }
+  if (query >= a.T) return;
+  __nv_bfloat16 *out = a.out_w + b * a.T * a.q_stride + query * a.q_stride + (int64_t)h * D + half * HALF;
+  float inverse = 1.0f / l;
+#pragma unroll
+  for (int e = 0; e < HALF; e++) out[e] = st(o[e] * inverse);
+  if (half == 0) a.lse_w[(b * a.Hq + h) * a.T + query] = m + logf(l);
+}
+
+/* ---- backward ---------------------------------------------------------------------------------- */
+
+/* Δ[b][h][t] = Σ_e dO·O of each query row (a warp per row). */
+__global__ void attention_delta_kernel(Attn a, int D, float *delta) {
+  int64_t row = (int64_t)blockIdx.x * WARPS + threadIdx.x / 32, rows = a.B * a.T * a.Hq;
+  int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  int64_t position = row / a.Hq, h = row % a.Hq;
+  const __nv_bfloat16 *o = a.out + position * a.q_stride + h * D, *g = a.dout + position * a.q_stride + h * D;
+  float dot = 0;
+  for (int e = lane; e < D; e += 32) dot += ld(g[e]) * ld(o[e]);
+  dot = warp_sum(dot);
+  if (lane == 0) delta[(position / a.T * a.Hq + h) * a.T + position % a.T] = dot;
+}
+
+/* Block (query tile, sequence·head): dQ of queries q0…q0+63 of head h, over the key tiles they see:
+ * S = Q·Kᵀ and dP = dO·Vᵀ recomputed, P = exp(S/√D − lse), dS = P·(dP − Δ) (bf16), dQ += dS·K
+ * (fragments, fp32), and dQ/√D stored. */
+template <int D>
+__global__ void __launch_bounds__(THREADS) attention_dq_kernel(Attn a) {
+  constexpr int LD = Layout<D>::LD, SLD = Layout<D>::SLD, PLD = Layout<D>::PLD;
+  extern __shared__ __align__(128) unsigned char smem[];
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane / 2, half = lane % 2;
+  __nv_bfloat16 *Qs = (__nv_bfloat16 *)smem, *dOs = Qs + TILE * LD, *Ks = dOs + TILE * LD, *Vs = Ks + TILE * LD;
+  float *S = (float *)(Vs + TILE * LD) + warp * 2 * 16 * SLD, *dP = S + 16 * SLD;
+  __nv_bfloat16 *dS = (__nv_bfloat16 *)((float *)(Vs + TILE * LD) + WARPS * 2 * 16 * SLD) + warp * 16 * PLD;
+
+  int64_t tiles = (a.T + TILE - 1) / TILE, q0 = (a.causal ? tiles - 1 - blockIdx.x : blockIdx.x) * TILE;
+  int64_t b = blockIdx.y / a.Hq;
+  int h = blockIdx.y % a.Hq;
+  int64_t q_offset = b * a.T * a.q_stride + (int64_t)h * D;
+  const __nv_bfloat16 *k_head = a.k + b * a.T * a.kv_stride + (int64_t)(h / a.group) * D;
+  const __nv_bfloat16 *v_head = a.v + b * a.T * a.kv_stride + (int64_t)(h / a.group) * D;
+  load_tile<D>(a.q + q_offset, a.q_stride, q0, a.T, a.cos_t, a.sin_t, Qs);
+  load_tile<D>(a.dout + q_offset, a.q_stride, q0, a.T, NULL, NULL, dOs);
+  __syncthreads();
+  FragA qf[D / 16], df[D / 16];
+  FragC dq[D / 16];
+#pragma unroll
+  for (int kk = 0; kk < D / 16; kk++) {
+    wmma::load_matrix_sync(qf[kk], Qs + warp * 16 * LD + kk * 16, LD);
+    wmma::load_matrix_sync(df[kk], dOs + warp * 16 * LD + kk * 16, LD);
+    wmma::fill_fragment(dq[kk], 0.0f);
+  }
+  int64_t query = q0 + warp * 16 + r, keys = a.causal ? min(a.T, q0 + TILE) : a.T;
+  float lse = query < a.T ? a.lse[(b * a.Hq + h) * a.T + query] : 0.0f;
+  float delta = query < a.T ? a.delta[(b * a.Hq + h) * a.T + query] : 0.0f;
+  for (int64_t j0 = 0; j0 < keys; j0 += TILE) {
+    __syncthreads();
+    load_tile<D>(k_head, a.kv_stride, j0, a.T, a.cos_t, a.sin_t, Ks);
+    load_tile<D>(v_head, a.kv_stride, j0, a.T, NULL, NULL, Vs);
+    __syncthreads();
+    scores<D>(qf, Ks, S, SLD);
+    scores<D>(df, Vs, dP, SLD);
+    __syncwarp();
+#pragma unroll
+    for (int c = 0; c < 32; c++) {
+      int col = half * 32 + c;
+      int64_t key = j0 + col;
+      bool seen = key < a.T && query < a.T && (!a.causal || key <= query);
+      float p = seen ? expf(S[r * SLD + col] * a.scale - lse) : 0.0f;
+      dS[r * PLD + col] = st(p * (dP[r * SLD + col] - delta));
+    }
+    __syncwarp();
+#pragma unroll
+    for (int n = 0; n < D / 16; n++)
+#pragma unroll
+      for (int kk = 0; kk < TILE / 16; kk++) {
+        FragA sf;
+        FragB kf;
+        wmma::load_matrix_sync(sf, dS + kk * 16, PLD);
+        wmma::load_matrix_sync(kf, Ks + kk * 16 * LD + n * 16, LD);
+        wmma::mma_sync(dq[n], sf, kf, dq[n]);
+      }
+  }
+#pragma unroll
+  for (int n = 0; n < D / 16; n++) wmma::store_matrix_sync(S + n * 16, dq[n], SLD, wmma::mem_row_major);
+  __syncwarp();
+  store_rows<D>(S, q0 + warp * 16, a.T, a.scale, a.cos_t, a.sin_t, a.dq + q_offset, a.q_stride);
+}
+
+/* Block (key tile, sequence·kv head): dK and dV of keys j0…j0+63 of kv head g, summed over the query
+ * heads of its group and the query tiles that see the keys, in order. Per query tile, with the keys as
+ * rows: Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ, Pᵀ = exp(Sᵀ/√D − lse), dSᵀ = Pᵀ·(dPᵀ − Δ), then dV += Pᵀ·dO and
+ * dK += dSᵀ·Q, accumulated in the warp's fp32 rows in shared memory; dK/√D stored. */
+template <int D>
+__global__ void __launch_bounds__(THREADS) attention_dkv_kernel(Attn a) {
+  constexpr int LD = Layout<D>::LD, PLD = Layout<D>::PLD, FLD = TILE + 4, ALD = Layout<D>::SLD;
+  extern __shared__ __align__(128) unsigned char smem[];
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane / 2, half = lane % 2;
+  __nv_bfloat16 *Ks = (__nv_bfloat16 *)smem, *Vs = Ks + TILE * LD, *Qs = Vs + TILE * LD, *dOs = Qs + TILE * LD;
+  float *lse_s = (float *)(dOs + TILE * LD), *delta_s = lse_s + TILE;
+  float *St = delta_s + TILE + warp * (2 * 16 * FLD + 2 * 16 * ALD), *dPt = St + 16 * FLD;
+  float *dK = dPt + 16 * FLD, *dV = dK + 16 * ALD;
+  __nv_bfloat16 *Pt = (__nv_bfloat16 *)(delta_s + TILE + WARPS * (2 * 16 * FLD + 2 * 16 * ALD)) + warp * 2 * 16 * PLD;
+  __nv_bfloat16 *dSt = Pt + 16 * PLD;
+
+  int64_t j0 = (int64_t)blockIdx.x * TILE, b = blockIdx.y / a.Hkv;
+  int g = blockIdx.y % a.Hkv;
+  int64_t kv_offset = b * a.T * a.kv_stride + (int64_t)g * D;
+  load_tile<D>(a.k + kv_offset, a.kv_stride, j0, a.T, a.cos_t, a.sin_t, Ks);
+  load_tile<D>(a.v + kv_offset, a.kv_stride, j0, a.T, NULL, NULL, Vs);
+  for (int i = lane; i < 16 * ALD; i += 32) dK[i] = dV[i] = 0;
+  __syncthreads();
+  FragA kf[D / 16], vf[D / 16];
+#pragma unroll
+  for (int kk = 0; kk < D / 16; kk++) {
+    wmma::load_matrix_sync(kf[kk], Ks + warp * 16 * LD + kk * 16, LD);
+    wmma::load_matrix_sync(vf[kk], Vs + warp * 16 * LD + kk * 16, LD);
+  }
+  int64_t key = j0 + warp * 16 + r;
+  for (int h = g * a.group; h < (g + 1) * a.group; h++) {
+    int64_t q_offset = b * a.T * a.q_stride + (int64_t)h * D, stats = (b * a.Hq + h) * a.T;
+    for (int64_t t0 = a.causal ? j0 : 0; t0 < a.T; t0 += TILE) {
+      __syncthreads(); /* every warp is done with the previous queries */
+      load_tile<D>(a.q + q_offset, a.q_stride, t0, a.T, a.cos_t, a.sin_t, Qs);
+      load_tile<D>(a.dout + q_offset, a.q_stride, t0, a.T, NULL, NULL, dOs);
+      for (int i = threadIdx.x; i < TILE; i += THREADS) {
+        lse_s[i] = t0 + i < a.T ? a.lse[stats + t0 + i] : 0.0f;
+        delta_s[i] = t0 + i < a.T ? a.delta[stats + t0 + i] : 0.0f;
+      }
+      __syncthreads();
+      scores<D>(kf, Qs, St, FLD);
+      scores<D>(vf, dOs, dPt, FLD);
+      __syncwarp();
+#pragma unroll
+      for (int c = 0; c < 32; c++) {
+        int col = half * 32 + c;
+        int64_t query = t0 + col;
+        bool seen = key < a.T && query < a.T && (!a.causal || key <= query);
+        float p = seen ? expf(St[r * FLD + col] * a.scale - lse_s[col]) : 0.0f;
+        Pt[r * PLD + col] = st(p);
+        dSt[r * PLD + col] = st(p * (dPt[r * FLD + col] - delta_s[col]));
+      }
+      __syncwarp();
+#pragma unroll
+      for (int n = 0; n < D / 16; n++) {
+        FragC dv, dk;
+        wmma::load_matrix_sync(dv, dV + n * 16, ALD, wmma::mem_row_major);
+        wmma::load_matrix_sync(dk, dK + n * 16, ALD, wmma::mem_row_major);
+#pragma unroll
+        for (int kk = 0; kk < TILE / 16; kk++) {
+          FragA pf, sf;
+          FragB of, qf;
+          wmma::load_matrix_sync(pf, Pt + kk * 16, PLD);
+          wmma::load_matrix_sync(of, dOs + kk * 16 * LD + n * 16, LD);
+          wmma::mma_sync(dv, pf, of, dv);
+          wmma::load_matrix_sync(sf, dSt + kk * 16, PLD);
+          wmma::load_matrix_sync(qf, Qs + kk * 16 * LD + n * 16, LD);
+          wmma::mma_sync(dk, sf, qf, dk);
+        }
+        wmma::store_matrix_sync(dV + n * 16, dv, ALD, wmma::mem_row_major);
+        wmma::store_matrix_sync(dK + n * 16, dk, ALD, wmma::mem_row_major);
+      }
+    }
+  }
+  __syncwarp();
+  store_rows<D>(dK, j0 + warp * 16, a.T, a.scale, a.cos_t, a.sin_t, a.dk + kv_offset, a.kv_stride);
+  store_rows<D>(dV, j0 + warp * 16, a.T, 1.0f, NULL, NULL, a.dv + kv_offset, a.kv_stride);
+}
+
+/* ---- launching --------------------------------------------------------------------------------- */
+
+static size_t forward_smem(int D) {
+  int LD = D + 8, SLD = (D > TILE ? D : TILE) + 4, PLD = TILE + 8;
+  return (size_t)3 * TILE * LD * 2 + (size_t)WARPS * 16 * SLD * 4 + (size_t)WARPS * 16 * PLD * 2;
+}
+
+static size_t dq_smem(int D) {
+  int LD = D + 8, SLD = (D > TILE ? D : TILE) + 4, PLD = TILE + 8;
+  return (size_t)4 * TILE * LD * 2 + (size_t)WARPS * 2 * 16 * SLD * 4 + (size_t)WARPS * 16 * PLD * 2;
+}
+
+static size_t dkv_smem(int D) {
+  int LD = D + 8, ALD = (D > TILE ? D : TILE) + 4, PLD = TILE + 8, FLD = TILE + 4;
+  return (size_t)4 * TILE * LD * 2 + (size_t)2 * TILE * 4 + (size_t)WARPS * (2 * 16 * FLD + 2 * 16 * ALD) * 4 +
+         (size_t)WARPS * 2 * 16 * PLD * 2;
+}
+
+template <typename Kernel>
+static void launch(Kernel kernel, dim3 grid, size_t smem, const Attn &a, const char *name) {
+  gpu_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), name);
+  kernel<<<grid, THREADS, smem, gpu_stream()>>>(a);
+  gpu_check_launch(name);
+}
+
+/* The view of a call: strides, pointers, and the rotary tables in scratch when rope. */
+static Attn attn_setup(const AttnShape *s) {
+  if (s->D != 16 && s->D != 32 && s->D != 64 && s->D != 128) {
+    fprintf(stderr, "plait: attention heads of %d elements are not supported by the CUDA kernels (16, 32, 64 or 128); "
+            "choose hidden and heads so that hidden/heads is one of them\n", s->D);
+    exit(1);
+  }
+  Attn a = {};
+  a.B = s->B, a.T = s->T, a.Hq = s->Hq, a.Hkv = s->Hkv, a.group = s->Hq / s->Hkv, a.causal = s->causal;
+  a.q_stride = (int64_t)s->Hq * s->D, a.kv_stride = (int64_t)s->Hkv * s->D;
+  a.scale = (float)(1 / sqrt((double)s->D));
+  if (s->rope) {
+    int64_t n = s->T * (s->D / 2);
+    float *tables = (float *)gpu_scratch(GPU_SCRATCH_A, (size_t)(2 * n) * sizeof(float));
+    rope_table_kernel<<<gpu_blocks(n, 256), 256, 0, gpu_stream()>>>(s->T, s->D, s->rope_theta, tables, tables + n);
+    gpu_check_launch("rope_table_kernel");
+    a.cos_t = tables, a.sin_t = tables + n;
+  }
+  return a;
+}
+
+template <int D>
+static void forward(const Attn &a) {
+  dim3 grid((unsigned)((a.T + TILE - 1) / TILE), (unsigned)(a.B * a.Hq));
+  launch(attention_forward_kernel<D>, grid, forward_smem(D), a, "attention_forward_kernel");
+}
+
+template <int D>
+static void backward(const Attn &a) {
+  dim3 q_grid((unsigned)((a.T + TILE - 1) / TILE), (unsigned)(a.B * a.Hq));
+  dim3 kv_grid((unsigned)((a.T + TILE - 1) / TILE), (unsigned)(a.B * a.Hkv));
+  launch(attention_dq_kernel<D>, q_grid, dq_smem(D), a, "attention_dq_kernel");
+  launch(attention_dkv_kernel<D>, kv_grid, dkv_smem(D), a, "attention_dkv_kernel");
+}
+
+void k_attention_forward(const AttnShape *s, const act_t *q, const act_t *k, const act_t *v, act_t *out, real *lse) {
+  if (s->B <= 0 || s->T <= 0) return;
+  Attn a = attn_setup(s);
+  a.q = q, a.k = k, a.v = v, a.out_w = out, a.lse_w = lse;
+  switch (s->D) {
+  case 16: forward<16>(a); break;
+  case 32: forward<32>(a); break;
+  case 64: forward<64>(a); break;
+  default: forward<128>(a); break;
+  }
+}
+
+void k_attention_backward(const AttnShape *s, const act_t *q, const act_t *k, const act_t *v, const act_t *out,
+                          const real *lse, const act_t *dout, act_t *dq, act_t *dk, act_t *dv) {
+  if (s->B <= 0 || s->T <= 0) return;
+  Attn a = attn_setup(s);
+  a.q = q, a.k = k, a.v = v, a.out = out, a.lse = lse, a.dout = dout, a.dq = dq, a.dk = dk, a.dv = dv;
+  int64_t rows = s->B * s->T * s->Hq;
+  float *delta = (float *)gpu_scratch(GPU_SCRATCH_B, (size_t)rows * sizeof(float));
+  attention_delta_kernel<<<gpu_blocks(rows, WARPS), THREADS, 0, gpu_stream()>>>(a, s->D, delta);
+  gpu_check_launch("attention_delta_kernel");
+  a.delta = delta;
+  switch (s->D) {
+  case 16: backward<16>(a); break;
+  case 32: backward<32>(a); break;
+  case 64: backward<64>(a); break;
+  default: backward<128>(a); break;
+  }
+}

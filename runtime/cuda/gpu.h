@@ -1,0 +1,138 @@
+/* gpu.h: what the CUDA runtime's files share: each rank thread's context (device, stream, cuBLASLt,
+ * scratch), checks that end the job with one line, and, for kernels, bf16 loads and stores and the
+ * launch shapes. Included by the host C files (gcc) and the kernel files (nvcc). */
+#ifndef PLAIT_GPU_H
+#define PLAIT_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#ifdef __CUDACC__
+#include <cuda_bf16.h> /* before kernels.h, whose act_t it defines, is read as C */
+#include <math.h>
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "device.h"
+#include "kernels.h"
+#include "optim.h"
+
+/* GEMM plans (cuBLASLt descriptors and the algorithm its heuristic chose) kept per shape. */
+enum { GPU_GEMM_PLANS = 64 };
+typedef struct {
+  int used;
+  int64_t key[8]; /* transposes, M, N, K, output type, alignments */
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t a, b, c;
+  cublasLtMatmulAlgo_t algo;
+} GpuGemmPlan;
+
+/* Device scratch a kernel call may use for its temporaries; contents do not outlive the call. */
+enum { GPU_SCRATCH_A, GPU_SCRATCH_B, GPU_SCRATCH_C, GPU_SCRATCH_SLOTS };
+
+/* The state behind the kernel API, one per thread that computes: a rank (a thread of the local backend,
+ * or a process under NCCL) gets its own from device_init; other threads that touch device memory (the
+ * local backend's worker) get one for the current device on first use. Kernels of a rank run in order
+ * on its stream; host code that reads results waits on it. Freed when the thread ends. */
+typedef struct {
+  int device;
+  cudaStream_t stream;
+  cublasLtHandle_t lt;
+  void *workspace; /* cuBLASLt's */
+  size_t workspace_bytes;
+  void *scratch[GPU_SCRATCH_SLOTS];
+  size_t scratch_bytes[GPU_SCRATCH_SLOTS];
+  void *pinned; /* host memory results come back through */
+  size_t pinned_bytes;
+  GpuGemmPlan plans[GPU_GEMM_PLANS];
+} GpuContext;
+
+GpuContext *gpu_context(void);
+static inline cudaStream_t gpu_stream(void) { return gpu_context()->stream; }
+
+/* Ends the job with "plait: CUDA error in <what>: <cause>" unless err is cudaSuccess. */
+void gpu_check(cudaError_t err, const char *what);
+/* After a kernel launch: its configuration was accepted. */
+void gpu_check_launch(const char *kernel);
+/* Device memory, ending the job with the out-of-memory line of device_alloc when there is not enough. */
+void *gpu_alloc(size_t bytes, const char *what);
+/* old (NULL, or from here) freed and `bytes` of device memory allocated in order on this thread's stream:
+ * buffers that grow while the job runs. */
+void *gpu_buffer_grow(void *old, size_t bytes, const char *what);
+/* Scratch slot `slot` of this thread's context with room for `bytes` (device memory). */
+void *gpu_scratch(int slot, size_t bytes);
+/* Pinned host memory of this thread's context with room for `bytes`. */
+void *gpu_pinned(size_t bytes);
+/* Whether p is GPU memory (device or managed); host memory, registered or not, is not. */
+int gpu_is_device_memory(const void *p);
+/* Waits for this thread's stream. */
+void gpu_sync(const char *what);
+/* dst[i] = src[0][i] ⊕ … ⊕ src[count-1][i] over GPU buffers, left to right (⊕: + or, with max, max
+ * with NaN winning); bf16 elements are summed in float and rounded once (fold.cu). Returns when done. */
+void gpu_fold(void *dst, const void *const *src, int count, int64_t n, int element_bytes, int bf16, int max);
+/* The cuBLASLt plans' teardown (gemm.cu), called when a context is freed. */
+void gpu_gemm_plans_free(GpuContext *c);
+
+/* Deterministic sums over rows come in two kernels: per chunk of GPU_ROW_CHUNK rows, partial[k][c] is
+ * the chunk's sum of column c (rows in order); then out[c] += Σ_k partial[k][c], chunks in order
+ * (gemm.cu). The bits depend on the shape alone. */
+enum { GPU_ROW_CHUNK = 128 };
+static inline int64_t gpu_row_chunks(int64_t rows) { return (rows + GPU_ROW_CHUNK - 1) / GPU_ROW_CHUNK; }
+void gpu_finish_column_sums(int64_t chunks, int64_t C, const float *partial, float *out);
+
+/* The blocks of `threads` that cover n items. */
+static inline unsigned gpu_blocks(int64_t n, int threads) { return (unsigned)((n + threads - 1) / threads); }
+
+#ifdef __cplusplus
+}
+#endif
+
+#ifdef __CUDACC__
+/* bf16 ↔ float: loads widen exactly, stores round to nearest even. */
+static __device__ __forceinline__ float ld(__nv_bfloat16 x) { return __bfloat162float(x); }
+static __device__ __forceinline__ __nv_bfloat16 st(float x) { return __float2bfloat16_rn(x); }
+
+/* Sum and max over a warp; every lane gets the result (the same bits on every lane and every run). */
+static __device__ __forceinline__ float warp_sum(float v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+static __device__ __forceinline__ double warp_sum_double(double v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+static __device__ __forceinline__ float warp_max(float v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+/* Sum over a block of up to 1024 threads (a multiple of 32); every thread gets the result. */
+static __device__ __forceinline__ float block_sum(float v) {
+  __shared__ float partial[32];
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  v = warp_sum(v);
+  __syncthreads(); /* partial may still be read by a previous call */
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  v = lane < warps ? partial[lane] : 0.0f;
+  return warp_sum(v);
+}
+static __device__ __forceinline__ float block_max(float v) {
+  __shared__ float partial[32];
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  v = lane < warps ? partial[lane] : -INFINITY;
+  return warp_max(v);
+}
+#endif
+
+#endif

@@ -1,0 +1,184 @@
+/* norm.cu: layer norm and RMS norm over the rows of a matrix, forward and backward: one warp per row,
+ * sums in fp32, parameter gradients summed over rows in a fixed order. */
+#include "gpu.h"
+
+/* A row is read VEC elements at a time: 8 (16-byte loads) when the width and the pointers allow, else
+ * one. Lane l of the warp holds elements l·VEC + 32·VEC·j of the row. */
+template <int VEC>
+static __device__ __forceinline__ void load_vec(const __nv_bfloat16 *p, float *out) {
+  if (VEC == 8) {
+    uint4 raw = *(const uint4 *)p;
+    const __nv_bfloat16 *h = (const __nv_bfloat16 *)&raw;
+#pragma unroll
+    for (int k = 0; k < 8; k++) out[k] = ld(h[k]);
+  } else {
+    out[0] = ld(p[0]);
+  }
+}
+
+template <int VEC>
+static __device__ __forceinline__ void store_vec(__nv_bfloat16 *p, const float *v) {
+  if (VEC == 8) {
+    uint4 raw;
+    __nv_bfloat16 *h = (__nv_bfloat16 *)&raw;
+#pragma unroll
+    for (int k = 0; k < 8; k++) h[k] = st(v[k]);
+    *(uint4 *)p = raw;
+  } else {
+    p[0] = st(v[0]);
+  }
+}
+
+enum { ROWS_PER_BLOCK = 8 }; /* warps of 32 in a block of 256 */
+
+/* Per row (layer norm when centred, RMS norm otherwise):
+ *   mean = Σx/C (0 for RMS), var = Σ(x − mean)²/C, rstd = 1/sqrt(var + eps)
+ *   y = (x − mean)·rstd·w + b   (no b for RMS)
+ * mean (layer norm) and rstd are saved for the backward pass. */
+template <int VEC, bool CENTRED>
+__global__ void norm_forward_kernel(int64_t rows, int64_t C, const __nv_bfloat16 *x, const __nv_bfloat16 *w,
+                                    const __nv_bfloat16 *b, float eps, __nv_bfloat16 *y, float *mean_out,
+                                    float *rstd_out) {
+  int64_t r = (int64_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
+  int lane = threadIdx.x % 32;
+  if (r >= rows) return;
+  const __nv_bfloat16 *xr = x + r * C;
+  float v[VEC], sum = 0;
+  for (int64_t c = lane * VEC; c < C; c += 32 * VEC) {
+    load_vec<VEC>(xr + c, v);
+#pragma unroll
+    for (int k = 0; k < VEC; k++) sum += v[k];
+  }
+  float mean = CENTRED ? warp_sum(sum) / (float)C : 0.0f, square = 0;
+  for (int64_t c = lane * VEC; c < C; c += 32 * VEC) {
+    load_vec<VEC>(xr + c, v);
+#pragma unroll
+    for (int k = 0; k < VEC; k++) square += (v[k] - mean) * (v[k] - mean);
+  }
+  float rstd = 1.0f / sqrtf(warp_sum(square) / (float)C + eps);
+  for (int64_t c = lane * VEC; c < C; c += 32 * VEC) {
+    float wv[VEC], bv[VEC], out[VEC];
+    load_vec<VEC>(xr + c, v);
+    load_vec<VEC>(w + c, wv);
+    if (CENTRED) load_vec<VEC>(b + c, bv);
+#pragma unroll
+    for (int k = 0; k < VEC; k++) out[k] = (v[k] - mean) * rstd * wv[k] + (CENTRED ? bv[k] : 0.0f);
+    store_vec<VEC>(y + r * C + c, out);
+  }
+  if (lane == 0) {
+    if (CENTRED) mean_out[r] = mean;
+    rstd_out[r] = rstd;
+  }
+}
+
+/* Per row, with g = w·dy and x̂ = (x − mean)·rstd:
+ *   dx = rstd·(g − mean_C(g) − x̂·mean_C(g·x̂))   (RMS norm: mean 0 and no mean_C(g) term) */
+template <int VEC, bool CENTRED>
+__global__ void norm_backward_kernel(int64_t rows, int64_t C, const __nv_bfloat16 *x, const __nv_bfloat16 *w,
+                                     const float *mean_in, const float *rstd_in, const __nv_bfloat16 *dy,
+                                     __nv_bfloat16 *dx) {
+  int64_t r = (int64_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
+  int lane = threadIdx.x % 32;
+  if (r >= rows) return;
+  const __nv_bfloat16 *xr = x + r * C, *dyr = dy + r * C;
+  float mean = CENTRED ? mean_in[r] : 0.0f, rstd = rstd_in[r], sum_g = 0, sum_gx = 0;
+  float xv[VEC], wv[VEC], gv[VEC];
+  for (int64_t c = lane * VEC; c < C; c += 32 * VEC) {
+    load_vec<VEC>(xr + c, xv);
+    load_vec<VEC>(w + c, wv);
+    load_vec<VEC>(dyr + c, gv);
+#pragma unroll
+    for (int k = 0; k < VEC; k++) {
+      float g = wv[k] * gv[k];
+      sum_g += g;
+      sum_gx += g * (xv[k] - mean) * rstd;
+    }
+  }
+  float mean_g = CENTRED ? warp_sum(sum_g) / (float)C : 0.0f, mean_gx = warp_sum(sum_gx) / (float)C;
+  for (int64_t c = lane * VEC; c < C; c += 32 * VEC) {
+    float out[VEC];
+    load_vec<VEC>(xr + c, xv);
+    load_vec<VEC>(w + c, wv);
+    load_vec<VEC>(dyr + c, gv);
+#pragma unroll
+    for (int k = 0; k < VEC; k++) out[k] = rstd * (wv[k] * gv[k] - mean_g - (xv[k] - mean) * rstd * mean_gx);
+    store_vec<VEC>(dx + r * C + c, out);
+  }
+}
+
+/* Per chunk k of rows (blockIdx.y) and column c: dw_partial[k][c] = Σ_r dy·x̂ and, for layer norm,
+ * db_partial[k][c] = Σ_r dy, rows in order. */
+template <bool CENTRED>
+__global__ void norm_param_partials_kernel(int64_t rows, int64_t C, const __nv_bfloat16 *x, const float *mean_in,
+                                           const float *rstd_in, const __nv_bfloat16 *dy, float *dw_partial,
+                                           float *db_partial) {
+  int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, k = blockIdx.y;
+  if (c >= C) return;
+  int64_t first = k * GPU_ROW_CHUNK, last = min(rows, first + GPU_ROW_CHUNK);
+  float sum_w = 0, sum_b = 0;
+  for (int64_t r = first; r < last; r++) {
+    float g = ld(dy[r * C + c]), mean = CENTRED ? mean_in[r] : 0.0f;
+    sum_w += g * (ld(x[r * C + c]) - mean) * rstd_in[r];
+    sum_b += g;
+  }
+  dw_partial[k * C + c] = sum_w;
+  if (CENTRED) db_partial[k * C + c] = sum_b;
+}
+
+/* 8-wide loads need the width to be a multiple of 8 and every row pointer 16-byte aligned. */
+static bool wide(int64_t C, const void *a, const void *b, const void *c, const void *d) {
+  uintptr_t any = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d;
+  return C % 8 == 0 && any % 16 == 0;
+}
+
+template <bool CENTRED>
+static void norm_forward(int64_t rows, int64_t C, const act_t *x, const act_t *w, const act_t *b, real eps, act_t *y,
+                         real *mean, real *rstd) {
+  if (rows <= 0 || C <= 0) return;
+  unsigned blocks = gpu_blocks(rows, ROWS_PER_BLOCK);
+  if (wide(C, x, w, CENTRED ? b : w, y))
+    norm_forward_kernel<8, CENTRED><<<blocks, 256, 0, gpu_stream()>>>(rows, C, x, w, b, eps, y, mean, rstd);
+  else
+    norm_forward_kernel<1, CENTRED><<<blocks, 256, 0, gpu_stream()>>>(rows, C, x, w, b, eps, y, mean, rstd);
+  gpu_check_launch("norm_forward_kernel");
+}
+
+template <bool CENTRED>
+static void norm_backward(int64_t rows, int64_t C, const act_t *x, const act_t *w, const real *mean, const real *rstd,
+                          const act_t *dy, act_t *dx, real *dw, real *db) {
+  if (rows <= 0 || C <= 0) return;
+  cudaStream_t stream = gpu_stream();
+  unsigned blocks = gpu_blocks(rows, ROWS_PER_BLOCK);
+  if (wide(C, x, w, dy, dx))
+    norm_backward_kernel<8, CENTRED><<<blocks, 256, 0, stream>>>(rows, C, x, w, mean, rstd, dy, dx);
+  else
+    norm_backward_kernel<1, CENTRED><<<blocks, 256, 0, stream>>>(rows, C, x, w, mean, rstd, dy, dx);
+  gpu_check_launch("norm_backward_kernel");
+  int64_t chunks = gpu_row_chunks(rows);
+  float *dw_partial = (float *)gpu_scratch(GPU_SCRATCH_A, (size_t)(chunks * C) * sizeof(float));
+  float *db_partial = CENTRED ? (float *)gpu_scratch(GPU_SCRATCH_B, (size_t)(chunks * C) * sizeof(float)) : NULL;
+  dim3 grid(gpu_blocks(C, 256), (unsigned)chunks);
+  norm_param_partials_kernel<CENTRED><<<grid, 256, 0, stream>>>(rows, C, x, mean, rstd, dy, dw_partial, db_partial);
+  gpu_check_launch("norm_param_partials_kernel");
+  gpu_finish_column_sums(chunks, C, dw_partial, dw);
+  if (CENTRED) gpu_finish_column_sums(chunks, C, db_partial, db);
+}
+
+void k_layernorm_forward(int64_t rows, int64_t C, const act_t *x, const act_t *w, const act_t *b, real eps, act_t *y,
+                         real *mean, real *rstd) {
+  norm_forward<true>(rows, C, x, w, b, eps, y, mean, rstd);
+}
+
+void k_rmsnorm_forward(int64_t rows, int64_t C, const act_t *x, const act_t *w, real eps, act_t *y, real *rstd) {
+  norm_forward<false>(rows, C, x, w, NULL, eps, y, NULL, rstd);
+}
+
+void k_layernorm_backward(int64_t rows, int64_t C, const act_t *x, const act_t *w, const real *mean, const real *rstd,
+                          const act_t *dy, act_t *dx, real *dw, real *db) {
+  norm_backward<true>(rows, C, x, w, mean, rstd, dy, dx, dw, db);
+}
+
+void k_rmsnorm_backward(int64_t rows, int64_t C, const act_t *x, const act_t *w, const real *rstd, const act_t *dy,
+                        act_t *dx, real *dw) {
+  norm_backward<false>(rows, C, x, w, NULL, rstd, dy, dx, dw, NULL);
+}

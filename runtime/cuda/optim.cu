@@ -1,0 +1,68 @@
+/* optim.cu: AdamW over a tensor of fp32 master weights and the squared gradient norm, on the GPU
+ * (deterministic: the norm's sums run in an order fixed by the size alone). */
+#include "gpu.h"
+
+#include <math.h>
+
+/* g = s·grad; m = β1·m + (1−β1)·g; v = β2·v + (1−β2)·g²; p −= lr·(m·c1 / (sqrt(v·c2) + ε) + wd·p),
+ * c1 and c2 the bias corrections 1/(1 − β^t). */
+__global__ void adamw_kernel(int64_t n, float b1, float b2, float eps, float scale, float lr, float wd, float c1,
+                             float c2, float *param, const float *grad, float *m, float *v) {
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float g = scale * grad[i];
+  float mi = b1 * m[i] + (1 - b1) * g;
+  float vi = b2 * v[i] + (1 - b2) * g * g;
+  m[i] = mi;
+  v[i] = vi;
+  param[i] -= lr * (mi * c1 / (sqrtf(vi * c2) + eps) + wd * param[i]);
+}
+
+void optim_adamw_step(const AdamW *opt, int64_t t, double lr, int decay, double grad_scale, int64_t n, real *param,
+                      const real *grad, real *m, real *v) {
+  if (n <= 0) return;
+  float c1 = (float)(1 / (1 - pow(opt->beta1, (double)t))), c2 = (float)(1 / (1 - pow(opt->beta2, (double)t)));
+  adamw_kernel<<<gpu_blocks(n, 256), 256, 0, gpu_stream()>>>(n, (float)opt->beta1, (float)opt->beta2, (float)opt->eps,
+                                                              (float)grad_scale, (float)lr,
+                                                              decay ? (float)opt->weight_decay : 0.0f, c1, c2, param,
+                                                              grad, m, v);
+  gpu_check_launch("adamw_kernel");
+}
+
+enum { NORM_BLOCK = 1 << 14, NORM_THREADS = 256 }; /* elements per block of the first pass */
+
+/* partial[b] = Σ g² over elements [b·NORM_BLOCK, (b+1)·NORM_BLOCK), in double: thread i takes every
+ * NORM_THREADS-th element from i, then the threads' sums meet in a fixed tree. */
+__global__ void norm_partials_kernel(int64_t n, const float *grad, double *partial) {
+  __shared__ double sums[NORM_THREADS];
+  int64_t first = (int64_t)blockIdx.x * NORM_BLOCK, last = min(n, first + NORM_BLOCK);
+  double sum = 0;
+  for (int64_t i = first + threadIdx.x; i < last; i += NORM_THREADS) sum += (double)grad[i] * grad[i];
+  sums[threadIdx.x] = sum;
+  __syncthreads();
+  for (int half = NORM_THREADS / 2; half > 0; half /= 2) {
+    if ((int)threadIdx.x < half) sums[threadIdx.x] += sums[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partial[blockIdx.x] = sums[0];
+}
+
+/* total = Σ_b partial[b] in block order (one thread: the blocks are few). */
+__global__ void norm_total_kernel(int64_t blocks, const double *partial, double *total) {
+  double sum = 0;
+  for (int64_t b = 0; b < blocks; b++) sum += partial[b];
+  *total = sum;
+}
+
+double optim_norm_sq(int64_t n, const real *grad) {
+  if (n <= 0) return 0;
+  int64_t blocks = (n + NORM_BLOCK - 1) / NORM_BLOCK;
+  double *partial = (double *)gpu_scratch(GPU_SCRATCH_C, (size_t)(blocks + 1) * sizeof(double)), total = 0;
+  cudaStream_t stream = gpu_stream();
+  norm_partials_kernel<<<(unsigned)blocks, NORM_THREADS, 0, stream>>>(n, grad, partial);
+  gpu_check_launch("norm_partials_kernel");
+  norm_total_kernel<<<1, 1, 0, stream>>>(blocks, partial, partial + blocks);
+  gpu_check_launch("norm_total_kernel");
+  device_download(&total, partial + blocks, sizeof total);
+  return total;
+}

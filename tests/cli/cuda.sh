@@ -1,0 +1,124 @@
+# cuda.sh: the CUDA backend where no GPU is needed: the runtime and generated CUDA programs (tiny, gpt2)
+# compile and link; every fused kernel of the reference models compiles with NVRTC for sm_90 (and a
+# broken one is reported with its name and NVRTC's log); the kernel cache; a CUDA program without a
+# GPU stops with one line; the GPU check's programs are built, its CPU side runs, its sources are up to
+# date. Skipped, with a line saying so, only where nvcc is absent.
+. "$(dirname "$0")/lib.sh"
+cd "$PLAIT_ROOT" || exit 1
+B=$PLAIT_ROOT/build
+
+if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+  pass "cuda (skipped: nvcc is not installed on this machine)"
+  exit 0
+fi
+[ -f "$B/libplait_rt_cuda.a" ] || { fail cuda_runtime "nvcc is here but build/libplait_rt_cuda.a is missing (run make)"; exit 0; }
+
+# ---- generated programs compile and link --------------------------------------------------------
+for model in tiny gpt2; do
+  if $PLAIT build "models/$model.lua" --backend cuda -o "$TMP/$model" >"$TMP/build.log" 2>&1 && [ -x "$TMP/$model/train" ]; then
+    pass "cuda_build_$model"
+  else
+    fail "cuda_build_$model" "$(tail -c 800 "$TMP/build.log")"
+  fi
+done
+expect_error cuda_build_double '--double is for gradient checks' $PLAIT build models/tiny.lua --backend cuda --double -o "$TMP/d"
+expect_error cuda_build_unknown_backend '--backend tpu: the backends are cpu and cuda' \
+  $PLAIT build models/tiny.lua --backend tpu -o "$TMP/t"
+
+# ---- without a GPU (none visible), the program stops with one line --------------------------------
+: >"$TMP/empty.bin"
+expect_error cuda_no_device '^plait: no CUDA device: .*run on a machine with an NVIDIA GPU' \
+  env CUDA_VISIBLE_DEVICES= "$TMP/tiny/train" --data "$TMP/empty.bin" --steps 1
+
+# ---- every fused kernel of the reference models through NVRTC for sm_90 --------------------------
+while read -r name args; do
+  # shellcheck disable=SC2086
+  $PLAIT build $args --backend cuda --emit-only -o "$TMP/nvrtc-$name" >/dev/null 2>"$TMP/err" ||
+    fail "nvrtc_emit_$name" "$(cat "$TMP/err")"
+done <<'MODELS'
+tiny models/tiny.lua
+tiny-dropout models/tiny.lua --set dropout=0.1 --tp 2
+gpt2 models/gpt2.lua
+llama models/llama.lua --set layers=2 kv_heads=8 --tp 2
+bert models/bert.lua --set layers=2
+MODELS
+PLAIT_CACHE_DIR="$TMP/cache" "$B/tests/cuda/nvrtc_check" 90 "$TMP"/nvrtc-*/kernels_cuda.c >"$TMP/nvrtc.out" 2>&1
+status=$?
+grep -E '^(PASS|FAIL)' "$TMP/nvrtc.out"
+[ "$status" = 0 ] || fail nvrtc_check "exit status $status: $(grep -v '^PASS' "$TMP/nvrtc.out" | head -c 600)"
+if grep -q 'rt_dropout' "$TMP"/nvrtc-tiny-dropout/kernels_cuda.c; then pass "nvrtc_dropout_kernels_present"
+else fail nvrtc_dropout_kernels_present "no dropout in tiny-dropout's kernels"; fi
+if ls "$TMP"/cache/fused-*.bin >/dev/null 2>&1; then pass "nvrtc_cache_files"
+else fail nvrtc_cache_files "nothing in PLAIT_CACHE_DIR"; fi
+
+# a kernel that does not compile is named, with NVRTC's log
+cat >"$TMP/broken.c" <<'EOF'
+const CudaKernelSource plait_cuda_kernels[] = {
+  {"ew_0",
+    "extern \"C\" __global__ void ew_0(long long n, act_t *out) { if (threadIdx.x < n) out[0] = st(1.0f); }\n"},
+  {"ew_1",
+    "extern \"C\" __global__ void ew_1(long long n, act_t *out) { out[0] = st(no_such_function(n)); }\n"},
+};
+EOF
+"$B/tests/cuda/nvrtc_check" 90 "$TMP/broken.c" >"$TMP/broken.out" 2>&1
+if grep -q '^PASS nvrtc .*broken.c ew_0 ' "$TMP/broken.out" &&
+   grep -q '^FAIL nvrtc .*broken.c ew_1: NVRTC could not compile fused kernel ew_1 for sm_90: .*no_such_function' "$TMP/broken.out" &&
+   grep -q '^FAIL nvrtc .*broken.c: all together: NVRTC could not compile fused kernel ew_1' "$TMP/broken.out"; then
+  pass nvrtc_names_the_broken_kernel
+else
+  fail nvrtc_names_the_broken_kernel "$(head -c 600 "$TMP/broken.out")"
+fi
+
+# ---- the GPU check: its sources are current, its programs built, its CPU side runs ----------------
+while read -r name args; do
+  # shellcheck disable=SC2086
+  if $PLAIT build $args --emit-only -o "$TMP/gen-$name" >/dev/null 2>"$TMP/err" &&
+     diff -r "tests/gpu/generated/$name" "$TMP/gen-$name" >"$TMP/diff"; then
+    pass "gpu_generated_$name"
+  else
+    fail "gpu_generated_$name" "tests/gpu/generated/$name is out of date (see the command in tests/cli/cuda.sh): $(head -c 600 "$TMP/diff") $(cat "$TMP/err")"
+  fi
+done <<'CASES'
+tiny-dropout models/tiny.lua --gbs 16 --mbs 4 --set dropout=0.1
+gpt2-bench models/gpt2.lua --mbs 16 --gbs 16
+gpt-1.3b-bench models/gpt.lua --set layers=24 hidden=2048 heads=16 seq=2048 --mbs 8 --gbs 8
+CASES
+for program in tiny tiny-dropout tiny-tp2-pp2-vpp2 gpt2-bench gpt-1.3b-bench; do
+  [ -x "$B/gpu/$program/train" ] || fail "gpu_program_$program" "build/gpu/$program/train was not built"
+done
+if "$B/gpu/kernel_check-cpu" 12345 "$TMP" >"$TMP/kcpu.out" 2>&1 && ! grep -q '^FAIL' "$TMP/kcpu.out"; then
+  pass "gpu_kernel_check_reference ($(grep -c '^PASS' "$TMP/kcpu.out") outputs written)"
+else
+  fail gpu_kernel_check_reference "$(grep -v '^PASS' "$TMP/kcpu.out" | head -c 600)"
+fi
+expect_error gpu_kernel_check_no_device '^plait: no CUDA device' \
+  env CUDA_VISIBLE_DEVICES= "$B/gpu/kernel_check-cuda" 12345 "$TMP"
+
+# the reference runtime's plain C GEMM trains tiny as the OpenBLAS runtime does (fp32, to rounding)
+# (the token file comes from tests/gpu/tokens.c, as on the GPU machine: a header, then each byte as a token)
+"$B/gpu/tokens" "$TMP/text.bin" README.md compiler/*.c >/dev/null
+bytes=$(cat README.md compiler/*.c | wc -c)
+header=$(od -A n -t d4 -N 12 "$TMP/text.bin" | tr -s ' ' | sed 's/^ //')
+if [ "$header" = "20240520 1 $bytes" ] && [ "$(wc -c <"$TMP/text.bin")" = $((1024 + 2 * bytes)) ]; then
+  pass gpu_tokens_file
+else
+  fail gpu_tokens_file "header '$header' for $bytes bytes"
+fi
+$PLAIT build models/tiny.lua -o "$TMP/tiny-cpu" >/dev/null 2>&1
+"$TMP/tiny-cpu/train" --data "$TMP/text.bin" --steps 3 --lr 3e-3 --seed 7 >"$TMP/blas.out" 2>&1
+"$B/gpu/tiny/train-cpu" --data "$TMP/text.bin" --steps 3 --lr 3e-3 --seed 7 >"$TMP/plain.out" 2>&1
+grep '^step' "$TMP/blas.out" | sed 's/.*loss \([0-9.]*\).*/\1/' >"$TMP/a"
+grep '^step' "$TMP/plain.out" | sed 's/.*loss \([0-9.]*\).*/\1/' >"$TMP/b"
+if [ "$(wc -l <"$TMP/b")" = 3 ] &&
+   paste "$TMP/a" "$TMP/b" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-4 * $1) bad = 1 } END { exit bad }'; then
+  pass "gpu_reference_runtime_trains ($(tr '\n' ' ' <"$TMP/b"))"
+else
+  fail gpu_reference_runtime_trains "losses $(tr '\n' ' ' <"$TMP/a") vs $(tr '\n' ' ' <"$TMP/b") $(tail -c 300 "$TMP/plain.out")"
+fi
+
+# the check script and the PyTorch comparison parse
+if sh -n tests/gpu/run.sh 2>"$TMP/err"; then pass gpu_run_script_parses; else fail gpu_run_script_parses "$(cat "$TMP/err")"; fi
+if ! command -v python3 >/dev/null 2>&1; then pass "gpu_torch_script_parses (skipped: no python3)"
+elif python3 -c 'import ast, sys; ast.parse(open(sys.argv[1]).read())' tests/gpu/torch_gpt.py 2>"$TMP/err"; then
+  pass gpu_torch_script_parses
+else fail gpu_torch_script_parses "$(cat "$TMP/err")"; fi

@@ -1,0 +1,314 @@
+/* model.c: tiny (models/tiny.lua) compiled by plait for tp 1 × pp 1 × dp 1, vpp 1, microbatch 4, global batch 16
+ * (4 microbatches per pipeline), schedule 1f1b, recompute none, sequence parallel off. Generated: rebuild
+ * with plait build rather than editing. Sizes are one tensor-parallel rank's. */
+#include "device.h"
+#include "kernels.h"
+#include "rt.h"
+
+/* Parameters at model scope (r->model_w[P_...]) and of each layer (r->layer_w[layer][L_...]). */
+enum {
+  P_WTE, P_WPE, P_LN_F_WEIGHT, P_LN_F_BIAS
+};
+enum {
+  L_LN_1_WEIGHT, L_LN_1_BIAS, L_ATTN_Q_WEIGHT, L_ATTN_Q_BIAS,
+  L_ATTN_K_WEIGHT, L_ATTN_K_BIAS, L_ATTN_V_WEIGHT, L_ATTN_V_BIAS,
+  L_ATTN_PROJ_WEIGHT, L_ATTN_PROJ_BIAS, L_LN_2_WEIGHT, L_LN_2_BIAS,
+  L_MLP_FC_WEIGHT, L_MLP_FC_BIAS, L_MLP_PROJ_WEIGHT, L_MLP_PROJ_BIAS
+};
+
+/* Activations of one microbatch, in elements: what each stage keeps for its backward pass, and where
+ * its output (the next stage's input) sits in that. */
+enum { EMBED_SAVED = 32768, EMBED_OUTPUT = 0 };
+enum { BLOCK_SAVED = 528384, BLOCK_OUTPUT = 495616 };
+enum { HEAD_SAVED = 99840 };
+enum { IO_ELEMS = 32768 }; /* the activation passed between layers and chunks */
+
+/* embed forward of one microbatch: 2 calls; saved: 32768 elements kept for backward; tmp: scratch. */
+static void embed_forward(Run *r, const int32_t *tokens, act_t *saved, act_t *tmp) {
+  const int layer = -1; /* outside the blocks */
+  act_t *t0 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
+  act_t *t2 = saved + 0; /* [b, seq, hidden] 4×64×128 */
+  rt_embedding_forward(r, 256, 128, tokens, r->model_w[P_WTE], 256, 0, t0); /* models/tiny.lua */
+  {
+    const int64_t shape[] = {4, 64, 128};
+    const int sites[] = {0};
+    EwKeys keys = rt_ew_keys(r, layer, 3, shape, -1, 1, sites);
+    ew_0(32768, 8192, t0, r->model_w[P_WPE], 8192, t2, &keys);
+  } /* models/tiny.lua */
+}
+
+/* embed backward of one microbatch: 3 calls; saved: 32768 elements kept for backward; tmp: scratch. */
+static void embed_backward(Run *r, const int32_t *tokens, act_t *saved, const act_t *dy, act_t *tmp) {
+  const int layer = -1; /* outside the blocks */
+  (void)saved;
+  act_t *dt2 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
+  {
+    const int64_t shape[] = {4, 64, 128};
+    const int sites[] = {0};
+    EwKeys keys = rt_ew_keys(r, layer, 3, shape, -1, 1, sites);
+    ew_1(32768, 32768, dy, dt2, &keys);
+  }
+  k_sum_rows(4, 8192, dt2, r->model_g[P_WPE]);
+  rt_embedding_backward(r, 256, 128, tokens, dt2, 256, 0, r->model_g[P_WTE]);
+}
+
+/* block forward of one microbatch: 16 calls; saved: 528384 elements kept for backward; tmp: scratch. */
+static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t *tmp) {
+  act_t *const *w = r->layer_w[layer];
+  act_t *t0 = saved + 0; /* [b, seq, hidden] 4×64×128 */
+  real *t1 = (real *)(saved + 32768); /* [b, seq] 4×64 */
+  real *t2 = (real *)(saved + 33280); /* [b, seq] 4×64 */
+  act_t *t3 = tmp + 0; /* [b, seq, qdim] 4×64×128 */
+  act_t *t4 = saved + 33792; /* [b, seq, qdim] 4×64×128 */
+  act_t *t5 = tmp + 0; /* [b, seq, kvdim] 4×64×128 */
+  act_t *t6 = saved + 66560; /* [b, seq, kvdim] 4×64×128 */
+  act_t *t7 = tmp + 0; /* [b, seq, kvdim] 4×64×128 */
+  act_t *t8 = saved + 99328; /* [b, seq, kvdim] 4×64×128 */
+  act_t *t9 = saved + 132096; /* [b, seq, qdim] 4×64×128 */
+  real *t10 = (real *)(saved + 164864); /* [b, heads, seq] 4×4×64 */
+  act_t *t11 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
+  act_t *t14 = saved + 166912; /* [b, seq, hidden] 4×64×128 */
+  act_t *t15 = saved + 199680; /* [b, seq, hidden] 4×64×128 */
+  real *t16 = (real *)(saved + 232448); /* [b, seq] 4×64 */
+  real *t17 = (real *)(saved + 232960); /* [b, seq] 4×64 */
+  act_t *t18 = tmp + 0; /* [b, seq, ffn] 4×64×512 */
+  act_t *t19 = saved + 233472; /* [b, seq, ffn] 4×64×512 */
+  act_t *t20 = saved + 364544; /* [b, seq, ffn] 4×64×512 */
+  act_t *t21 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
+  act_t *t24 = saved + 495616; /* [b, seq, hidden] 4×64×128 */
+  k_layernorm_forward(256, 128, x, w[L_LN_1_WEIGHT], w[L_LN_1_BIAS], 1e-05, t0, t1, t2); /* models/tiny.lua:10 */
+  k_gemm(0, 1, 256, 128, 128, 1, t0, w[L_ATTN_Q_WEIGHT], 0, t3); /* models/tiny.lua:10 */
+  ew_2(32768, 128, t3, w[L_ATTN_Q_BIAS], 128, t4); /* models/tiny.lua:10 */
+  k_gemm(0, 1, 256, 128, 128, 1, t0, w[L_ATTN_K_WEIGHT], 0, t5); /* models/tiny.lua:10 */
+  ew_2(32768, 128, t5, w[L_ATTN_K_BIAS], 128, t6); /* models/tiny.lua:10 */
+  k_gemm(0, 1, 256, 128, 128, 1, t0, w[L_ATTN_V_WEIGHT], 0, t7); /* models/tiny.lua:10 */
+  ew_2(32768, 128, t7, w[L_ATTN_V_BIAS], 128, t8); /* models/tiny.lua:10 */
+  {
+    const AttnShape shape = {4, 64, 4, 4, 32, 1, 0, 10000};
+    k_attention_forward(&shape, t4, t6, t8, t9, t10);
+  } /* models/tiny.lua:10 */
+  k_gemm(0, 1, 256, 128, 128, 1, t9, w[L_ATTN_PROJ_WEIGHT], 0, t11); /* models/tiny.lua:10 */
+  {
+    const int64_t shape[] = {4, 64, 128};
+    const int sites[] = {1};
+    EwKeys keys = rt_ew_keys(r, layer, 3, shape, -1, 1, sites);
+    ew_3(32768, 128, x, t11, w[L_ATTN_PROJ_BIAS], 128, t14, &keys);
+  } /* models/tiny.lua:10 */
+  k_layernorm_forward(256, 128, t14, w[L_LN_2_WEIGHT], w[L_LN_2_BIAS], 1e-05, t15, t16, t17); /* models/tiny.lua:11 */
+  k_gemm(0, 1, 256, 512, 128, 1, t15, w[L_MLP_FC_WEIGHT], 0, t18); /* models/tiny.lua:11 */
+  ew_2(131072, 512, t18, w[L_MLP_FC_BIAS], 512, t19); /* models/tiny.lua:11 */
+  ew_4(131072, 131072, t19, t20); /* models/tiny.lua:11 */
+  k_gemm(0, 1, 256, 128, 512, 1, t20, w[L_MLP_PROJ_WEIGHT], 0, t21); /* models/tiny.lua:11 */
+  {
+    const int64_t shape[] = {4, 64, 128};
+    const int sites[] = {2};
+    EwKeys keys = rt_ew_keys(r, layer, 3, shape, -1, 1, sites);
+    ew_3(32768, 128, t14, t21, w[L_MLP_PROJ_BIAS], 128, t24, &keys);
+  } /* models/tiny.lua:11 */
+}
+
+/* block backward of one microbatch: 27 calls; saved: 528384 elements kept for backward; tmp: scratch. */
+static void block_backward(Run *r, int layer, const act_t *x, act_t *saved, const act_t *dy, act_t *dx, act_t *tmp) {
+  act_t *const *w = r->layer_w[layer];
+  real *const *g = r->layer_g[layer];
+  act_t *t0 = saved + 0; /* [b, seq, hidden] 4×64×128 */
+  real *t1 = (real *)(saved + 32768); /* [b, seq] 4×64 */
+  real *t2 = (real *)(saved + 33280); /* [b, seq] 4×64 */
+  act_t *t4 = saved + 33792; /* [b, seq, qdim] 4×64×128 */
+  act_t *t6 = saved + 66560; /* [b, seq, kvdim] 4×64×128 */
+  act_t *t8 = saved + 99328; /* [b, seq, kvdim] 4×64×128 */
+  act_t *t9 = saved + 132096; /* [b, seq, qdim] 4×64×128 */
+  real *t10 = (real *)(saved + 164864); /* [b, heads, seq] 4×4×64 */
+  act_t *t14 = saved + 166912; /* [b, seq, hidden] 4×64×128 */
+  act_t *t15 = saved + 199680; /* [b, seq, hidden] 4×64×128 */
+  real *t16 = (real *)(saved + 232448); /* [b, seq] 4×64 */
+  real *t17 = (real *)(saved + 232960); /* [b, seq] 4×64 */
+  act_t *t19 = saved + 233472; /* [b, seq, ffn] 4×64×512 */
+  act_t *t20 = saved + 364544; /* [b, seq, ffn] 4×64×512 */
+  act_t *dt23 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
+  act_t *dt20 = tmp + 32768; /* [b, seq, ffn] 4×64×512 */
+  act_t *dt20_47 = tmp + 163840; /* [b, seq, ffn] 4×64×512 */
+  act_t *dt15 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
+  act_t *dt14 = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
+  act_t *dt14_54 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
+  act_t *dt13 = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
+  act_t *dt9 = tmp + 65536; /* [b, seq, qdim] 4×64×128 */
+  act_t *dt4 = tmp + 32768; /* [b, seq, qdim] 4×64×128 */
+  act_t *dt6 = tmp + 98304; /* [b, seq, kvdim] 4×64×128 */
+  act_t *dt8 = tmp + 131072; /* [b, seq, kvdim] 4×64×128 */
+  act_t *dt0 = tmp + 65536; /* [b, seq, hidden] 4×64×128 */
+  act_t *dt0_66 = tmp + 131072; /* [b, seq, hidden] 4×64×128 */
+  act_t *dt0_69 = tmp + 98304; /* [b, seq, hidden] 4×64×128 */
+  act_t *dt0_71 = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
+  act_t *dx_72 = tmp + 65536; /* [b, seq, hidden] 4×64×128 */
+  {
+    const int64_t shape[] = {4, 64, 128};
+    const int sites[] = {2};
+    EwKeys keys = rt_ew_keys(r, layer, 3, shape, -1, 1, sites);
+    ew_1(32768, 32768, dy, dt23, &keys);
+  }
+  k_sum_rows(256, 128, dt23, g[L_MLP_PROJ_BIAS]);
+  k_gemm(0, 0, 256, 512, 128, 1, dt23, w[L_MLP_PROJ_WEIGHT], 0, dt20);
+  k_gemm_grad(1, 0, 128, 512, 256, dt23, t20, g[L_MLP_PROJ_WEIGHT]);
+  ew_5(131072, 131072, t19, dt20, dt20_47);
+  k_sum_rows(256, 512, dt20_47, g[L_MLP_FC_BIAS]);
+  k_gemm(0, 0, 256, 128, 512, 1, dt20_47, w[L_MLP_FC_WEIGHT], 0, dt15);
+  k_gemm_grad(1, 0, 512, 128, 256, dt20_47, t15, g[L_MLP_FC_WEIGHT]);
+  k_layernorm_backward(256, 128, t14, w[L_LN_2_WEIGHT], t16, t17, dt15, dt14, g[L_LN_2_WEIGHT], g[L_LN_2_BIAS]);
+  ew_6(32768, 32768, dy, dt14, dt14_54);
+  {
+    const int64_t shape[] = {4, 64, 128};
+    const int sites[] = {1};
+    EwKeys keys = rt_ew_keys(r, layer, 3, shape, -1, 1, sites);
+    ew_1(32768, 32768, dt14_54, dt13, &keys);
+  }
+  k_sum_rows(256, 128, dt13, g[L_ATTN_PROJ_BIAS]);
+  k_gemm(0, 0, 256, 128, 128, 1, dt13, w[L_ATTN_PROJ_WEIGHT], 0, dt9);
+  k_gemm_grad(1, 0, 128, 128, 256, dt13, t9, g[L_ATTN_PROJ_WEIGHT]);
+  {
+    const AttnShape shape = {4, 64, 4, 4, 32, 1, 0, 10000};
+    k_attention_backward(&shape, t4, t6, t8, t9, t10, dt9, dt4, dt6, dt8);
+  }
+  k_sum_rows(256, 128, dt8, g[L_ATTN_V_BIAS]);
+  k_gemm(0, 0, 256, 128, 128, 1, dt8, w[L_ATTN_V_WEIGHT], 0, dt0);
+  k_gemm_grad(1, 0, 128, 128, 256, dt8, t0, g[L_ATTN_V_WEIGHT]);
+  k_sum_rows(256, 128, dt6, g[L_ATTN_K_BIAS]);
+  k_gemm(0, 0, 256, 128, 128, 1, dt6, w[L_ATTN_K_WEIGHT], 0, dt0_66);
+  k_gemm_grad(1, 0, 128, 128, 256, dt6, t0, g[L_ATTN_K_WEIGHT]);
+  k_sum_rows(256, 128, dt4, g[L_ATTN_Q_BIAS]);
+  k_gemm(0, 0, 256, 128, 128, 1, dt4, w[L_ATTN_Q_WEIGHT], 0, dt0_69);
+  k_gemm_grad(1, 0, 128, 128, 256, dt4, t0, g[L_ATTN_Q_WEIGHT]);
+  ew_7(32768, 32768, dt0, dt0_66, dt0_69, dt0_71);
+  k_layernorm_backward(256, 128, x, w[L_LN_1_WEIGHT], t1, t2, dt0_71, dx_72, g[L_LN_1_WEIGHT], g[L_LN_1_BIAS]);
+  ew_6(32768, 32768, dt14_54, dx_72, dx);
+}
+
+/* head forward of one microbatch: 3 calls; saved: 99840 elements kept for backward; tmp: scratch. */
+static void head_forward(Run *r, const act_t *x, const int32_t *targets, act_t *saved, act_t *tmp) {
+  (void)tmp;
+  act_t *t0 = saved + 0; /* [b, seq, hidden] 4×64×128 */
+  real *t1 = (real *)(saved + 32768); /* [b, seq] 4×64 */
+  real *t2 = (real *)(saved + 33280); /* [b, seq] 4×64 */
+  act_t *t3 = saved + 33792; /* [b, seq, vocab] 4×64×256 */
+  real *t5 = (real *)(saved + 99328); /* [b, seq] 4×64 */
+  k_layernorm_forward(256, 128, x, r->model_w[P_LN_F_WEIGHT], r->model_w[P_LN_F_BIAS], 1e-05, t0, t1, t2); /* models/tiny.lua */
+  k_gemm(0, 1, 256, 256, 128, 1, t0, r->model_w[P_WTE], 0, t3); /* models/tiny.lua */
+  rt_xent_forward(r, 256, 256, t3, targets, 256, XENT_NO_IGNORE, 0, t5); /* models/tiny.lua */
+}
+
+/* head backward of one microbatch: 4 calls; saved: 99840 elements kept for backward; tmp: scratch. */
+static void head_backward(Run *r, const act_t *x, const int32_t *targets, act_t *saved, act_t *dx, act_t *tmp) {
+  act_t *t0 = saved + 0; /* [b, seq, hidden] 4×64×128 */
+  real *t1 = (real *)(saved + 32768); /* [b, seq] 4×64 */
+  real *t2 = (real *)(saved + 33280); /* [b, seq] 4×64 */
+  real *t5 = (real *)(saved + 99328); /* [b, seq] 4×64 */
+  act_t *dt3 = saved + 33792; /* [b, seq, vocab] 4×64×256 */
+  act_t *dt0 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
+  rt_xent_backward(r, 256, 256, dt3, targets, 256, XENT_NO_IGNORE, 0, t5);
+  k_gemm(0, 0, 256, 128, 256, 1, dt3, r->model_w[P_WTE], 0, dt0);
+  k_gemm_grad(1, 0, 256, 128, 256, dt3, t0, r->model_g[P_WTE]);
+  k_layernorm_backward(256, 128, x, r->model_w[P_LN_F_WEIGHT], t1, t2, dt0, dx, r->model_g[P_LN_F_WEIGHT], r->model_g[P_LN_F_BIAS]);
+}
+
+/* Chunk 0, pipeline rank 0: embedding, layers 0-3, head. Its slot (one microbatch in flight) holds 2246144 elements:
+ * the embedding's saved activations at 0,
+ * each layer's saved activations from 32768,
+ * the head's at 2146304,
+ * (-1: none). */
+static void chunk_0_forward(Run *r, act_t *slot, const int32_t *tokens, const int32_t *targets) {
+  (void)tokens, (void)targets;
+  embed_forward(r, tokens, slot + 0, r->scratch);
+  const act_t *x = slot + 0 + EMBED_OUTPUT;
+  for (int i = 0; i < 4; i++) {
+    act_t *saved = slot + 32768 + (int64_t)i * BLOCK_SAVED;
+    block_forward(r, 0 + i, x, saved, r->scratch);
+    x = saved + BLOCK_OUTPUT;
+  }
+  head_forward(r, x, targets, slot + 2146304, r->scratch);
+}
+
+static void chunk_0_backward(Run *r, act_t *slot, const int32_t *tokens, const int32_t *targets) {
+  (void)tokens, (void)targets;
+  const act_t *input = slot + 0 + EMBED_OUTPUT;
+  const act_t *x = slot + 32768 + (int64_t)3 * BLOCK_SAVED + BLOCK_OUTPUT;
+  head_backward(r, x, targets, slot + 2146304, r->grad_a, r->scratch);
+  const act_t *dy = r->grad_a;
+  for (int i = 3; i >= 0; i--) {
+    act_t *saved = slot + 32768 + (int64_t)i * BLOCK_SAVED;
+    const act_t *layer_input = i > 0 ? saved - BLOCK_SAVED + BLOCK_OUTPUT : input;
+    act_t *dx = dy == r->grad_a ? r->grad_b : r->grad_a;
+    block_backward(r, 0 + i, layer_input, saved, dy, dx, r->scratch);
+    dy = dx;
+  }
+  embed_backward(r, tokens, slot + 0, dy, r->scratch);
+}
+
+static const ParamSpec model_params[] = {
+  /* name, axes, shape, shape without padding, TP split axis, init, std, decay, TP-summed gradient,
+     read by the embedding, read by the head */
+  {"wte", 2, {256, 128}, {256, 128}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 1, 1},
+  {"wpe", 2, {64, 128}, {64, 128}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 1, 0},
+  {"ln_f.weight", 1, {128}, {128}, -1, INIT_ONE, 0.02, 0, 0, 0, 1},
+  {"ln_f.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 1},
+};
+
+static const ParamSpec block_params[] = {
+  /* name, axes, shape, shape without padding, TP split axis, init, std, decay, TP-summed gradient,
+     read by the embedding, read by the head */
+  {"ln_1.weight", 1, {128}, {128}, -1, INIT_ONE, 0.02, 0, 0, 0, 0},
+  {"ln_1.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0},
+  {"attn.q.weight", 2, {128, 128}, {128, 128}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0},
+  {"attn.q.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0},
+  {"attn.k.weight", 2, {128, 128}, {128, 128}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0},
+  {"attn.k.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0},
+  {"attn.v.weight", 2, {128, 128}, {128, 128}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0},
+  {"attn.v.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0},
+  {"attn.proj.weight", 2, {128, 128}, {128, 128}, -1, INIT_NORMAL_DIST, 0.00707106781, 1, 0, 0, 0},
+  {"attn.proj.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0},
+  {"ln_2.weight", 1, {128}, {128}, -1, INIT_ONE, 0.02, 0, 0, 0, 0},
+  {"ln_2.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0},
+  {"mlp.fc.weight", 2, {512, 128}, {512, 128}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0},
+  {"mlp.fc.bias", 1, {512}, {512}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0},
+  {"mlp.proj.weight", 2, {128, 512}, {128, 512}, -1, INIT_NORMAL_DIST, 0.00707106781, 1, 0, 0, 0},
+  {"mlp.proj.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0},
+};
+
+static const ChunkSpec chunks[] = {
+  /* first layer, layers, embed, head, slot elements, input, output, gradient received, gradient sent, functions */
+  {0, 4, 1, 1, 2246144, -1, -1, -1, -1, chunk_0_forward, chunk_0_backward},
+};
+
+/* The plan: each pipeline rank's actions in order (schedule 1f1b, 4 microbatches). Fields: kind, joined
+ * (posted in one group with the action before it), chunk, microbatch, peer rank, the slot of the
+ * chunk's activations it uses, the slot of the neighbouring chunk on this rank it reads or writes. */
+static const Action rank_0[] = {
+  {ACT_FORWARD, 0, 0, 0, -1, 0, -1}, /* 0F0 */
+  {ACT_BACKWARD, 0, 0, 0, -1, 0, -1}, /* 0B0 */
+  {ACT_FORWARD, 0, 0, 1, -1, 0, -1}, /* 0F1 */
+  {ACT_BACKWARD, 0, 0, 1, -1, 0, -1}, /* 0B1 */
+  {ACT_FORWARD, 0, 0, 2, -1, 0, -1}, /* 0F2 */
+  {ACT_BACKWARD, 0, 0, 2, -1, 0, -1}, /* 0B2 */
+  {ACT_FORWARD, 0, 0, 3, -1, 0, -1}, /* 0F3 */
+  {ACT_BACKWARD, 0, 0, 3, -1, 0, -1}, /* 0B3 */
+  {ACT_REDUCE_GRAD, 0, 0, -1, -1, -1, -1}, /* 0REDUCE_GRAD */
+  {ACT_STEP, 0, -1, -1, -1, -1, -1}, /* STEP */
+};
+static const Action *const actions[] = {rank_0};
+static const int nactions[] = {10};
+/* Activation slots per chunk: the most microbatches in flight through it at once. */
+static const int slots[] = {1};
+
+const Program plait_program = {
+  .name = "tiny", .source = "models/tiny.lua",
+  .tp = 1, .pp = 1, .vpp = 1, .dp = 1, .mbs = 4, .gbs = 16, .microbatches = 4,
+  .seq = 64, .hidden = 128, .layers = 4,
+  .vocab = 256, .vocab_padded = 256,
+  .recompute = 0, .sequence_parallel = 0, .masked_lm = 0,
+  .model_params = model_params, .nmodel_params = 4,
+  .block_params = block_params, .nblock_params = 16,
+  .chunks = chunks, .nchunks = 1,
+  .actions = actions, .nactions = nactions, .slots = slots,
+  .scratch_elems = 294912, .recompute_elems = 0, .io_elems = IO_ELEMS,
+  .logits_offset = 2180096, .logits_cols = 256,
+  .flops_per_iteration = 5435817984,
+};

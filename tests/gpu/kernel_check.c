@@ -1,0 +1,365 @@
+/* kernel_check.c: every kernel of kernels.h and optim.h against the CPU's on fresh random inputs. One
+ * source built twice: against the CPU reference runtime, `kernel_check-cpu SEED DIR` writes each case's
+ * outputs to DIR; against the CUDA runtime, `kernel_check-cuda SEED DIR` computes the same cases on the
+ * GPU and compares: ‖out − ref‖/‖ref‖ within the case's tolerance (1e-2 where operands or outputs are
+ * bf16, 1e-5 on fp32 paths, 1e-4 on fp32 sums over many terms), NaN never passing. Inputs are drawn from
+ * Philox by (SEED, name, index) and rounded to bf16 on both sides, so both compute from the same values.
+ * Outputs are poisoned (all bits set: NaN) before each run and must come back fully written; outputs
+ * that accumulate start from drawn values. Prints PASS/FAIL lines; exits non-zero on any failure. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device.h"
+#include "kernels.h"
+#include "optim.h"
+#include "philox.h"
+
+typedef struct {
+  uint64_t seed;
+  const char *dir;
+  int passed, failed;
+} Check;
+
+#ifdef PLAIT_CUDA
+static const int on_gpu = 1;
+#else
+static const int on_gpu = 0;
+#endif
+
+/* ---- values -------------------------------------------------------------------------------------- */
+
+/* x rounded to the nearest bf16 (ties to even), as a float. */
+static float round_bf16(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+static act_t to_act(float x) {
+#ifdef PLAIT_CUDA
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  return (act_t)(u >> 16); /* x is already a bf16 value */
+#else
+  return x;
+#endif
+}
+
+/* Value i of the tensor `name`: uniform in [lo, hi), rounded to bf16. */
+static float draw(const Check *c, const char *name, int64_t i, double lo, double hi) {
+  return round_bf16((float)(lo + (hi - lo) * philox_uniform(c->seed, philox_stream_of(name), (uint64_t)i)));
+}
+
+static void *poisoned(size_t bytes) {
+  void *host = malloc(bytes), *dev = device_alloc(bytes, "a kernel check's output");
+  memset(host, 0xff, bytes);
+  device_upload(dev, host, bytes);
+  free(host);
+  return dev;
+}
+
+static act_t *act_input(const Check *c, const char *name, int64_t n, double lo, double hi) {
+  act_t *host = malloc((size_t)n * sizeof *host), *dev = device_alloc((size_t)n * sizeof *dev, name);
+  for (int64_t i = 0; i < n; i++) host[i] = to_act(draw(c, name, i, lo, hi));
+  device_upload(dev, host, (size_t)n * sizeof *host);
+  free(host);
+  return dev;
+}
+
+static real *real_input(const Check *c, const char *name, int64_t n, double lo, double hi) {
+  real *host = malloc((size_t)n * sizeof *host), *dev = device_alloc((size_t)n * sizeof *dev, name);
+  for (int64_t i = 0; i < n; i++) host[i] = draw(c, name, i, lo, hi);
+  device_upload(dev, host, (size_t)n * sizeof *host);
+  free(host);
+  return dev;
+}
+
+/* Token ids in [0, below), drawn. */
+static int32_t *id_input(const Check *c, const char *name, int64_t n, int64_t below) {
+  int32_t *host = malloc((size_t)n * sizeof *host), *dev = device_alloc((size_t)n * sizeof *dev, name);
+  for (int64_t i = 0; i < n; i++) host[i] = (int32_t)philox_below(c->seed, philox_stream_of(name), (uint64_t)i, (uint64_t)below);
+  device_upload(dev, host, (size_t)n * sizeof *host);
+  free(host);
+  return dev;
+}
+
+static act_t *act_output(int64_t n) { return poisoned((size_t)n * sizeof(act_t)); }
+static real *real_output(int64_t n) { return poisoned((size_t)n * sizeof(real)); }
+
+/* ---- checking -------------------------------------------------------------------------------------- */
+
+/* The reference side writes the values; the GPU side compares them with the reference's. */
+static void settle(Check *c, const char *name, const double *out, int64_t n, double tolerance) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%s.bin", c->dir, name);
+  if (!on_gpu) {
+    FILE *f = fopen(path, "wb");
+    int ok = f && fwrite(out, sizeof *out, (size_t)n, f) == (size_t)n;
+    if (f && fclose(f) != 0) ok = 0;
+    for (int64_t i = 0; i < n && ok; i++) ok = isfinite(out[i]);
+    if (ok) c->passed++, printf("PASS reference %s (%lld values)\n", name, (long long)n);
+    else c->failed++, printf("FAIL reference %s: not finite, or %s could not be written\n", name, path);
+    return;
+  }
+  double *ref = malloc((size_t)n * sizeof *ref), diff = 0, norm = 0;
+  FILE *f = fopen(path, "rb");
+  int got = f && fread(ref, sizeof *ref, (size_t)n, f) == (size_t)n;
+  if (f) fclose(f);
+  if (!got) {
+    c->failed++, printf("FAIL %s: no reference in %s (run kernel_check-cpu first)\n", name, path);
+    free(ref);
+    return;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    if (isnan(out[i])) {
+      c->failed++, printf("FAIL %s: element %lld of %lld is NaN (poison left unwritten, or computed)\n", name,
+                          (long long)i, (long long)n);
+      free(ref);
+      return;
+    }
+    diff += (out[i] - ref[i]) * (out[i] - ref[i]);
+    norm += ref[i] * ref[i];
+  }
+  double error = norm > 0 ? sqrt(diff / norm) : sqrt(diff);
+  if (error <= tolerance) c->passed++, printf("PASS %s (relative error %.2e, limit %.0e)\n", name, error, tolerance);
+  else c->failed++, printf("FAIL %s: relative error %.3e above %.0e\n", name, error, tolerance);
+  free(ref);
+}
+
+static void check_act(Check *c, const char *name, const act_t *dev, int64_t n, double tolerance) {
+  act_t *host = malloc((size_t)n * sizeof *host);
+  double *values = malloc((size_t)n * sizeof *values);
+  device_download(host, dev, (size_t)n * sizeof *host);
+  for (int64_t i = 0; i < n; i++) values[i] = act_value(host[i]);
+  settle(c, name, values, n, tolerance);
+  free(host);
+  free(values);
+}
+
+static void check_real(Check *c, const char *name, const real *dev, int64_t n, double tolerance) {
+  real *host = malloc((size_t)n * sizeof *host);
+  double *values = malloc((size_t)n * sizeof *values);
+  device_download(host, dev, (size_t)n * sizeof *host);
+  for (int64_t i = 0; i < n; i++) values[i] = host[i];
+  settle(c, name, values, n, tolerance);
+  free(host);
+  free(values);
+}
+
+static void check_value(Check *c, const char *name, double value, double tolerance) {
+  settle(c, name, &value, 1, tolerance);
+}
+
+enum { BF16 = 0, FP32 = 1, SUMS = 2 };
+static const double tolerance[] = {1e-2, 1e-5, 1e-4};
+
+/* ---- cases ---------------------------------------------------------------------------------------- */
+
+static void gemm_case(Check *c, int ta, int tb, int64_t M, int64_t N, int64_t K, real alpha, real beta) {
+  char name[96];
+  snprintf(name, sizeof name, "gemm_%c%c_%lldx%lldx%lld_b%g", ta ? 'T' : 'N', tb ? 'T' : 'N', (long long)M,
+           (long long)N, (long long)K, (double)beta);
+  act_t *A = act_input(c, "gemm.A", M * K, -1, 1), *B = act_input(c, "gemm.B", K * N, -1, 1);
+  act_t *C = beta == 0 ? act_output(M * N) : act_input(c, "gemm.C", M * N, -1, 1);
+  k_gemm(ta, tb, M, N, K, alpha, A, B, beta, C);
+  check_act(c, name, C, M * N, tolerance[BF16]);
+  real *G = real_input(c, "gemm.G", M * N, -1, 1);
+  k_gemm_grad(ta, tb, M, N, K, A, B, G);
+  snprintf(name, sizeof name, "gemm_grad_%c%c_%lldx%lldx%lld", ta ? 'T' : 'N', tb ? 'T' : 'N', (long long)M,
+           (long long)N, (long long)K);
+  check_real(c, name, G, M * N, tolerance[SUMS]);
+  device_free(A), device_free(B), device_free(C), device_free(G);
+}
+
+static void sum_rows_case(Check *c, int64_t rows, int64_t C) {
+  char name[64];
+  act_t *x = act_input(c, "rows.x", rows * C, -1, 1), *sum = act_output(C);
+  real *acc = real_input(c, "rows.acc", C, -1, 1);
+  k_sum_rows(rows, C, x, acc);
+  snprintf(name, sizeof name, "sum_rows_%lldx%lld", (long long)rows, (long long)C);
+  check_real(c, name, acc, C, tolerance[SUMS]);
+  k_sum_rows_act(rows, C, x, sum);
+  snprintf(name, sizeof name, "sum_rows_act_%lldx%lld", (long long)rows, (long long)C);
+  check_act(c, name, sum, C, tolerance[BF16]);
+  device_free(x), device_free(sum), device_free(acc);
+}
+
+/* Forward, then backward from the forward's own statistics. */
+static void norm_case(Check *c, int rms, int64_t rows, int64_t C) {
+  char name[96];
+  const char *kind = rms ? "rmsnorm" : "layernorm";
+  act_t *x = act_input(c, "norm.x", rows * C, -2, 3), *w = act_input(c, "norm.w", C, 0.5, 1.5);
+  act_t *b = act_input(c, "norm.b", C, -0.5, 0.5), *y = act_output(rows * C), *dy = act_input(c, "norm.dy", rows * C, -1, 1);
+  act_t *dx = act_output(rows * C);
+  real *mean = real_output(rows), *rstd = real_output(rows);
+  real *dw = real_input(c, "norm.dw", C, -1, 1), *db = real_input(c, "norm.db", C, -1, 1);
+  if (rms) k_rmsnorm_forward(rows, C, x, w, (real)1e-5, y, rstd);
+  else k_layernorm_forward(rows, C, x, w, b, (real)1e-5, y, mean, rstd);
+  snprintf(name, sizeof name, "%s_forward_y_%lldx%lld", kind, (long long)rows, (long long)C);
+  check_act(c, name, y, rows * C, tolerance[BF16]);
+  snprintf(name, sizeof name, "%s_forward_rstd_%lldx%lld", kind, (long long)rows, (long long)C);
+  check_real(c, name, rstd, rows, tolerance[FP32]);
+  if (!rms) {
+    snprintf(name, sizeof name, "%s_forward_mean_%lldx%lld", kind, (long long)rows, (long long)C);
+    check_real(c, name, mean, rows, tolerance[SUMS]);
+  }
+  if (rms) k_rmsnorm_backward(rows, C, x, w, rstd, dy, dx, dw);
+  else k_layernorm_backward(rows, C, x, w, mean, rstd, dy, dx, dw, db);
+  snprintf(name, sizeof name, "%s_backward_dx_%lldx%lld", kind, (long long)rows, (long long)C);
+  check_act(c, name, dx, rows * C, tolerance[BF16]);
+  snprintf(name, sizeof name, "%s_backward_dw_%lldx%lld", kind, (long long)rows, (long long)C);
+  check_real(c, name, dw, C, tolerance[SUMS]);
+  if (!rms) {
+    snprintf(name, sizeof name, "%s_backward_db_%lldx%lld", kind, (long long)rows, (long long)C);
+    check_real(c, name, db, C, tolerance[SUMS]);
+  }
+  device_free(x), device_free(w), device_free(b), device_free(y), device_free(dy), device_free(dx);
+  device_free(mean), device_free(rstd), device_free(dw), device_free(db);
+}
+
+/* Forward, then backward from the forward's own output and log-normalisers. */
+static void attention_case(Check *c, int64_t B, int64_t T, int Hq, int Hkv, int D, int causal, int rope) {
+  AttnShape s = {B, T, Hq, Hkv, D, causal, rope, 10000};
+  char tag[96], name[160];
+  snprintf(tag, sizeof tag, "B%lld_T%lld_H%d_KV%d_D%d%s%s", (long long)B, (long long)T, Hq, Hkv, D,
+           causal ? "_causal" : "", rope ? "_rope" : "");
+  int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D;
+  act_t *q = act_input(c, "attn.q", nq, -2, 2), *k = act_input(c, "attn.k", nkv, -2, 2);
+  act_t *v = act_input(c, "attn.v", nkv, -1, 1), *dout = act_input(c, "attn.dout", nq, -1, 1);
+  act_t *out = act_output(nq), *dq = act_output(nq), *dk = act_output(nkv), *dv = act_output(nkv);
+  real *lse = real_output(B * Hq * T);
+  k_attention_forward(&s, q, k, v, out, lse);
+  snprintf(name, sizeof name, "attention_forward_out_%s", tag);
+  check_act(c, name, out, nq, tolerance[BF16]);
+  snprintf(name, sizeof name, "attention_forward_lse_%s", tag);
+  check_real(c, name, lse, B * Hq * T, tolerance[BF16]);
+  k_attention_backward(&s, q, k, v, out, lse, dout, dq, dk, dv);
+  snprintf(name, sizeof name, "attention_backward_dq_%s", tag);
+  check_act(c, name, dq, nq, tolerance[BF16]);
+  snprintf(name, sizeof name, "attention_backward_dk_%s", tag);
+  check_act(c, name, dk, nkv, tolerance[BF16]);
+  snprintf(name, sizeof name, "attention_backward_dv_%s", tag);
+  check_act(c, name, dv, nkv, tolerance[BF16]);
+  device_free(q), device_free(k), device_free(v), device_free(dout), device_free(out);
+  device_free(dq), device_free(dk), device_free(dv), device_free(lse);
+}
+
+/* A shard of rows [row0, row0 + rows) of a small vocabulary, so that tokens repeat and some fall outside. */
+static void embedding_case(Check *c, int64_t N, int64_t C, int64_t vocab, int64_t row0, int64_t rows) {
+  char name[96];
+  int32_t *ids = id_input(c, "embed.ids", N, vocab);
+  act_t *table = act_input(c, "embed.table", rows * C, -1, 1), *out = act_output(N * C);
+  act_t *dout = act_input(c, "embed.dout", N * C, -1, 1);
+  real *dtable = real_input(c, "embed.dtable", rows * C, -1, 1);
+  k_embedding_forward(N, C, ids, table, row0, rows, out);
+  snprintf(name, sizeof name, "embedding_forward_%lldx%lld_rows%lld+%lld", (long long)N, (long long)C, (long long)row0,
+           (long long)rows);
+  check_act(c, name, out, N * C, tolerance[FP32]);
+  k_embedding_backward(N, C, ids, dout, row0, rows, dtable);
+  snprintf(name, sizeof name, "embedding_backward_%lldx%lld_rows%lld+%lld", (long long)N, (long long)C,
+           (long long)row0, (long long)rows);
+  check_real(c, name, dtable, rows * C, tolerance[SUMS]);
+  device_free(ids), device_free(table), device_free(out), device_free(dout), device_free(dtable);
+}
+
+/* The three forward steps and the backward of one shard of columns [col0, col0 + cols), vocabulary
+ * `vocab` (the rest padding), targets over the whole vocabulary with some rows ignored (target -1). */
+static void xent_case(Check *c, int64_t N, int64_t cols, int64_t col0, int64_t vocab) {
+  char name[96], tag[64];
+  snprintf(tag, sizeof tag, "%lldx%lld_col%lld_vocab%lld", (long long)N, (long long)cols, (long long)col0, (long long)vocab);
+  act_t *logits = act_input(c, "xent.logits", N * cols, -4, 4);
+  int32_t *host = malloc((size_t)N * sizeof *host), *targets = device_alloc((size_t)N * sizeof *targets, "targets");
+  for (int64_t n = 0; n < N; n++)
+    host[n] = n % 7 == 3 ? -1 : (int32_t)philox_below(c->seed, philox_stream_of("xent.targets"), (uint64_t)n, (uint64_t)vocab);
+  device_upload(targets, host, (size_t)N * sizeof *host);
+  real *max = real_output(N), *sumexp = real_output(N), *target = real_output(N), *lse = real_output(N);
+  k_xent_max(N, cols, logits, col0, vocab, max);
+  snprintf(name, sizeof name, "xent_max_%s", tag);
+  check_real(c, name, max, N, tolerance[FP32]);
+  k_xent_sums(N, cols, logits, col0, vocab, targets, max, sumexp, target);
+  snprintf(name, sizeof name, "xent_sumexp_%s", tag);
+  check_real(c, name, sumexp, N, tolerance[SUMS]);
+  snprintf(name, sizeof name, "xent_target_%s", tag);
+  check_real(c, name, target, N, tolerance[FP32]);
+  double loss = k_xent_loss(N, targets, -1, max, sumexp, target, (real)(1.0 / N), lse);
+  snprintf(name, sizeof name, "xent_loss_%s", tag);
+  check_value(c, name, loss, tolerance[SUMS]);
+  snprintf(name, sizeof name, "xent_lse_%s", tag);
+  check_real(c, name, lse, N, tolerance[FP32]);
+  k_xent_backward(N, cols, logits, col0, vocab, targets, -1, lse, (real)(1.0 / N));
+  snprintf(name, sizeof name, "xent_backward_%s", tag);
+  check_act(c, name, logits, N * cols, tolerance[BF16]);
+  free(host);
+  device_free(logits), device_free(targets), device_free(max), device_free(sumexp), device_free(target), device_free(lse);
+}
+
+static void optim_case(Check *c, int64_t n) {
+  AdamW opt = optim_adamw_default();
+  real *param = real_input(c, "adam.param", n, -1, 1), *grad = real_input(c, "adam.grad", n, -0.1, 0.1);
+  real *m = real_input(c, "adam.m", n, -0.01, 0.01), *v = real_input(c, "adam.v", n, 0, 1e-4);
+  optim_adamw_step(&opt, 3, 1e-3, 1, 0.7, n, param, grad, m, v);
+  check_real(c, "adamw_param", param, n, tolerance[FP32]);
+  check_real(c, "adamw_m", m, n, tolerance[FP32]);
+  check_real(c, "adamw_v", v, n, tolerance[FP32]);
+  check_value(c, "norm_sq", optim_norm_sq(n, grad), tolerance[FP32]);
+  device_free(param), device_free(grad), device_free(m), device_free(v);
+}
+
+#ifdef PLAIT_CUDA
+/* The bf16 copy of master weights must be each value rounded to nearest even: compared with the host's
+ * rounding (the CPU has no such copy). */
+static void to_act_case(Check *c, int64_t n) {
+  real *host = malloc((size_t)n * sizeof *host), *src = device_alloc((size_t)n * sizeof *src, "master weights");
+  act_t *dst = act_output(n), *back = malloc((size_t)n * sizeof *back);
+  for (int64_t i = 0; i < n; i++)
+    host[i] = (real)(4 * philox_uniform(c->seed, philox_stream_of("to_act"), (uint64_t)i) - 2);
+  device_upload(src, host, (size_t)n * sizeof *host);
+  k_to_act(n, src, dst);
+  device_download(back, dst, (size_t)n * sizeof *back);
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; i++) wrong += act_value(back[i]) != round_bf16(host[i]);
+  if (wrong == 0) c->passed++, printf("PASS to_act (%lld values rounded to nearest even)\n", (long long)n);
+  else c->failed++, printf("FAIL to_act: %lld of %lld values not rounded to nearest even\n", (long long)wrong, (long long)n);
+  free(host), free(back);
+  device_free(src), device_free(dst);
+}
+#endif
+
+int main(int argc, char **argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: %s SEED DIR\n", argv[0]);
+    return 2;
+  }
+  Check c = {.seed = strtoull(argv[1], NULL, 10), .dir = argv[2]};
+  device_init(0);
+  printf("kernel check on %s, seed %llu\n", device_name(), (unsigned long long)c.seed);
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++) gemm_case(&c, ta, tb, 192, 160, 96, 1, 0);
+  gemm_case(&c, 0, 1, 77, 130, 52, 0.5f, 1);
+  gemm_case(&c, 1, 0, 64, 48, 600, 1, 0);
+  sum_rows_case(&c, 300, 200);
+  sum_rows_case(&c, 1000, 768);
+  norm_case(&c, 0, 256, 768);
+  norm_case(&c, 0, 100, 100);
+  norm_case(&c, 1, 200, 512);
+  norm_case(&c, 1, 33, 36);
+  attention_case(&c, 2, 128, 4, 4, 64, 1, 0);
+  attention_case(&c, 1, 100, 4, 2, 32, 1, 1);
+  attention_case(&c, 2, 64, 2, 1, 128, 0, 1);
+  attention_case(&c, 1, 80, 2, 2, 16, 0, 0);
+  attention_case(&c, 1, 192, 2, 2, 128, 1, 1);
+  embedding_case(&c, 300, 64, 50, 0, 50);
+  embedding_case(&c, 500, 96, 120, 40, 60);
+  xent_case(&c, 64, 300, 0, 300);
+  xent_case(&c, 70, 300, 100, 350);
+  optim_case(&c, 100003);
+#ifdef PLAIT_CUDA
+  to_act_case(&c, 65537);
+#endif
+  printf("kernel check: %d passed, %d failed\n", c.passed, c.failed);
+  return c.failed ? 1 : 0;
+}
