@@ -58,6 +58,9 @@ static inline real cpu_exp(real x) { return cpu_expf(x); }
 
 static inline int64_t cpu_min(int64_t a, int64_t b) { return a < b ? a : b; }
 
+/* The threads one GEMM may use (OpenBLAS keeps its own count; the plain C GEMM takes OpenMP's). */
+void cpu_gemm_threads(int threads);
+
 /* Kernels take no scratch from their caller; running out of memory here ends the program with one line. */
 static inline void *cpu_alloc(size_t count, size_t size, const char *what) {
   void *p = calloc(count ? count : 1, size);

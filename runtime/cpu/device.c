@@ -1,8 +1,8 @@
 /* device.c: the CPU backend's memory is the host's. */
 #include "device.h"
+#include "cpu.h"
 #include "kernels.h"
 
-#include <cblas.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +16,7 @@ void device_init(int local_rank) { (void)local_rank; }
 void device_share(int ranks_in_process) {
   int threads = omp_get_num_procs() / ranks_in_process;
   omp_set_num_threads(threads > 0 ? threads : 1);
-  openblas_set_num_threads(threads > 0 ? threads : 1);
+  cpu_gemm_threads(threads > 0 ? threads : 1);
 }
 
 const char *device_name(void) { return "CPU"; }

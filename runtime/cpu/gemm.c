@@ -9,12 +9,17 @@
 #include "cpu.h"
 #include "kernels.h"
 
-/* Threads: OpenBLAS keeps its own pool (Debian's pthread build; OPENBLAS_NUM_THREADS sizes it), left on,
- * and no kernel calls it from inside an OpenMP region, so the two pools take turns instead of nesting.
- * The OpenMP thread count never changes a product's bits; OpenBLAS's own count can: measured with
- * OpenBLAS 0.3.21, one thread and two or more give different bits on some shapes (1000×999×1001) and
- * the same on the GPT-2 shapes tried (4096×768×768, 512×768×3072, 64×50304×768). Runs that must repeat
- * bit for bit on another machine fix OPENBLAS_NUM_THREADS. */
+/* Threads: OpenBLAS's OpenMP build (linked statically) runs its products on OpenMP threads, with its own
+ * count (set per rank by cpu_gemm_threads); no kernel calls it from inside an OpenMP region. The OpenMP
+ * thread count never changes a product's bits; OpenBLAS's count can: measured with OpenBLAS 0.3.21, one
+ * thread and two or more give different bits on some shapes (1000×999×1001) and the same on the GPT-2
+ * shapes tried (4096×768×768, 512×768×3072, 64×50304×768). */
+
+#ifdef PLAIT_PLAIN_GEMM
+void cpu_gemm_threads(int threads) { (void)threads; }
+#else
+void cpu_gemm_threads(int threads) { openblas_set_num_threads(threads); }
+#endif
 
 #ifdef PLAIT_PLAIN_GEMM
 /* C[i][j] = alpha·Σ_k op(A)[i][k]·op(B)[k][j] + beta·C[i][j] (beta = 0 ignores C), each row summed in

@@ -3,6 +3,7 @@
  * copies ordered on the rank's stream, and the bf16 peak MFU is measured against. */
 #include "gpu.h"
 
+#include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,6 +129,13 @@ static const struct {
 
 /* The name of this thread's GPU, or of GPU 0 before device_init (main() asks for the peak before the
  * ranks start; a context is not made for that). */
+/* Ranks that are threads share the GPU as streams of one device; the host work they do (drawing the
+ * initial weights, reading data) takes its share of the cores. */
+void device_share(int ranks_in_process) {
+  int threads = omp_get_num_procs() / ranks_in_process;
+  omp_set_num_threads(threads > 0 ? threads : 1);
+}
+
 const char *device_name(void) {
   static _Thread_local char name[256];
   struct cudaDeviceProp prop;
