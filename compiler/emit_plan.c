@@ -32,5 +32,9 @@ void emit_plan_tables(const Plan *p, FILE *f) {
   for (int r = 0; r < p->par.pp; r++) fprintf(f, "%s%d", r ? ", " : "", p->schedule.rank[r].count);
   fprintf(f, "};\n/* Activation slots per chunk: the most microbatches in flight through it at once. */\nstatic const int slots[] = {");
   for (int c = 0; c < p->nchunks; c++) fprintf(f, "%s%d", c ? ", " : "", p->slots.per_chunk[c]);
+  fprintf(f, "};\n/* What the plan holds on each pipeline rank (one TP rank's share): parameter elements, each with its\n"
+             " * gradient and Adam state, and activation elements. */\nstatic const RankFootprint footprints[] = {");
+  for (int r = 0; r < p->par.pp; r++)
+    fprintf(f, "%s{%lld, %lld}", r ? ", " : "", (long long)p->ranks[r].params, (long long)p->ranks[r].activation_elems);
   fprintf(f, "};\n\n");
 }

@@ -211,7 +211,7 @@ static void program(const Emission *e, FILE *f) {
   fprintf(f, "  .model_params = model_params, .nmodel_params = %d,\n", count_params(m, SCOPE_MODEL));
   fprintf(f, "  .block_params = block_params, .nblock_params = %d,\n", count_params(m, SCOPE_BLOCK));
   fprintf(f, "  .chunks = chunks, .nchunks = %d,\n", p->nchunks);
-  fprintf(f, "  .actions = actions, .nactions = nactions, .slots = slots,\n");
+  fprintf(f, "  .actions = actions, .nactions = nactions, .slots = slots, .footprints = footprints,\n");
   fprintf(f, "  .scratch_elems = %lld, .recompute_elems = %lld, .io_elems = IO_ELEMS,\n", (long long)p->scratch_elems,
           (long long)p->recompute_elems);
   fprintf(f, "  .logits_offset = %lld, .logits_cols = %lld,\n", (long long)logits_offset(e), (long long)logits_cols(e));

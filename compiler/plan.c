@@ -111,6 +111,7 @@ static void rank_memory(const Plan *p, int rank, RankMemory *r) {
     r->params += ch->layers * c->block.params_local + (ch->has_embed ? c->embed.params_local : 0);
     if (ch->has_head) r->params += ch->has_embed ? c->head.params_local : c->head.params_local_used;
   }
+  r->activation_elems = (int64_t)elems;
   r->activations = elems * p->machine->activation_bytes;
   r->peak_inflight = p->timeline.peak_inflight_microbatches[rank];
   double n = (double)r->params;

@@ -37,7 +37,8 @@ typedef struct {
   double weights[PRECISIONS];      /* bytes: fp32 weights / bf16 weights */
   double gradients[PRECISIONS];    /* fp32 gradients in both */
   double optimizer[PRECISIONS];    /* Adam m and v (fp32) / plus the fp32 master weights */
-  double activations;              /* peak activation bytes, in the machine's activation precision */
+  int64_t activation_elems;        /* activation elements the rank allocates: its chunks' slots, scratch, ... */
+  double activations;              /* their bytes, in the machine's activation precision */
   double peak_inflight;            /* microbatches whose activations are held at the peak */
   double total;                    /* all of it, in the machine's precision */
 } RankMemory;

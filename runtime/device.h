@@ -9,6 +9,8 @@
 /* Picks the device of this rank (the GPU of its local rank); ends the job with one line when there is
  * none. */
 void device_init(int local_rank);
+/* The bytes the plan puts on this rank: named when device memory runs out. */
+void device_expect(size_t planned_bytes);
 /* Ranks that are threads of this process share its compute: each gets its part (CPU: cores for
  * OpenMP and OpenBLAS). */
 void device_share(int ranks_in_process);

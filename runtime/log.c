@@ -4,6 +4,7 @@
 #include "device.h"
 
 #include <stdio.h>
+#include <string.h>
 #include <sys/resource.h>
 
 /* Model FLOPs of the iteration over the time it took and this machine's GEMM rate. */
@@ -46,13 +47,24 @@ void log_step(Trainer *t, double loss, double seconds) {
   }
 }
 
+/* What the plan puts on the ranks of this process: every rank when they are threads, else this one. */
+static double planned_bytes_here(const Trainer *t) {
+  const Program *p = t->prog;
+  if (strcmp(comm_backend_name(t->comm), "local") != 0) return (double)trainer_planned_bytes(p, comm_info(t->comm)->pp_rank);
+  double bytes = 0;
+  for (int r = 0; r < p->pp; r++) bytes += (double)trainer_planned_bytes(p, r) * p->tp * p->dp;
+  return bytes;
+}
+
 void log_finish(Trainer *t) {
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
-  double mb = usage.ru_maxrss / 1024.0;
-  printf("peak resident memory %.1f MB (this process)\n", mb);
+  double mb = usage.ru_maxrss / 1024.0, planned = planned_bytes_here(t);
+  printf("peak resident memory %.1f MB (this process); the plan's memory of its ranks %.1f MB (%s)\n", mb,
+         planned / (1024.0 * 1024.0), device_name());
   fflush(stdout);
-  if (t->log_json) fprintf(t->log_json, "{\"peak_resident_bytes\": %.0f}\n", mb * 1024 * 1024);
+  if (t->log_json)
+    fprintf(t->log_json, "{\"peak_resident_bytes\": %.0f, \"planned_bytes\": %.0f}\n", mb * 1024 * 1024, planned);
 }
 
 void log_validation(Trainer *t, double loss) {

@@ -58,6 +58,12 @@ typedef struct {
                          backward writes (chunk + 1), -1 for none */
 } Action;
 
+/* What the plan holds on one pipeline rank (one TP rank's share). */
+typedef struct {
+  int64_t param_elems;       /* parameters (each with a gradient and Adam's m and v) */
+  int64_t activation_elems;  /* activation slots, scratch, the recompute region, gradients between layers */
+} RankFootprint;
+
 typedef struct {
   const char *name, *source;
   int tp, pp, vpp, dp, mbs, gbs, microbatches;
@@ -74,6 +80,7 @@ typedef struct {
   const Action *const *actions;      /* per pipeline rank */
   const int *nactions;
   const int *slots;                  /* per chunk: microbatches in flight at once, at most */
+  const RankFootprint *footprints;   /* per pipeline rank */
   int64_t scratch_elems;             /* the per-rank scratch region */
   int64_t recompute_elems;           /* the per-rank region a chunk's forward is re-run into (--recompute full) */
   int64_t io_elems;                  /* one rank's share of the activation passed between chunks */

@@ -143,9 +143,19 @@ static void setup_run(Trainer *t) {
   r->layer_w = t->params.layer_w, r->layer_g = t->params.layer_g;
 }
 
+/* The plan's footprint in this build's types: per parameter element its weights (the master copy, and a
+ * copy for compute where that is separate), gradient and Adam's m and v; per activation element one act_t.
+ * Equals plait plan's memory for the machine whose precision the build has. */
+size_t trainer_planned_bytes(const Program *p, int pp_rank) {
+  const RankFootprint *f = &p->footprints[pp_rank];
+  size_t per_param = 4 * sizeof(real) + (ACT_SEPARATE ? sizeof(act_t) : 0);
+  return (size_t)f->param_elems * per_param + (size_t)f->activation_elems * sizeof(act_t);
+}
+
 static void setup(Trainer *t, Comm *c, const TrainArgs *args) {
   memset(t, 0, sizeof *t);
   device_init(comm_device_index(c));
+  device_expect(trainer_planned_bytes(&plait_program, comm_info(c)->pp_rank));
   t->prog = &plait_program;
   t->args = args;
   t->comm = c;

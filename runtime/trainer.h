@@ -41,6 +41,9 @@ typedef struct {
   FILE *log_json;       /* rank 0 */
 } Trainer;
 
+/* The bytes the plan puts on a rank of pipeline rank pp_rank (one TP rank's share). */
+size_t trainer_planned_bytes(const Program *p, int pp_rank);
+
 /* The per-rank entry point for comm_launch (arg: the TrainArgs). */
 int trainer_main(Comm *c, void *arg);
 

@@ -254,6 +254,9 @@ static const Action *const actions[] = {rank_0};
 static const int nactions[] = {4};
 /* Activation slots per chunk: the most microbatches in flight through it at once. */
 static const int slots[] = {1};
+/* What the plan holds on each pipeline rank (one TP rank's share): parameter elements, each with its
+ * gradient and Adam state, and activation elements. */
+static const RankFootprint footprints[] = {{124475904, 212342784}};
 
 const Program plait_program = {
   .name = "gpt2", .source = "models/gpt2.lua",
@@ -264,7 +267,7 @@ const Program plait_program = {
   .model_params = model_params, .nmodel_params = 4,
   .block_params = block_params, .nblock_params = 16,
   .chunks = chunks, .nchunks = 1,
-  .actions = actions, .nactions = nactions, .slots = slots,
+  .actions = actions, .nactions = nactions, .slots = slots, .footprints = footprints,
   .scratch_elems = 6291456, .recompute_elems = 0, .io_elems = IO_ELEMS,
   .logits_offset = 152965120, .logits_cols = 50304,
   .flops_per_iteration = 875166695424,

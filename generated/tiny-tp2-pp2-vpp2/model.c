@@ -488,6 +488,9 @@ static const Action *const actions[] = {rank_0, rank_1};
 static const int nactions[] = {44, 44};
 /* Activation slots per chunk: the most microbatches in flight through it at once. */
 static const int slots[] = {4, 4, 2, 2};
+/* What the plan holds on each pipeline rank (one TP rank's share): parameter elements, each with its
+ * gradient and Adam state, and activation elements. */
+static const RankFootprint footprints[] = {{223616, 2672640}, {215680, 2872320}};
 
 const Program plait_program = {
   .name = "tiny", .source = "models/tiny.lua",
@@ -498,7 +501,7 @@ const Program plait_program = {
   .model_params = model_params, .nmodel_params = 4,
   .block_params = block_params, .nblock_params = 16,
   .chunks = chunks, .nchunks = 4,
-  .actions = actions, .nactions = nactions, .slots = slots,
+  .actions = actions, .nactions = nactions, .slots = slots, .footprints = footprints,
   .scratch_elems = 163840, .recompute_elems = 0, .io_elems = IO_ELEMS,
   .logits_offset = 397312, .logits_cols = 128,
   .flops_per_iteration = 5435817984,

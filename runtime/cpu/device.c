@@ -10,6 +10,10 @@
 
 void device_init(int local_rank) { (void)local_rank; }
 
+/* Host memory is overcommitted, so the plan is compared with what the process used in the last log
+ * line instead. */
+void device_expect(size_t planned_bytes) { (void)planned_bytes; }
+
 /* Each rank's kernels and GEMMs run on cores/ranks threads: OpenBLAS's OpenMP build keeps its own count,
  * so it is set too (else every rank's GEMM would take every core, and the teams would spin on each
  * other). */

@@ -114,6 +114,8 @@ void device_init(int local_rank) {
   pthread_setspecific(context_key, context_new(local_rank));
 }
 
+void device_expect(size_t planned_bytes) { gpu_context()->planned_bytes = planned_bytes; }
+
 /* ---- names and peaks --------------------------------------------------------------------------- */
 
 /* Dense bf16 tensor-core peaks in TFLOP/s (the vendors' figures without sparsity), by a part of the
@@ -127,8 +129,6 @@ static const struct {
   {"L40", 181}, {"L4", 121}, {"A10G", 70}, {"A10", 125},
 };
 
-/* The name of this thread's GPU, or of GPU 0 before device_init (main() asks for the peak before the
- * ranks start; a context is not made for that). */
 /* Ranks that are threads share the GPU as streams of one device; the host work they do (drawing the
  * initial weights, reading data) takes its share of the cores. */
 void device_share(int ranks_in_process) {
@@ -136,6 +136,8 @@ void device_share(int ranks_in_process) {
   omp_set_num_threads(threads > 0 ? threads : 1);
 }
 
+/* The name of this thread's GPU, or of GPU 0 before device_init (main() asks for the peak before the
+ * ranks start; a context is not made for that). */
 const char *device_name(void) {
   static _Thread_local char name[256];
   struct cudaDeviceProp prop;
@@ -161,10 +163,16 @@ double device_peak_flops(void) {
 
 static _Noreturn void out_of_memory(size_t bytes, const char *what) {
   size_t free_bytes = 0, total = 0;
+  char planned[96] = "";
   cudaGetLastError();
   cudaMemGetInfo(&free_bytes, &total);
-  fprintf(stderr, "plait: out of GPU memory: %s needs %zu bytes and %zu of the GPU's %zu bytes are free; use a smaller "
-          "--mbs, more pipeline stages (--pp) or --recompute full\n", what, bytes, free_bytes, total);
+  pthread_once(&context_once, make_context_key);
+  const GpuContext *c = pthread_getspecific(context_key); /* none yet while the context itself is made */
+  size_t plan = c ? c->planned_bytes : 0;
+  if (plan) snprintf(planned, sizeof planned, " (the plan puts %zu bytes on this rank)", plan);
+  fprintf(stderr, "plait: out of GPU memory: %s needs %zu bytes and %zu of the GPU's %zu bytes are free%s; use a "
+          "smaller --mbs, more pipeline stages (--pp), more tensor parallelism (--tp) or --recompute full\n", what,
+          bytes, free_bytes, total, planned);
   exit(1);
 }
 

@@ -50,6 +50,7 @@ typedef struct {
   size_t scratch_bytes[GPU_SCRATCH_SLOTS];
   void *pinned; /* host memory results come back through */
   size_t pinned_bytes;
+  size_t planned_bytes; /* what the plan puts on this rank (device_expect), 0 until known */
   GpuGemmPlan plans[GPU_GEMM_PLANS];
 } GpuContext;
 

@@ -23,7 +23,7 @@ $PLAIT build $GPT2 -o "$TMP/gpt2" >/dev/null || exit 1
 "$TMP/gpt2/train" --data "$TMP/text.bin" --steps 6 --lr 1e-4 --log-json "$TMP/gpt2.json" >"$TMP/gpt2.out" || exit 1
 # shellcheck disable=SC2086
 predicted=$($PLAIT plan $GPT2 --machine cpu --format json | grep '"memory_bytes"' | sed 's/.*"memory_bytes": \([0-9]*\).*/\1/')
-resident=$(grep peak_resident_bytes "$TMP/gpt2.json" | sed 's/.*: \([0-9]*\).*/\1/')
+resident=$(grep peak_resident_bytes "$TMP/gpt2.json" | sed 's/.*"peak_resident_bytes": \([0-9]*\).*/\1/')
 awk -v ms="$(median "$TMP/gpt2.json" ms)" -v tps="$(median "$TMP/gpt2.json" tokens_per_s)" \
     -v mfu="$(median "$TMP/gpt2.json" mfu)" -v rss="$resident" -v plan="$predicted" 'BEGIN {
   printf "  step time (median)               %8.1f ms\n", ms

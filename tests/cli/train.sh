@@ -47,3 +47,21 @@ if $T --data "$TMP/text.bin" --steps 8 --lr 3e-3 >"$TMP/full.out" 2>&1 &&
 else
   fail resume_bit_for_bit "a run failed: $(tail -c 400 "$TMP/resumed.out")"
 fi
+
+# the program's own account of its memory is the plan's: Σ over the ranks of its threads of memory_bytes
+LAYOUT="--set layers=4 --tp 2 --pp 2 --mbs 2 --gbs 4"
+# shellcheck disable=SC2086
+if $PLAIT build models/tiny.lua $LAYOUT -o "$TMP/tiny22" >"$TMP/build.log" 2>&1 &&
+   "$TMP/tiny22/train" --data "$TMP/text.bin" --steps 1 --log-json "$TMP/tiny22.json" >"$TMP/tiny22.out" 2>&1; then
+  # shellcheck disable=SC2086
+  plan=$($PLAIT plan models/tiny.lua $LAYOUT --machine cpu --format json | grep -o '"memory_bytes": [0-9]*' |
+         awk '{ s += $2 } END { printf "%.0f", 2 * s }')  # each pipeline rank's bytes on both of its TP ranks
+  own=$(grep -o '"planned_bytes": [0-9]*' "$TMP/tiny22.json" | awk '{ print $2 }')
+  if [ -n "$own" ] && [ "$own" = "$plan" ] && grep -q "^peak resident memory .*the plan's memory of its ranks" "$TMP/tiny22.out"; then
+    pass "planned_bytes_match_plan ($own bytes)"
+  else
+    fail planned_bytes_match_plan "program $own, plan $plan: $(tail -n 2 "$TMP/tiny22.out")"
+  fi
+else
+  fail planned_bytes_match_plan "$(tail -c 800 "$TMP/build.log") $(tail -c 800 "$TMP/tiny22.out")"
+fi

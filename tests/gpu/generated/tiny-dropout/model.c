@@ -297,6 +297,9 @@ static const Action *const actions[] = {rank_0};
 static const int nactions[] = {10};
 /* Activation slots per chunk: the most microbatches in flight through it at once. */
 static const int slots[] = {1};
+/* What the plan holds on each pipeline rank (one TP rank's share): parameter elements, each with its
+ * gradient and Adam state, and activation elements. */
+static const RankFootprint footprints[] = {{834304, 2606592}};
 
 const Program plait_program = {
   .name = "tiny", .source = "models/tiny.lua",
@@ -307,7 +310,7 @@ const Program plait_program = {
   .model_params = model_params, .nmodel_params = 4,
   .block_params = block_params, .nblock_params = 16,
   .chunks = chunks, .nchunks = 1,
-  .actions = actions, .nactions = nactions, .slots = slots,
+  .actions = actions, .nactions = nactions, .slots = slots, .footprints = footprints,
   .scratch_elems = 294912, .recompute_elems = 0, .io_elems = IO_ELEMS,
   .logits_offset = 2180096, .logits_cols = 256,
   .flops_per_iteration = 5435817984,
