@@ -2,7 +2,10 @@
  * element folded over the members' buffers left to right, as the host fold does. */
 #include "gpu.h"
 
-enum { FOLD_SOURCES = 32 }; /* sources a kernel takes at once */
+/* Sources one kernel folds: every member of a group, in one kernel, so the running result is never
+ * written over a source still to be read (the destination is a member's own buffer) and bf16 is rounded
+ * once. 256 pointers keep the kernel's parameters within the 4 KB every driver takes. */
+enum { FOLD_SOURCES = 256 };
 
 typedef struct {
   const void *p[FOLD_SOURCES];
@@ -32,20 +35,20 @@ __global__ void fold_kernel(T *dst, FoldSources src, int count, int64_t n, int m
 
 template <typename T, typename Acc>
 static void fold(void *dst, const void *const *src, int count, int64_t n, int max) {
-  /* more sources than a kernel takes: the running result is the first source of the next kernel */
-  for (int first = 0; first < count;) {
-    FoldSources s;
-    int taken = 0;
-    if (first > 0) s.p[taken++] = dst;
-    while (taken < FOLD_SOURCES && first < count) s.p[taken++] = src[first++];
-    fold_kernel<T, Acc><<<gpu_blocks(n, 256), 256, 0, gpu_stream()>>>((T *)dst, s, taken, n, max);
-    gpu_check_launch("fold_kernel");
-  }
+  FoldSources s;
+  for (int j = 0; j < count; j++) s.p[j] = src[j];
+  fold_kernel<T, Acc><<<gpu_blocks(n, 256), 256, 0, gpu_stream()>>>((T *)dst, s, count, n, max);
+  gpu_check_launch("fold_kernel");
   gpu_sync("a fold of the communication layer");
 }
 
 void gpu_fold(void *dst, const void *const *src, int count, int64_t n, int element_bytes, int bf16, int max) {
   if (n <= 0) return;
+  if (count > FOLD_SOURCES) {
+    fprintf(stderr, "plait: a group of %d ranks as threads on one GPU is more than the %d the local backend folds; "
+            "run the ranks as processes (mpirun, srun or torchrun's variables)\n", count, FOLD_SOURCES);
+    exit(1);
+  }
   if (bf16) fold<__nv_bfloat16, float>(dst, src, count, n, max);
   else if (element_bytes == 4) fold<float, float>(dst, src, count, n, max);
   else fold<double, double>(dst, src, count, n, max);

@@ -100,9 +100,9 @@ static void settle(Check *c, const char *name, const double *out, int64_t n, dou
     FILE *f = fopen(path, "wb");
     int ok = f && fwrite(out, sizeof *out, (size_t)n, f) == (size_t)n;
     if (f && fclose(f) != 0) ok = 0;
-    for (int64_t i = 0; i < n && ok; i++) ok = isfinite(out[i]);
+    for (int64_t i = 0; i < n && ok; i++) ok = !isnan(out[i]);
     if (ok) c->passed++, printf("PASS reference %s (%lld values)\n", name, (long long)n);
-    else c->failed++, printf("FAIL reference %s: not finite, or %s could not be written\n", name, path);
+    else c->failed++, printf("FAIL reference %s: NaN, or %s could not be written\n", name, path);
     return;
   }
   double *ref = malloc((size_t)n * sizeof *ref), diff = 0, norm = 0;
@@ -118,6 +118,15 @@ static void settle(Check *c, const char *name, const double *out, int64_t n, dou
     if (isnan(out[i])) {
       c->failed++, printf("FAIL %s: element %lld of %lld is NaN (poison left unwritten, or computed)\n", name,
                           (long long)i, (long long)n);
+      free(ref);
+      return;
+    }
+    if (out[i] == ref[i]) { /* infinities too (the max of a vocabulary shard with no columns is -inf) */
+      norm += isinf(ref[i]) ? 0 : ref[i] * ref[i];
+      continue;
+    }
+    if (isinf(out[i]) || isinf(ref[i])) {
+      c->failed++, printf("FAIL %s: element %lld is %g, the reference %g\n", name, (long long)i, out[i], ref[i]);
       free(ref);
       return;
     }
@@ -356,6 +365,7 @@ int main(int argc, char **argv) {
   embedding_case(&c, 500, 96, 120, 40, 60);
   xent_case(&c, 64, 300, 0, 300);
   xent_case(&c, 70, 300, 100, 350);
+  xent_case(&c, 16, 64, 400, 350); /* a shard of padding only: the tiny model's vocabulary at tp 4 */
   optim_case(&c, 100003);
 #ifdef PLAIT_CUDA
   to_act_case(&c, 65537);
