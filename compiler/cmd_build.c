@@ -75,6 +75,21 @@ static int compile_cuda(const char *dir, Diag *d) {
 #endif
 }
 
+/* The CUDA attention kernels are built for heads of 16, 32, 64 or 128 elements: another size is refused
+ * here, with the node that asks for it, before anything is compiled. */
+static int check_cuda_attention(const Model *m, Diag *d) {
+  const Graph *graphs[] = {&m->embed, &m->block, &m->head};
+  for (int g = 0; g < 3; g++)
+    for (int i = 0; i < graphs[g]->nnodes; i++) {
+      const Node *n = &graphs[g]->nodes[i];
+      int dim = n->a.attn.head_dim;
+      if (n->op == OP_ATTENTION && dim != 16 && dim != 32 && dim != 64 && dim != 128)
+        return diag(d, "%s: attention heads of %d elements: the CUDA kernels take 16, 32, 64 or 128; choose hidden and "
+                       "heads so that hidden/heads is one of them, or build for the CPU", n->where, dim);
+    }
+  return 0;
+}
+
 static int run(const Options *o, Diag *d) {
   if (!o->output) return diag(d, "build needs an output directory: plait build MODEL.lua -o DIR");
   int cuda = o->backend && strcmp(o->backend, "cuda") == 0;
@@ -84,6 +99,7 @@ static int run(const Options *o, Diag *d) {
     return diag(d, "--double is for gradient checks on the CPU; the CUDA backend computes in bf16 and fp32 (drop one)");
   Plan p;
   int status = plan_build(o, &p, stdout, d);
+  if (status == 0 && cuda) status = check_cuda_attention(&p.model, d);
   if (status == 0) status = emit_program(&p, o->output, d);
   plan_free(&p);
   if (status == 0 && !o->emit_only) status = cuda ? compile_cuda(o->output, d) : compile_cpu(o, o->output, d);

@@ -118,7 +118,7 @@ static __device__ void scores(const FragA *a, const __nv_bfloat16 *tile, float *
 
 /* ---- forward ----------------------------------------------------------------------------------- */
 
-/* Block (query tile, sequence·head): queries q0…q0+63 of head h. Per key tile j0: S = Q·Kᵀ (tensor
+/* Block (sequence·head, query tile): queries q0…q0+63 of head h. Per key tile j0: S = Q·Kᵀ (tensor
  * cores, into the warp's F), then per row m' = max(m, max_j S/√D), P = exp(S/√D − m') (0 where masked),
  * l ← l·exp(m − m') + Σ P, O ← O·exp(m − m') + P·V. Finally out = O/l and lse = m + log l. Causal
  * blocks with more keys start first. */
@@ -131,9 +131,9 @@ __global__ void __launch_bounds__(THREADS) attention_forward_kernel(Attn a) {
   float *F = (float *)(Vs + TILE * LD) + warp * 16 * SLD;
   __nv_bfloat16 *P = (__nv_bfloat16 *)((float *)(Vs + TILE * LD) + WARPS * 16 * SLD) + warp * 16 * PLD;
 
-  int64_t tiles = (a.T + TILE - 1) / TILE, q0 = (a.causal ? tiles - 1 - blockIdx.x : blockIdx.x) * TILE;
-  int64_t b = blockIdx.y / a.Hq;
-  int h = blockIdx.y % a.Hq;
+  int64_t tiles = (a.T + TILE - 1) / TILE, q0 = (a.causal ? tiles - 1 - blockIdx.y : blockIdx.y) * TILE;
+  int64_t b = blockIdx.x / a.Hq;
+  int h = blockIdx.x % a.Hq;
   const __nv_bfloat16 *q_head = a.q + b * a.T * a.q_stride + (int64_t)h * D;
   const __nv_bfloat16 *k_head = a.k + b * a.T * a.kv_stride + (int64_t)(h / a.group) * D;
   const __nv_bfloat16 *v_head = a.v + b * a.T * a.kv_stride + (int64_t)(h / a.group) * D;
@@ -217,7 +217,7 @@ __global__ void attention_delta_kernel(Attn a, int D, float *delta) {
   if (lane == 0) delta[(position / a.T * a.Hq + h) * a.T + position % a.T] = dot;
 }
 
-/* Block (query tile, sequence·head): dQ of queries q0…q0+63 of head h, over the key tiles they see:
+/* Block (sequence·head, query tile): dQ of queries q0…q0+63 of head h, over the key tiles they see:
  * S = Q·Kᵀ and dP = dO·Vᵀ recomputed, P = exp(S/√D − lse), dS = P·(dP − Δ) (bf16), dQ += dS·K
  * (fragments, fp32), and dQ/√D stored. */
 template <int D>
@@ -229,9 +229,9 @@ __global__ void __launch_bounds__(THREADS) attention_dq_kernel(Attn a) {
   float *S = (float *)(Vs + TILE * LD) + warp * 2 * 16 * SLD, *dP = S + 16 * SLD;
   __nv_bfloat16 *dS = (__nv_bfloat16 *)((float *)(Vs + TILE * LD) + WARPS * 2 * 16 * SLD) + warp * 16 * PLD;
 
-  int64_t tiles = (a.T + TILE - 1) / TILE, q0 = (a.causal ? tiles - 1 - blockIdx.x : blockIdx.x) * TILE;
-  int64_t b = blockIdx.y / a.Hq;
-  int h = blockIdx.y % a.Hq;
+  int64_t tiles = (a.T + TILE - 1) / TILE, q0 = (a.causal ? tiles - 1 - blockIdx.y : blockIdx.y) * TILE;
+  int64_t b = blockIdx.x / a.Hq;
+  int h = blockIdx.x % a.Hq;
   int64_t q_offset = b * a.T * a.q_stride + (int64_t)h * D;
   const __nv_bfloat16 *k_head = a.k + b * a.T * a.kv_stride + (int64_t)(h / a.group) * D;
   const __nv_bfloat16 *v_head = a.v + b * a.T * a.kv_stride + (int64_t)(h / a.group) * D;
@@ -283,7 +283,7 @@ __global__ void __launch_bounds__(THREADS) attention_dq_kernel(Attn a) {
   store_rows<D>(S, q0 + warp * 16, a.T, a.scale, a.cos_t, a.sin_t, a.dq + q_offset, a.q_stride);
 }
 
-/* Block (key tile, sequence·kv head): dK and dV of keys j0…j0+63 of kv head g, summed over the query
+/* Block (sequence·kv head, key tile): dK and dV of keys j0…j0+63 of kv head g, summed over the query
  * heads of its group and the query tiles that see the keys, in order. Per query tile, with the keys as
  * rows: Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ, Pᵀ = exp(Sᵀ/√D − lse), dSᵀ = Pᵀ·(dPᵀ − Δ), then dV += Pᵀ·dO and
  * dK += dSᵀ·Q, accumulated in the warp's fp32 rows in shared memory; dK/√D stored. */
@@ -299,8 +299,8 @@ __global__ void __launch_bounds__(THREADS) attention_dkv_kernel(Attn a) {
   __nv_bfloat16 *Pt = (__nv_bfloat16 *)(delta_s + TILE + WARPS * (2 * 16 * FLD + 2 * 16 * ALD)) + warp * 2 * 16 * PLD;
   __nv_bfloat16 *dSt = Pt + 16 * PLD;
 
-  int64_t j0 = (int64_t)blockIdx.x * TILE, b = blockIdx.y / a.Hkv;
-  int g = blockIdx.y % a.Hkv;
+  int64_t j0 = (int64_t)blockIdx.y * TILE, b = blockIdx.x / a.Hkv;
+  int g = blockIdx.x % a.Hkv;
   int64_t kv_offset = b * a.T * a.kv_stride + (int64_t)g * D;
   load_tile<D>(a.k + kv_offset, a.kv_stride, j0, a.T, a.cos_t, a.sin_t, Ks);
   load_tile<D>(a.v + kv_offset, a.kv_stride, j0, a.T, NULL, NULL, Vs);
@@ -411,14 +411,15 @@ static Attn attn_setup(const AttnShape *s) {
 
 template <int D>
 static void forward(const Attn &a) {
-  dim3 grid((unsigned)((a.T + TILE - 1) / TILE), (unsigned)(a.B * a.Hq));
+  /* sequence·head on x (up to 2³¹ − 1 blocks), the tiles on y (at most 65535) */
+  dim3 grid((unsigned)(a.B * a.Hq), (unsigned)((a.T + TILE - 1) / TILE));
   launch(attention_forward_kernel<D>, grid, forward_smem(D), a, "attention_forward_kernel");
 }
 
 template <int D>
 static void backward(const Attn &a) {
-  dim3 q_grid((unsigned)((a.T + TILE - 1) / TILE), (unsigned)(a.B * a.Hq));
-  dim3 kv_grid((unsigned)((a.T + TILE - 1) / TILE), (unsigned)(a.B * a.Hkv));
+  dim3 q_grid((unsigned)(a.B * a.Hq), (unsigned)((a.T + TILE - 1) / TILE));
+  dim3 kv_grid((unsigned)(a.B * a.Hkv), (unsigned)((a.T + TILE - 1) / TILE));
   launch(attention_dq_kernel<D>, q_grid, dq_smem(D), a, "attention_dq_kernel");
   launch(attention_dkv_kernel<D>, kv_grid, dkv_smem(D), a, "attention_dkv_kernel");
 }

@@ -361,6 +361,9 @@ int main(int argc, char **argv) {
   attention_case(&c, 2, 64, 2, 1, 128, 0, 1);
   attention_case(&c, 1, 80, 2, 2, 16, 0, 0);
   attention_case(&c, 1, 192, 2, 2, 128, 1, 1);
+  attention_case(&c, 1, 1, 2, 1, 16, 1, 1);  /* one position */
+  attention_case(&c, 1, 65, 4, 1, 64, 0, 1); /* four query heads to a kv head, one tile and a row */
+  attention_case(&c, 1, 70, 8, 2, 16, 1, 1);
   embedding_case(&c, 300, 64, 50, 0, 50);
   embedding_case(&c, 500, 96, 120, 40, 60);
   xent_case(&c, 64, 300, 0, 300);
