@@ -169,9 +169,9 @@ void k_to_act(int64_t n, const real *src, act_t *dst) {
 
 /* ---- row sums ---------------------------------------------------------------------------------- */
 
-/* partial[k][c] = Σ_r x[r][c] over the rows r of chunk k (blockIdx.y), in order, in float. */
+/* partial[k][c] = Σ_r x[r][c] over the rows r of chunk k (blockIdx.x), in order, in float. */
 __global__ void column_partials_kernel(int64_t rows, int64_t C, const __nv_bfloat16 *x, float *partial) {
-  int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, k = blockIdx.y;
+  int64_t c = (int64_t)blockIdx.y * blockDim.x + threadIdx.x, k = blockIdx.x;
   if (c >= C) return;
   int64_t first = k * GPU_ROW_CHUNK, last = min(rows, first + GPU_ROW_CHUNK);
   float sum = 0;
@@ -205,7 +205,7 @@ void gpu_finish_column_sums(int64_t chunks, int64_t C, const float *partial, flo
 static float *column_partials(int64_t rows, int64_t C, const act_t *x) {
   int64_t chunks = gpu_row_chunks(rows);
   float *partial = (float *)gpu_scratch(GPU_SCRATCH_A, (size_t)(chunks * C) * sizeof(float));
-  dim3 grid(gpu_blocks(C, 256), (unsigned)chunks);
+  dim3 grid((unsigned)chunks, gpu_blocks(C, 256)); /* the chunks on x: any number of rows */
   column_partials_kernel<<<grid, 256, 0, gpu_stream()>>>(rows, C, x, partial);
   gpu_check_launch("column_partials_kernel");
   return partial;

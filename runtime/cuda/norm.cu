@@ -106,13 +106,13 @@ __global__ void norm_backward_kernel(int64_t rows, int64_t C, const __nv_bfloat1
   }
 }
 
-/* Per chunk k of rows (blockIdx.y) and column c: dw_partial[k][c] = Σ_r dy·x̂ and, for layer norm,
+/* Per chunk k of rows (blockIdx.x) and column c: dw_partial[k][c] = Σ_r dy·x̂ and, for layer norm,
  * db_partial[k][c] = Σ_r dy, rows in order. */
 template <bool CENTRED>
 __global__ void norm_param_partials_kernel(int64_t rows, int64_t C, const __nv_bfloat16 *x, const float *mean_in,
                                            const float *rstd_in, const __nv_bfloat16 *dy, float *dw_partial,
                                            float *db_partial) {
-  int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, k = blockIdx.y;
+  int64_t c = (int64_t)blockIdx.y * blockDim.x + threadIdx.x, k = blockIdx.x;
   if (c >= C) return;
   int64_t first = k * GPU_ROW_CHUNK, last = min(rows, first + GPU_ROW_CHUNK);
   float sum_w = 0, sum_b = 0;
@@ -157,7 +157,7 @@ static void norm_backward(int64_t rows, int64_t C, const act_t *x, const act_t *
   int64_t chunks = gpu_row_chunks(rows);
   float *dw_partial = (float *)gpu_scratch(GPU_SCRATCH_A, (size_t)(chunks * C) * sizeof(float));
   float *db_partial = CENTRED ? (float *)gpu_scratch(GPU_SCRATCH_B, (size_t)(chunks * C) * sizeof(float)) : NULL;
-  dim3 grid(gpu_blocks(C, 256), (unsigned)chunks);
+  dim3 grid((unsigned)chunks, gpu_blocks(C, 256)); /* the chunks on x: any number of rows */
   norm_param_partials_kernel<CENTRED><<<grid, 256, 0, stream>>>(rows, C, x, mean, rstd, dy, dw_partial, db_partial);
   gpu_check_launch("norm_param_partials_kernel");
   gpu_finish_column_sums(chunks, C, dw_partial, dw);
