@@ -1,6 +1,15 @@
 # Makefile: builds the plait compiler (build/plait), the runtime libraries generated programs link with,
 # and the tests. `make demo` is the main job, `make test` runs every test, `make bench` the benchmarks.
 
+# The Debian packages plait needs are installed (or named) before anything else is read: the flags
+# below ask mpicc and the compiler, which a fresh machine gets only from this step. The GPU check's
+# targets skip it: a GPU machine has nvcc and CUDA's libraries and no package registry.
+ifeq ($(filter clean gpu-check gpu-programs,$(MAKECMDGOALS)),)
+ifneq ($(shell ./.ci/deps >&2 && echo ok),ok)
+$(error the deps step failed: install the packages it names, then run make again)
+endif
+endif
+
 CC       ?= cc
 OPT      ?= -O2
 WARN     := -Wall -Wextra -Werror
@@ -16,7 +25,6 @@ OPENBLAS := /usr/lib/$(MULTIARCH)/openblas-openmp/libopenblas.a
 RT_LIBS  := $(OPENBLAS) $(MPI_LIB) -fopenmp -lpthread -lm
 
 B := build
-DEPS_OK := $(B)/.deps-ok
 
 # ---- the compiler -------------------------------------------------------------------------------
 COMPILER_C   := $(filter-out compiler/main.c,$(wildcard compiler/*.c))
@@ -37,26 +45,21 @@ UNIT_BIN := $(UNIT_C:tests/unit/%.c=$(B)/tests/%)
 TOOL_C   := $(wildcard tests/tools/*.c)
 TOOL_BIN := $(TOOL_C:tests/tools/%.c=$(B)/tools/%)
 
-.PHONY: all deps test demo bench clean fuzz
+.PHONY: all test demo bench clean fuzz
 all: $(B)/plait $(B)/libplait_rt.a $(B)/libplait_rt64.a
 
-deps: $(DEPS_OK)
-$(DEPS_OK): .ci/deps
-	@./.ci/deps
-	@mkdir -p $(B) && touch $@
-
-$(B)/plait: $(B)/compiler/main.o $(B)/libplaitc.a | $(DEPS_OK)
+$(B)/plait: $(B)/compiler/main.o $(B)/libplaitc.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LUA_LIB) -lm -ldl
 
 $(B)/libplaitc.a: $(COMPILER_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(B)/compiler/%.o: compiler/%.c | $(DEPS_OK)
+$(B)/compiler/%.o: compiler/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LUA_INC) -Icompiler -DOPENBLAS='"$(OPENBLAS)"' $(CUDA_BUILD_DEFS) -c -o $@ $<
 
-$(B)/gen/%.c: compiler/%.re | $(DEPS_OK)
+$(B)/gen/%.c: compiler/%.re
 	@mkdir -p $(@D)
 	re2c -W --no-generation-date -o $@ $<
 
@@ -87,10 +90,10 @@ $(B)/libplait_rt.a: $(RT32_OBJ)
 $(B)/libplait_rt64.a: $(RT64_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
-$(B)/rt32/%.o: runtime/%.c | $(DEPS_OK)
+$(B)/rt32/%.o: runtime/%.c
 	@mkdir -p $(@D)
 	$(CC) $(RT_CFLAGS) -c -o $@ $<
-$(B)/rt64/%.o: runtime/%.c | $(DEPS_OK)
+$(B)/rt64/%.o: runtime/%.c
 	@mkdir -p $(@D)
 	$(CC) $(RT_CFLAGS) -DPLAIT_REAL_DOUBLE -c -o $@ $<
 
