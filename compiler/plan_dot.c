@@ -1,5 +1,7 @@
 /* plan_dot.c: one block's graph for Graphviz: tensors with shapes and layouts, primitives, and the
  * inserted collectives highlighted; forward and backward in two columns of colour. */
+#include <stdbool.h>
+
 #include "plan.h"
 
 static void tensor_label(const Model *m, const Tensor *t, char *buf, int len) {
@@ -17,9 +19,20 @@ static const char *tensor_color(const Tensor *t) {
   }
 }
 
+/* Whether a node reads or writes tensor t: fusion leaves the intermediates of a chain unused. */
+static bool tensor_is_used(const Graph *g, int t) {
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = &g->nodes[i];
+    for (int k = 0; k < n->nin; k++) if (n->in[k] == t) return true;
+    for (int k = 0; k < n->nout; k++) if (n->out[k] == t) return true;
+  }
+  return false;
+}
+
 static void write_tensors(const Model *m, const Graph *g, FILE *f) {
   for (int i = 0; i < g->ntensors; i++) {
     const Tensor *t = &g->tensors[i];
+    if (!tensor_is_used(g, i)) continue;
     char label[400];
     tensor_label(m, t, label, sizeof label);
     fprintf(f, "  t%d [shape=box, style=\"rounded,filled\", fillcolor=\"%s\", label=\"%s\"%s];\n", i, tensor_color(t),

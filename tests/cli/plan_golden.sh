@@ -31,6 +31,9 @@ if $PLAIT plan models/gpt.lua --set layers=2 hidden=256 heads=8 seq=128 --tp 2 -
    dot -Tsvg "$TMP/block.dot" -o "$TMP/block.svg" 2>"$TMP/err"; then
   n=$(grep -c 'label="allreduce"\|label="bwd allreduce"' "$TMP/block.dot")
   [ "$n" = 4 ] && pass dot_renders || fail dot_renders "expected 4 all-reduce nodes in the block, found $n"
+  drawn=$(grep -o '^  t[0-9]* \[' "$TMP/block.dot" | sort -u | wc -l)
+  joined=$(grep -o 't[0-9]* -> n\|-> t[0-9]*;' "$TMP/block.dot" | grep -o 't[0-9]*' | sort -u | wc -l)
+  [ "$drawn" = "$joined" ] && pass dot_no_orphans || fail dot_no_orphans "$drawn tensors drawn, $joined of them joined to a node"
 else
   fail dot_renders "$(cat "$TMP/err")"
 fi
