@@ -1,4 +1,4 @@
-/* test_passes.c: the passes between autodiff and emission: fusion merges exactly the elementwise chains
+/* test_passes.c: shape inference on its own, and the passes between autodiff and emission: fusion merges exactly the elementwise chains
  * nothing else reads, the memory plan never lets two live tensors share memory, and shapes survive. */
 #include <string.h>
 
@@ -120,7 +120,44 @@ static void shapes_survive(void) {
   plan_free(&p);
 }
 
+static int find_forward(const Graph *g, OpKind op) {
+  for (int i = 0; i < g->nforward; i++)
+    if (g->nodes[i].op == op) return i;
+  return -1;
+}
+
+/* Shape inference on its own: a grouped-query block (8 heads over 2 kv heads of 16) gives q, k and v
+ * their named widths and attention q's shape, and a matmul whose inner dims differ is refused with a
+ * message naming the op and both shapes. */
+static void shape_inference(void) {
+  Plan p;
+  if (plan_of("models/llama.lua --set layers=2 hidden=128 heads=8 kv_heads=2 ffn=256 seq=32 vocab=256", &p)) return;
+  const Graph *g = &p.model.block;
+  int a = find_forward(g, OP_ATTENTION);
+  CHECK(a >= 0, "no attention in the block");
+  if (a < 0) { plan_free(&p); return; }
+  Shapes s;
+  Diag d;
+  CHECK(shape_infer(&p.model, g, &g->nodes[a], &s, &d) == 0, "%s", d.msg);
+  const Tensor *q = &g->tensors[g->nodes[a].in[0]], *k = &g->tensors[g->nodes[a].in[1]];
+  CHECK(p.model.dims[q->dims[2]].size == 128 && p.model.dims[k->dims[2]].size == 32,
+        "q is %lld wide and k %lld, expected 128 and 32", (long long)p.model.dims[q->dims[2]].size,
+        (long long)p.model.dims[k->dims[2]].size);
+  CHECK(s.nout == 2 && s.ndim[0] == 3 && memcmp(s.dims[0], q->dims, 3 * sizeof(int)) == 0, "attention output is not q's shape");
+  CHECK(s.ndim[1] == 3 && p.model.dims[s.dims[1][1]].size == 8, "lse is not [b, heads, seq] with 8 heads");
+
+  int mm = find_forward(g, OP_MATMUL);
+  Node bad = g->nodes[mm];
+  bad.in[1] = g->nodes[a].in[1]; /* k [b, seq, kvdim] where a weight matrix belongs */
+  CHECK(shape_infer(&p.model, g, &bad, &s, &d) != 0, "a matmul with a 3-d right operand was accepted");
+  CHECK(strstr(d.msg, "matmul") && strstr(d.msg, "[b, seq, hidden] = (1, 32, 128)") && strstr(d.msg, "(1, 32, 32)"),
+        "message '%s' does not name the op and both shapes", d.msg);
+  printf("info: %s\n", d.msg);
+  plan_free(&p);
+}
+
 int main(void) {
+  RUN(shape_inference);
   RUN(fusion);
   RUN(memory_plan);
   RUN(shapes_survive);
