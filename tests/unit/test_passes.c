@@ -1,5 +1,6 @@
-/* test_passes.c: shape inference on its own, and the passes between autodiff and emission: fusion merges exactly the elementwise chains
- * nothing else reads, the memory plan never lets two live tensors share memory, and shapes survive. */
+/* test_passes.c: shape inference on its own, and the passes between autodiff and emission: fusion
+ * merges exactly the elementwise chains nothing else reads, the memory plan never lets two live
+ * tensors share memory, and shapes survive. */
 #include <string.h>
 
 #include "check.h"
