@@ -1,4 +1,7 @@
-/* fuse.c: merging single-consumer elementwise producers into their elementwise consumers. */
+/* fuse.c: merging elementwise producers into their elementwise consumers: a producer read by one
+ * consumer moves into it; one read by several elementwise kernels (the forward's next step and the
+ * backward's derivative, as bias + GeLU or SwiGLU's silu(gate)) is recomputed inside each of them
+ * when that keeps no more memory for the backward pass than its value did. */
 #include "fuse.h"
 
 #include <stdlib.h>
@@ -36,6 +39,44 @@ static int fusible(const Fusion *f, const Node *p, const Node *n, int t) {
          t != g->output && t != g->grad_input && same_local_shape(v, &g->tensors[n->out[0]]);
 }
 
+static int reads(const Node *n, int t) {
+  for (int k = 0; k < n->nin; k++)
+    if (n->in[k] == t) return 1;
+  return 0;
+}
+
+/* Is tensor t an input of a backward node other than `except`? */
+static int kept_for_backward(const Fusion *f, int t, int except) {
+  const Graph *g = f->g;
+  for (int i = g->nforward; i < g->nnodes; i++)
+    if (i != except && !f->dead[i] && reads(&g->nodes[i], t)) return 1;
+  return 0;
+}
+
+/* May the value t of node p, read by several nodes, be recomputed inside each reader instead of
+ * written? Every reader must be an elementwise kernel of t's shape, p must draw no dropout mask (it
+ * would be drawn twice), and what the backward pass then keeps of p's inputs must be no more than t:
+ * at most one input that is neither a parameter nor kept already. */
+static int recomputable(const Fusion *f, int p, int t) {
+  const Graph *g = f->g;
+  const Node *pn = &g->nodes[p];
+  const Tensor *v = &g->tensors[t];
+  if (pn->op != OP_EW || f->uses[t] < 2 || v->kind == T_PARAM_GRAD || t == g->output || t == g->grad_input ||
+      expr_dropouts(&pn->expr, NULL, NULL) > 0)
+    return 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *r = &g->nodes[i];
+    if (f->dead[i] || !reads(r, t)) continue;
+    if (r->op != OP_EW || r->backward < pn->backward || !same_local_shape(v, &g->tensors[r->out[0]])) return 0;
+  }
+  int newly_kept = 0;
+  for (int k = 0; k < pn->nin; k++) {
+    const Tensor *u = &g->tensors[pn->in[k]];
+    newly_kept += u->kind != T_PARAM && !kept_for_backward(f, pn->in[k], -1);
+  }
+  return newly_kept <= 1;
+}
+
 static int index_of(const int *list, int n, int value) {
   for (int i = 0; i < n; i++)
     if (list[i] == value) return i;
@@ -64,6 +105,26 @@ static int merge(Node *n, int k, const Node *p) {
   return 0;
 }
 
+/* Recomputes p inside every reader of its value t; all or none. Returns 0, or -1 when a reader's
+ * expression would not fit. */
+static int recompute_in_readers(Fusion *f, int p, int t) {
+  Graph *g = f->g;
+  Node *merged = malloc((size_t)g->nnodes * sizeof *merged);
+  int ok = merged != NULL;
+  for (int i = 0; ok && i < g->nnodes; i++) {
+    merged[i] = g->nodes[i];
+    if (!f->dead[i] && reads(&g->nodes[i], t)) ok = merge(&merged[i], index_of(g->nodes[i].in, g->nodes[i].nin, t),
+                                                          &g->nodes[p]) == 0;
+  }
+  if (ok) {
+    for (int i = 0; i < g->nnodes; i++) g->nodes[i] = merged[i];
+    f->dead[p] = 1;
+    count_uses(f);
+  }
+  free(merged);
+  return ok ? 0 : -1;
+}
+
 /* Pulls producers into node i until none fits; returns how many were merged. */
 static int absorb(Fusion *f, int i) {
   Graph *g = f->g;
@@ -73,7 +134,12 @@ static int absorb(Fusion *f, int i) {
     Node *n = &g->nodes[i];
     for (int k = 0; k < n->nin && !again; k++) {
       int t = n->in[k], p = g->tensors[t].producer;
-      if (p < 0 || f->dead[p] || !fusible(f, &g->nodes[p], n, t)) continue;
+      if (p < 0 || f->dead[p]) continue;
+      if (recomputable(f, p, t)) {
+        if (recompute_in_readers(f, p, t) == 0) merged++, again = 1;
+        continue;
+      }
+      if (!fusible(f, &g->nodes[p], n, t)) continue;
       Node candidate = *n;
       if (merge(&candidate, k, &g->nodes[p])) continue;
       *n = candidate;

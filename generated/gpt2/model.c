@@ -39,7 +39,7 @@ static void embed_backward(Run *r, const int32_t *tokens, act_t *saved, const ac
   rt_embedding_backward(r, 1024, 768, tokens, dy, 50304, 0, r->model_g[P_WTE]);
 }
 
-/* block forward of one microbatch: 16 calls; saved: 12615680 elements kept for backward; tmp: scratch. */
+/* block forward of one microbatch: 15 calls; saved: 12615680 elements kept for backward; tmp: scratch. */
 static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t *tmp) {
   act_t *const *w = r->layer_w[layer];
   act_t *t0 = saved + 0; /* [b, seq, hidden] 1×1024×768 */
@@ -58,8 +58,7 @@ static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t
   act_t *t14 = saved + 4747264; /* [b, seq, hidden] 1×1024×768 */
   real *t15 = (real *)(saved + 5533696); /* [b, seq] 1×1024 */
   real *t16 = (real *)(saved + 5535744); /* [b, seq] 1×1024 */
-  act_t *t17 = tmp + 0; /* [b, seq, ffn] 1×1024×3072 */
-  act_t *t18 = saved + 5537792; /* [b, seq, ffn] 1×1024×3072 */
+  act_t *t17 = saved + 5537792; /* [b, seq, ffn] 1×1024×3072 */
   act_t *t19 = saved + 8683520; /* [b, seq, ffn] 1×1024×3072 */
   act_t *t20 = tmp + 0; /* [b, seq, hidden] 1×1024×768 */
   act_t *t22 = saved + 11829248; /* [b, seq, hidden] 1×1024×768 */
@@ -78,8 +77,7 @@ static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t
   ew_2(786432, 768, x, t11, w[L_ATTN_PROJ_BIAS], 768, t13); /* models/gpt2.lua:10 */
   k_layernorm_forward(1024, 768, t13, w[L_LN_2_WEIGHT], w[L_LN_2_BIAS], 1e-05, t14, t15, t16); /* models/gpt2.lua:11 */
   k_gemm(0, 1, 1024, 3072, 768, 1, t14, w[L_MLP_FC_WEIGHT], 0, t17); /* models/gpt2.lua:11 */
-  ew_1(3145728, 3072, t17, w[L_MLP_FC_BIAS], 3072, t18); /* models/gpt2.lua:11 */
-  ew_3(3145728, 3145728, t18, t19); /* models/gpt2.lua:11 */
+  ew_3(3145728, 3072, t17, w[L_MLP_FC_BIAS], 3072, t19); /* models/gpt2.lua:11 */
   k_gemm(0, 1, 1024, 768, 3072, 1, t19, w[L_MLP_PROJ_WEIGHT], 0, t20); /* models/gpt2.lua:11 */
   ew_2(786432, 768, t13, t20, w[L_MLP_PROJ_BIAS], 768, t22); /* models/gpt2.lua:11 */
 }
@@ -100,7 +98,7 @@ static void block_backward(Run *r, int layer, const act_t *x, act_t *saved, cons
   act_t *t14 = saved + 4747264; /* [b, seq, hidden] 1×1024×768 */
   real *t15 = (real *)(saved + 5533696); /* [b, seq] 1×1024 */
   real *t16 = (real *)(saved + 5535744); /* [b, seq] 1×1024 */
-  act_t *t18 = saved + 5537792; /* [b, seq, ffn] 1×1024×3072 */
+  act_t *t17 = saved + 5537792; /* [b, seq, ffn] 1×1024×3072 */
   act_t *t19 = saved + 8683520; /* [b, seq, ffn] 1×1024×3072 */
   act_t *dt19 = tmp + 0; /* [b, seq, ffn] 1×1024×3072 */
   act_t *dt19_44 = tmp + 3145728; /* [b, seq, ffn] 1×1024×3072 */
@@ -119,7 +117,7 @@ static void block_backward(Run *r, int layer, const act_t *x, act_t *saved, cons
   k_sum_rows(1024, 768, dy, g[L_MLP_PROJ_BIAS]);
   k_gemm(0, 0, 1024, 3072, 768, 1, dy, w[L_MLP_PROJ_WEIGHT], 0, dt19);
   k_gemm_grad(1, 0, 768, 3072, 1024, dy, t19, g[L_MLP_PROJ_WEIGHT]);
-  ew_4(3145728, 3145728, t18, dt19, dt19_44);
+  ew_4(3145728, 3072, dt19, t17, w[L_MLP_FC_BIAS], 3072, dt19_44);
   k_sum_rows(1024, 3072, dt19_44, g[L_MLP_FC_BIAS]);
   k_gemm(0, 0, 1024, 768, 3072, 1, dt19_44, w[L_MLP_FC_WEIGHT], 0, dt14);
   k_gemm_grad(1, 0, 3072, 768, 1024, dt19_44, t14, g[L_MLP_FC_WEIGHT]);

@@ -59,41 +59,43 @@ void ew_3(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict 
   }
 }
 
-/* ew_4: out = gelu(x0)
+/* ew_4: out = gelu((x0 + x1)); repeating every n_i elements: x1
  * (first made at models/tiny.lua:11) */
-void ew_4(int64_t n, int64_t p, const act_t *restrict x0, act_t *restrict out) {
+void ew_4(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, int64_t n1, act_t *restrict out) {
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) {
+    const act_t *x1_row = x1 + row % (n1 / p) * p;
 #pragma omp simd
     for (int64_t j = 0; j < p; j++) {
       int64_t i = row * p + j;
-      out[i] = rt_gelu(x0[i]);
+      out[i] = rt_gelu((x0[i] + x1_row[j]));
     }
   }
 }
 
-/* ew_5: out = (x1 * gelu_grad(x0))
+/* ew_5: out = (x0 * gelu_grad((x1 + x2))); repeating every n_i elements: x2
  * (first made at autodiff) */
-void ew_5(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, act_t *restrict out) {
+void ew_5(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, const act_t *restrict x2, int64_t n2, act_t *restrict out) {
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) {
+    const act_t *x2_row = x2 + row % (n2 / p) * p;
 #pragma omp simd
     for (int64_t j = 0; j < p; j++) {
       int64_t i = row * p + j;
-      out[i] = (x1[i] * rt_gelu_grad(x0[i]));
+      out[i] = (x0[i] * rt_gelu_grad((x1[i] + x2_row[j])));
     }
   }
 }
 
-/* ew_6: out = (x0 + x1)
+/* ew_6: out = dropout((x0 + x1), 0.1, site 1)
  * (first made at autodiff) */
-void ew_6(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, act_t *restrict out) {
+void ew_6(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, act_t *restrict out, const EwKeys *keys) {
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) {
 #pragma omp simd
     for (int64_t j = 0; j < p; j++) {
       int64_t i = row * p + j;
-      out[i] = (x0[i] + x1[i]);
+      out[i] = rt_dropout((x0[i] + x1[i]), 0.1, keys, 0, i);
     }
   }
 }
@@ -107,6 +109,19 @@ void ew_7(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict 
     for (int64_t j = 0; j < p; j++) {
       int64_t i = row * p + j;
       out[i] = ((x0[i] + x1[i]) + x2[i]);
+    }
+  }
+}
+
+/* ew_8: out = ((x1 + x2) + x0)
+ * (first made at autodiff) */
+void ew_8(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, const act_t *restrict x2, act_t *restrict out) {
+#pragma omp parallel for
+  for (int64_t row = 0; row < n / p; row++) {
+#pragma omp simd
+    for (int64_t j = 0; j < p; j++) {
+      int64_t i = row * p + j;
+      out[i] = ((x1[i] + x2[i]) + x0[i]);
     }
   }
 }

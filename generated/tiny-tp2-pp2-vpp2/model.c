@@ -54,7 +54,7 @@ static void embed_backward(Run *r, const int32_t *tokens, act_t *saved, const ac
   rt_embedding_backward(r, 256, 128, tokens, dt2, 128, 1, r->model_g[P_WTE]);
 }
 
-/* block forward of one microbatch: 18 calls; saved: 330752 elements kept for backward; tmp: scratch. */
+/* block forward of one microbatch: 17 calls; saved: 330752 elements kept for backward; tmp: scratch. */
 static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t *tmp) {
   act_t *const *w = r->layer_w[layer];
   act_t *t0 = saved + 0; /* [b, seq, hidden] 4×64×128 */
@@ -73,8 +73,7 @@ static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t
   act_t *t15 = saved + 133120; /* [b, seq, hidden] 4×64×128 */
   real *t16 = (real *)(saved + 165888); /* [b, seq] 4×64 */
   real *t17 = (real *)(saved + 166400); /* [b, seq] 4×64 */
-  act_t *t18 = tmp + 0; /* [b, seq, ffn] 4×64×256, split on axis 2 */
-  act_t *t19 = saved + 166912; /* [b, seq, ffn] 4×64×256, split on axis 2 */
+  act_t *t18 = saved + 166912; /* [b, seq, ffn] 4×64×256, split on axis 2 */
   act_t *t20 = saved + 232448; /* [b, seq, ffn] 4×64×256, split on axis 2 */
   act_t *t21 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
   act_t *t24 = saved + 297984; /* [b, seq, hidden] 4×64×128 */
@@ -101,8 +100,7 @@ static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t
   } /* models/tiny.lua:10 */
   k_layernorm_forward(256, 128, t14, w[L_LN_2_WEIGHT], w[L_LN_2_BIAS], 1e-05, t15, t16, t17); /* models/tiny.lua:11 */
   k_gemm(0, 1, 256, 256, 128, 1, t15, w[L_MLP_FC_WEIGHT], 0, t18); /* models/tiny.lua:11 */
-  ew_2(65536, 256, t18, w[L_MLP_FC_BIAS], 256, t19); /* models/tiny.lua:11 */
-  ew_4(65536, 65536, t19, t20); /* models/tiny.lua:11 */
+  ew_4(65536, 256, t18, w[L_MLP_FC_BIAS], 256, t20); /* models/tiny.lua:11 */
   k_gemm(0, 1, 256, 128, 256, 1, t20, w[L_MLP_PROJ_WEIGHT], 0, t21); /* models/tiny.lua:11 */
   rt_allreduce(r, t21, t21_allreduce, 32768);
   {
@@ -113,7 +111,7 @@ static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t
   } /* models/tiny.lua:11 */
 }
 
-/* block backward of one microbatch: 29 calls; saved: 330752 elements kept for backward; tmp: scratch. */
+/* block backward of one microbatch: 28 calls; saved: 330752 elements kept for backward; tmp: scratch. */
 static void block_backward(Run *r, int layer, const act_t *x, act_t *saved, const act_t *dy, act_t *dx, act_t *tmp) {
   act_t *const *w = r->layer_w[layer];
   real *const *g = r->layer_g[layer];
@@ -129,7 +127,7 @@ static void block_backward(Run *r, int layer, const act_t *x, act_t *saved, cons
   act_t *t15 = saved + 133120; /* [b, seq, hidden] 4×64×128 */
   real *t16 = (real *)(saved + 165888); /* [b, seq] 4×64 */
   real *t17 = (real *)(saved + 166400); /* [b, seq] 4×64 */
-  act_t *t19 = saved + 166912; /* [b, seq, ffn] 4×64×256, split on axis 2 */
+  act_t *t18 = saved + 166912; /* [b, seq, ffn] 4×64×256, split on axis 2 */
   act_t *t20 = saved + 232448; /* [b, seq, ffn] 4×64×256, split on axis 2 */
   act_t *dt23 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
   act_t *dt20 = tmp + 32768; /* [b, seq, ffn] 4×64×256, split on axis 2 */
@@ -137,18 +135,17 @@ static void block_backward(Run *r, int layer, const act_t *x, act_t *saved, cons
   act_t *dt15 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
   act_t *dt15_allreduce = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
   act_t *dt14 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
-  act_t *dt14_57 = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
-  act_t *dt13 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
+  act_t *dt13 = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
   act_t *dt9 = tmp + 65536; /* [b, seq, qdim] 4×64×64, split on axis 2 */
-  act_t *dt4 = tmp + 0; /* [b, seq, qdim] 4×64×64, split on axis 2 */
-  act_t *dt6 = tmp + 16384; /* [b, seq, kvdim] 4×64×64, split on axis 2 */
+  act_t *dt4 = tmp + 32768; /* [b, seq, qdim] 4×64×64, split on axis 2 */
+  act_t *dt6 = tmp + 49152; /* [b, seq, kvdim] 4×64×64, split on axis 2 */
   act_t *dt8 = tmp + 81920; /* [b, seq, kvdim] 4×64×64, split on axis 2 */
   act_t *dt0 = tmp + 98304; /* [b, seq, hidden] 4×64×128 */
   act_t *dt0_69 = tmp + 65536; /* [b, seq, hidden] 4×64×128 */
   act_t *dt0_72 = tmp + 131072; /* [b, seq, hidden] 4×64×128 */
-  act_t *dt0_74 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
+  act_t *dt0_74 = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
   act_t *dt0_allreduce = tmp + 65536; /* [b, seq, hidden] 4×64×128 */
-  act_t *dx_76 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
+  act_t *dx_76 = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
   {
     const int64_t shape[] = {4, 64, 128};
     const int sites[] = {2};
@@ -158,18 +155,17 @@ static void block_backward(Run *r, int layer, const act_t *x, act_t *saved, cons
   k_sum_rows(256, 128, dt23, g[L_MLP_PROJ_BIAS]);
   k_gemm(0, 0, 256, 256, 128, 1, dt23, w[L_MLP_PROJ_WEIGHT], 0, dt20);
   k_gemm_grad(1, 0, 128, 256, 256, dt23, t20, g[L_MLP_PROJ_WEIGHT]);
-  ew_5(65536, 65536, t19, dt20, dt20_49);
+  ew_5(65536, 256, dt20, t18, w[L_MLP_FC_BIAS], 256, dt20_49);
   k_sum_rows(256, 256, dt20_49, g[L_MLP_FC_BIAS]);
   k_gemm(0, 0, 256, 128, 256, 1, dt20_49, w[L_MLP_FC_WEIGHT], 0, dt15);
   k_gemm_grad(1, 0, 256, 128, 256, dt20_49, t15, g[L_MLP_FC_WEIGHT]);
   rt_allreduce(r, dt15, dt15_allreduce, 32768);
   k_layernorm_backward(256, 128, t14, w[L_LN_2_WEIGHT], t16, t17, dt15_allreduce, dt14, g[L_LN_2_WEIGHT], g[L_LN_2_BIAS]);
-  ew_6(32768, 32768, dy, dt14, dt14_57);
   {
     const int64_t shape[] = {4, 64, 128};
     const int sites[] = {1};
     EwKeys keys = rt_ew_keys(r, layer, 3, shape, -1, 1, sites);
-    ew_1(32768, 32768, dt14_57, dt13, &keys);
+    ew_6(32768, 32768, dy, dt14, dt13, &keys);
   }
   k_sum_rows(256, 128, dt13, g[L_ATTN_PROJ_BIAS]);
   k_gemm(0, 0, 256, 64, 128, 1, dt13, w[L_ATTN_PROJ_WEIGHT], 0, dt9);
@@ -190,7 +186,7 @@ static void block_backward(Run *r, int layer, const act_t *x, act_t *saved, cons
   ew_7(32768, 32768, dt0, dt0_69, dt0_72, dt0_74);
   rt_allreduce(r, dt0_74, dt0_allreduce, 32768);
   k_layernorm_backward(256, 128, x, w[L_LN_1_WEIGHT], t1, t2, dt0_allreduce, dx_76, g[L_LN_1_WEIGHT], g[L_LN_1_BIAS]);
-  ew_6(32768, 32768, dt14_57, dx_76, dx);
+  ew_8(32768, 32768, dx_76, dy, dt14, dx);
 }
 
 /* head forward of one microbatch: 3 calls; saved: 67072 elements kept for backward; tmp: scratch. */

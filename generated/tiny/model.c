@@ -39,7 +39,7 @@ static void embed_backward(Run *r, const int32_t *tokens, act_t *saved, const ac
   rt_embedding_backward(r, 512, 128, tokens, dy, 256, 0, r->model_g[P_WTE]);
 }
 
-/* block forward of one microbatch: 16 calls; saved: 1056768 elements kept for backward; tmp: scratch. */
+/* block forward of one microbatch: 15 calls; saved: 1056768 elements kept for backward; tmp: scratch. */
 static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t *tmp) {
   act_t *const *w = r->layer_w[layer];
   act_t *t0 = saved + 0; /* [b, seq, hidden] 8×64×128 */
@@ -58,8 +58,7 @@ static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t
   act_t *t14 = saved + 399360; /* [b, seq, hidden] 8×64×128 */
   real *t15 = (real *)(saved + 464896); /* [b, seq] 8×64 */
   real *t16 = (real *)(saved + 465920); /* [b, seq] 8×64 */
-  act_t *t17 = tmp + 0; /* [b, seq, ffn] 8×64×512 */
-  act_t *t18 = saved + 466944; /* [b, seq, ffn] 8×64×512 */
+  act_t *t17 = saved + 466944; /* [b, seq, ffn] 8×64×512 */
   act_t *t19 = saved + 729088; /* [b, seq, ffn] 8×64×512 */
   act_t *t20 = tmp + 0; /* [b, seq, hidden] 8×64×128 */
   act_t *t22 = saved + 991232; /* [b, seq, hidden] 8×64×128 */
@@ -78,8 +77,7 @@ static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t
   ew_1(65536, 128, x, t11, w[L_ATTN_PROJ_BIAS], 128, t13); /* models/tiny.lua:10 */
   k_layernorm_forward(512, 128, t13, w[L_LN_2_WEIGHT], w[L_LN_2_BIAS], 1e-05, t14, t15, t16); /* models/tiny.lua:11 */
   k_gemm(0, 1, 512, 512, 128, 1, t14, w[L_MLP_FC_WEIGHT], 0, t17); /* models/tiny.lua:11 */
-  ew_0(262144, 512, t17, w[L_MLP_FC_BIAS], 512, t18); /* models/tiny.lua:11 */
-  ew_2(262144, 262144, t18, t19); /* models/tiny.lua:11 */
+  ew_2(262144, 512, t17, w[L_MLP_FC_BIAS], 512, t19); /* models/tiny.lua:11 */
   k_gemm(0, 1, 512, 128, 512, 1, t19, w[L_MLP_PROJ_WEIGHT], 0, t20); /* models/tiny.lua:11 */
   ew_1(65536, 128, t13, t20, w[L_MLP_PROJ_BIAS], 128, t22); /* models/tiny.lua:11 */
 }
@@ -100,7 +98,7 @@ static void block_backward(Run *r, int layer, const act_t *x, act_t *saved, cons
   act_t *t14 = saved + 399360; /* [b, seq, hidden] 8×64×128 */
   real *t15 = (real *)(saved + 464896); /* [b, seq] 8×64 */
   real *t16 = (real *)(saved + 465920); /* [b, seq] 8×64 */
-  act_t *t18 = saved + 466944; /* [b, seq, ffn] 8×64×512 */
+  act_t *t17 = saved + 466944; /* [b, seq, ffn] 8×64×512 */
   act_t *t19 = saved + 729088; /* [b, seq, ffn] 8×64×512 */
   act_t *dt19 = tmp + 0; /* [b, seq, ffn] 8×64×512 */
   act_t *dt19_44 = tmp + 262144; /* [b, seq, ffn] 8×64×512 */
@@ -119,7 +117,7 @@ static void block_backward(Run *r, int layer, const act_t *x, act_t *saved, cons
   k_sum_rows(512, 128, dy, g[L_MLP_PROJ_BIAS]);
   k_gemm(0, 0, 512, 512, 128, 1, dy, w[L_MLP_PROJ_WEIGHT], 0, dt19);
   k_gemm_grad(1, 0, 128, 512, 512, dy, t19, g[L_MLP_PROJ_WEIGHT]);
-  ew_3(262144, 262144, t18, dt19, dt19_44);
+  ew_3(262144, 512, dt19, t17, w[L_MLP_FC_BIAS], 512, dt19_44);
   k_sum_rows(512, 512, dt19_44, g[L_MLP_FC_BIAS]);
   k_gemm(0, 0, 512, 128, 512, 1, dt19_44, w[L_MLP_FC_WEIGHT], 0, dt14);
   k_gemm_grad(1, 0, 512, 128, 512, dt19_44, t14, g[L_MLP_FC_WEIGHT]);

@@ -39,25 +39,54 @@ static int count_ops(const Graph *g, OpKind op, int backward) {
   return n;
 }
 
+/* Whether some elementwise node of g evaluates `op` in its expression. */
+static int has_expr_op(const Graph *g, ExprOp op, int backward) {
+  for (int i = 0; i < g->nnodes; i++)
+    if (g->nodes[i].op == OP_EW && g->nodes[i].backward == backward)
+      for (int j = 0; j < g->nodes[i].expr.count; j++)
+        if (g->nodes[i].expr.n[j].op == op) return 1;
+  return 0;
+}
+
 /* After fusion no elementwise node feeds a single elementwise reader of its own pass with a value
- * nothing else needs; a GPT block forward keeps 7 kernels: q, k, v bias adds, the attention output's
- * bias + dropout + residual, the MLP's first bias add, GeLU (its input is kept for backward), and the
- * MLP output's bias + dropout + residual. */
+ * nothing else needs, and no elementwise node without dropout is read only by elementwise nodes (it
+ * is recomputed in each). A GPT block forward keeps 6 kernels: the q, k, v bias adds (attention reads
+ * them), the attention output's bias + dropout + residual, the MLP's gelu(x·W + b), and the MLP
+ * output's bias + dropout + residual; the backward's GeLU derivative recomputes the bias add. A
+ * Llama-style block computes silu(gate)·up in one kernel. */
 static void fusion(void) {
   Plan p;
   if (plan_of("models/tiny.lua --set dropout=0.1", &p)) return;
   const Graph *g = &p.model.block;
-  CHECK(count_ops(g, OP_EW, 0) == 7, "block forward has %d elementwise kernels, expected 7", count_ops(g, OP_EW, 0));
+  CHECK(count_ops(g, OP_EW, 0) == 6, "block forward has %d elementwise kernels, expected 6", count_ops(g, OP_EW, 0));
   for (int i = 0; i < g->nnodes; i++) {
     const Node *n = &g->nodes[i];
     if (n->op != OP_EW) continue;
     int t = n->out[0];
-    if (g->tensors[t].kind == T_PARAM_GRAD || t == g->output || t == g->grad_input || readers(g, t) != 1) continue;
+    if (g->tensors[t].kind == T_PARAM_GRAD || t == g->output || t == g->grad_input) continue;
+    int ew_readers = 0, same_pass = 0;
     for (int j = 0; j < g->nnodes; j++)
       for (int k = 0; k < g->nodes[j].nin; k++)
-        if (g->nodes[j].in[k] == t && g->nodes[j].op == OP_EW && g->nodes[j].backward == n->backward)
-          CHECK(0, "node %d (%s) feeds node %d alone and was not fused", i, g->tensors[t].name, j);
+        if (g->nodes[j].in[k] == t && g->nodes[j].op == OP_EW) ew_readers++, same_pass += g->nodes[j].backward == n->backward;
+    if (readers(g, t) == 1 && same_pass == 1) CHECK(0, "node %d (%s) feeds one elementwise node alone and was not fused", i, g->tensors[t].name);
+    if (readers(g, t) > 1 && ew_readers == readers(g, t) && expr_dropouts(&n->expr, NULL, NULL) == 0)
+      CHECK(0, "node %d (%s) is read only by elementwise kernels and was not recomputed in them", i, g->tensors[t].name);
   }
+  CHECK(has_expr_op(g, E_GELU, 0) && has_expr_op(g, E_GELU_GRAD, 1), "no GeLU kernels");
+  plan_free(&p);
+  if (plan_of("models/llama.lua --set layers=2 hidden=128 heads=8 kv_heads=2 ffn=256 seq=32 vocab=256", &p)) return;
+  g = &p.model.block;
+  int swiglu = 0;
+  for (int i = 0; i < g->nforward; i++) {
+    const Node *n = &g->nodes[i];
+    if (n->op != OP_EW) continue;
+    char text[200];
+    const char *names[MAX_INPUTS];
+    for (int k = 0; k < MAX_INPUTS; k++) names[k] = "x";
+    expr_to_c(&n->expr, names, NULL, text, sizeof text);
+    swiglu += strstr(text, "silu(") != NULL && strstr(text, " * ") != NULL;
+  }
+  CHECK(swiglu == 1, "%d forward kernels compute silu(gate)·up, expected 1", swiglu);
   plan_free(&p);
 }
 

@@ -39,7 +39,7 @@ static void embed_backward(Run *r, const int32_t *tokens, act_t *saved, const ac
   rt_embedding_backward(r, 16384, 2048, tokens, dy, 51200, 0, r->model_g[P_WTE]);
 }
 
-/* block forward of one microbatch: 16 calls; saved: 537526272 elements kept for backward; tmp: scratch. */
+/* block forward of one microbatch: 15 calls; saved: 537526272 elements kept for backward; tmp: scratch. */
 static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t *tmp) {
   act_t *const *w = r->layer_w[layer];
   act_t *t0 = saved + 0; /* [b, seq, hidden] 8×2048×2048 */
@@ -58,8 +58,7 @@ static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t
   act_t *t14 = saved + 201916416; /* [b, seq, hidden] 8×2048×2048 */
   real *t15 = (real *)(saved + 235470848); /* [b, seq] 8×2048 */
   real *t16 = (real *)(saved + 235503616); /* [b, seq] 8×2048 */
-  act_t *t17 = tmp + 0; /* [b, seq, ffn] 8×2048×8192 */
-  act_t *t18 = saved + 235536384; /* [b, seq, ffn] 8×2048×8192 */
+  act_t *t17 = saved + 235536384; /* [b, seq, ffn] 8×2048×8192 */
   act_t *t19 = saved + 369754112; /* [b, seq, ffn] 8×2048×8192 */
   act_t *t20 = tmp + 0; /* [b, seq, hidden] 8×2048×2048 */
   act_t *t22 = saved + 503971840; /* [b, seq, hidden] 8×2048×2048 */
@@ -78,8 +77,7 @@ static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t
   ew_1(33554432, 2048, x, t11, w[L_ATTN_PROJ_BIAS], 2048, t13); /* models/gpt.lua:12 */
   k_layernorm_forward(16384, 2048, t13, w[L_LN_2_WEIGHT], w[L_LN_2_BIAS], 1e-05, t14, t15, t16); /* models/gpt.lua:13 */
   k_gemm(0, 1, 16384, 8192, 2048, 1, t14, w[L_MLP_FC_WEIGHT], 0, t17); /* models/gpt.lua:13 */
-  ew_0(134217728, 8192, t17, w[L_MLP_FC_BIAS], 8192, t18); /* models/gpt.lua:13 */
-  ew_2(134217728, 134217728, t18, t19); /* models/gpt.lua:13 */
+  ew_2(134217728, 8192, t17, w[L_MLP_FC_BIAS], 8192, t19); /* models/gpt.lua:13 */
   k_gemm(0, 1, 16384, 2048, 8192, 1, t19, w[L_MLP_PROJ_WEIGHT], 0, t20); /* models/gpt.lua:13 */
   ew_1(33554432, 2048, t13, t20, w[L_MLP_PROJ_BIAS], 2048, t22); /* models/gpt.lua:13 */
 }
@@ -100,7 +98,7 @@ static void block_backward(Run *r, int layer, const act_t *x, act_t *saved, cons
   act_t *t14 = saved + 201916416; /* [b, seq, hidden] 8×2048×2048 */
   real *t15 = (real *)(saved + 235470848); /* [b, seq] 8×2048 */
   real *t16 = (real *)(saved + 235503616); /* [b, seq] 8×2048 */
-  act_t *t18 = saved + 235536384; /* [b, seq, ffn] 8×2048×8192 */
+  act_t *t17 = saved + 235536384; /* [b, seq, ffn] 8×2048×8192 */
   act_t *t19 = saved + 369754112; /* [b, seq, ffn] 8×2048×8192 */
   act_t *dt19 = tmp + 0; /* [b, seq, ffn] 8×2048×8192 */
   act_t *dt19_44 = tmp + 134217728; /* [b, seq, ffn] 8×2048×8192 */
@@ -119,7 +117,7 @@ static void block_backward(Run *r, int layer, const act_t *x, act_t *saved, cons
   k_sum_rows(16384, 2048, dy, g[L_MLP_PROJ_BIAS]);
   k_gemm(0, 0, 16384, 8192, 2048, 1, dy, w[L_MLP_PROJ_WEIGHT], 0, dt19);
   k_gemm_grad(1, 0, 2048, 8192, 16384, dy, t19, g[L_MLP_PROJ_WEIGHT]);
-  ew_3(134217728, 134217728, t18, dt19, dt19_44);
+  ew_3(134217728, 8192, dt19, t17, w[L_MLP_FC_BIAS], 8192, dt19_44);
   k_sum_rows(16384, 8192, dt19_44, g[L_MLP_FC_BIAS]);
   k_gemm(0, 0, 16384, 2048, 8192, 1, dt19_44, w[L_MLP_FC_WEIGHT], 0, dt14);
   k_gemm_grad(1, 0, 8192, 2048, 16384, dt19_44, t14, g[L_MLP_FC_WEIGHT]);

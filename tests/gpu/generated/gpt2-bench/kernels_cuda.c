@@ -19,18 +19,18 @@ const CudaKernelSource plait_cuda_kernels[] = {
     "  out[i] = st((ld(x0[i]) + (ld(x1[i]) + ld(x2[i % n2]))));\n"
     "}\n"},
   {"ew_2",
-    "extern \"C\" __global__ void ew_2(long long n, long long p, const act_t *x0, act_t *out) {\n"
+    "extern \"C\" __global__ void ew_2(long long n, long long p, const act_t *x0, const act_t *x1, long long n1, act_t *out) {\n"
     "  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
     "  (void)p;\n"
     "  if (i >= n) return;\n"
-    "  out[i] = st(rt_gelu(ld(x0[i])));\n"
+    "  out[i] = st(rt_gelu((ld(x0[i]) + ld(x1[i % n1]))));\n"
     "}\n"},
   {"ew_3",
-    "extern \"C\" __global__ void ew_3(long long n, long long p, const act_t *x0, const act_t *x1, act_t *out) {\n"
+    "extern \"C\" __global__ void ew_3(long long n, long long p, const act_t *x0, const act_t *x1, const act_t *x2, long long n2, act_t *out) {\n"
     "  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
     "  (void)p;\n"
     "  if (i >= n) return;\n"
-    "  out[i] = st((ld(x1[i]) * rt_gelu_grad(ld(x0[i]))));\n"
+    "  out[i] = st((ld(x0[i]) * rt_gelu_grad((ld(x1[i]) + ld(x2[i % n2])))));\n"
     "}\n"},
   {"ew_4",
     "extern \"C\" __global__ void ew_4(long long n, long long p, const act_t *x0, const act_t *x1, act_t *out) {\n"
@@ -59,13 +59,13 @@ void ew_1(int64_t n, int64_t p, const act_t *x0, const act_t *x1, const act_t *x
   cuda_launch_fused(1, n, args);
 }
 
-void ew_2(int64_t n, int64_t p, const act_t *x0, act_t *out) {
-  void *args[] = {&n, &p, &x0, &out};
+void ew_2(int64_t n, int64_t p, const act_t *x0, const act_t *x1, int64_t n1, act_t *out) {
+  void *args[] = {&n, &p, &x0, &x1, &n1, &out};
   cuda_launch_fused(2, n, args);
 }
 
-void ew_3(int64_t n, int64_t p, const act_t *x0, const act_t *x1, act_t *out) {
-  void *args[] = {&n, &p, &x0, &x1, &out};
+void ew_3(int64_t n, int64_t p, const act_t *x0, const act_t *x1, const act_t *x2, int64_t n2, act_t *out) {
+  void *args[] = {&n, &p, &x0, &x1, &x2, &n2, &out};
   cuda_launch_fused(3, n, args);
 }
 

@@ -33,25 +33,25 @@ const CudaKernelSource plait_cuda_kernels[] = {
     "  out[i] = st((ld(x0[i]) + rt_dropout((ld(x1[i]) + ld(x2[i % n2])), 0.1, &keys, 0, i)));\n"
     "}\n"},
   {"ew_4",
-    "extern \"C\" __global__ void ew_4(long long n, long long p, const act_t *x0, act_t *out) {\n"
+    "extern \"C\" __global__ void ew_4(long long n, long long p, const act_t *x0, const act_t *x1, long long n1, act_t *out) {\n"
     "  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
     "  (void)p;\n"
     "  if (i >= n) return;\n"
-    "  out[i] = st(rt_gelu(ld(x0[i])));\n"
+    "  out[i] = st(rt_gelu((ld(x0[i]) + ld(x1[i % n1]))));\n"
     "}\n"},
   {"ew_5",
-    "extern \"C\" __global__ void ew_5(long long n, long long p, const act_t *x0, const act_t *x1, act_t *out) {\n"
+    "extern \"C\" __global__ void ew_5(long long n, long long p, const act_t *x0, const act_t *x1, const act_t *x2, long long n2, act_t *out) {\n"
     "  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
     "  (void)p;\n"
     "  if (i >= n) return;\n"
-    "  out[i] = st((ld(x1[i]) * rt_gelu_grad(ld(x0[i]))));\n"
+    "  out[i] = st((ld(x0[i]) * rt_gelu_grad((ld(x1[i]) + ld(x2[i % n2])))));\n"
     "}\n"},
   {"ew_6",
-    "extern \"C\" __global__ void ew_6(long long n, long long p, const act_t *x0, const act_t *x1, act_t *out) {\n"
+    "extern \"C\" __global__ void ew_6(long long n, long long p, const act_t *x0, const act_t *x1, act_t *out, EwKeys keys) {\n"
     "  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
     "  (void)p;\n"
     "  if (i >= n) return;\n"
-    "  out[i] = st((ld(x0[i]) + ld(x1[i])));\n"
+    "  out[i] = st(rt_dropout((ld(x0[i]) + ld(x1[i])), 0.1, &keys, 0, i));\n"
     "}\n"},
   {"ew_7",
     "extern \"C\" __global__ void ew_7(long long n, long long p, const act_t *x0, const act_t *x1, const act_t *x2, act_t *out) {\n"
@@ -60,8 +60,15 @@ const CudaKernelSource plait_cuda_kernels[] = {
     "  if (i >= n) return;\n"
     "  out[i] = st(((ld(x0[i]) + ld(x1[i])) + ld(x2[i])));\n"
     "}\n"},
+  {"ew_8",
+    "extern \"C\" __global__ void ew_8(long long n, long long p, const act_t *x0, const act_t *x1, const act_t *x2, act_t *out) {\n"
+    "  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  (void)p;\n"
+    "  if (i >= n) return;\n"
+    "  out[i] = st(((ld(x1[i]) + ld(x2[i])) + ld(x0[i])));\n"
+    "}\n"},
 };
-const int plait_cuda_kernel_count = 8;
+const int plait_cuda_kernel_count = 9;
 
 void ew_0(int64_t n, int64_t p, const act_t *x0, const act_t *x1, int64_t n1, act_t *out, const EwKeys *keys) {
   void *args[] = {&n, &p, &x0, &x1, &n1, &out, (void *)keys};
@@ -83,23 +90,28 @@ void ew_3(int64_t n, int64_t p, const act_t *x0, const act_t *x1, const act_t *x
   cuda_launch_fused(3, n, args);
 }
 
-void ew_4(int64_t n, int64_t p, const act_t *x0, act_t *out) {
-  void *args[] = {&n, &p, &x0, &out};
+void ew_4(int64_t n, int64_t p, const act_t *x0, const act_t *x1, int64_t n1, act_t *out) {
+  void *args[] = {&n, &p, &x0, &x1, &n1, &out};
   cuda_launch_fused(4, n, args);
 }
 
-void ew_5(int64_t n, int64_t p, const act_t *x0, const act_t *x1, act_t *out) {
-  void *args[] = {&n, &p, &x0, &x1, &out};
+void ew_5(int64_t n, int64_t p, const act_t *x0, const act_t *x1, const act_t *x2, int64_t n2, act_t *out) {
+  void *args[] = {&n, &p, &x0, &x1, &x2, &n2, &out};
   cuda_launch_fused(5, n, args);
 }
 
-void ew_6(int64_t n, int64_t p, const act_t *x0, const act_t *x1, act_t *out) {
-  void *args[] = {&n, &p, &x0, &x1, &out};
+void ew_6(int64_t n, int64_t p, const act_t *x0, const act_t *x1, act_t *out, const EwKeys *keys) {
+  void *args[] = {&n, &p, &x0, &x1, &out, (void *)keys};
   cuda_launch_fused(6, n, args);
 }
 
 void ew_7(int64_t n, int64_t p, const act_t *x0, const act_t *x1, const act_t *x2, act_t *out) {
   void *args[] = {&n, &p, &x0, &x1, &x2, &out};
   cuda_launch_fused(7, n, args);
+}
+
+void ew_8(int64_t n, int64_t p, const act_t *x0, const act_t *x1, const act_t *x2, act_t *out) {
+  void *args[] = {&n, &p, &x0, &x1, &x2, &out};
+  cuda_launch_fused(8, n, args);
 }
 

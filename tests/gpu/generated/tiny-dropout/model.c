@@ -52,7 +52,7 @@ static void embed_backward(Run *r, const int32_t *tokens, act_t *saved, const ac
   rt_embedding_backward(r, 256, 128, tokens, dt2, 256, 0, r->model_g[P_WTE]);
 }
 
-/* block forward of one microbatch: 16 calls; saved: 528384 elements kept for backward; tmp: scratch. */
+/* block forward of one microbatch: 15 calls; saved: 528384 elements kept for backward; tmp: scratch. */
 static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t *tmp) {
   act_t *const *w = r->layer_w[layer];
   act_t *t0 = saved + 0; /* [b, seq, hidden] 4×64×128 */
@@ -71,8 +71,7 @@ static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t
   act_t *t15 = saved + 199680; /* [b, seq, hidden] 4×64×128 */
   real *t16 = (real *)(saved + 232448); /* [b, seq] 4×64 */
   real *t17 = (real *)(saved + 232960); /* [b, seq] 4×64 */
-  act_t *t18 = tmp + 0; /* [b, seq, ffn] 4×64×512 */
-  act_t *t19 = saved + 233472; /* [b, seq, ffn] 4×64×512 */
+  act_t *t18 = saved + 233472; /* [b, seq, ffn] 4×64×512 */
   act_t *t20 = saved + 364544; /* [b, seq, ffn] 4×64×512 */
   act_t *t21 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
   act_t *t24 = saved + 495616; /* [b, seq, hidden] 4×64×128 */
@@ -96,8 +95,7 @@ static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t
   } /* models/tiny.lua:10 */
   k_layernorm_forward(256, 128, t14, w[L_LN_2_WEIGHT], w[L_LN_2_BIAS], 1e-05, t15, t16, t17); /* models/tiny.lua:11 */
   k_gemm(0, 1, 256, 512, 128, 1, t15, w[L_MLP_FC_WEIGHT], 0, t18); /* models/tiny.lua:11 */
-  ew_2(131072, 512, t18, w[L_MLP_FC_BIAS], 512, t19); /* models/tiny.lua:11 */
-  ew_4(131072, 131072, t19, t20); /* models/tiny.lua:11 */
+  ew_4(131072, 512, t18, w[L_MLP_FC_BIAS], 512, t20); /* models/tiny.lua:11 */
   k_gemm(0, 1, 256, 128, 512, 1, t20, w[L_MLP_PROJ_WEIGHT], 0, t21); /* models/tiny.lua:11 */
   {
     const int64_t shape[] = {4, 64, 128};
@@ -107,7 +105,7 @@ static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t
   } /* models/tiny.lua:11 */
 }
 
-/* block backward of one microbatch: 27 calls; saved: 528384 elements kept for backward; tmp: scratch. */
+/* block backward of one microbatch: 26 calls; saved: 528384 elements kept for backward; tmp: scratch. */
 static void block_backward(Run *r, int layer, const act_t *x, act_t *saved, const act_t *dy, act_t *dx, act_t *tmp) {
   act_t *const *w = r->layer_w[layer];
   real *const *g = r->layer_g[layer];
@@ -123,23 +121,22 @@ static void block_backward(Run *r, int layer, const act_t *x, act_t *saved, cons
   act_t *t15 = saved + 199680; /* [b, seq, hidden] 4×64×128 */
   real *t16 = (real *)(saved + 232448); /* [b, seq] 4×64 */
   real *t17 = (real *)(saved + 232960); /* [b, seq] 4×64 */
-  act_t *t19 = saved + 233472; /* [b, seq, ffn] 4×64×512 */
+  act_t *t18 = saved + 233472; /* [b, seq, ffn] 4×64×512 */
   act_t *t20 = saved + 364544; /* [b, seq, ffn] 4×64×512 */
   act_t *dt23 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
   act_t *dt20 = tmp + 32768; /* [b, seq, ffn] 4×64×512 */
   act_t *dt20_47 = tmp + 163840; /* [b, seq, ffn] 4×64×512 */
   act_t *dt15 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
   act_t *dt14 = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
-  act_t *dt14_54 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
-  act_t *dt13 = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
+  act_t *dt13 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
   act_t *dt9 = tmp + 65536; /* [b, seq, qdim] 4×64×128 */
-  act_t *dt4 = tmp + 32768; /* [b, seq, qdim] 4×64×128 */
+  act_t *dt4 = tmp + 0; /* [b, seq, qdim] 4×64×128 */
   act_t *dt6 = tmp + 98304; /* [b, seq, kvdim] 4×64×128 */
   act_t *dt8 = tmp + 131072; /* [b, seq, kvdim] 4×64×128 */
   act_t *dt0 = tmp + 65536; /* [b, seq, hidden] 4×64×128 */
   act_t *dt0_66 = tmp + 131072; /* [b, seq, hidden] 4×64×128 */
   act_t *dt0_69 = tmp + 98304; /* [b, seq, hidden] 4×64×128 */
-  act_t *dt0_71 = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
+  act_t *dt0_71 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
   act_t *dx_72 = tmp + 65536; /* [b, seq, hidden] 4×64×128 */
   {
     const int64_t shape[] = {4, 64, 128};
@@ -150,17 +147,16 @@ static void block_backward(Run *r, int layer, const act_t *x, act_t *saved, cons
   k_sum_rows(256, 128, dt23, g[L_MLP_PROJ_BIAS]);
   k_gemm(0, 0, 256, 512, 128, 1, dt23, w[L_MLP_PROJ_WEIGHT], 0, dt20);
   k_gemm_grad(1, 0, 128, 512, 256, dt23, t20, g[L_MLP_PROJ_WEIGHT]);
-  ew_5(131072, 131072, t19, dt20, dt20_47);
+  ew_5(131072, 512, dt20, t18, w[L_MLP_FC_BIAS], 512, dt20_47);
   k_sum_rows(256, 512, dt20_47, g[L_MLP_FC_BIAS]);
   k_gemm(0, 0, 256, 128, 512, 1, dt20_47, w[L_MLP_FC_WEIGHT], 0, dt15);
   k_gemm_grad(1, 0, 512, 128, 256, dt20_47, t15, g[L_MLP_FC_WEIGHT]);
   k_layernorm_backward(256, 128, t14, w[L_LN_2_WEIGHT], t16, t17, dt15, dt14, g[L_LN_2_WEIGHT], g[L_LN_2_BIAS]);
-  ew_6(32768, 32768, dy, dt14, dt14_54);
   {
     const int64_t shape[] = {4, 64, 128};
     const int sites[] = {1};
     EwKeys keys = rt_ew_keys(r, layer, 3, shape, -1, 1, sites);
-    ew_1(32768, 32768, dt14_54, dt13, &keys);
+    ew_6(32768, 32768, dy, dt14, dt13, &keys);
   }
   k_sum_rows(256, 128, dt13, g[L_ATTN_PROJ_BIAS]);
   k_gemm(0, 0, 256, 128, 128, 1, dt13, w[L_ATTN_PROJ_WEIGHT], 0, dt9);
@@ -180,7 +176,7 @@ static void block_backward(Run *r, int layer, const act_t *x, act_t *saved, cons
   k_gemm_grad(1, 0, 128, 128, 256, dt4, t0, g[L_ATTN_Q_WEIGHT]);
   ew_7(32768, 32768, dt0, dt0_66, dt0_69, dt0_71);
   k_layernorm_backward(256, 128, x, w[L_LN_1_WEIGHT], t1, t2, dt0_71, dx_72, g[L_LN_1_WEIGHT], g[L_LN_1_BIAS]);
-  ew_6(32768, 32768, dt14_54, dx_72, dx);
+  ew_8(32768, 32768, dx_72, dy, dt14, dx);
 }
 
 /* head forward of one microbatch: 3 calls; saved: 99840 elements kept for backward; tmp: scratch. */
