@@ -118,7 +118,9 @@ static void chunk_backward(const Plan *p, int index, const ChunkMemory *s, FILE 
   fprintf(f, ";\n    const act_t *layer_input = i > 0 ? saved - BLOCK_SAVED + BLOCK_OUTPUT : input;\n");
   if (c->has_embed) fprintf(f, "    act_t *dx = dy == r->grad_a ? r->grad_b : r->grad_a;\n");
   else fprintf(f, "    act_t *dx = i == 0 ? slot + %lld : dy == r->grad_a ? r->grad_b : r->grad_a;\n", (long long)s->grad_in);
-  fprintf(f, "    block_backward(r, %d + i, layer_input, saved, dy, dx, r->scratch);\n    dy = dx;\n  }\n", c->first_layer);
+  fprintf(f, "    block_backward(r, %d + i, layer_input, saved, dy, dx, r->scratch);\n", c->first_layer);
+  fprintf(f, "    rt_layer_backward_done(r, %d + i); /* its gradients may be final: reduce them meanwhile */\n", c->first_layer);
+  fprintf(f, "    dy = dx;\n  }\n");
   if (c->has_embed) fprintf(f, "  embed_backward(r, tokens, slot + %lld, dy, r->scratch);\n", (long long)s->embed);
   fprintf(f, "}\n\n");
 }

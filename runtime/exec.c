@@ -36,7 +36,12 @@ static void setup(Exec *e, const Program *prog, Run *run, Params *ps, const Acti
   for (int c = 0; c < prog->nchunks; c++)
     if (on_this_rank(e, c))
       e->pool[c] = device_alloc((size_t)(prog->slots[c] * prog->chunks[c].slot_elems) * sizeof(act_t), "activation slots");
-  e->pending = zeroed(e, (size_t)prog->nchunks, sizeof *e->pending);
+  e->pending = zeroed(e, (size_t)ps->count + (size_t)prog->nchunks, sizeof *e->pending);
+  e->reduced = zeroed(e, (size_t)ps->count, 1);
+  e->last_backward = zeroed(e, (size_t)prog->nchunks, sizeof *e->last_backward);
+  for (int c = 0; c < prog->nchunks; c++) e->last_backward[c] = -1;
+  for (int i = 0; i < nactions; i++)
+    if (actions[i].kind == ACT_BACKWARD) e->last_backward[actions[i].chunk] = i;
 }
 
 void exec_create(Exec *e, const Program *prog, Run *run, Params *ps) {
@@ -66,6 +71,8 @@ void exec_free(Exec *e) {
   for (int c = 0; c < e->prog->nchunks; c++) device_free(e->pool[c]);
   free(e->pool);
   free(e->pending);
+  free(e->reduced);
+  free(e->last_backward);
   free(e->times);
   free(e->owned);
   memset(e, 0, sizeof *e);
@@ -92,7 +99,9 @@ static void forward(Exec *e, const Action *a) {
   c->forward(e->run, s, e->tokens ? e->tokens + at : NULL, e->targets ? e->targets + at : NULL);
 }
 
-static void backward(Exec *e, const Action *a) {
+static void layer_grads_final(void *arg, int layer);
+
+static void backward(Exec *e, const Action *a, int index) {
   const ChunkSpec *c = &e->prog->chunks[a->chunk];
   act_t *s = slot(e, a->chunk, a->slot);
   if (a->neighbour >= 0) /* the next chunk's input gradient, on this rank */
@@ -100,7 +109,11 @@ static void backward(Exec *e, const Action *a) {
                 (size_t)e->prog->io_elems * sizeof(act_t));
   e->run->sample0 = (int64_t)e->run->dp_rank * (e->prog->gbs / e->prog->dp) + (int64_t)a->microbatch * e->prog->mbs;
   int64_t at = (int64_t)a->microbatch * e->microbatch_tokens;
+  int last = index == e->last_backward[a->chunk];
+  e->run->layer_grads_final = last ? layer_grads_final : NULL;
+  e->run->layer_grads_final_arg = e;
   c->backward(e->run, s, e->tokens ? e->tokens + at : NULL, e->targets ? e->targets + at : NULL);
+  e->run->layer_grads_final = NULL;
 }
 
 /* ---- communication -------------------------------------------------------------------------- */
@@ -139,22 +152,49 @@ static int group(Exec *e, int i) {
 
 /* ---- reductions ----------------------------------------------------------------------------- */
 
-/* A chunk's gradients are final: sum the TP partial sums (replicated parameters used on split
- * activations), then start the data-parallel all-reduce of the chunk's contiguous gradients. */
-static void reduce_chunk(Exec *e, int chunk) {
-  Params *ps = e->params;
-  real *first = NULL;
+enum { ANY_LAYER = -2 };
+
+/* Starts the data-parallel all-reduce of parameter slots [from, to), which lie together in the
+ * gradient storage: one bucket. */
+static void start_bucket(Exec *e, int from, int to) {
+  if (e->prog->dp == 1) return;
   int64_t n = 0;
-  for (int i = 0; i < ps->count; i++) {
-    ParamSlot *s = &ps->slot[i];
-    if (s->chunk != chunk) continue;
-    if (s->spec->tp_sum && e->prog->tp > 1) comm_allreduce(e->run->comm, GROUP_TP, s->g, s->n, COMM_REAL, COMM_SUM);
-    if (!first) first = s->g;
-    n += s->n;
-  }
-  if (first && e->prog->dp > 1) e->pending[e->npending++] = comm_allreduce_start(e->run->comm, GROUP_DP, first, n, COMM_SUM);
+  for (int i = from; i < to; i++) n += e->params->slot[i].n;
+  e->buckets++;
+  e->buckets_during_backward += e->run->layer_grads_final != NULL;
+  e->pending[e->npending++] = comm_allreduce_start(e->run->comm, GROUP_DP, e->params->slot[from].g, n, COMM_SUM);
 }
 
+/* The gradients of chunk's parameters in `layer` (ANY_LAYER: all those not reduced yet) are final:
+ * sum the TP partial sums (replicated parameters used on split activations), then start the
+ * data-parallel all-reduce of each run of them that lies together. */
+static void reduce_final(Exec *e, int chunk, int layer) {
+  Params *ps = e->params;
+  int run_start = -1;
+  for (int i = 0; i <= ps->count; i++) {
+    ParamSlot *s = i < ps->count ? &ps->slot[i] : NULL;
+    if (s && s->chunk == chunk && !e->reduced[i] && (layer == ANY_LAYER || s->layer == layer)) {
+      if (s->spec->tp_sum && e->prog->tp > 1) comm_allreduce(e->run->comm, GROUP_TP, s->g, s->n, COMM_REAL, COMM_SUM);
+      e->reduced[i] = 1;
+      if (run_start < 0) run_start = i;
+    } else if (run_start >= 0) {
+      start_bucket(e, run_start, i);
+      run_start = -1;
+    }
+  }
+}
+
+static int chunk_of_layer(const Program *prog, int layer) {
+  for (int c = 0; c < prog->nchunks; c++)
+    if (layer >= prog->chunks[c].first_layer && layer < prog->chunks[c].first_layer + prog->chunks[c].layers) return c;
+  return -1;
+}
+
+/* During a chunk's last backward: `layer` is done, so its gradients are. */
+static void layer_grads_final(void *arg, int layer) {
+  Exec *e = arg;
+  reduce_final(e, chunk_of_layer(e->prog, layer), layer);
+}
 
 /* The tied table's two copies (first and last stage) get the sum of both gradients, once the
  * data-parallel reductions in flight (which include the table's) are done. */
@@ -188,14 +228,16 @@ void exec_record(Exec *e) {
 void exec_iteration(Exec *e, const int32_t *tokens, const int32_t *targets) {
   e->tokens = tokens;
   e->targets = targets;
+  memset(e->reduced, 0, (size_t)e->params->count);
+  e->buckets = e->buckets_during_backward = 0;
   for (int i = 0; i < e->nactions;) {
     const Action *a = &e->actions[i];
     double start = now();
     int next = i + 1;
     switch (a->kind) {
     case ACT_FORWARD: forward(e, a); break;
-    case ACT_BACKWARD: backward(e, a); break;
-    case ACT_REDUCE_GRAD: reduce_chunk(e, a->chunk); break;
+    case ACT_BACKWARD: backward(e, a, i); break;
+    case ACT_REDUCE_GRAD: reduce_final(e, a->chunk, ANY_LAYER); break;
     case ACT_EMBED_REDUCE: reduce_tied(e); break;
     case ACT_STEP: exec_finish_reductions(e); if (e->step) e->step(e->step_arg); break;
     default: next = group(e, i); break;

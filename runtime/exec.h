@@ -1,8 +1,9 @@
 /* exec.h: one training iteration of a rank: its action list from the plan, walked as it stands:
  * forward and backward of (chunk, microbatch) in the slots of activation memory the plan assigned
- * them, each step's sends and
- * receives posted as one group, data-parallel gradient reductions started as soon as a chunk's last
- * backward is done and overlapping what follows, and the optimizer step. */
+ * them, each step's sends and receives posted as one group, data-parallel gradient reductions in
+ * buckets of one layer, each started as soon as the chunk's last backward has finished that layer
+ * and overlapping the rest (the chunk's other parameters when the plan's REDUCE_GRAD comes), and the
+ * optimizer step. */
 #ifndef PLAIT_EXEC_H
 #define PLAIT_EXEC_H
 
@@ -31,6 +32,10 @@ typedef struct {
   const int32_t *tokens, *targets; /* this data-parallel rank's microbatches of the iteration */
   CommRequest **pending;/* data-parallel reductions in flight */
   int npending;
+  int *last_backward;   /* per chunk: the index of its last backward in the action list, or -1 */
+  char *reduced;        /* per parameter slot: its reduction has started this iteration */
+  int buckets;          /* data-parallel reductions started this iteration (rank 0 logs them) */
+  int buckets_during_backward; /* of those, started while a chunk's last backward still ran */
   ActionTime *times;    /* when recording: one per action */
   void (*step)(void *arg); /* the optimizer step (STEP) */
   void *step_arg;

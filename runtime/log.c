@@ -41,8 +41,9 @@ void log_step(Trainer *t, double loss, double seconds) {
   if (t->log_json) {
     fprintf(t->log_json,
             "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"ms\": %.6g, \"tokens_per_s\": %.6g, "
-            "\"mfu\": %.6g}\n",
-            (long long)t->step + 1, loss, t->lr, t->grad_norm, seconds * 1e3, tokens / seconds, mfu(t, seconds));
+            "\"mfu\": %.6g, \"dp_buckets\": %d, \"dp_buckets_during_backward\": %d}\n",
+            (long long)t->step + 1, loss, t->lr, t->grad_norm, seconds * 1e3, tokens / seconds, mfu(t, seconds),
+            t->exec.buckets, t->exec.buckets_during_backward);
     fflush(t->log_json);
   }
 }

@@ -70,6 +70,10 @@ void rt_xent_backward(Run *r, int64_t N, int64_t cols, act_t *logits, const int3
 
 /* ---- tensor-parallel collectives ------------------------------------------------------------ */
 
+void rt_layer_backward_done(Run *r, int layer) {
+  if (r->layer_grads_final) r->layer_grads_final(r->layer_grads_final_arg, layer);
+}
+
 void rt_allreduce(Run *r, const act_t *in, act_t *out, int64_t n) {
   if (out != in) device_copy(out, in, (size_t)n * sizeof *out);
   comm_allreduce(r->comm, GROUP_TP, out, n, COMM_ACT, COMM_SUM);

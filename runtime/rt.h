@@ -28,7 +28,14 @@ struct Run {
   real loss_scale;             /* 1 / the targets counted in the global batch */
   int training;                /* dropout drops only when training */
   double loss;                 /* the loss of the microbatches this rank's head ran, scaled */
+  /* Set by the plan's walk during a chunk's last backward: called as each layer's gradients become
+   * final, to start their data-parallel reduction while the layers below it run backward. */
+  void (*layer_grads_final)(void *arg, int layer);
+  void *layer_grads_final_arg;
 };
+
+/* The generated backward calls this after each layer: layer `layer` is done with this microbatch. */
+void rt_layer_backward_done(Run *r, int layer);
 
 /* ---- dropout -------------------------------------------------------------------------------- */
 

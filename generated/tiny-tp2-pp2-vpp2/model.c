@@ -246,6 +246,7 @@ static void chunk_0_backward(Run *r, act_t *slot, const int32_t *tokens, const i
     const act_t *layer_input = i > 0 ? saved - BLOCK_SAVED + BLOCK_OUTPUT : input;
     act_t *dx = dy == r->grad_a ? r->grad_b : r->grad_a;
     block_backward(r, 0 + i, layer_input, saved, dy, dx, r->scratch);
+    rt_layer_backward_done(r, 0 + i); /* its gradients may be final: reduce them meanwhile */
     dy = dx;
   }
   embed_backward(r, tokens, slot + 0, dy, r->scratch);
@@ -279,6 +280,7 @@ static void chunk_1_backward(Run *r, act_t *slot, const int32_t *tokens, const i
     const act_t *layer_input = i > 0 ? saved - BLOCK_SAVED + BLOCK_OUTPUT : input;
     act_t *dx = i == 0 ? slot + 396288 : dy == r->grad_a ? r->grad_b : r->grad_a;
     block_backward(r, 1 + i, layer_input, saved, dy, dx, r->scratch);
+    rt_layer_backward_done(r, 1 + i); /* its gradients may be final: reduce them meanwhile */
     dy = dx;
   }
 }
@@ -311,6 +313,7 @@ static void chunk_2_backward(Run *r, act_t *slot, const int32_t *tokens, const i
     const act_t *layer_input = i > 0 ? saved - BLOCK_SAVED + BLOCK_OUTPUT : input;
     act_t *dx = i == 0 ? slot + 396288 : dy == r->grad_a ? r->grad_b : r->grad_a;
     block_backward(r, 2 + i, layer_input, saved, dy, dx, r->scratch);
+    rt_layer_backward_done(r, 2 + i); /* its gradients may be final: reduce them meanwhile */
     dy = dx;
   }
 }
@@ -343,6 +346,7 @@ static void chunk_3_backward(Run *r, act_t *slot, const int32_t *tokens, const i
     const act_t *layer_input = i > 0 ? saved - BLOCK_SAVED + BLOCK_OUTPUT : input;
     act_t *dx = i == 0 ? slot + 430592 : dy == r->grad_a ? r->grad_b : r->grad_a;
     block_backward(r, 3 + i, layer_input, saved, dy, dx, r->scratch);
+    rt_layer_backward_done(r, 3 + i); /* its gradients may be final: reduce them meanwhile */
     dy = dx;
   }
 }
