@@ -63,18 +63,24 @@ static int64_t stage_output_offset(const Emission *e, int stage) {
   return e->memory[stage].offset[e->stage[stage]->output];
 }
 
-/* The layers' saved regions: in the slot, or (recomputing) in the rank's recompute region. */
+/* Layer i's saved activations: in the slot, or (recomputing) in the rank's one-layer recompute region. */
 static void layer_region(const Plan *p, const ChunkMemory *s, FILE *f) {
-  if (p->par.recompute) fprintf(f, "r->recompute + (int64_t)i * BLOCK_SAVED");
+  if (p->par.recompute) fprintf(f, "r->recompute");
   else fprintf(f, "slot + %lld + (int64_t)i * BLOCK_SAVED", (long long)s->layers);
 }
 
-/* The layer loop of a forward pass: x runs from the chunk's input to its last layer's output. */
+/* The layer loop of a forward pass: x runs from the chunk's input to its last layer's output;
+ * recomputing, each layer's output is kept in the slot (the next layer's input, for its re-run). */
 static void forward_layers(const Plan *p, const Chunk *c, const ChunkMemory *s, FILE *f) {
   fprintf(f, "  for (int i = 0; i < %d; i++) {\n    act_t *saved = ", c->layers);
   layer_region(p, s, f);
-  fprintf(f, ";\n    block_forward(r, %d + i, x, saved, r->scratch);\n    x = saved + BLOCK_OUTPUT;\n  }\n",
-          c->first_layer);
+  fprintf(f, ";\n    block_forward(r, %d + i, x, saved, r->scratch);\n", c->first_layer);
+  if (p->par.recompute) {
+    fprintf(f, "    act_t *kept = slot + %lld + (int64_t)i * IO_ELEMS;\n", (long long)s->layers);
+    fprintf(f, "    device_copy(kept, saved + BLOCK_OUTPUT, IO_ELEMS * sizeof(act_t));\n    x = kept;\n  }\n");
+  } else {
+    fprintf(f, "    x = saved + BLOCK_OUTPUT;\n  }\n");
+  }
 }
 
 static void chunk_input(const ChunkMemory *s, FILE *f) {
@@ -92,7 +98,6 @@ static void chunk_forward(const Plan *p, int index, const ChunkMemory *s, FILE *
   fprintf(f, ";\n");
   forward_layers(p, c, s, f);
   if (c->has_head) fprintf(f, "  head_forward(r, x, targets, slot + %lld, r->scratch);\n", (long long)s->head);
-  else if (p->par.recompute) fprintf(f, "  device_copy(slot + %lld, x, IO_ELEMS * sizeof(act_t));\n", (long long)s->output);
   fprintf(f, "}\n\n");
 }
 
@@ -105,17 +110,22 @@ static void chunk_backward(const Plan *p, int index, const ChunkMemory *s, FILE 
   fprintf(f, "  (void)tokens, (void)targets;\n  const act_t *input = ");
   chunk_input(s, f);
   fprintf(f, ";\n");
-  if (p->par.recompute) {
-    fprintf(f, "  const act_t *x = input; /* re-run the layers' forward, keeping what backward reads */\n");
-    forward_layers(p, c, s, f);
-  } else {
+  if (p->par.recompute)
+    fprintf(f, "  const act_t *x = slot + %lld + (int64_t)%d * IO_ELEMS;\n", (long long)s->layers, c->layers - 1);
+  else
     fprintf(f, "  const act_t *x = slot + %lld + (int64_t)%d * BLOCK_SAVED + BLOCK_OUTPUT;\n", (long long)s->layers, c->layers - 1);
-  }
   if (c->has_head) fprintf(f, "  head_backward(r, x, targets, slot + %lld, r->grad_a, r->scratch);\n  const act_t *dy = r->grad_a;\n", (long long)s->head);
   else fprintf(f, "  (void)x;\n  const act_t *dy = slot + %lld;\n", (long long)s->grad_out);
   fprintf(f, "  for (int i = %d; i >= 0; i--) {\n    act_t *saved = ", c->layers - 1);
   layer_region(p, s, f);
-  fprintf(f, ";\n    const act_t *layer_input = i > 0 ? saved - BLOCK_SAVED + BLOCK_OUTPUT : input;\n");
+  if (p->par.recompute) {
+    fprintf(f, ";\n    const act_t *layer_input = i > 0 ? slot + %lld + (int64_t)(i - 1) * IO_ELEMS : input;\n",
+            (long long)s->layers);
+    fprintf(f, "    block_forward(r, %d + i, layer_input, saved, r->scratch); /* re-run: what backward reads */\n",
+            c->first_layer);
+  } else {
+    fprintf(f, ";\n    const act_t *layer_input = i > 0 ? saved - BLOCK_SAVED + BLOCK_OUTPUT : input;\n");
+  }
   if (c->has_embed) fprintf(f, "    act_t *dx = dy == r->grad_a ? r->grad_b : r->grad_a;\n");
   else fprintf(f, "    act_t *dx = i == 0 ? slot + %lld : dy == r->grad_a ? r->grad_b : r->grad_a;\n", (long long)s->grad_in);
   fprintf(f, "    block_backward(r, %d + i, layer_input, saved, dy, dx, r->scratch);\n", c->first_layer);
@@ -125,13 +135,16 @@ static void chunk_backward(const Plan *p, int index, const ChunkMemory *s, FILE 
   fprintf(f, "}\n\n");
 }
 
-static void chunk_comment(const Chunk *c, int index, const ChunkMemory *s, FILE *f) {
+static void chunk_comment(const Plan *p, int index, const ChunkMemory *s, FILE *f) {
+  const Chunk *c = &p->chunks[index];
   fprintf(f, "/* Chunk %d, pipeline rank %d: %slayers %d-%d%s. Its slot (one microbatch in flight) holds %lld elements:",
           index, c->rank, c->has_embed ? "embedding, " : "", c->first_layer, c->first_layer + c->layers - 1,
           c->has_head ? ", head" : "", (long long)s->size);
   if (s->input >= 0) fprintf(f, "\n * the input at %lld,", (long long)s->input);
   if (s->embed >= 0) fprintf(f, "\n * the embedding's saved activations at %lld,", (long long)s->embed);
-  if (s->layers >= 0) fprintf(f, "\n * each layer's saved activations from %lld,", (long long)s->layers);
+  if (s->layers >= 0)
+    fprintf(f, "\n * each layer's %s from %lld,", p->par.recompute ? "output (its activations are re-run before its backward)" :
+            "saved activations", (long long)s->layers);
   if (s->head >= 0) fprintf(f, "\n * the head's at %lld,", (long long)s->head);
   if (s->output >= 0) fprintf(f, "\n * the output sent on at %lld,", (long long)s->output);
   if (s->grad_out >= 0) fprintf(f, "\n * its gradient, received, at %lld,", (long long)s->grad_out);
@@ -230,7 +243,7 @@ static void model_c(const Emission *e, FILE *f) {
   sizes(e, f);
   emit_stages(e, f);
   for (int c = 0; c < p->nchunks; c++) {
-    chunk_comment(&p->chunks[c], c, &p->chunk_memory[c], f);
+    chunk_comment(p, c, &p->chunk_memory[c], f);
     chunk_forward(p, c, &p->chunk_memory[c], f);
     chunk_backward(p, c, &p->chunk_memory[c], f);
   }

@@ -70,10 +70,10 @@ static ChunkMemory chunk_memory(const Plan *p, const Chunk *c) {
 #define TAKE(cond, n) ((cond) ? (at += (n)) - (n) : -1)
   s.input = TAKE(!c->has_embed, io);
   s.embed = TAKE(c->has_embed, mem[0].saved);
-  s.layers = TAKE(!p->par.recompute, c->layers * mem[1].saved);
+  s.layers = TAKE(1, c->layers * (p->par.recompute ? io : mem[1].saved));
   s.head = TAKE(c->has_head, mem[2].saved);
   if (c->has_head) s.output = -1;
-  else if (p->par.recompute) s.output = TAKE(1, io);
+  else if (p->par.recompute) s.output = s.layers + (c->layers - 1) * io;
   else s.output = s.layers + (c->layers - 1) * mem[1].saved + mem[1].offset[p->model.block.output];
   s.grad_out = TAKE(!c->has_head, io);
   s.grad_in = TAKE(!c->has_embed, io);
@@ -91,9 +91,7 @@ static void plan_memory(Plan *p) {
     if (p->memory[s].scratch > p->scratch_elems) p->scratch_elems = p->memory[s].scratch;
   }
   p->io_elems = tensor_local_elems(m, &m->block.tensors[m->block.output], p->par.tp);
-  int most_layers = 0;
-  for (int c = 0; c < p->nchunks; c++) most_layers = p->chunks[c].layers > most_layers ? p->chunks[c].layers : most_layers;
-  p->recompute_elems = p->par.recompute ? most_layers * p->memory[1].saved : 0;
+  p->recompute_elems = p->par.recompute ? p->memory[1].saved : 0;
   p->chunk_memory = calloc((size_t)p->par.pp * p->par.vpp, sizeof *p->chunk_memory);
   for (int c = 0; c < p->nchunks; c++) p->chunk_memory[c] = chunk_memory(p, &p->chunks[c]);
 }

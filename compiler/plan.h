@@ -22,8 +22,9 @@ enum { PRECISION_FP32, PRECISION_BF16, PRECISIONS };
 typedef struct {
   int64_t input;    /* its input activation (chunks after the first) */
   int64_t embed;    /* the embedding's saved activations (chunk 0) */
-  int64_t layers;   /* each layer's saved activations, one after another (-1 recomputing: they live in
-                       the rank's recompute region) */
+  int64_t layers;   /* each layer's saved activations, one after another; recomputing, each layer's
+                       output alone (the next layer's input), and a layer's activations are re-run
+                       into the rank's recompute region just before its backward */
   int64_t head;     /* the head's saved activations (the last chunk) */
   int64_t output;   /* its output, sent on (not the last chunk) */
   int64_t grad_out; /* the gradient of its output, received (not the last chunk) */
@@ -57,7 +58,7 @@ typedef struct {
   ChunkMemory *chunk_memory;       /* per chunk */
   int64_t io_elems;                /* the activation between layers and chunks (one TP rank's share) */
   int64_t scratch_elems;           /* per rank, shared by every stage */
-  int64_t recompute_elems;         /* per rank: the layers of the largest chunk, re-run (--recompute full) */
+  int64_t recompute_elems;         /* per rank: one layer's saved activations, re-run (--recompute full) */
   int masked_lm;                   /* the loss ignores targets of -1 (BERT's masked positions) */
   Schedule schedule;               /* lowered and validated: every rank's actions */
   Slots slots;                     /* the activation slot of every action */
