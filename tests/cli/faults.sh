@@ -4,6 +4,8 @@
 cd "$PLAIT_ROOT" || exit 1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPIRUN="mpirun -q --oversubscribe"
+# bounded: every job runs under `timeout 60` (its status 124, a hang, fails) and must end within BOUND s
+LIMIT="timeout 60" BOUND=30
 
 cat README.md > "$TMP/text.txt"
 $PLAIT data --bytes "$TMP/text.txt" -o "$TMP/text.bin" >/dev/null
@@ -13,25 +15,26 @@ M="models/tiny.lua --set layers=2 hidden=64 heads=4 ffn=256 seq=32 --mbs 2 --gbs
 $PLAIT build $M --dp 2 -o "$TMP/dp2" >/dev/null 2>&1 && $PLAIT build $M --tp 2 --pp 2 -o "$TMP/tp2pp2" >/dev/null 2>&1 ||
   { fail build "plait build failed"; exit 0; }
 
-# bounded: every job below runs under `timeout 120`; status 124 would mean a hang
-expect_error world_size_mismatch "the launcher started 3 ranks but the plan needs tp·pp·dp = 1·1·2 = 2; run mpirun -np 2" \
-  timeout 120 $MPIRUN -np 3 "$TMP/dp2/train" --data "$TMP/text.bin" --steps 2
-expect_error bad_data_on_one_rank "^plait: rank 1: .*bad.bin: .*truncated" \
-  timeout 120 $MPIRUN -np 1 "$TMP/dp2/train" --data "$TMP/text.bin" --steps 2 : -np 1 "$TMP/dp2/train" --data "$TMP/bad.bin" --steps 2
-expect_error nan_threads "^plait: rank [0-3]: step 2: the gradient norm is -?nan" \
-  timeout 120 "$TMP/tp2pp2/train" --data "$TMP/text.bin" --steps 5 --lr 1e30
-expect_error nan_mpi "^plait: rank [0-3]: step 2: the gradient norm is -?nan" \
-  timeout 120 $MPIRUN -np 4 "$TMP/tp2pp2/train" --data "$TMP/text.bin" --steps 5 --lr 1e30
+within world_size_mismatch_is_quick $BOUND expect_error world_size_mismatch \
+  "the launcher started 3 ranks but the plan needs tp·pp·dp = 1·1·2 = 2; run mpirun -np 2" \
+  $LIMIT $MPIRUN -np 3 "$TMP/dp2/train" --data "$TMP/text.bin" --steps 2
+within bad_data_on_one_rank_is_quick $BOUND expect_error bad_data_on_one_rank "^plait: rank 1: .*bad.bin: .*truncated" \
+  $LIMIT $MPIRUN -np 1 "$TMP/dp2/train" --data "$TMP/text.bin" --steps 2 : -np 1 "$TMP/dp2/train" --data "$TMP/bad.bin" --steps 2
+within nan_threads_is_quick $BOUND expect_error nan_threads "^plait: rank [0-3]: step 2: the gradient norm is -?nan" \
+  $LIMIT "$TMP/tp2pp2/train" --data "$TMP/text.bin" --steps 5 --lr 1e30
+within nan_mpi_is_quick $BOUND expect_error nan_mpi "^plait: rank [0-3]: step 2: the gradient norm is -?nan" \
+  $LIMIT $MPIRUN -np 4 "$TMP/tp2pp2/train" --data "$TMP/text.bin" --steps 5 --lr 1e30
 
 # a rank killed in the middle of training: mpirun ends the job with a non-zero status, promptly
-start=$(date +%s)
-timeout 120 $MPIRUN -np 4 "$TMP/tp2pp2/train" --data "$TMP/text.bin" --steps 100000 >"$TMP/killed.out" 2>&1 &
+$LIMIT $MPIRUN -np 4 "$TMP/tp2pp2/train" --data "$TMP/text.bin" --steps 100000 >"$TMP/killed.out" 2>&1 &
 job=$!
 while ! grep -q '^step 3 ' "$TMP/killed.out" 2>/dev/null && kill -0 $job 2>/dev/null; do sleep 0.2; done
-victim=$(pgrep -f "$TMP/tp2pp2/train" | tail -n 1)
-[ -n "$victim" ] && kill -9 "$victim"
+victim=$(pgrep -f "^$TMP/tp2pp2/train " | tail -n 1)
+start=$(date +%s)
+if [ -n "$victim" ]; then kill -9 "$victim"; else kill $job; fi
 wait $job; status=$?
 took=$(( $(date +%s) - start ))
 if [ -z "$victim" ]; then fail rank_killed "no rank to kill: $(tail -c 300 "$TMP/killed.out")"
-elif [ "$status" = 0 ] || [ "$status" = 124 ]; then fail rank_killed "mpirun exited with $status after $took s"
-else pass "rank_killed (mpirun exited $status, $took s)"; fi
+elif [ "$status" = 0 ] || [ "$status" = 124 ]; then fail rank_killed "mpirun exited with $status $took s after the kill"
+elif [ "$took" -gt $BOUND ]; then fail rank_killed "the job ended $took s after the kill, more than $BOUND s"
+else pass "rank_killed (mpirun exited $status $took s after the kill)"; fi
