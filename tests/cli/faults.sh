@@ -1,5 +1,6 @@
 # faults.sh: a failing rank brings the whole job down, non-zero, within a bounded time, naming the rank
-# and why; no rank hangs. A world that does not match the plan is refused with one line.
+# and why; no rank hangs. A world that does not match the plan is refused with one line, under mpirun
+# and under srun (its variables faked, as srun sets them).
 . "$(dirname "$0")/lib.sh"
 cd "$PLAIT_ROOT" || exit 1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -24,6 +25,33 @@ within nan_threads_is_quick $BOUND expect_error nan_threads "^plait: rank [0-3]:
   $LIMIT "$TMP/tp2pp2/train" --data "$TMP/text.bin" --steps 5 --lr 1e30
 within nan_mpi_is_quick $BOUND expect_error nan_mpi "^plait: rank [0-3]: step 2: the gradient norm is -?nan" \
   $LIMIT $MPIRUN -np 4 "$TMP/tp2pp2/train" --data "$TMP/text.bin" --steps 5 --lr 1e30
+
+# srun: SLURM_PROCID with SLURM_STEP_ID marks a process srun started, SLURM_STEP_NUM_TASKS (or
+# SLURM_NTASKS) its world. Faked here for one process that MPI sees as a world of one.
+srun_env() { # TASKS: the variables srun sets for task 0 of a step of TASKS tasks
+  echo "SLURM_JOB_ID=4242 SLURM_JOBID=4242 SLURM_STEP_ID=0 SLURM_STEPID=0 SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_NODEID=0" \
+       "SLURM_NNODES=1 SLURM_NTASKS=$1 SLURM_NPROCS=$1 SLURM_STEP_NUM_TASKS=$1 SLURM_NTASKS_PER_NODE=$1"
+}
+# shellcheck disable=SC2046
+within srun_world_size_mismatch_is_quick $BOUND expect_error srun_world_size_mismatch \
+  '^plait: the launcher started 1 rank but the plan needs tp·pp·dp = 1·1·2 = 2; run srun -n 2$' \
+  env $(srun_env 1) $LIMIT "$TMP/dp2/train" --data "$TMP/text.bin" --steps 2
+# shellcheck disable=SC2046
+within srun_without_pmi_is_quick $BOUND expect_error srun_without_pmi \
+  '^plait: the launcher started 2 ranks but MPI sees a world of 1; .*srun --mpi=pmix' \
+  env $(srun_env 2) $LIMIT "$TMP/dp2/train" --data "$TMP/text.bin" --steps 2
+# without SLURM_STEP_NUM_TASKS, SLURM_NTASKS gives the world
+within srun_ntasks_only_is_quick $BOUND expect_error srun_ntasks_only \
+  '^plait: the launcher started 3 ranks but MPI sees a world of 1; ' \
+  env SLURM_JOB_ID=4242 SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_NTASKS=3 $LIMIT "$TMP/dp2/train" --data "$TMP/text.bin" --steps 2
+# inside an allocation (salloc, sbatch) but not started by srun: the ranks are threads of this process
+if env SLURM_JOB_ID=4242 SLURM_JOBID=4242 SLURM_NTASKS=4 SLURM_NPROCS=4 SLURM_NNODES=1 \
+     $LIMIT "$TMP/dp2/train" --data "$TMP/text.bin" --steps 1 >"$TMP/alloc.out" 2>&1 &&
+   grep -q '^tiny: tp 1 × pp 1 × dp 2 .*; local ranks' "$TMP/alloc.out" && grep -q '^step 1 |' "$TMP/alloc.out"; then
+  pass slurm_allocation_without_srun_runs_threads
+else
+  fail slurm_allocation_without_srun_runs_threads "$(head -c 400 "$TMP/alloc.out")"
+fi
 
 # a rank killed in the middle of training: mpirun ends the job with a non-zero status, promptly, and
 # names the rank and the signal (its own line, which -q would hide: hence no -q here)
