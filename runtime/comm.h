@@ -41,7 +41,8 @@ typedef struct CommRequest CommRequest;
  * PLAIT_COMM_TIMEOUT (seconds, default 300) bounds every wait.
  * fn returns 0, or a status for the process (threads: the first non-zero one in rank order); errors
  * go through comm_fail. A bad grid, timeout or world size is refused with one line and status 1.
- * Under mpirun, -q keeps mpirun's own banners off stderr. */
+ * Under mpirun, -q keeps mpirun's own banners off stderr, and with them its line naming a rank that a
+ * signal killed ("process rank N ... exited on signal 9"): leave -q out to learn which rank died. */
 typedef int (*RankMain)(Comm *c, void *arg);
 int comm_launch(int tp, int pp, int dp, RankMain fn, void *arg);
 

@@ -9,11 +9,13 @@ pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: $2"; }
 
 # expect_error NAME PATTERN CMD...: the command must exit non-zero with exactly one line on stderr matching PATTERN.
+# Status 124 is `timeout` ending a command that hung, and fails; 128 and above is a crash.
 expect_error() {
   name=$1 pattern=$2; shift 2
   "$@" >"$TMP/out" 2>"$TMP/err"; status=$?
   lines=$(wc -l <"$TMP/err")
   if [ "$status" = 0 ]; then fail "$name" "exit status 0"
+  elif [ "$status" = 124 ]; then fail "$name" "did not end: timeout stopped it (status 124); stderr: $(head -c 300 "$TMP/err")"
   elif [ "$status" -ge 128 ]; then fail "$name" "crashed with status $status"
   elif [ "$lines" != 1 ]; then fail "$name" "expected one line on stderr, got $lines: $(head -c 400 "$TMP/err")"
   elif ! grep -q -E -- "$pattern" "$TMP/err"; then fail "$name" "stderr '$(cat "$TMP/err")' does not match '$pattern'"
@@ -24,4 +26,18 @@ expect_error() {
 expect_ok() {
   name=$1; shift
   if "$@" >"$TMP/out" 2>"$TMP/err"; then pass "$name"; else fail "$name" "exit $?: $(head -c 400 "$TMP/err")"; fi
+}
+
+# within NAME MAX_SECONDS CMD...: runs the command (its status left in $status; CMD may be expect_error)
+# and passes NAME when it ended within MAX_SECONDS. Bound the command itself with `timeout` (a larger
+# limit) so that a hang ends: expect_error fails its 124.
+within() {
+  within_name=$1 within_max=$2; shift 2
+  within_start=$(date +%s)
+  "$@"
+  status=$?
+  within_took=$(( $(date +%s) - within_start ))
+  if [ "$within_took" -le "$within_max" ]; then pass "$within_name ($within_took s)"
+  else fail "$within_name" "took $within_took s, more than $within_max s"; fi
+  return "$status"
 }
