@@ -109,12 +109,19 @@ static int check(const Options *o, Schedule *s, Diag *d) {
   return status;
 }
 
-/* A trace: its timeline is what it measured (or what the plan simulated), drawn or reported as is. */
+/* A trace: its actions are validated as a schedule's are; its timeline is what it measured (or what the
+ * plan simulated), drawn or reported as is. */
 static int check_trace(const Options *o, Diag *d) {
   Schedule s;
   Timeline t;
+  ScheduleFault fault;
   if (trace_read(o->file, &s, &t, d)) return -1;
-  int status = write_output(o, &s, &t, d);
+  int status = 0;
+  if (validate_schedule(&s, &fault)) {
+    printf("%s: invalid schedule: %s\n%s\n", o->file, fault.message, fault.context);
+    status = diag(d, "%s: %s", o->file, fault.message);
+  }
+  if (status == 0) status = write_output(o, &s, &t, d);
   simulate_timeline_free(&t);
   schedule_free(&s);
   return status;

@@ -118,7 +118,15 @@ int trace_read(const char *path, Schedule *s, Timeline *t, Diag *d) {
   t->peak_inflight = schedule_alloc((size_t)pp, sizeof *t->peak_inflight);
   t->peak_inflight_microbatches = schedule_alloc((size_t)pp, sizeof *t->peak_inflight_microbatches);
   t->peak_activation_bytes = schedule_alloc((size_t)pp, sizeof *t->peak_activation_bytes);
-  for (int i = 0; i < n; i++) schedule_push(s, events[i].rank, events[i].action);
+  for (int i = 0; i < n; i++) {
+    /* peers follow from the stages; a group of sends and receives shares one span */
+    Action a = events[i].action;
+    a.peer = schedule_peer(s, &a);
+    a.joined = i > 0 && events[i - 1].rank == events[i].rank && schedule_is_p2p(a.kind) &&
+               schedule_is_p2p(events[i - 1].action.kind) && events[i - 1].start == events[i].start &&
+               events[i - 1].end == events[i].end;
+    schedule_push(s, events[i].rank, a);
+  }
   for (int r = 0; r < pp; r++) t->span[r] = schedule_alloc((size_t)s->rank[r].count + 1, sizeof **t->span);
   for (int i = 0, r = -1, k = 0; i < n; i++) {
     if (events[i].rank != r) r = events[i].rank, k = 0;

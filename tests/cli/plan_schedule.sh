@@ -56,6 +56,9 @@ else
 fi
 printf '{"traceEvents":[\n{"name":"3Q12","ph":"X","pid":0,"tid":0,"ts":0,"dur":1,"args":{"step":0}}\n]}\n' > "$TMP/odd.json"
 expect_error trace_with_an_unknown_action "odd.json:2: a trace event plait cannot read" $PLAIT check "$TMP/odd.json"
+# a trace's actions are validated as a schedule's: one with a forward left out is refused
+grep -v '"name":"1F2"' "$TMP/plan.json" >"$TMP/gap.json"
+expect_error trace_missing_a_forward "gap.json: rank 1, step [0-9]+: 1SEND_F2 sends before 1F2 has produced it" $PLAIT check "$TMP/gap.json"
 
 # the measured trace: a pp-2 run's --trace FILE is trace-event JSON holding each rank's actions of the
 # plan in order; plait check reads it back and finds the bubble the program printed, over an iteration
