@@ -56,15 +56,26 @@ static double planned_bytes_here(const Trainer *t) {
   return bytes;
 }
 
+/* Bytes in decimal units, as plait plan prints them: "33.94 MB". */
+static void format_bytes(double bytes, char *buf, int len) {
+  static const char *const units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
+  int u = 0;
+  while (bytes >= 1000 && u < 5) bytes /= 1000, u++;
+  snprintf(buf, len, u ? "%.2f %s" : "%.0f %s", bytes, units[u]);
+}
+
 void log_finish(Trainer *t) {
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
-  double mb = usage.ru_maxrss / 1024.0, planned = planned_bytes_here(t);
-  printf("peak resident memory %.1f MB (this process); the plan's memory of its ranks %.1f MB (%s)\n", mb,
-         planned / (1024.0 * 1024.0), device_name());
+  double resident = usage.ru_maxrss * 1024.0, planned = planned_bytes_here(t); /* ru_maxrss: KiB */
+  char resident_text[32], planned_text[32];
+  format_bytes(resident, resident_text, sizeof resident_text);
+  format_bytes(planned, planned_text, sizeof planned_text);
+  printf("peak resident memory %s (this process); the plan's memory of its ranks %s (%s)\n", resident_text,
+         planned_text, device_name());
   fflush(stdout);
   if (t->log_json)
-    fprintf(t->log_json, "{\"peak_resident_bytes\": %.0f, \"planned_bytes\": %.0f}\n", mb * 1024 * 1024, planned);
+    fprintf(t->log_json, "{\"peak_resident_bytes\": %.0f, \"planned_bytes\": %.0f}\n", resident, planned);
 }
 
 void log_validation(Trainer *t, double loss) {

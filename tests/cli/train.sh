@@ -62,6 +62,14 @@ if $PLAIT build models/tiny.lua $LAYOUT -o "$TMP/tiny22" >"$TMP/build.log" 2>&1 
   else
     fail planned_bytes_match_plan "program $own, plan $plan: $(tail -n 2 "$TMP/tiny22.out")"
   fi
+  # the memory line in plait plan's units: decimal, two decimals, B KB MB GB
+  in_units() { awk -v b="$1" 'BEGIN { split("KB MB GB TB PB", u, " "); n = 0
+    while (b >= 1000 && n < 5) { b /= 1000; n++ }
+    if (n) printf "%.2f %s", b, u[n]; else printf "%.0f B", b }'; }
+  resident=$(grep -o '"peak_resident_bytes": [0-9]*' "$TMP/tiny22.json" | awk '{ print $2 }')
+  line="peak resident memory $(in_units "$resident") (this process); the plan's memory of its ranks $(in_units "$own") (CPU)"
+  if grep -q -F -x "$line" "$TMP/tiny22.out"; then pass "memory_in_plan_units ($(in_units "$own"))"
+  else fail memory_in_plan_units "wanted '$line', got '$(grep '^peak resident' "$TMP/tiny22.out")'"; fi
 else
   fail planned_bytes_match_plan "$(tail -c 800 "$TMP/build.log") $(tail -c 800 "$TMP/tiny22.out")"
 fi
