@@ -6,18 +6,27 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
+
+static double seconds_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
 
 /* Model FLOPs of the iteration over the time it took and this machine's GEMM rate. */
 static double mfu(const Trainer *t, double seconds) {
   return t->args->gemm_rate > 0 ? t->prog->flops_per_iteration / seconds / t->args->gemm_rate : 0;
 }
 
-/* Long runs also get a line every tenth of the way with the time left at the pace so far. */
-static void progress(Trainer *t, double seconds) {
+/* Long runs also get a line every tenth of the way with the time left at the pace so far: the time since
+ * the loop began (validation and checkpoints included) over the steps this run has made. */
+static void progress(Trainer *t) {
   static const int64_t long_run = 50;
   int64_t done = t->step + 1, total = t->args->steps;
   if (total < long_run || done % (total / 10) != 0 || done == total) return;
-  double left = seconds * (double)(total - done);
+  double pace = (seconds_now() - t->log_started) / (double)(done - t->log_first_step);
+  double left = pace * (double)(total - done);
   printf("progress %lld/%lld steps (%d%%), about %.0f s left\n", (long long)done, (long long)total,
          (int)(100 * done / total), left);
 }
@@ -30,13 +39,15 @@ void log_start(Trainer *t) {
          p->microbatches, p->microbatches == 1 ? "" : "es", p->mbs, p->seq, comm_backend_name(t->comm), device_name(),
          t->args->gemm_rate / 1e9);
   fflush(stdout);
+  t->log_started = seconds_now();
+  t->log_first_step = t->step;
 }
 
 void log_step(Trainer *t, double loss, double seconds) {
   double tokens = (double)t->prog->gbs * t->prog->seq;
   printf("step %lld | loss %.6f | lr %.3e | grad-norm %.4f | ms %.1f | tok/s %.0f | MFU %.1f%%\n",
          (long long)t->step + 1, loss, t->lr, t->grad_norm, seconds * 1e3, tokens / seconds, 100 * mfu(t, seconds));
-  progress(t, seconds);
+  progress(t);
   fflush(stdout);
   if (t->log_json) {
     fprintf(t->log_json,
