@@ -166,6 +166,42 @@ static void chunk_table(const Emission *e, FILE *f) {
   fprintf(f, "};\n\n");
 }
 
+/* ---- configuration -------------------------------------------------------------------------- */
+
+static int by_key(const void *a, const void *b) {
+  return strcmp(((const ConfigEntry *)a)->key, ((const ConfigEntry *)b)->key);
+}
+
+/* A C string literal of text: quotes, backslashes and bytes outside printable ASCII escaped. */
+static void c_string(const char *text, FILE *f) {
+  fputc('"', f);
+  for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
+    if (*c == '"' || *c == '\\') fprintf(f, "\\%c", *c);
+    else if (*c < 32 || *c > 126) fprintf(f, "\\%03o", *c);
+    else fputc(*c, f);
+  }
+  fputc('"', f);
+}
+
+/* The model's configuration by key (sorted: Lua's table order is not fixed), which checkpoints record and
+ * loading compares. plait.model requires seq and hidden, so the table is never empty. */
+static void config_table(const Model *m, FILE *f) {
+  ConfigEntry *sorted = malloc((size_t)m->nconfig * sizeof *sorted);
+  memcpy(sorted, m->config, (size_t)m->nconfig * sizeof *sorted);
+  qsort(sorted, (size_t)m->nconfig, sizeof *sorted, by_key);
+  fprintf(f, "/* The model's configuration (%s after --set), which checkpoints record. */\n", m->file);
+  fprintf(f, "static const ConfigItem config[] = {\n");
+  for (int i = 0; i < m->nconfig; i++) {
+    fprintf(f, "  {");
+    c_string(sorted[i].key, f);
+    fprintf(f, ", ");
+    c_string(sorted[i].value, f);
+    fprintf(f, "},\n");
+  }
+  fprintf(f, "};\n\n");
+  free(sorted);
+}
+
 /* ---- model.c -------------------------------------------------------------------------------- */
 
 static void header(const Plan *p, FILE *f) {
@@ -223,6 +259,7 @@ static void program(const Emission *e, FILE *f) {
           (long long)(m->vocab_dim >= 0 ? m->dims[m->vocab_dim].size : 0));
   fprintf(f, "  .recompute = %d, .sequence_parallel = %d, .masked_lm = %d,\n", p->par.recompute,
           p->par.sequence_parallel, p->masked_lm);
+  fprintf(f, "  .config = config, .nconfig = %d,\n", m->nconfig);
   fprintf(f, "  .model_params = model_params, .nmodel_params = %d,\n", count_params(m, SCOPE_MODEL));
   fprintf(f, "  .block_params = block_params, .nblock_params = %d,\n", count_params(m, SCOPE_BLOCK));
   fprintf(f, "  .chunks = chunks, .nchunks = %d,\n", p->nchunks);
@@ -251,6 +288,7 @@ static void model_c(const Emission *e, FILE *f) {
   param_table(p, SCOPE_BLOCK, "block_params", f);
   chunk_table(e, f);
   emit_plan_tables(p, f);
+  config_table(&p->model, f);
   program(e, f);
 }
 

@@ -100,7 +100,30 @@ static void save_tensor(Trainer *t, const Entry *e, int kind, real *full, real *
   if (!*failed && ckpt_write_data(w, host, n)) *failed = 1;
 }
 
-static void meta_value(char *buf, int len, long long v) { snprintf(buf, len, "%lld", v); }
+enum { META_FIXED = 5, META_TEXT_LEN = 96 };
+static const char config_prefix[] = "config.";
+
+/* What the file is and where the run stands (format, model, step, seed, layers), then the model's
+ * configuration as config.KEY: what loading checks. text holds the values and keys made here (3 +
+ * nconfig entries). */
+static CkptMeta *metadata(const Trainer *t, int64_t step, char (*text)[META_TEXT_LEN], int *count) {
+  const Program *p = t->prog;
+  CkptMeta *meta = calloc((size_t)(META_FIXED + p->nconfig), sizeof *meta);
+  snprintf(text[0], META_TEXT_LEN, "%lld", (long long)step);
+  snprintf(text[1], META_TEXT_LEN, "%llu", (unsigned long long)t->seed);
+  snprintf(text[2], META_TEXT_LEN, "%d", p->layers);
+  meta[0] = (CkptMeta){"format", "plait checkpoint 1"};
+  meta[1] = (CkptMeta){"model", p->name};
+  meta[2] = (CkptMeta){"step", text[0]};
+  meta[3] = (CkptMeta){"seed", text[1]};
+  meta[4] = (CkptMeta){"layers", text[2]};
+  for (int i = 0; i < p->nconfig; i++) {
+    snprintf(text[3 + i], META_TEXT_LEN, "%s%s", config_prefix, p->config[i].key);
+    meta[META_FIXED + i] = (CkptMeta){text[3 + i], p->config[i].value};
+  }
+  *count = META_FIXED + p->nconfig;
+  return meta;
+}
 
 static int begin_file(Trainer *t, const char *path, const Entry *list, int n, int64_t step, CkptWriter *w) {
   CkptSpec *specs = calloc((size_t)n * KINDS, sizeof *specs);
@@ -112,13 +135,12 @@ static int begin_file(Trainer *t, const char *path, const Entry *list, int n, in
       specs[i].ndim = list[j].spec->ndim;
       for (int a = 0; a < specs[i].ndim; a++) specs[i].shape[a] = list[j].spec->unpadded[a];
     }
-  char step_text[32], seed_text[32], layers_text[32];
-  meta_value(step_text, sizeof step_text, step);
-  meta_value(seed_text, sizeof seed_text, (long long)t->seed);
-  meta_value(layers_text, sizeof layers_text, t->prog->layers);
-  CkptMeta meta[] = {{"format", "plait checkpoint 1"}, {"model", t->prog->name}, {"step", step_text},
-                     {"seed", seed_text}, {"layers", layers_text}};
-  int status = ckpt_write_begin(w, path, specs, n * KINDS, meta, (int)(sizeof meta / sizeof *meta));
+  char (*text)[META_TEXT_LEN] = calloc((size_t)(3 + t->prog->nconfig), sizeof *text);
+  int nmeta;
+  CkptMeta *meta = metadata(t, step, text, &nmeta);
+  int status = ckpt_write_begin(w, path, specs, n * KINDS, meta, nmeta);
+  free(meta);
+  free(text);
   free(specs);
   free(names);
   return status;
@@ -176,18 +198,131 @@ static void load_box(Trainer *t, Ckpt *c, ParamSlot *s, int kind, const char *na
   free(out);
 }
 
+/* A checkpoint of another depth: its tensors differ by whole layers, which this names rather than one
+ * missing tensor. */
+static void check_depth(Trainer *t, const char *path, const char *layers) {
+  int saved = atoi(layers), ours = t->prog->layers;
+  if (saved != ours)
+    comm_fail(t->comm, "%s holds a %d-layer '%s', this model is a %d-layer one; load a checkpoint of a %d-layer "
+              "model, or build a %d-layer one", path, saved, t->prog->name, ours, ours, saved);
+}
+
+/* Settings that leave the function the weights compute as it is, so a checkpoint loads across them:
+ * dropout (noise while training), the spread of the initial weights, and the sequence length (the
+ * weights read any length; learned positions hold it in their shape, which loading checks anyway). */
+static int changes_the_function(const char *key) {
+  return !strstr(key, "dropout") && strcmp(key, "init_std") != 0 && strcmp(key, "seq") != 0;
+}
+
+/* Equal as text, or as numbers ("4" and "4.0"). */
+static int same_value(const char *a, const char *b) {
+  char *end_a, *end_b;
+  double x = strtod(a, &end_a), y = strtod(b, &end_b);
+  return strcmp(a, b) == 0 || (end_a != a && end_b != b && !*end_a && !*end_b && x == y);
+}
+
+static const char *model_setting(const Program *p, const char *key) {
+  for (int i = 0; i < p->nconfig; i++)
+    if (strcmp(p->config[i].key, key) == 0) return p->config[i].value;
+  return NULL;
+}
+
+/* The configuration the checkpoint was saved with against this model's, over the settings that change
+ * the function: a checkpoint of heads 2 loaded by a model of heads 4 has the same shapes and would
+ * compute something else. */
+static void check_configuration(Trainer *t, const Ckpt *c, const char *path) {
+  const Program *p = t->prog;
+  char key[META_TEXT_LEN];
+  for (int i = 0; i < p->nconfig; i++) {
+    const char *ours = p->config[i].value;
+    snprintf(key, sizeof key, "%s%s", config_prefix, p->config[i].key);
+    const char *saved = ckpt_meta(c, key);
+    if (!changes_the_function(p->config[i].key) || (saved && same_value(saved, ours))) continue;
+    if (!saved)
+      comm_fail(t->comm, "%s was saved without %s (this model has %s = %s); load a checkpoint of this model's "
+                "configuration", path, p->config[i].key, p->config[i].key, ours);
+    comm_fail(t->comm, "%s was saved with %s = %s, this model has %s = %s; load a checkpoint of this configuration, "
+              "or build this model with --set %s=%s", path, p->config[i].key, saved, p->config[i].key, ours,
+              p->config[i].key, saved);
+  }
+  for (int i = 0; i < c->nmeta; i++) {
+    if (strncmp(c->meta[i].key, config_prefix, strlen(config_prefix)) != 0) continue;
+    const char *name = c->meta[i].key + strlen(config_prefix);
+    if (changes_the_function(name) && !model_setting(p, name))
+      comm_fail(t->comm, "%s was saved with %s = %s, which this model's configuration does not have; load a "
+                "checkpoint of this model's configuration", path, name, c->meta[i].value);
+  }
+}
+
+static int by_text(const void *a, const void *b) { return strcmp((const char *)a, (const char *)b); }
+
+/* The names of this model's tensors of one kind (the weights, Adam's m or v), sorted. */
+static char (*expected_names(const Program *p, int kind, int *count))[160] {
+  int total = p->nmodel_params + p->layers * p->nblock_params;
+  Entry *list = calloc((size_t)total, sizeof *list);
+  int n = entries(p, list);
+  char (*names)[160] = calloc((size_t)n, sizeof *names);
+  for (int j = 0; j < n; j++) entry_name(&list[j], kind, names[j], sizeof names[j]);
+  qsort(names, (size_t)n, sizeof *names, by_text);
+  free(list);
+  *count = n;
+  return names;
+}
+
+static int kind_of(const char *name) {
+  for (int k = KINDS - 1; k > 0; k--)
+    if (strncmp(name, kind_prefix[k], strlen(kind_prefix[k])) == 0) return k;
+  return 0;
+}
+
+/* The next checkpoint tensor of this kind from index j on (its tensors are sorted by name, so those of
+ * one kind come in order), or c->ntensors. */
+static int next_of_kind(const Ckpt *c, int kind, int j) {
+  while (j < c->ntensors && kind_of(c->tensors[j].name) != kind) j++;
+  return j;
+}
+
+/* The checkpoint holds exactly this model's tensors: per kind, weights first, walks both sorted lists
+ * side by side and names the first tensor that only one of them has. */
+static void check_tensor_names(Trainer *t, const Ckpt *c, const char *path) {
+  for (int k = 0; k < KINDS; k++) {
+    int n;
+    char (*names)[160] = expected_names(t->prog, k, &n);
+    for (int i = 0, j = next_of_kind(c, k, 0); i < n || j < c->ntensors; i++, j = next_of_kind(c, k, j + 1)) {
+      int order = i == n ? 1 : j == c->ntensors ? -1 : strcmp(names[i], c->tensors[j].name);
+      if (order < 0)
+        comm_fail(t->comm, "%s has no tensor '%s', which this model has: it is of another model named '%s'; load "
+                  "a checkpoint of this model", path, names[i], t->prog->name);
+      if (order > 0)
+        comm_fail(t->comm, "%s holds tensor '%s', which this model does not have: it is of another model named "
+                  "'%s'; load a checkpoint of this model", path, c->tensors[j].name, t->prog->name);
+    }
+    free(names);
+  }
+}
+
+/* Refuses a checkpoint of another model before reading anything: its name, its depth, its configuration,
+ * its set of tensors (the shapes are checked as each tensor is read). Any layout loads it: nothing here
+ * depends on one. */
+static void check_model(Trainer *t, const Ckpt *c, const char *path) {
+  const char *model = ckpt_meta(c, "model"), *layers = ckpt_meta(c, "layers");
+  if (!model || strcmp(model, t->prog->name) != 0)
+    comm_fail(t->comm, "%s holds model '%s', not '%s'; load a checkpoint of this model", path, model ? model : "?",
+              t->prog->name);
+  if (!ckpt_meta(c, "step") || !ckpt_meta(c, "seed") || !layers)
+    comm_fail(t->comm, "%s has no step, seed or layers in its metadata; it is not a plait checkpoint", path);
+  check_depth(t, path, layers);
+  check_configuration(t, c, path);
+  check_tensor_names(t, c, path);
+}
+
 int64_t checkpoint_load(Trainer *t, const char *dir) {
   char path[4096];
   snprintf(path, sizeof path, "%s/model.safetensors", dir);
   Ckpt c;
   if (ckpt_open(&c, path)) comm_fail(t->comm, "%s", c.error);
-  const char *model = ckpt_meta(&c, "model"), *step = ckpt_meta(&c, "step");
-  if (!model || strcmp(model, t->prog->name) != 0)
-    comm_fail(t->comm, "%s holds model '%s', not '%s'; load a checkpoint of this model", path, model ? model : "?",
-              t->prog->name);
-  const char *seed = ckpt_meta(&c, "seed");
-  if (!step || !seed) comm_fail(t->comm, "%s has no step or seed in its metadata; it is not a plait checkpoint", path);
-  t->seed = strtoull(seed, NULL, 10); /* data windows and dropout masks go on as they would have */
+  check_model(t, &c, path);
+  t->seed = strtoull(ckpt_meta(&c, "seed"), NULL, 10); /* data windows and dropout masks go on as they would have */
   for (int i = 0; i < t->params.count; i++)
     for (int k = 0; k < KINDS; k++) {
       ParamSlot *s = &t->params.slot[i];
@@ -195,7 +330,7 @@ int64_t checkpoint_load(Trainer *t, const char *dir) {
       snprintf(name, sizeof name, "%s%s", kind_prefix[k], s->name);
       load_box(t, &c, s, k, name);
     }
-  int64_t at = strtoll(step, NULL, 10);
+  int64_t at = strtoll(ckpt_meta(&c, "step"), NULL, 10);
   ckpt_close(&c);
   params_refresh(&t->params);
   return at;

@@ -16,7 +16,8 @@ void device_expect(size_t planned_bytes);
 void device_share(int ranks_in_process);
 /* What computes: "CPU", or the GPU's name. */
 const char *device_name(void);
-/* The FLOP/s MFU is measured against: the CPU's GEMM rate measured now, or a GPU's bf16 dense peak. */
+/* The FLOP/s MFU is measured against: the CPU's peak GEMM rate measured now (every core at once, the best
+ * each reached), or a GPU's bf16 dense peak. */
 double device_peak_flops(void);
 
 /* Zeroed memory; ends the job with one line naming `what` and the bytes when there is not enough. */

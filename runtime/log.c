@@ -6,18 +6,27 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
+
+static double seconds_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
 
 /* Model FLOPs of the iteration over the time it took and this machine's GEMM rate. */
 static double mfu(const Trainer *t, double seconds) {
   return t->args->gemm_rate > 0 ? t->prog->flops_per_iteration / seconds / t->args->gemm_rate : 0;
 }
 
-/* Long runs also get a line every tenth of the way with the time left at the pace so far. */
-static void progress(Trainer *t, double seconds) {
+/* Long runs also get a line every tenth of the way with the time left at the pace so far: the time since
+ * the loop began (validation and checkpoints included) over the steps this run has made. */
+static void progress(Trainer *t) {
   static const int64_t long_run = 50;
   int64_t done = t->step + 1, total = t->args->steps;
   if (total < long_run || done % (total / 10) != 0 || done == total) return;
-  double left = seconds * (double)(total - done);
+  double pace = (seconds_now() - t->log_started) / (double)(done - t->log_first_step);
+  double left = pace * (double)(total - done);
   printf("progress %lld/%lld steps (%d%%), about %.0f s left\n", (long long)done, (long long)total,
          (int)(100 * done / total), left);
 }
@@ -30,13 +39,15 @@ void log_start(Trainer *t) {
          p->microbatches, p->microbatches == 1 ? "" : "es", p->mbs, p->seq, comm_backend_name(t->comm), device_name(),
          t->args->gemm_rate / 1e9);
   fflush(stdout);
+  t->log_started = seconds_now();
+  t->log_first_step = t->step;
 }
 
 void log_step(Trainer *t, double loss, double seconds) {
   double tokens = (double)t->prog->gbs * t->prog->seq;
   printf("step %lld | loss %.6f | lr %.3e | grad-norm %.4f | ms %.1f | tok/s %.0f | MFU %.1f%%\n",
          (long long)t->step + 1, loss, t->lr, t->grad_norm, seconds * 1e3, tokens / seconds, 100 * mfu(t, seconds));
-  progress(t, seconds);
+  progress(t);
   fflush(stdout);
   if (t->log_json) {
     fprintf(t->log_json,
@@ -57,15 +68,26 @@ static double planned_bytes_here(const Trainer *t) {
   return bytes;
 }
 
+/* Bytes in decimal units, as plait plan prints them: "33.94 MB". */
+static void format_bytes(double bytes, char *buf, int len) {
+  static const char *const units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
+  int u = 0;
+  while (bytes >= 1000 && u < 5) bytes /= 1000, u++;
+  snprintf(buf, len, u ? "%.2f %s" : "%.0f %s", bytes, units[u]);
+}
+
 void log_finish(Trainer *t) {
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
-  double mb = usage.ru_maxrss / 1024.0, planned = planned_bytes_here(t);
-  printf("peak resident memory %.1f MB (this process); the plan's memory of its ranks %.1f MB (%s)\n", mb,
-         planned / (1024.0 * 1024.0), device_name());
+  double resident = usage.ru_maxrss * 1024.0, planned = planned_bytes_here(t); /* ru_maxrss: KiB */
+  char resident_text[32], planned_text[32];
+  format_bytes(resident, resident_text, sizeof resident_text);
+  format_bytes(planned, planned_text, sizeof planned_text);
+  printf("peak resident memory %s (this process); the plan's memory of its ranks %s (%s)\n", resident_text,
+         planned_text, device_name());
   fflush(stdout);
   if (t->log_json)
-    fprintf(t->log_json, "{\"peak_resident_bytes\": %.0f, \"planned_bytes\": %.0f}\n", mb * 1024 * 1024, planned);
+    fprintf(t->log_json, "{\"peak_resident_bytes\": %.0f, \"planned_bytes\": %.0f}\n", resident, planned);
 }
 
 void log_validation(Trainer *t, double loss) {

@@ -5,7 +5,8 @@
 
 #include "trainer.h"
 
-/* What runs where: the model, the layout, the backend and the device, the rate MFU is measured against. */
+/* What runs where: the model, the layout, the backend and the device, the rate MFU is measured against;
+ * notes when the loop began, for the progress line's pace. */
 void log_start(Trainer *t);
 /* "step N | loss X | lr X | grad-norm X | ms X | tok/s X | MFU X%" */
 void log_step(Trainer *t, double loss, double seconds);

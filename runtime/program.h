@@ -58,6 +58,11 @@ typedef struct {
                          backward writes (chunk + 1), -1 for none */
 } Action;
 
+/* One entry of the model's configuration (the model file's config table after --set), as text. */
+typedef struct {
+  const char *key, *value;
+} ConfigItem;
+
 /* What the plan holds on one pipeline rank (one TP rank's share). */
 typedef struct {
   int64_t param_elems;       /* parameters (each with a gradient and Adam's m and v) */
@@ -71,6 +76,8 @@ typedef struct {
   int64_t vocab, vocab_padded;
   int recompute, sequence_parallel;
   int masked_lm;                     /* targets are masked positions (BERT), else the next tokens */
+  const ConfigItem *config;          /* sorted by key; checkpoints record it and loading compares it */
+  int nconfig;
   const ParamSpec *model_params;
   int nmodel_params;
   const ParamSpec *block_params;     /* one set per layer */

@@ -39,6 +39,8 @@ typedef struct {
   uint64_t seed;        /* of data windows, dropout and initialisation (a loaded checkpoint's) */
   double lr, grad_norm; /* of the last step */
   FILE *log_json;       /* rank 0 */
+  double log_started;   /* rank 0: when the loop began, and at which step (the progress line's pace) */
+  int64_t log_first_step;
 } Trainer;
 
 /* The bytes the plan puts on a rank of pipeline rank pp_rank (one TP rank's share). */

@@ -1,5 +1,6 @@
 # train.sh: generated CPU programs train: gradients against finite differences in double precision (GPT,
-# Llama-style and BERT-style), the loss falls, a resumed run repeats an uninterrupted one bit for bit.
+# Llama-style and BERT-style), the loss falls, the step, progress, validation, JSON, sample and memory
+# lines say what they should, a resumed run repeats an uninterrupted one bit for bit.
 . "$(dirname "$0")/lib.sh"
 cd "$PLAIT_ROOT" || exit 1
 
@@ -36,6 +37,54 @@ else
   fail tiny_loss_falls "$(tail -c 800 "$TMP/build.log") $(tail -c 800 "$TMP/tiny.out")"
 fi
 
+# every step line has its format, and MFU is a fraction of the machine's peak GEMM rate: above 0, at most 100
+step_re='^step [0-9]+ \| loss [0-9]+\.[0-9]{6} \| lr [0-9]\.[0-9]{3}e[-+][0-9]{2} \| grad-norm [0-9]+\.[0-9]{4} \| ms [0-9]+\.[0-9] \| tok/s [0-9]+ \| MFU [0-9]+\.[0-9]%$'
+lines=$(grep -c '^step [0-9]* |' "$TMP/tiny.out")
+odd=$(grep '^step [0-9]* | loss' "$TMP/tiny.out" | grep -v -E "$step_re" | head -n 1)
+mfu=$(grep '^step [0-9]* | loss' "$TMP/tiny.out" | sed 's/.*MFU \([0-9.]*\)%/\1/' | sort -g | sed -n '1p;$p' | tr '\n' ' ')
+if [ "$lines" = 30 ] && [ -z "$odd" ] && echo "$mfu" | awk '{ exit !($1 > 0 && $2 <= 100) }'; then
+  pass "step_line_format (MFU from $(echo "$mfu" | sed 's/ $//; s/ /% to /')%)"
+else
+  fail step_line_format "$lines step lines; MFU from $mfu; first line off the format: '$odd'"
+fi
+
+# a long run of a small tiny with validation, JSON lines and a sample
+if $PLAIT build models/tiny.lua --set layers=1 hidden=32 heads=2 ffn=64 seq=16 -o "$TMP/small" >"$TMP/build.log" 2>&1 &&
+   "$TMP/small/train" --data "$TMP/text.bin" --steps 50 --eval-every 25 --eval-batches 2 --log-json "$TMP/small.json" \
+     --sample 40 >"$TMP/small.out" 2>&1; then
+  # a progress line every tenth of the way, none at the end
+  grep '^progress ' "$TMP/small.out" | sed 's/about [0-9][0-9]* s left$/about S s left/' >"$TMP/progress"
+  seq 5 5 45 | awk '{ printf "progress %d/50 steps (%d%%), about S s left\n", $1, 2 * $1 }' >"$TMP/progress.want"
+  if cmp -s "$TMP/progress.want" "$TMP/progress"; then
+    pass progress_lines
+  else
+    fail progress_lines "$(tr '\n' ';' <"$TMP/progress")"
+  fi
+  # --eval-every: a validation line at steps 25 and 50, the same loss in the JSON's val_loss
+  printed=$(sed -n 's/^step \([0-9]*\) | validation loss \([0-9.]*\)$/\1 \2/p' "$TMP/small.out" | tr '\n' ' ')
+  recorded=$(sed -n 's/^{"step": \([0-9]*\), "val_loss": \([0-9.e+-]*\)}$/\1 \2/p' "$TMP/small.json" |
+             awk '{ printf "%d %.6f ", $1, $2 }')
+  if [ "$printed" = "$recorded" ] && echo "$printed" | awk '{ exit !($1 == 25 && $3 == 50 && $2 > 0 && $2 < 6 && $4 > 0 && $4 < 6) }'; then
+    pass "validation_loss ($printed)"
+  else
+    fail validation_loss "printed '$printed', recorded '$recorded'"
+  fi
+  # --log-json: every step's keys in order, the printed loss; the validation and memory lines
+  keys=$(sed 's/: [^,}]*//g' "$TMP/small.json" | LC_ALL=C sort | uniq -c | sed 's/^ *//' | tr '\n' ';')
+  want='1 {"peak_resident_bytes", "planned_bytes"};50 {"step", "loss", "lr", "grad_norm", "ms", "tokens_per_s", "mfu"};2 {"step", "val_loss"};'
+  loss50=$(sed -n 's/^{"step": 50, "loss": \([0-9.]*\),.*/\1/p' "$TMP/small.json" | awk '{ printf "%.6f", $1 }')
+  if [ "$keys" = "$want" ] && grep -q "^step 50 | loss $loss50 |" "$TMP/small.out"; then
+    pass log_json_keys
+  else
+    fail log_json_keys "keys '$keys' (want '$want'); step 50's loss '$loss50'"
+  fi
+  # --sample N: N bytes after the "sample:" line, then a newline
+  bytes=$(LC_ALL=C sed -n '/^sample:$/,/^peak resident memory /p' "$TMP/small.out" | LC_ALL=C sed '1d;$d' | wc -c)
+  [ "$bytes" = 41 ] && pass sample_bytes || fail sample_bytes "$bytes bytes after 'sample:', not 40 and a newline"
+else
+  fail small_run "$(tail -c 800 "$TMP/build.log") $(tail -c 800 "$TMP/small.out")"
+fi
+
 # resuming from a checkpoint gives the losses of an uninterrupted run, bit for bit
 T=$TMP/tiny/train
 if $T --data "$TMP/text.bin" --steps 8 --lr 3e-3 >"$TMP/full.out" 2>&1 &&
@@ -63,6 +112,14 @@ if $PLAIT build models/tiny.lua $LAYOUT -o "$TMP/tiny22" >"$TMP/build.log" 2>&1 
   else
     fail planned_bytes_match_plan "program $own, plan $plan: $(tail -n 2 "$TMP/tiny22.out")"
   fi
+  # the memory line in plait plan's units: decimal, two decimals, B KB MB GB
+  in_units() { awk -v b="$1" 'BEGIN { split("KB MB GB TB PB", u, " "); n = 0
+    while (b >= 1000 && n < 5) { b /= 1000; n++ }
+    if (n) printf "%.2f %s", b, u[n]; else printf "%.0f B", b }'; }
+  resident=$(grep -o '"peak_resident_bytes": [0-9]*' "$TMP/tiny22.json" | awk '{ print $2 }')
+  line="peak resident memory $(in_units "$resident") (this process); the plan's memory of its ranks $(in_units "$own") (CPU)"
+  if grep -q -F -x "$line" "$TMP/tiny22.out"; then pass "memory_in_plan_units ($(in_units "$own"))"
+  else fail memory_in_plan_units "wanted '$line', got '$(grep '^peak resident' "$TMP/tiny22.out")'"; fi
 else
   fail planned_bytes_match_plan "$(tail -c 800 "$TMP/build.log") $(tail -c 800 "$TMP/tiny22.out")"
 fi

@@ -32,7 +32,37 @@ expect_error truncated_checkpoint "truncated|short|size" $T --data "$TMP/text.bi
 $PLAIT build models/gpt.lua --set layers=1 hidden=32 heads=2 ffn=64 seq=16 vocab=256 -o "$TMP/other" >/dev/null 2>&1
 expect_error checkpoint_of_another_model "holds model 'tiny', not 'gpt'" "$TMP/other/train" --data "$TMP/text.bin" --steps 3 --load "$TMP/good"
 $PLAIT build models/tiny.lua --set layers=1 hidden=64 heads=2 ffn=64 seq=16 -o "$TMP/wider" >/dev/null 2>&1
-expect_error checkpoint_of_another_shape "shape" "$TMP/wider/train" --data "$TMP/text.bin" --steps 3 --load "$TMP/good"
+expect_error checkpoint_of_another_width "saved with hidden = 32, this model has hidden = 64; .*--set hidden=32" \
+  "$TMP/wider/train" --data "$TMP/text.bin" --steps 3 --load "$TMP/good"
+# the sequence length is not compared (the same weights read any length), but learned positions hold it
+$PLAIT build models/tiny.lua --set layers=1 hidden=32 heads=2 ffn=64 seq=32 -o "$TMP/longer" >/dev/null 2>&1
+expect_error checkpoint_of_another_shape "tensor 'wpe' has shape \\[16, 32\\] but the model expects \\[32, 32\\]" \
+  "$TMP/longer/train" --data "$TMP/text.bin" --steps 3 --load "$TMP/good"
+# another depth, either way: the layer counts are named, not one missing tensor
+$PLAIT build models/tiny.lua --set layers=2 hidden=32 heads=2 ffn=64 seq=16 -o "$TMP/deeper" >/dev/null 2>&1
+"$TMP/deeper/train" --data "$TMP/text.bin" --steps 1 --save "$TMP/deep" >/dev/null 2>&1 || fail save "could not save a 2-layer checkpoint"
+expect_error checkpoint_of_more_layers "holds a 2-layer 'tiny', this model is a 1-layer one" \
+  $T --data "$TMP/text.bin" --steps 3 --load "$TMP/deep"
+expect_error checkpoint_of_fewer_layers "holds a 1-layer 'tiny', this model is a 2-layer one" \
+  "$TMP/deeper/train" --data "$TMP/text.bin" --steps 3 --load "$TMP/good"
+# the same shapes under another configuration: heads 4 against heads 2 (head size 8 against 16)
+$PLAIT build models/tiny.lua --set layers=1 hidden=32 heads=4 ffn=64 seq=16 -o "$TMP/heads4" >/dev/null 2>&1
+expect_error checkpoint_of_other_heads "saved with heads = 2, this model has heads = 4; .*--set heads=2" \
+  "$TMP/heads4/train" --data "$TMP/text.bin" --steps 3 --load "$TMP/good"
+# the same configuration, another set of tensors (an untied output matrix chosen in the model file)
+$PLAIT build tests/cli/models/tiny_untied.lua --set layers=1 hidden=32 heads=2 ffn=64 seq=16 -o "$TMP/untied" >/dev/null 2>&1
+"$TMP/untied/train" --data "$TMP/text.bin" --steps 1 --save "$TMP/untied_ckpt" >/dev/null 2>&1 || fail save "could not save an untied checkpoint"
+expect_error checkpoint_with_a_tensor_too_many "holds tensor 'lm_head.weight', which this model does not have" \
+  $T --data "$TMP/text.bin" --steps 3 --load "$TMP/untied_ckpt"
+expect_error checkpoint_without_a_tensor "has no tensor 'lm_head.weight', which this model has" \
+  "$TMP/untied/train" --data "$TMP/text.bin" --steps 3 --load "$TMP/good"
+# nothing of the layout is compared: the one-rank 2-layer checkpoint loads under every flag of another
+$PLAIT build models/tiny.lua --set layers=2 hidden=32 heads=2 ffn=64 seq=16 --tp 2 --pp 2 --mbs 2 --gbs 8 \
+  --schedule gpipe --sequence-parallel -o "$TMP/laid_out" >/dev/null 2>&1
+expect_ok checkpoint_across_layout_flags "$TMP/laid_out/train" --data "$TMP/text.bin" --steps 2 --load "$TMP/deep"
+# dropout does not change what the weights compute: a checkpoint loads across it
+$PLAIT build models/tiny.lua --set layers=1 hidden=32 heads=2 ffn=64 seq=16 dropout=0.1 -o "$TMP/dropout" >/dev/null 2>&1
+expect_ok checkpoint_across_dropout "$TMP/dropout/train" --data "$TMP/text.bin" --steps 3 --load "$TMP/good"
 
 # a loss that blows up: the run stops naming the step; the checkpoint saved before stays as it was
 $T --data "$TMP/text.bin" --steps 1 --save "$TMP/last" >/dev/null 2>&1
