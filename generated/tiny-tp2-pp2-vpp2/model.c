@@ -492,12 +492,24 @@ static const int slots[] = {4, 4, 2, 2};
  * gradient and Adam state, and activation elements. */
 static const RankFootprint footprints[] = {{223616, 2672640}, {215680, 2872320}};
 
+/* The model's configuration (models/tiny.lua after --set), which checkpoints record. */
+static const ConfigItem config[] = {
+  {"dropout", "0.1"},
+  {"ffn", "512"},
+  {"heads", "4"},
+  {"hidden", "128"},
+  {"layers", "4"},
+  {"seq", "64"},
+  {"vocab", "256"},
+};
+
 const Program plait_program = {
   .name = "tiny", .source = "models/tiny.lua",
   .tp = 2, .pp = 2, .vpp = 2, .dp = 1, .mbs = 4, .gbs = 16, .microbatches = 4,
   .seq = 64, .hidden = 128, .layers = 4,
   .vocab = 256, .vocab_padded = 256,
   .recompute = 0, .sequence_parallel = 0, .masked_lm = 0,
+  .config = config, .nconfig = 7,
   .model_params = model_params, .nmodel_params = 4,
   .block_params = block_params, .nblock_params = 16,
   .chunks = chunks, .nchunks = 4,

@@ -257,12 +257,24 @@ static const int slots[] = {1};
  * gradient and Adam state, and activation elements. */
 static const RankFootprint footprints[] = {{1317654528, 14142242816}};
 
+/* The model's configuration (models/gpt.lua after --set), which checkpoints record. */
+static const ConfigItem config[] = {
+  {"dropout", "0.0"},
+  {"ffn", "8192"},
+  {"heads", "16"},
+  {"hidden", "2048"},
+  {"layers", "24"},
+  {"seq", "2048"},
+  {"vocab", "51200"},
+};
+
 const Program plait_program = {
   .name = "gpt", .source = "models/gpt.lua",
   .tp = 1, .pp = 1, .vpp = 1, .dp = 1, .mbs = 8, .gbs = 8, .microbatches = 1,
   .seq = 2048, .hidden = 2048, .layers = 24,
   .vocab = 51200, .vocab_padded = 51200,
   .recompute = 0, .sequence_parallel = 0, .masked_lm = 0,
+  .config = config, .nconfig = 7,
   .model_params = model_params, .nmodel_params = 4,
   .block_params = block_params, .nblock_params = 16,
   .chunks = chunks, .nchunks = 1,

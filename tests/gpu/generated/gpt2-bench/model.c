@@ -257,12 +257,24 @@ static const int slots[] = {1};
  * gradient and Adam state, and activation elements. */
 static const RankFootprint footprints[] = {{124475904, 3397484544}};
 
+/* The model's configuration (models/gpt2.lua after --set), which checkpoints record. */
+static const ConfigItem config[] = {
+  {"dropout", "0.0"},
+  {"ffn", "3072"},
+  {"heads", "12"},
+  {"hidden", "768"},
+  {"layers", "12"},
+  {"seq", "1024"},
+  {"vocab", "50257"},
+};
+
 const Program plait_program = {
   .name = "gpt2", .source = "models/gpt2.lua",
   .tp = 1, .pp = 1, .vpp = 1, .dp = 1, .mbs = 16, .gbs = 16, .microbatches = 1,
   .seq = 1024, .hidden = 768, .layers = 12,
   .vocab = 50257, .vocab_padded = 50304,
   .recompute = 0, .sequence_parallel = 0, .masked_lm = 0,
+  .config = config, .nconfig = 7,
   .model_params = model_params, .nmodel_params = 4,
   .block_params = block_params, .nblock_params = 16,
   .chunks = chunks, .nchunks = 1,
