@@ -19,6 +19,11 @@ const char *device_name(void);
 /* The FLOP/s MFU is measured against: the CPU's peak GEMM rate measured now (every core at once, the best
  * each reached), or a GPU's bf16 dense peak. */
 double device_peak_flops(void);
+/* This process's part of the job's peak when each rank is a process (a launcher started the job) and
+ * ranks_on_machine of them share this machine: a GPU's whole peak (one GPU each); the CPU's peak of the
+ * cores this process may use, but no more than its even share of the machine's cores (processes that
+ * are not bound to cores all see every core). */
+double device_peak_share(double process_peak, int ranks_on_machine);
 
 /* Zeroed memory; ends the job with one line naming `what` and the bytes when there is not enough. */
 void *device_alloc(size_t bytes, const char *what);

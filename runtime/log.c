@@ -16,7 +16,7 @@ static double seconds_now(void) {
 
 /* Model FLOPs of the iteration over the time it took and this machine's GEMM rate. */
 static double mfu(const Trainer *t, double seconds) {
-  return t->args->gemm_rate > 0 ? t->prog->flops_per_iteration / seconds / t->args->gemm_rate : 0;
+  return t->peak_flops > 0 ? t->prog->flops_per_iteration / seconds / t->peak_flops : 0;
 }
 
 /* Long runs also get a line every tenth of the way with the time left at the pace so far: the time since
@@ -37,7 +37,7 @@ void log_start(Trainer *t) {
          "MFU against %.1f GFLOP/s\n",
          p->name, p->tp, p->pp, p->dp, p->vpp, p->sequence_parallel ? "sequence parallel" : "no sequence parallelism",
          p->microbatches, p->microbatches == 1 ? "" : "es", p->mbs, p->seq, comm_backend_name(t->comm), device_name(),
-         t->args->gemm_rate / 1e9);
+         t->peak_flops / 1e9);
   fflush(stdout);
   t->log_started = seconds_now();
   t->log_first_step = t->step;

@@ -152,6 +152,15 @@ size_t trainer_planned_bytes(const Program *p, int pp_rank) {
   return (size_t)f->param_elems * per_param + (size_t)f->activation_elems * sizeof(act_t);
 }
 
+/* The job's peak: ranks that are threads share their process's devices; ranks that are processes each
+ * add their part of their machine's peak. */
+static double job_peak(const Trainer *t) {
+  if (strcmp(comm_backend_name(t->comm), "local") == 0) return t->args->gemm_rate;
+  double share = device_peak_share(t->args->gemm_rate, comm_ranks_on_machine(comm_info(t->comm)->world));
+  comm_allreduce(t->comm, GROUP_WORLD, &share, 1, COMM_F64, COMM_SUM);
+  return share;
+}
+
 static void setup(Trainer *t, Comm *c, const TrainArgs *args) {
   memset(t, 0, sizeof *t);
   device_init(comm_device_index(c));
@@ -172,6 +181,7 @@ static void setup(Trainer *t, Comm *c, const TrainArgs *args) {
   if (args->load) t->step = checkpoint_load(t, args->load);
   t->run.seed = t->seed;
   if (args->trace) exec_record(&t->exec);
+  t->peak_flops = job_peak(t);
   if (comm_info(c)->rank == 0 && args->log_json && !(t->log_json = fopen(args->log_json, "w")))
     comm_fail(c, "--log-json %s: cannot write there", args->log_json);
 }

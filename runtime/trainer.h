@@ -17,7 +17,7 @@ typedef struct {
   int64_t steps, warmup, decay_steps, save_every, eval_every, eval_batches, sample, gradcheck;
   uint64_t seed;
   double lr, grad_clip, weight_decay;
-  double gemm_rate; /* the MFU's denominator: this CPU's GEMM FLOP/s measured at start-up, a GPU's bf16 peak */
+  double gemm_rate; /* this process's peak: its CPU cores' GEMM FLOP/s measured at start-up, a GPU's bf16 peak */
   char val_path[4096]; /* room for the validation file's name when it is found beside --data */
 } TrainArgs;
 
@@ -38,6 +38,7 @@ typedef struct {
   int64_t step;         /* the next step to run (a loaded checkpoint's step) */
   uint64_t seed;        /* of data windows, dropout and initialisation (a loaded checkpoint's) */
   double lr, grad_norm; /* of the last step */
+  double peak_flops;    /* the job's peak FLOP/s, the MFU's denominator */
   FILE *log_json;       /* rank 0 */
   double log_started;   /* rank 0: when the loop began, and at which step (the progress line's pace) */
   int64_t log_first_step;

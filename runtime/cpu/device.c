@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void device_init(int local_rank) { (void)local_rank; }
 
@@ -49,6 +50,12 @@ double device_peak_flops(void) {
     total += best;
   }
   return total;
+}
+
+double device_peak_share(double process_peak, int ranks_on_machine) {
+  double per_core = process_peak / omp_get_num_procs();
+  double even_share = per_core * (double)sysconf(_SC_NPROCESSORS_ONLN) / ranks_on_machine;
+  return process_peak < even_share ? process_peak : even_share;
 }
 
 void *device_alloc(size_t bytes, const char *what) {

@@ -159,6 +159,11 @@ double device_peak_flops(void) {
   return 0;
 }
 
+double device_peak_share(double process_peak, int ranks_on_machine) {
+  (void)ranks_on_machine;
+  return process_peak;
+}
+
 /* ---- memory ------------------------------------------------------------------------------------ */
 
 static _Noreturn void out_of_memory(size_t bytes, const char *what) {

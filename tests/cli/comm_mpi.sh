@@ -1,7 +1,7 @@
 # comm_mpi.sh: the MPI backend under mpirun -np 4: test_comm_mpi's checks (groups, ordered all-reduce
 # bits, all-gather, reduce-scatter, point to point, nonblocking all-reduce), the refusal of a wrong world
 # size, and failures that must end the whole job quickly: comm_fail, a tag mismatch, a timeout, SIGKILL
-# (which mpirun must name: rank and signal).
+# (which mpirun must name: rank and signal), and the job's peak rate, the MFU's denominator.
 . "$(dirname "$0")/lib.sh"
 bin=$(dirname "$PLAIT")/tests/test_comm_mpi
 mpirun="timeout 60 mpirun -q --oversubscribe --allow-run-as-root"
@@ -49,3 +49,24 @@ elif [ "$status" = 124 ]; then fail mpi_sigkill_ends_job "mpirun hung until time
 elif ! grep -q -E 'process rank 1 .*exited on signal 9' "$TMP/err"; then
   fail mpi_sigkill_ends_job "status $status, but stderr does not name rank 1 and signal 9: $(head -c 400 "$TMP/err")"
 else pass "mpi_sigkill_ends_job ($(grep -o -E 'process rank 1 .*exited on signal 9[^.]*' "$TMP/err"))"; fi
+
+# MFU's denominator is the job's peak: a dp-2 job under mpirun (each process bound to one core, or
+# unbound and seeing both) measures about the rate the same program measures with its ranks as threads,
+# not one process's share of it
+printf 'a few words to train on, again and again and again. ' >"$TMP/words.txt"
+for i in 1 2 3 4 5 6; do cat "$TMP/words.txt" "$TMP/words.txt" >"$TMP/more.txt" && mv "$TMP/more.txt" "$TMP/words.txt"; done
+peak() { grep -o 'MFU against [0-9.]* GFLOP/s' "$1" | grep -o '[0-9.]*' | head -1; }
+if $PLAIT data --bytes "$TMP/words.txt" -o "$TMP/words.bin" --val-fraction 0 >/dev/null &&
+   $PLAIT build models/tiny.lua --dp 2 --mbs 4 --gbs 8 -o "$TMP/dp2" >/dev/null 2>&1 &&
+   timeout 60 "$TMP/dp2/train" --data "$TMP/words.bin" --steps 1 >"$TMP/threads.out" 2>&1 &&
+   $mpirun -np 2 "$TMP/dp2/train" --data "$TMP/words.bin" --steps 1 >"$TMP/bound.out" 2>&1 &&
+   $mpirun --bind-to none -np 2 "$TMP/dp2/train" --data "$TMP/words.bin" --steps 1 >"$TMP/unbound.out" 2>&1; then
+  threads=$(peak "$TMP/threads.out") bound=$(peak "$TMP/bound.out") unbound=$(peak "$TMP/unbound.out")
+  if awk -v t="$threads" -v b="$bound" -v u="$unbound" 'BEGIN { exit !(t > 0 && b / t > 0.7 && b / t < 1.4 && u / t > 0.7 && u / t < 1.4) }'; then
+    pass "mpi_peak_is_the_jobs (GFLOP/s: threads $threads, mpirun bound $bound, unbound $unbound)"
+  else
+    fail mpi_peak_is_the_jobs "GFLOP/s: threads $threads, mpirun bound $bound, unbound $unbound"
+  fi
+else
+  fail mpi_peak_is_the_jobs "a run failed: $(tail -c 300 "$TMP/threads.out") $(tail -c 300 "$TMP/bound.out") $(tail -c 300 "$TMP/unbound.out")"
+fi
