@@ -45,11 +45,11 @@ static int reads(const Node *n, int t) {
   return 0;
 }
 
-/* Is tensor t an input of a backward node other than `except`? */
-static int kept_for_backward(const Fusion *f, int t, int except) {
+/* Is tensor t an input of a backward node? */
+static int kept_for_backward(const Fusion *f, int t) {
   const Graph *g = f->g;
   for (int i = g->nforward; i < g->nnodes; i++)
-    if (i != except && !f->dead[i] && reads(&g->nodes[i], t)) return 1;
+    if (!f->dead[i] && reads(&g->nodes[i], t)) return 1;
   return 0;
 }
 
@@ -72,7 +72,7 @@ static int recomputable(const Fusion *f, int p, int t) {
   int newly_kept = 0;
   for (int k = 0; k < pn->nin; k++) {
     const Tensor *u = &g->tensors[pn->in[k]];
-    newly_kept += u->kind != T_PARAM && !kept_for_backward(f, pn->in[k], -1);
+    newly_kept += u->kind != T_PARAM && !kept_for_backward(f, pn->in[k]);
   }
   return newly_kept <= 1;
 }
