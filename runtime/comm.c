@@ -292,8 +292,8 @@ _Noreturn void comm_fail_all(Comm *c, const char *fmt, ...) {
   vsnprintf(message, sizeof message, fmt, ap);
   va_end(ap);
   if (c->info.rank != 0) {
-    double deadline = comm_now() + 10;
-    while (comm_now() < deadline) usleep(10000);
+    double deadline = clock_seconds() + 10;
+    while (clock_seconds() < deadline) usleep(10000);
   }
   fail_with(c, message);
 }
@@ -349,12 +349,6 @@ void comm_fold(void *dst, const void *const *src, int count, int64_t n, CommType
 void comm_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 void comm_memory_ready(void) {}
 #endif
-
-double comm_now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 void comm_cond_init(pthread_cond_t *cond) {
   pthread_condattr_t attr;
@@ -473,14 +467,14 @@ void comm_worker_wait(Comm *c, CommRequest *r) {
   CommWorker *w = c->worker;
   pthread_mutex_lock(&w->lock);
   int64_t performed = w->performed;
-  double deadline = comm_now() + c->timeout + 1;
+  double deadline = clock_seconds() + c->timeout + 1;
   while (!r->done) {
     if (comm_cond_wait_until(&w->finished, &w->lock, deadline))
       comm_fail(c, "a nonblocking all-reduce of %lld elements on the %s group was not done after %g s; "
                 "set PLAIT_COMM_TIMEOUT to wait longer", (long long)r->n, comm_group_name(r->group), c->timeout);
     if (w->performed != performed) {
       performed = w->performed;
-      deadline = comm_now() + c->timeout + 1;
+      deadline = clock_seconds() + c->timeout + 1;
     }
   }
   pthread_mutex_unlock(&w->lock);

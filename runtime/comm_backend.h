@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "clock.h"
 #include "comm.h"
 
 /* One backend: the operations of comm.h after comm.c has checked the arguments. Collectives are only
@@ -75,9 +76,8 @@ void comm_memory_ready(void);
 /* Elements [lo, hi) of n split into parts: part k of a collective that members share out. */
 void comm_chunk(int64_t n, int parts, int part, int64_t *lo, int64_t *hi);
 
-/* Deadlines: seconds on CLOCK_MONOTONIC, which comm_cond_init makes the clock of a condition variable;
- * comm_cond_wait_until returns 1 once the deadline has passed (the lock is held again either way). */
-double comm_now(void);
+/* Deadlines: clock_seconds() (CLOCK_MONOTONIC), which comm_cond_init makes the clock of a condition
+ * variable; comm_cond_wait_until returns 1 once the deadline has passed (the lock is held again either way). */
 void comm_cond_init(pthread_cond_t *cond);
 int comm_cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *lock, double deadline);
 

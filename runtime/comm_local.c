@@ -125,7 +125,7 @@ static void local_check_agree(LocalRank *r, LocalGroup *m, GroupKind g) {
 
 /* Waits until every member of g has entered as many barriers as this rank. */
 static void local_barrier(LocalRank *r, LocalGroup *m, GroupKind g) {
-  double deadline = comm_now() + r->comm.timeout;
+  double deadline = clock_seconds() + r->comm.timeout;
   int me = r->comm.group[g].rank;
   pthread_mutex_lock(&m->lock);
   m->call[me].step++;
@@ -320,7 +320,7 @@ static LocalMessage *local_take(LocalRank *r, const LocalRecv *want, double dead
 static void local_p2p_end(Comm *c) {
   LocalRank *r = local_rank(c);
   local_check_in_p2p(r, "comm_p2p_end");
-  double deadline = comm_now() + c->timeout;
+  double deadline = clock_seconds() + c->timeout;
   for (int i = 0; i < r->nrecvs; i++) {
     const LocalRecv *want = &r->recvs[i];
     LocalMessage *msg = local_take(r, want, deadline);

@@ -95,12 +95,12 @@ static void mp_pause(int tries) {
  * first to give up usually ends the job before the others print a line of their own. */
 static void mp_wait(MpiRank *m, MPI_Request *request, const char *op, GroupKind g) {
   int place = m->comm.group[g].rank < 10 ? m->comm.group[g].rank : 10;
-  double deadline = comm_now() + m->comm.timeout + 0.2 * place;
+  double deadline = clock_seconds() + m->comm.timeout + 0.2 * place;
   for (int tries = 0;; tries++) {
     int done;
     mp_check(m, MPI_Test(request, &done, MPI_STATUS_IGNORE), "MPI_Test");
     if (done) return;
-    if (comm_now() > deadline) {
+    if (clock_seconds() > deadline) {
       char members[256];
       comm_describe_group(&m->comm, g, members, sizeof members);
       comm_fail(&m->comm, "%s on the %s group (%s) was not complete within %g s: a member never arrived; "
@@ -290,7 +290,7 @@ static void mp_p2p_timeout(MpiRank *m) {
 static void mp_p2p_end(Comm *c) {
   MpiRank *m = mp_rank(c);
   mp_check_in_p2p(m, "comm_p2p_end");
-  double deadline = comm_now() + c->timeout;
+  double deadline = clock_seconds() + c->timeout;
   for (int left = m->ntransfers, tries = 0; left > 0; tries++) {
     int done;
     int rc = MPI_Testsome(m->ntransfers, m->requests, &done, m->completed, m->statuses);
@@ -298,7 +298,7 @@ static void mp_p2p_end(Comm *c) {
     for (int j = 0; j < done; j++)
       mp_check_transfer(m, &m->transfers[m->completed[j]], &m->statuses[j], rc == MPI_ERR_IN_STATUS);
     left -= done;
-    if (left > 0 && comm_now() > deadline) mp_p2p_timeout(m);
+    if (left > 0 && clock_seconds() > deadline) mp_p2p_timeout(m);
     if (done == 0) mp_pause(tries);
   }
   m->ntransfers = 0;

@@ -4,15 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "device.h"
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 static void *zeroed(Exec *e, size_t count, size_t size) {
   void *p = calloc(count ? count : 1, size);
@@ -217,7 +211,7 @@ void exec_finish_reductions(Exec *e) {
 
 static void record(Exec *e, int from, int to, double start) {
   if (!e->times) return;
-  double end = now();
+  double end = clock_seconds();
   for (int k = from; k < to; k++) e->times[k] = (ActionTime){k, start, end};
 }
 
@@ -232,7 +226,7 @@ void exec_iteration(Exec *e, const int32_t *tokens, const int32_t *targets) {
   e->buckets = e->buckets_during_backward = 0;
   for (int i = 0; i < e->nactions;) {
     const Action *a = &e->actions[i];
-    double start = now();
+    double start = clock_seconds();
     int next = i + 1;
     switch (a->kind) {
     case ACT_FORWARD: forward(e, a); break;

@@ -1,18 +1,12 @@
 /* log.c: step lines, validation lines, progress and JSON lines. */
 #include "log.h"
 
+#include "clock.h"
 #include "device.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
-
-static double seconds_now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 /* Model FLOPs of the iteration over the time it took and this machine's GEMM rate. */
 static double mfu(const Trainer *t, double seconds) {
@@ -25,7 +19,7 @@ static void progress(Trainer *t) {
   static const int64_t long_run = 50;
   int64_t done = t->step + 1, total = t->args->steps;
   if (total < long_run || done % (total / 10) != 0 || done == total) return;
-  double pace = (seconds_now() - t->log_started) / (double)(done - t->log_first_step);
+  double pace = (clock_seconds() - t->log_started) / (double)(done - t->log_first_step);
   double left = pace * (double)(total - done);
   printf("progress %lld/%lld steps (%d%%), about %.0f s left\n", (long long)done, (long long)total,
          (int)(100 * done / total), left);
@@ -39,7 +33,7 @@ void log_start(Trainer *t) {
          p->microbatches, p->microbatches == 1 ? "" : "es", p->mbs, p->seq, comm_backend_name(t->comm), device_name(),
          t->peak_flops / 1e9);
   fflush(stdout);
-  t->log_started = seconds_now();
+  t->log_started = clock_seconds();
   t->log_first_step = t->step;
 }
 

@@ -5,20 +5,14 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "checkpoint.h"
+#include "clock.h"
 #include "device.h"
 #include "gradcheck.h"
 #include "log.h"
 #include "sample.h"
 #include "trace.h"
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 /* ---- data ----------------------------------------------------------------------------------- */
 
@@ -211,9 +205,9 @@ static void train_step(Trainer *t) {
   params_zero_grads(&t->params);
   t->run.step = t->step;
   t->run.loss = 0;
-  double start = now();
+  double start = clock_seconds();
   exec_iteration(&t->exec, t->device_tokens, t->device_targets);
-  double loss = trainer_global_loss(t), seconds = now() - start;
+  double loss = trainer_global_loss(t), seconds = clock_seconds() - start;
   if (!isfinite(loss))
     comm_fail_all(t->comm, "step %lld: the loss is %g; stopping (the last checkpoint stays as it was; try a lower --lr)",
               (long long)t->step + 1, loss);

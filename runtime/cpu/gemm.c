@@ -4,8 +4,8 @@
 #ifndef PLAIT_PLAIN_GEMM
 #include <cblas.h>
 #endif
-#include <time.h>
 
+#include "clock.h"
 #include "cpu.h"
 #include "kernels.h"
 
@@ -75,12 +75,6 @@ void k_gemm_grad(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, cons
   k_gemm(trans_a, trans_b, M, N, K, 1, A, B, 1, C);
 }
 
-static double gemm_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
 /* The fastest of `repeats` timed n×n×n products after one untimed one (threads started, pages touched):
  * 2·n³ floating-point operations over its time. 0 when n or repeats is not positive. */
 double k_gemm_rate(int64_t n, int repeats) {
@@ -94,9 +88,9 @@ double k_gemm_rate(int64_t n, int repeats) {
   k_gemm(0, 0, n, n, n, 1, a, b, 0, c);
   double best = INFINITY;
   for (int r = 0; r < repeats; r++) {
-    double start = gemm_seconds();
+    double start = clock_seconds();
     k_gemm(0, 0, n, n, n, 1, a, b, 0, c);
-    double took = gemm_seconds() - start;
+    double took = clock_seconds() - start;
     if (took < best) best = took;
   }
   free(a);

@@ -306,10 +306,10 @@ static int tcp_serve(const ncclUniqueId *id, int world, const char *port, double
     fprintf(stderr, "plait: rank 0 cannot listen on MASTER_PORT %s: %s; choose a free port\n", port, strerror(errno));
     return -1;
   }
-  double deadline = comm_now() + timeout;
+  double deadline = clock_seconds() + timeout;
   for (int joined = 1; joined < world; joined++) {
     struct pollfd p = {.fd = server, .events = POLLIN};
-    int wait_ms = (int)((deadline - comm_now()) * 1000);
+    int wait_ms = (int)((deadline - clock_seconds()) * 1000);
     if (wait_ms <= 0 || poll(&p, 1, wait_ms) <= 0) {
       fprintf(stderr, "plait: rank 0: %d of %d ranks connected to MASTER_PORT %s within %g s; start every rank with the "
               "same MASTER_ADDR and MASTER_PORT (or set PLAIT_COMM_TIMEOUT)\n", joined, world, port, timeout);
@@ -332,7 +332,7 @@ static int tcp_fetch(ncclUniqueId *id, int rank, const char *host, const char *p
     fprintf(stderr, "plait: rank %d: MASTER_ADDR %s does not resolve; set it to rank 0's host\n", rank, host);
     return -1;
   }
-  double deadline = comm_now() + timeout;
+  double deadline = clock_seconds() + timeout;
   for (;;) {
     int s = socket(AF_INET, SOCK_STREAM, 0);
     if (s >= 0 && connect(s, found->ai_addr, found->ai_addrlen) == 0) {
@@ -344,7 +344,7 @@ static int tcp_fetch(ncclUniqueId *id, int rank, const char *host, const char *p
     } else if (s >= 0) {
       close(s);
     }
-    if (comm_now() > deadline) {
+    if (clock_seconds() > deadline) {
       fprintf(stderr, "plait: rank %d could not reach rank 0 at %s:%s within %g s; start rank 0 with the same "
               "MASTER_ADDR and MASTER_PORT (or set PLAIT_COMM_TIMEOUT)\n", rank, host, port, timeout);
       freeaddrinfo(found);
