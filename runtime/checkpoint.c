@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "ckpt.h"
+#include "ckpt_model.h"
 #include "device.h"
 
 enum { KINDS = 3 }; /* weights, Adam m, Adam v */
@@ -101,7 +102,6 @@ static void save_tensor(Trainer *t, const Entry *e, int kind, real *full, real *
 }
 
 enum { META_FIXED = 5, META_TEXT_LEN = 96 };
-static const char config_prefix[] = "config.";
 
 /* What the file is and where the run stands (format, model, step, seed, layers), then the model's
  * configuration as config.KEY: what loading checks. text holds the values and keys made here (3 +
@@ -113,12 +113,12 @@ static CkptMeta *metadata(const Trainer *t, int64_t step, char (*text)[META_TEXT
   snprintf(text[1], META_TEXT_LEN, "%llu", (unsigned long long)t->seed);
   snprintf(text[2], META_TEXT_LEN, "%d", p->layers);
   meta[0] = (CkptMeta){"format", "plait checkpoint 1"};
-  meta[1] = (CkptMeta){"model", p->name};
+  meta[1] = (CkptMeta){CKPT_MODEL_KEY, p->name};
   meta[2] = (CkptMeta){"step", text[0]};
   meta[3] = (CkptMeta){"seed", text[1]};
-  meta[4] = (CkptMeta){"layers", text[2]};
+  meta[4] = (CkptMeta){CKPT_LAYERS_KEY, text[2]};
   for (int i = 0; i < p->nconfig; i++) {
-    snprintf(text[3 + i], META_TEXT_LEN, "%s%s", config_prefix, p->config[i].key);
+    snprintf(text[3 + i], META_TEXT_LEN, "%s%s", CKPT_CONFIG_PREFIX, p->config[i].key);
     meta[META_FIXED + i] = (CkptMeta){text[3 + i], p->config[i].value};
   }
   *count = META_FIXED + p->nconfig;
@@ -198,62 +198,6 @@ static void load_box(Trainer *t, Ckpt *c, ParamSlot *s, int kind, const char *na
   free(out);
 }
 
-/* A checkpoint of another depth: its tensors differ by whole layers, which this names rather than one
- * missing tensor. */
-static void check_depth(Trainer *t, const char *path, const char *layers) {
-  int saved = atoi(layers), ours = t->prog->layers;
-  if (saved != ours)
-    comm_fail(t->comm, "%s holds a %d-layer '%s', this model is a %d-layer one; load a checkpoint of a %d-layer "
-              "model, or build a %d-layer one", path, saved, t->prog->name, ours, ours, saved);
-}
-
-/* Settings that leave the function the weights compute as it is, so a checkpoint loads across them:
- * dropout (noise while training), the spread of the initial weights, and the sequence length (the
- * weights read any length; learned positions hold it in their shape, which loading checks anyway). */
-static int changes_the_function(const char *key) {
-  return !strstr(key, "dropout") && strcmp(key, "init_std") != 0 && strcmp(key, "seq") != 0;
-}
-
-/* Equal as text, or as numbers ("4" and "4.0"). */
-static int same_value(const char *a, const char *b) {
-  char *end_a, *end_b;
-  double x = strtod(a, &end_a), y = strtod(b, &end_b);
-  return strcmp(a, b) == 0 || (end_a != a && end_b != b && !*end_a && !*end_b && x == y);
-}
-
-static const char *model_setting(const Program *p, const char *key) {
-  for (int i = 0; i < p->nconfig; i++)
-    if (strcmp(p->config[i].key, key) == 0) return p->config[i].value;
-  return NULL;
-}
-
-/* The configuration the checkpoint was saved with against this model's, over the settings that change
- * the function: a checkpoint of heads 2 loaded by a model of heads 4 has the same shapes and would
- * compute something else. */
-static void check_configuration(Trainer *t, const Ckpt *c, const char *path) {
-  const Program *p = t->prog;
-  char key[META_TEXT_LEN];
-  for (int i = 0; i < p->nconfig; i++) {
-    const char *ours = p->config[i].value;
-    snprintf(key, sizeof key, "%s%s", config_prefix, p->config[i].key);
-    const char *saved = ckpt_meta(c, key);
-    if (!changes_the_function(p->config[i].key) || (saved && same_value(saved, ours))) continue;
-    if (!saved)
-      comm_fail(t->comm, "%s was saved without %s (this model has %s = %s); load a checkpoint of this model's "
-                "configuration", path, p->config[i].key, p->config[i].key, ours);
-    comm_fail(t->comm, "%s was saved with %s = %s, this model has %s = %s; load a checkpoint of this configuration, "
-              "or build this model with --set %s=%s", path, p->config[i].key, saved, p->config[i].key, ours,
-              p->config[i].key, saved);
-  }
-  for (int i = 0; i < c->nmeta; i++) {
-    if (strncmp(c->meta[i].key, config_prefix, strlen(config_prefix)) != 0) continue;
-    const char *name = c->meta[i].key + strlen(config_prefix);
-    if (changes_the_function(name) && !model_setting(p, name))
-      comm_fail(t->comm, "%s was saved with %s = %s, which this model's configuration does not have; load a "
-                "checkpoint of this model's configuration", path, name, c->meta[i].value);
-  }
-}
-
 static int by_text(const void *a, const void *b) { return strcmp((const char *)a, (const char *)b); }
 
 /* The names of this model's tensors of one kind (the weights, Adam's m or v), sorted. */
@@ -305,14 +249,16 @@ static void check_tensor_names(Trainer *t, const Ckpt *c, const char *path) {
  * its set of tensors (the shapes are checked as each tensor is read). Any layout loads it: nothing here
  * depends on one. */
 static void check_model(Trainer *t, const Ckpt *c, const char *path) {
-  const char *model = ckpt_meta(c, "model"), *layers = ckpt_meta(c, "layers");
-  if (!model || strcmp(model, t->prog->name) != 0)
-    comm_fail(t->comm, "%s holds model '%s', not '%s'; load a checkpoint of this model", path, model ? model : "?",
-              t->prog->name);
-  if (!ckpt_meta(c, "step") || !ckpt_meta(c, "seed") || !layers)
-    comm_fail(t->comm, "%s has no step, seed or layers in its metadata; it is not a plait checkpoint", path);
-  check_depth(t, path, layers);
-  check_configuration(t, c, path);
+  const Program *p = t->prog;
+  CkptMeta *config = calloc((size_t)p->nconfig + 1, sizeof *config);
+  for (int i = 0; i < p->nconfig; i++) config[i] = (CkptMeta){p->config[i].key, p->config[i].value};
+  CkptModel model = {p->name, p->layers, config, p->nconfig};
+  char error[1024];
+  int refused = ckpt_check_model(c, &model, error, sizeof error);
+  free(config);
+  if (refused) comm_fail(t->comm, "%s", error);
+  if (!ckpt_meta(c, "step") || !ckpt_meta(c, "seed"))
+    comm_fail(t->comm, "%s has no step or seed in its metadata; it is not a plait checkpoint", path);
   check_tensor_names(t, c, path);
 }
 

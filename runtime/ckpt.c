@@ -11,11 +11,10 @@
 #include <unistd.h>
 
 #include "ckpt_header.h"
+#include "half.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "checkpoints store the machine's bytes as little-endian");
 
-static const char *const dtype_names[] = {"F32", "F64"};
-static const int dtype_sizes[] = {4, 8};
 #define REAL_DTYPE (sizeof(real) == 4 ? CKPT_F32 : CKPT_F64)
 
 static int64_t elements(int ndim, const int64_t *shape) {
@@ -59,6 +58,9 @@ static int check_specs(CkptWriter *w, const CkptSpec *tensors, int ntensors) {
     if (!t->name || !t->name[0] || strcmp(t->name, "__metadata__") == 0)
       return writer_fail(w, "tensor %d has no usable name ('%s'); give each tensor a name of its own", i,
                          t->name ? t->name : "");
+    if (t->dtype && !ckpt_dtype_readable(t->dtype))
+      return writer_fail(w, "tensor '%s' would be stored as %s; plait writes F32, F64, F16 or BF16", t->name,
+                         ckpt_dtype_name(t->dtype));
     if (t->ndim < 0 || t->ndim > CKPT_MAX_DIMS)
       return writer_fail(w, "tensor '%s' has %d axes; a checkpoint holds 0 to %d", t->name, t->ndim, CKPT_MAX_DIMS);
     for (int d = 0; d < t->ndim; d++)
@@ -91,30 +93,90 @@ static int open_temp(CkptWriter *w) {
   return 0;
 }
 
+/* The writer's own copy of the list: names, shapes and dtypes, for counting and encoding the data. */
+static int keep_specs(CkptWriter *w, const CkptSpec *tensors, int ntensors) {
+  size_t names = 0;
+  for (int i = 0; i < ntensors; i++) names += strlen(tensors[i].name) + 1;
+  w->tensors = malloc(sizeof *w->tensors * (size_t)ntensors + names + 1);
+  if (!w->tensors) return writer_fail(w, "out of memory while writing the header");
+  char *text = (char *)(w->tensors + ntensors);
+  for (int i = 0; i < ntensors; i++) {
+    w->tensors[i] = tensors[i];
+    w->tensors[i].name = strcpy(text, tensors[i].name);
+    text += strlen(text) + 1;
+  }
+  w->ntensors = ntensors, w->current = -1, w->left = 0;
+  return 0;
+}
+
 int ckpt_write_begin(CkptWriter *w, const char *path, const CkptSpec *tensors, int ntensors, const CkptMeta *meta,
                      int nmeta) {
   memset(w, 0, sizeof *w);
   w->path = path;
   if (check_specs(w, tensors, ntensors) != 0) return -1;
   size_t len;
-  char *header = ckpt_header_format(tensors, ntensors, meta, nmeta, dtype_names[REAL_DTYPE], sizeof(real), &len);
+  char *header = ckpt_header_format(tensors, ntensors, meta, nmeta, REAL_DTYPE, &len);
   if (!header) return writer_fail(w, "out of memory while writing the header");
   unsigned char length[8];
   for (int i = 0; i < 8; i++) length[i] = (unsigned char)((uint64_t)len >> (8 * i));
   int rc = open_temp(w);
   if (rc == 0 && (fwrite(length, 8, 1, w->file) != 1 || fwrite(header, len, 1, w->file) != 1)) rc = writer_io_fail(w);
   free(header);
-  for (int i = 0; i < ntensors; i++) w->expected += elements(tensors[i].ndim, tensors[i].shape);
+  if (rc == 0) rc = keep_specs(w, tensors, ntensors);
   return rc;
+}
+
+/* Moves on past finished tensors (and empty ones) to the one the next element belongs to. */
+static void next_tensor(CkptWriter *w) {
+  while (w->left == 0 && w->current < w->ntensors) {
+    w->current++;
+    if (w->current < w->ntensors) w->left = elements(w->tensors[w->current].ndim, w->tensors[w->current].shape);
+  }
+}
+
+/* n elements of data in `dtype`'s bytes. */
+static void encode(const real *data, int64_t n, CkptDtype dtype, unsigned char *out) {
+  for (int64_t i = 0; i < n; i++) {
+    if (dtype == CKPT_F32) {
+      float x = (float)data[i];
+      memcpy(out + 4 * i, &x, 4);
+    } else if (dtype == CKPT_F64) {
+      double x = data[i];
+      memcpy(out + 8 * i, &x, 8);
+    } else {
+      uint16_t x = dtype == CKPT_F16 ? half_f16_bits(data[i]) : half_bf16_bits(data[i]);
+      memcpy(out + 2 * i, &x, 2);
+    }
+  }
+}
+
+/* Up to `n` elements of the current tensor, encoded a block at a time. */
+static int write_run(CkptWriter *w, const real *data, int64_t n) {
+  enum { BLOCK = 4096 };
+  unsigned char bytes[BLOCK * 8];
+  CkptDtype dtype = w->tensors[w->current].dtype ? w->tensors[w->current].dtype : REAL_DTYPE;
+  int size = ckpt_dtype_size(dtype);
+  for (int64_t done = 0; done < n; done += BLOCK) {
+    int64_t count = n - done < BLOCK ? n - done : BLOCK;
+    encode(data + done, count, dtype, bytes);
+    if (fwrite(bytes, (size_t)size, (size_t)count, w->file) != (size_t)count) return writer_io_fail(w);
+  }
+  w->left -= n;
+  return 0;
 }
 
 int ckpt_write_data(CkptWriter *w, const real *data, int64_t n) {
   if (!w->file) return writer_fail(w, "the checkpoint is not open for writing; begin it with ckpt_write_begin");
-  if (n < 0 || w->written + n > w->expected)
-    return writer_fail(w, "%lld more elements than the tensors hold (%lld); write each tensor's elements once",
-                       (long long)(w->written + n - w->expected), (long long)w->expected);
-  if (n > 0 && fwrite(data, sizeof(real), (size_t)n, w->file) != (size_t)n) return writer_io_fail(w);
-  w->written += n;
+  if (n < 0) return writer_fail(w, "a negative count of elements (%lld)", (long long)n);
+  while (n > 0) {
+    next_tensor(w);
+    if (w->current == w->ntensors)
+      return writer_fail(w, "%lld more elements than the tensors hold; write each tensor's elements once",
+                         (long long)n);
+    int64_t run = n < w->left ? n : w->left;
+    if (write_run(w, data, run) != 0) return -1;
+    data += run, n -= run;
+  }
   return 0;
 }
 
@@ -132,21 +194,26 @@ static int sync_folder(const char *path) {
 
 int ckpt_write_end(CkptWriter *w) {
   if (!w->file) return writer_fail(w, "the checkpoint is not open for writing; begin it with ckpt_write_begin");
-  if (w->written != w->expected)
-    return writer_fail(w, "only %lld of the tensors' %lld elements were written; write every tensor in full",
-                       (long long)w->written, (long long)w->expected);
+  next_tensor(w);
+  if (w->current < w->ntensors)
+    return writer_fail(w, "tensor '%s' is missing %lld elements; write every tensor in full",
+                       w->tensors[w->current].name, (long long)w->left);
   if (fflush(w->file) != 0 || fsync(fileno(w->file)) != 0) return writer_io_fail(w);
   int closed = fclose(w->file);
   w->file = NULL;
   if (closed != 0 || rename(w->temp, w->path) != 0) return writer_io_fail(w);
   w->temp[0] = 0;
   if (sync_folder(w->path) != 0) return writer_io_fail(w);
+  free(w->tensors);
+  w->tensors = NULL;
   return 0;
 }
 
 void ckpt_write_abort(CkptWriter *w) {
   if (w->file) fclose(w->file);
   w->file = NULL;
+  free(w->tensors);
+  w->tensors = NULL;
   if (w->temp[0]) unlink(w->temp);
   w->temp[0] = 0;
 }
@@ -298,6 +365,12 @@ static int check_shape(Ckpt *c, const CkptTensor *t, int ndim, const int64_t *sh
                      shape_text(want, sizeof want, ndim, shape));
 }
 
+static int check_readable(Ckpt *c, const CkptTensor *t) {
+  if (ckpt_dtype_readable(t->dtype)) return 0;
+  return reader_fail(c, "tensor '%s' is %s; plait reads F32, F64, F16 and BF16, convert the checkpoint to one of them",
+                     t->name, ckpt_dtype_name(t->dtype));
+}
+
 static int check_box(Ckpt *c, const CkptTensor *t, const int64_t *begin, const int64_t *count) {
   for (int d = 0; d < t->ndim; d++)
     if (begin[d] < 0 || count[d] < 0 || begin[d] + count[d] > t->shape[d])
@@ -315,10 +388,14 @@ static void convert(const unsigned char *src, CkptDtype dtype, int64_t n, real *
       float x;
       memcpy(&x, src + 4 * i, 4);
       out[i] = (real)x;
-    } else {
+    } else if (dtype == CKPT_F64) {
       double x;
       memcpy(&x, src + 8 * i, 8);
       out[i] = (real)x;
+    } else {
+      uint16_t x;
+      memcpy(&x, src + 2 * i, 2);
+      out[i] = (real)(dtype == CKPT_F16 ? half_f16_value(x) : half_bf16_value(x));
     }
   }
 }
@@ -326,7 +403,7 @@ static void convert(const unsigned char *src, CkptDtype dtype, int64_t n, real *
 /* The box is read as rows: every axis but the last fixed, a contiguous run along the last. */
 static void read_rows(const Ckpt *c, const CkptTensor *t, const int64_t *begin, const int64_t *count, real *out) {
   const unsigned char *base = c->data + t->begin;
-  int last = t->ndim - 1, size = dtype_sizes[t->dtype];
+  int last = t->ndim - 1, size = ckpt_dtype_size(t->dtype);
   int64_t width = t->ndim ? count[last] : 1, rows = t->ndim ? elements(last, count) : 1;
   for (int64_t r = 0; r < rows; r++) {
     int64_t index = t->ndim ? begin[last] : 0, stride = t->ndim ? t->shape[last] : 1, rest = r;
@@ -342,7 +419,8 @@ static void read_rows(const Ckpt *c, const CkptTensor *t, const int64_t *begin, 
 int ckpt_read_box(Ckpt *c, const char *name, int ndim, const int64_t *shape, const int64_t *begin, const int64_t *count,
                   real *out) {
   const CkptTensor *t = ckpt_find(c, name);
-  if (!t || check_shape(c, t, ndim, shape) != 0 || check_box(c, t, begin, count) != 0) return -1;
+  if (!t || check_shape(c, t, ndim, shape) != 0 || check_readable(c, t) != 0 || check_box(c, t, begin, count) != 0)
+    return -1;
   read_rows(c, t, begin, count, out);
   return 0;
 }

@@ -7,9 +7,10 @@
  * (offsets in bytes, relative to the end of the header; plait pads the header with spaces so the data
  * starts 8-byte aligned), then the tensors' raw little-endian data, back to back.
  *
- * Writers store `real` as it is in memory: F32 from a float build, F64 from a double build. Readers take
- * F32 and F64 and convert to `real`. Every failure leaves one line in .error naming the file, the cause
- * and the fix. */
+ * Writers store each tensor in the dtype its spec names: by default `real` as it is in memory (F32 from
+ * a float build, F64 from a double build), or F32, F64, F16 or BF16 rounded to nearest. Readers take
+ * files with tensors of any safetensors dtype and read the floating-point ones (F32, F64, F16, BF16),
+ * converted to `real`. Every failure leaves one line in .error naming the file, the cause and the fix. */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -19,13 +20,27 @@
 
 #define CKPT_MAX_DIMS 8
 
-typedef enum { CKPT_F32, CKPT_F64 } CkptDtype;
+/* safetensors' dtypes; plait reads the first four. 0 is none: in a spec, `real` as it is in memory. */
+typedef enum {
+  CKPT_F32 = 1, CKPT_F64, CKPT_F16, CKPT_BF16,
+  CKPT_F8_E4M3, CKPT_F8_E5M2, CKPT_I8, CKPT_U8, CKPT_BOOL, CKPT_I16, CKPT_U16, CKPT_I32, CKPT_U32, CKPT_I64, CKPT_U64,
+  CKPT_DTYPES
+} CkptDtype;
 
-/* A tensor to write: its name and full logical shape. */
+/* "F32", "BF16", ... and bytes per element. */
+const char *ckpt_dtype_name(CkptDtype dtype);
+int ckpt_dtype_size(CkptDtype dtype);
+/* The dtype of that name, or 0. */
+CkptDtype ckpt_dtype_named(const char *name);
+/* Whether plait reads it: the floating-point dtypes F32, F64, F16 and BF16. */
+int ckpt_dtype_readable(CkptDtype dtype);
+
+/* A tensor to write: its name, full logical shape and the dtype to store it in. */
 typedef struct {
   const char *name;
   int ndim; /* 0 (a scalar) .. CKPT_MAX_DIMS */
   int64_t shape[CKPT_MAX_DIMS];
+  CkptDtype dtype; /* 0: `real` as it is in memory; else CKPT_F32, CKPT_F64, CKPT_F16 or CKPT_BF16 */
 } CkptSpec;
 
 typedef struct {
@@ -40,7 +55,9 @@ typedef struct {
   const char *path;
   char temp[4096];
   FILE *file;
-  int64_t expected, written; /* elements of all tensors, and so far */
+  CkptSpec *tensors;     /* a copy of the list being written (names included), */
+  int ntensors, current; /* the tensor the next element belongs to, */
+  int64_t left;          /* and how many of its elements are still to come */
   char error[1024];
 } CkptWriter;
 
@@ -48,10 +65,10 @@ typedef struct {
  * ckpt_write_data, in the order of the list. Returns 0, or -1 with w->error (the temporary file gone). */
 int ckpt_write_begin(CkptWriter *w, const char *path, const CkptSpec *tensors, int ntensors, const CkptMeta *meta,
                      int nmeta);
-/* Appends the next n elements (row-major); a call may finish one tensor and go on into the next, so a
- * caller can hand over a model piece by piece. */
+/* Appends the next n elements (row-major), each stored in its tensor's dtype; a call may finish one
+ * tensor and go on into the next, so a caller can hand over a model piece by piece. */
 int ckpt_write_data(CkptWriter *w, const real *data, int64_t n);
-/* Checks every element came, syncs, renames into place, syncs the folder. */
+/* Checks every element came, syncs, renames into place, syncs the folder; either way the writer is done. */
 int ckpt_write_end(CkptWriter *w);
 /* Drops an unfinished write: the temporary file is removed and the final name left alone. */
 void ckpt_write_abort(CkptWriter *w);
@@ -81,7 +98,7 @@ typedef struct {
   char error[1024];
 } Ckpt;
 
-/* Maps the file and checks its header: well-formed JSON, every field present, dtypes F32 or F64,
+/* Maps the file and checks its header: well-formed JSON, every field present, safetensors' dtypes,
  * offsets that tile the data region exactly and match each shape, a data region that fills the file.
  * Returns 0, or -1 with c->error (and nothing to close). path must outlive c. */
 int ckpt_open(Ckpt *c, const char *path);
@@ -93,8 +110,8 @@ const CkptTensor *ckpt_find(Ckpt *c, const char *name);
 const char *ckpt_meta(const Ckpt *c, const char *key);
 
 /* Reads the box [begin, begin + count) of tensor `name`, which must have the shape the caller expects
- * (`shape`, ndim axes), into out (row-major over the box), converted to real. Returns 0, or -1 with
- * c->error naming both shapes when they differ. */
+ * (`shape`, ndim axes) and a dtype plait reads, into out (row-major over the box), converted to real.
+ * Returns 0, or -1 with c->error naming both shapes when they differ. */
 int ckpt_read_box(Ckpt *c, const char *name, int ndim, const int64_t *shape, const int64_t *begin, const int64_t *count,
                   real *out);
 /* The whole tensor. */

@@ -1,10 +1,34 @@
-/* ckpt_header.c: formatting a safetensors JSON header, and parsing one strictly (a small JSON reader). */
+/* ckpt_header.c: safetensors' dtypes, formatting a safetensors JSON header, and parsing one strictly (a
+ * small JSON reader). */
 #include "ckpt_header.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ---- dtypes -------------------------------------------------------------------------------------- */
+
+static const struct {
+  const char *name;
+  int size;
+} dtypes[CKPT_DTYPES] = {
+    [CKPT_F32] = {"F32", 4},         [CKPT_F64] = {"F64", 8},         [CKPT_F16] = {"F16", 2},
+    [CKPT_BF16] = {"BF16", 2},       [CKPT_F8_E4M3] = {"F8_E4M3", 1}, [CKPT_F8_E5M2] = {"F8_E5M2", 1},
+    [CKPT_I8] = {"I8", 1},           [CKPT_U8] = {"U8", 1},           [CKPT_BOOL] = {"BOOL", 1},
+    [CKPT_I16] = {"I16", 2},         [CKPT_U16] = {"U16", 2},         [CKPT_I32] = {"I32", 4},
+    [CKPT_U32] = {"U32", 4},         [CKPT_I64] = {"I64", 8},         [CKPT_U64] = {"U64", 8},
+};
+
+const char *ckpt_dtype_name(CkptDtype dtype) { return dtype > 0 && dtype < CKPT_DTYPES ? dtypes[dtype].name : "?"; }
+int ckpt_dtype_size(CkptDtype dtype) { return dtype > 0 && dtype < CKPT_DTYPES ? dtypes[dtype].size : 0; }
+int ckpt_dtype_readable(CkptDtype dtype) { return dtype >= CKPT_F32 && dtype <= CKPT_BF16; }
+
+CkptDtype ckpt_dtype_named(const char *name) {
+  for (int d = 1; d < CKPT_DTYPES; d++)
+    if (strcmp(dtypes[d].name, name) == 0) return (CkptDtype)d;
+  return 0;
+}
 
 /* ---- formatting ---------------------------------------------------------------------------------- */
 
@@ -54,16 +78,17 @@ static void put_string(Text *t, const char *s) {
   put(t, "\"", 1);
 }
 
-char *ckpt_header_format(const CkptSpec *tensors, int ntensors, const CkptMeta *meta, int nmeta, const char *dtype,
-                         size_t elem_size, size_t *len) {
+char *ckpt_header_format(const CkptSpec *tensors, int ntensors, const CkptMeta *meta, int nmeta, CkptDtype native,
+                         size_t *len) {
   Text t = {0};
   uint64_t offset = 0;
   put(&t, "{", 1);
   for (int i = 0; i < ntensors; i++) {
-    uint64_t bytes = elem_size;
+    CkptDtype dtype = tensors[i].dtype ? tensors[i].dtype : native;
+    uint64_t bytes = (uint64_t)ckpt_dtype_size(dtype);
     for (int d = 0; d < tensors[i].ndim; d++) bytes *= (uint64_t)tensors[i].shape[d];
     put_string(&t, tensors[i].name);
-    putf(&t, ":{\"dtype\":\"%s\",\"shape\":[", dtype);
+    putf(&t, ":{\"dtype\":\"%s\",\"shape\":[", ckpt_dtype_name(dtype));
     for (int d = 0; d < tensors[i].ndim; d++) putf(&t, "%s%lld", d ? "," : "", (long long)tensors[i].shape[d]);
     putf(&t, "],\"data_offsets\":[%llu,%llu]}%s", (unsigned long long)offset, (unsigned long long)(offset + bytes),
          i + 1 < ntensors || nmeta ? "," : "");
@@ -274,9 +299,11 @@ typedef struct {
 static int tensor_dtype(Parser *p, TensorFields *f) {
   const char *dtype;
   if (parse_string(p, &dtype)) return -1;
-  if (strcmp(dtype, "F32") != 0 && strcmp(dtype, "F64") != 0)
-    return fail(p, "convert it to F32 or F64", "tensor '%s' has dtype %s, which plait does not read", f->t.name, dtype);
-  f->t.dtype = strcmp(dtype, "F32") == 0 ? CKPT_F32 : CKPT_F64;
+  f->t.dtype = ckpt_dtype_named(dtype);
+  if (!f->t.dtype)
+    return fail(p, "convert the checkpoint to F32, F16 or BF16",
+                "tensor '%s' has dtype %s, which plait does not know (it reads F32, F64, F16 and BF16)", f->t.name,
+                dtype);
   return 0;
 }
 
@@ -309,7 +336,7 @@ static int tensor_field(Parser *p, const char *key, void *ctx) {
 static int check_tensor(Parser *p, const TensorFields *f) {
   const char *missing = !f->have_dtype ? "dtype" : !f->have_shape ? "shape" : !f->have_offsets ? "data_offsets" : NULL;
   if (missing) return fail(p, fix_damaged, "not a safetensors file: tensor '%s' has no %s", f->t.name, missing);
-  uint64_t bytes = f->t.dtype == CKPT_F32 ? 4 : 8;
+  uint64_t bytes = (uint64_t)ckpt_dtype_size(f->t.dtype);
   for (int d = 0; d < f->t.ndim; d++) {
     uint64_t dim = (uint64_t)f->t.shape[d];
     if (dim && bytes > ((uint64_t)1 << 62) / dim)

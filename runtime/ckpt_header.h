@@ -19,15 +19,15 @@ typedef struct {
   const char *fix;     /* and what to do about it */
 } CkptHeader;
 
-/* The header for these tensors, stored back to back in list order as `dtype` elements of elem_size
- * bytes, padded with spaces so that 8 + *len is a multiple of 8. Returns a malloc'd text (not
- * NUL-terminated in *len), or NULL when out of memory. */
-char *ckpt_header_format(const CkptSpec *tensors, int ntensors, const CkptMeta *meta, int nmeta, const char *dtype,
-                         size_t elem_size, size_t *len);
+/* The header for these tensors, stored back to back in list order, each in its spec's dtype (`native`
+ * where the spec names none), padded with spaces so that 8 + *len is a multiple of 8. Returns a
+ * malloc'd text (not NUL-terminated in *len), or NULL when out of memory. */
+char *ckpt_header_format(const CkptSpec *tensors, int ntensors, const CkptMeta *meta, int nmeta, CkptDtype native,
+                         size_t *len);
 
-/* Parses text[0..len): strict JSON (trailing spaces allowed); every tensor with exactly dtype (F32 or
- * F64), shape and data_offsets; offsets that match shape·dtype and tile [0, data_bytes) without gap or
- * overlap; metadata of strings only; no name twice. Returns 0 (tensors, meta and strings are the
+/* Parses text[0..len): strict JSON (trailing spaces allowed); every tensor with exactly dtype (one of
+ * safetensors'), shape and data_offsets; offsets that match shape·dtype and tile [0, data_bytes) without
+ * gap or overlap; metadata of strings only; no name twice. Returns 0 (tensors, meta and strings are the
  * caller's to free), or -1 with error and fix set (and nothing to free). */
 int ckpt_header_parse(const char *text, size_t len, CkptHeader *h);
 

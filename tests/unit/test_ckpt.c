@@ -1,4 +1,4 @@
-/* test_ckpt.c: checkpoints: round trips, box reads, both dtypes, every kind of bad file and its message,
+/* test_ckpt.c: checkpoints: round trips, box reads, every floating-point dtype read and written, every kind of bad file and its message,
  * and replacement that leaves the old checkpoint whole when a write fails. Runs in the build's `real`
  * (tests/cli/runtime_f32.sh runs it against the float runtime too). */
 #include <dirent.h>
@@ -59,7 +59,7 @@ static int temp_files_left(void) {
 /* ---- a small model: a matrix, a vector, a scalar and a 3-D tensor ---------------------------------- */
 enum { MODEL_TENSORS = 4 };
 static const CkptSpec model_specs[MODEL_TENSORS] = {
-    {"wte", 2, {3, 5}}, {"h.0.ln.b", 1, {7}}, {"scale", 0, {0}}, {"h.0.attn.w", 3, {4, 5, 6}}};
+    {"wte", 2, {3, 5}, 0}, {"h.0.ln.b", 1, {7}, 0}, {"scale", 0, {0}, 0}, {"h.0.attn.w", 3, {4, 5, 6}, 0}};
 static real wte[15], bias[7], scale[1], attn[120];
 static const real *const model_data[MODEL_TENSORS] = {wte, bias, scale, attn};
 static const CkptMeta model_meta[] = {{"step", "1200"}, {"model", "gpt \"tiny\"\\ café\n"}, {"empty", ""}};
@@ -160,28 +160,79 @@ static void test_streamed_write(void) {
   free(x), free(y);
 }
 
-/* A file in the other dtype (and this one) reads converted to real. */
-static void test_both_dtypes(void) {
+/* Files of every floating-point dtype read converted to real (F16 and BF16 bits by hand: 1.5, -2.25,
+ * 2^-24 and 65504 in F16; 1.5, -2.25, 2^-133 and 3·2^126 in BF16); a tensor of integers is in the
+ * header but is not read. */
+static void test_dtypes(void) {
   char path[512];
   float f32[4] = {1.5f, -2.25f, 3.0e-3f, 7.0f};
   double f64[4] = {1.0 / 3, -2.5, 1e-10, 123456.75};
-  unsigned char data[16 + 32];
+  uint16_t f16[4] = {0x3E00, 0xC080, 0x0001, 0x7BFF}, bf16[4] = {0x3FC0, 0xC010, 0x0001, 0x7F40};
+  int64_t i64[2] = {7, -7};
+  unsigned char data[16 + 32 + 8 + 8 + 16];
   memcpy(data, f32, 16);
   memcpy(data + 16, f64, 32);
+  memcpy(data + 48, f16, 8);
+  memcpy(data + 56, bf16, 8);
+  memcpy(data + 64, i64, 16);
   write_raw(in_dir(path, "dtypes.safetensors"),
             "{\"a\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]},"
-            " \"b\" : { \"shape\" : [4], \"data_offsets\" : [16, 48], \"dtype\" : \"F64\" } }  ",
+            " \"b\" : { \"shape\" : [4], \"data_offsets\" : [16, 48], \"dtype\" : \"F64\" },"
+            "\"c\":{\"dtype\":\"F16\",\"shape\":[4],\"data_offsets\":[48,56]},"
+            "\"d\":{\"dtype\":\"BF16\",\"shape\":[4],\"data_offsets\":[56,64]},"
+            "\"n\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[64,80]} }  ",
             data, sizeof data);
   Ckpt c;
   CHECK(ckpt_open(&c, path) == 0, "open: %s", c.error);
-  real a[4], b[4];
-  const int64_t sa[2] = {2, 2}, sb[1] = {4};
-  CHECK(ckpt_read(&c, "a", 2, sa, a) == 0 && ckpt_read(&c, "b", 1, sb, b) == 0, "read: %s", c.error);
+  real a[4], b[4], h[4], g[4];
+  const int64_t sa[2] = {2, 2}, sb[1] = {4}, sn[1] = {2};
+  CHECK(ckpt_read(&c, "a", 2, sa, a) == 0 && ckpt_read(&c, "b", 1, sb, b) == 0 && ckpt_read(&c, "c", 1, sb, h) == 0 &&
+            ckpt_read(&c, "d", 1, sb, g) == 0,
+        "read: %s", c.error);
+  const double want_f16[4] = {1.5, -2.25, 0x1p-24, 65504}, want_bf16[4] = {1.5, -2.25, 0x1p-133, 0x3p126};
   for (int i = 0; i < 4; i++) {
     CHECK(a[i] == (real)f32[i], "F32 element %d: %g", i, (double)a[i]);
     CHECK(b[i] == (real)f64[i], "F64 element %d: %g", i, (double)b[i]);
+    CHECK(h[i] == (real)want_f16[i], "F16 element %d: %g", i, (double)h[i]);
+    CHECK(g[i] == (real)want_bf16[i], "BF16 element %d: %g", i, (double)g[i]);
   }
-  CHECK(c.nmeta == 0 && ckpt_find(&c, "a")->dtype == CKPT_F32 && ckpt_find(&c, "b")->dtype == CKPT_F64, "dtypes");
+  CHECK(c.nmeta == 0 && ckpt_find(&c, "a")->dtype == CKPT_F32 && ckpt_find(&c, "b")->dtype == CKPT_F64 &&
+            ckpt_find(&c, "c")->dtype == CKPT_F16 && ckpt_find(&c, "d")->dtype == CKPT_BF16,
+        "dtypes");
+  char want[900];
+  snprintf(want, sizeof want,
+           "%s: tensor 'n' is I64; plait reads F32, F64, F16 and BF16, convert the checkpoint to one of them", path);
+  CHECK(ckpt_read(&c, "n", 1, sn, a) == -1 && strcmp(c.error, want) == 0, "I64 read: '%s'", c.error);
+  ckpt_close(&c);
+}
+
+/* A spec's dtype is what the file stores: each value rounded to it, read back as rounded. */
+static void test_written_dtypes(void) {
+  char path[512];
+  static const CkptDtype kinds[4] = {CKPT_F32, CKPT_F64, CKPT_F16, CKPT_BF16};
+  const real values[3] = {(real)(1.0 / 3), (real)-1000.5, (real)1e-3};
+  /* 1/3, -1000.5 and 1e-3 rounded to nearest in each format */
+  const double rounded[4][3] = {{(float)(real)(1.0 / 3), -1000.5, (float)(real)1e-3},
+                                {(real)(1.0 / 3), -1000.5, (real)1e-3},
+                                {0x1.554p-2, -1000.5, 0x1.064p-10},
+                                {0x1.56p-2, -1000, 0x1.06p-10}};
+  CkptSpec specs[4];
+  const real *data[4] = {values, values, values, values};
+  for (int k = 0; k < 4; k++) specs[k] = (CkptSpec){ckpt_dtype_name(kinds[k]), 1, {3}, kinds[k]};
+  CkptWriter w;
+  CHECK(ckpt_save(&w, in_dir(path, "written.safetensors"), specs, data, 4, NULL, 0) == 0, "save: %s", w.error);
+  Ckpt c;
+  CHECK(ckpt_open(&c, path) == 0, "open: %s", c.error);
+  for (int k = 0; k < 4; k++) {
+    real out[3];
+    const int64_t shape[1] = {3};
+    CHECK(ckpt_find(&c, specs[k].name) && ckpt_find(&c, specs[k].name)->dtype == kinds[k], "%s stored as another",
+          specs[k].name);
+    CHECK(ckpt_read(&c, specs[k].name, 1, shape, out) == 0, "read: %s", c.error);
+    for (int i = 0; i < 3; i++)
+      CHECK(out[i] == (real)rounded[k][i], "%s element %d: %a, want %a", specs[k].name, i, (double)out[i],
+            rounded[k][i]);
+  }
   ckpt_close(&c);
 }
 
@@ -260,8 +311,9 @@ static void test_bad_headers(void) {
        "not a safetensors file: tensor 'a' has an unknown field 'x'" DAMAGED},
       {"{\"a\":{\"dtype\":\"F32\",\"dtype\":\"F32\"}}",
        "not a safetensors file: tensor 'a' gives 'dtype' twice" DAMAGED},
-      {"{\"a\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,4]}}",
-       "tensor 'a' has dtype BF16, which plait does not read; convert it to F32 or F64"},
+      {"{\"a\":{\"dtype\":\"F4\",\"shape\":[2],\"data_offsets\":[0,1]}}",
+       "tensor 'a' has dtype F4, which plait does not know (it reads F32, F64, F16 and BF16); convert the checkpoint "
+       "to F32, F16 or BF16"},
       {"{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}",
        "not a safetensors file: tensor 'a' has 8 bytes of data_offsets but its shape and dtype need 12" DAMAGED},
       {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}",
@@ -317,8 +369,9 @@ static void test_bad_headers(void) {
   expect_open_error(
       path,
       "not a safetensors file: 4 bytes follow the last tensor's data; the file is damaged, use another checkpoint");
-  write_raw(path, "{\"a\\nb\":{\"dtype\":\"I8\",\"shape\":[1],\"data_offsets\":[0,1]}}", data, 1);
-  expect_open_error(path, "tensor 'a?b' has dtype I8, which plait does not read; convert it to F32 or F64");
+  write_raw(path, "{\"a\\nb\":{\"dtype\":\"Q9\",\"shape\":[1],\"data_offsets\":[0,1]}}", data, 1);
+  expect_open_error(path, "tensor 'a?b' has dtype Q9, which plait does not know (it reads F32, F64, F16 and BF16); "
+                          "convert the checkpoint to F32, F16 or BF16");
   write_raw(path, "{\"__metadata__\":{\"k\\u00e9\\ud83d\\ude00\":\"v\"}}", NULL, 0);
   CHECK(ckpt_open(&c, path) == 0, "escapes: %s", c.error);
   CHECK(c.nmeta == 1 && strcmp(c.meta[0].key, "k\xc3\xa9\xf0\x9f\x98\x80") == 0, "\\u escapes decode to UTF-8");
@@ -381,8 +434,7 @@ static void test_atomic_replacement(void) {
   CHECK(ckpt_write_begin(&w, path, model_specs, MODEL_TENSORS, NULL, 0) == 0, "begin: %s", w.error);
   CHECK(ckpt_write_data(&w, wte, 15) == 0, "data: %s", w.error);
   CHECK(ckpt_write_end(&w) == -1, "an incomplete checkpoint was written");
-  snprintf(want, sizeof want, "%s: only 15 of the tensors' 143 elements were written; write every tensor in full",
-           path);
+  snprintf(want, sizeof want, "%s: tensor 'h.0.ln.b' is missing 7 elements; write every tensor in full", path);
   CHECK(strcmp(w.error, want) == 0, "incomplete: '%s'", w.error);
   check_untouched(path, old, old_size, "incomplete");
 
@@ -440,16 +492,23 @@ static void test_atomic_replacement(void) {
 static void test_writer_errors(void) {
   char path[512], want[1200];
   CkptWriter w;
-  const CkptSpec twice[2] = {{"a", 1, {2}}, {"a", 1, {3}}};
+  const CkptSpec twice[2] = {{"a", 1, {2}, 0}, {"a", 1, {3}, 0}};
   CHECK(ckpt_write_begin(&w, in_dir(path, "twice.safetensors"), twice, 2, NULL, 0) == -1, "a name twice was accepted");
   snprintf(want, sizeof want, "%s: tensor 'a' is listed twice; give each tensor a name of its own", path);
   CHECK(strcmp(w.error, want) == 0, "twice: '%s'", w.error);
-  const CkptSpec one[1] = {{"a", 1, {2}}};
+  const CkptSpec one[1] = {{"a", 1, {2}, 0}};
   real data[3] = {1, 2, 3};
   CHECK(ckpt_write_begin(&w, path, one, 1, NULL, 0) == 0, "begin: %s", w.error);
   CHECK(ckpt_write_data(&w, data, 3) == -1, "too much data was accepted");
-  snprintf(want, sizeof want, "%s: 1 more elements than the tensors hold (2); write each tensor's elements once", path);
+  snprintf(want, sizeof want, "%s: 1 more elements than the tensors hold; write each tensor's elements once", path);
   CHECK(strcmp(w.error, want) == 0, "too much: '%s'", w.error);
+  CHECK(temp_files_left() == 0 && access(path, F_OK) != 0, "a failed write left files");
+  CHECK(ckpt_write_begin(&w, path, one, 1, NULL, 0) == 0 && ckpt_write_data(&w, data, 1) == 0, "begin: %s", w.error);
+  snprintf(want, sizeof want, "%s: tensor 'a' is missing 1 elements; write every tensor in full", path);
+  CHECK(ckpt_write_end(&w) == -1 && strcmp(w.error, want) == 0, "too little: '%s'", w.error);
+  const CkptSpec integers[1] = {{"a", 1, {2}, CKPT_I64}};
+  snprintf(want, sizeof want, "%s: tensor 'a' would be stored as I64; plait writes F32, F64, F16 or BF16", path);
+  CHECK(ckpt_write_begin(&w, path, integers, 1, NULL, 0) == -1 && strcmp(w.error, want) == 0, "I64: '%s'", w.error);
   CHECK(temp_files_left() == 0 && access(path, F_OK) != 0, "a failed write left files");
 }
 
@@ -458,7 +517,8 @@ int main(void) {
   RUN(test_round_trip);
   RUN(test_box_reads);
   RUN(test_streamed_write);
-  RUN(test_both_dtypes);
+  RUN(test_dtypes);
+  RUN(test_written_dtypes);
   RUN(test_missing_and_foreign_files);
   RUN(test_truncated);
   RUN(test_bad_headers);

@@ -1,0 +1,28 @@
+/* ckpt_model.h: whether a checkpoint holds a given model: the name, depth and configuration its metadata
+ * records against the model's. The generated programs' --load and --init and plait export refuse a
+ * checkpoint of another model with it before reading any tensor. */
+#ifndef PLAIT_CKPT_MODEL_H
+#define PLAIT_CKPT_MODEL_H
+
+#include <stddef.h>
+
+#include "ckpt.h"
+
+/* Metadata keys: the model's name, its number of layers, and each config entry as config.KEY. */
+#define CKPT_MODEL_KEY "model"
+#define CKPT_LAYERS_KEY "layers"
+#define CKPT_CONFIG_PREFIX "config."
+
+typedef struct {
+  const char *name;
+  int layers;
+  const CkptMeta *config; /* the model file's config table after --set, as text */
+  int nconfig;
+} CkptModel;
+
+/* 0 when c holds this model as far as its metadata tells: the same name and depth, and the same values
+ * of the settings that change the function the weights compute (every config entry but dropout,
+ * init_std and seq). Else -1 with one line in `error` naming what differs and the fix. */
+int ckpt_check_model(const Ckpt *c, const CkptModel *m, char *error, size_t len);
+
+#endif
