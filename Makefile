@@ -29,8 +29,10 @@ B := build
 # ---- the compiler -------------------------------------------------------------------------------
 COMPILER_C   := $(filter-out compiler/main.c,$(wildcard compiler/*.c))
 COMPILER_RE  := $(wildcard compiler/*.re)
+# plait import and export read and write checkpoints with the runtime's own reader and writer, in double.
+COMPILER_RT  := ckpt ckpt_header ckpt_model half
 COMPILER_OBJ := $(COMPILER_C:compiler/%.c=$(B)/compiler/%.o) $(COMPILER_RE:compiler/%.re=$(B)/compiler/%.o) \
-                $(B)/compiler/lualib.o
+                $(B)/compiler/lualib.o $(COMPILER_RT:%=$(B)/compiler/rt/%.o)
 LUA_SOURCES  := $(wildcard lib/plait/*.lua)
 
 # ---- the runtime (CPU; fp32 for programs, fp64 for gradient checks) -----------------------------
@@ -57,7 +59,11 @@ $(B)/libplaitc.a: $(COMPILER_OBJ)
 
 $(B)/compiler/%.o: compiler/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(LUA_INC) -Icompiler -DOPENBLAS='"$(OPENBLAS)"' $(CUDA_BUILD_DEFS) -c -o $@ $<
+	$(CC) $(CFLAGS) $(LUA_INC) -Icompiler -Iruntime -DPLAIT_REAL_DOUBLE -DOPENBLAS='"$(OPENBLAS)"' $(CUDA_BUILD_DEFS) -c -o $@ $<
+
+$(B)/compiler/rt/%.o: runtime/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -DPLAIT_REAL_DOUBLE -Iruntime -c -o $@ $<
 
 $(B)/gen/%.c: compiler/%.re
 	@mkdir -p $(@D)

@@ -109,7 +109,7 @@ static int run(const Options *o, Diag *d) {
 int cmd_build(int argc, char **argv) {
   Options o;
   Diag d;
-  if (options_parse(argc, argv, 2, build_flags, &o, &d) == 0 && run(&o, &d) == 0) return 0;
+  if (options_parse(argc, argv, 2, build_flags, 1, &o, &d) == 0 && run(&o, &d) == 0) return 0;
   fprintf(stderr, "plait: %s\n", d.msg);
   return 1;
 }

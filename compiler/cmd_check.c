@@ -131,7 +131,7 @@ int cmd_check(int argc, char **argv) {
   Options o;
   Diag d;
   Schedule s;
-  int status = options_parse(argc, argv, 2, check_flags, &o, &d);
+  int status = options_parse(argc, argv, 2, check_flags, 1, &o, &d);
   if (!status && !o.file)
     status = diag(&d, "check needs a schedule: plait check FILE (text or .csv), or plait check 1f1b --pp 4 --gbs 8");
   if (!status && ends_with(o.file, ".json")) status = check_trace(&o, &d);

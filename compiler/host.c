@@ -57,8 +57,7 @@ static int message_handler(lua_State *L) {
   return 1;
 }
 
-/* Calls the function under the handler with nargs arguments; a failure leaves one line in d. */
-static int protected_call(lua_State *L, int nargs, int nresults, Diag *d) {
+int host_call(lua_State *L, int nargs, int nresults, Diag *d) {
   int base = lua_gettop(L) - nargs;
   lua_pushcfunction(L, message_handler);
   lua_insert(L, base);
@@ -157,7 +156,7 @@ static int run_model_file(lua_State *L, const char *file, Diag *d) {
     lua_pop(L, 1);
     return -1;
   }
-  if (protected_call(L, 0, 1, d)) return -1;
+  if (host_call(L, 0, 1, d)) return -1;
   if (!luaL_getmetafield(L, -1, "__name")) return diag(d, "%s must return plait.model{...}", file);
   int is_model = strcmp(lua_tostring(L, -1), "plait.model") == 0;
   lua_pop(L, 1);
@@ -176,19 +175,20 @@ static void read_model_fields(lua_State *L, int model, Model *m, const char *fil
 static int trace(lua_State *L, int model, int mbs, Model *m, Diag *d) {
   lua_getglobal(L, "require");
   lua_pushstring(L, "plait");
-  if (protected_call(L, 1, 1, d)) return -1;
+  if (host_call(L, 1, 1, d)) return -1;
   lua_getfield(L, -1, "_trace");
   lua_pushvalue(L, model);
   lua_pushinteger(L, mbs);
-  if (protected_call(L, 2, 0, d)) return -1;
+  if (host_call(L, 2, 0, d)) return -1;
   lua_pop(L, 1);
   m->batch_dim = model_find_dim(m, "b");
   m->seq_dim = model_find_dim(m, "seq");
   return 0;
 }
 
-int host_build_model(const char *file, const Override *sets, int nsets, const Parallel *flags, Parallel *par,
-                     Model *m, Diag *d) {
+/* Runs the model file and traces it; then, with the state still open, visit (when given). */
+static int run_model(const char *file, const Override *sets, int nsets, const Parallel *flags, Parallel *par, Model *m,
+                     HostVisit visit, void *ctx, Diag *d) {
   memset(m, 0, sizeof *m);
   m->vocab_dim = -1;
   graph_init(&m->embed, "embed");
@@ -222,7 +222,20 @@ int host_build_model(const char *file, const Override *sets, int nsets, const Pa
       status = trace(L, model, par->mbs, m, d);
     }
     if (status == 0) status = check_overrides_used(&b, d);
+    if (status == 0 && visit) status = visit(L, model, m, ctx, d);
   }
   lua_close(L);
   return status;
+}
+
+int host_build_model(const char *file, const Override *sets, int nsets, const Parallel *flags, Parallel *par,
+                     Model *m, Diag *d) {
+  return run_model(file, sets, nsets, flags, par, m, NULL, NULL, d);
+}
+
+int host_visit_model(const char *file, const Override *sets, int nsets, Model *m, HostVisit visit, void *ctx,
+                     Diag *d) {
+  Parallel none, par;
+  parallel_unset(&none);
+  return run_model(file, sets, nsets, &none, &par, m, visit, ctx, d);
 }

@@ -2,6 +2,8 @@
 #ifndef PLAIT_HOST_H
 #define PLAIT_HOST_H
 
+#include <lua.h>
+
 #include "core.h"
 #include "diag.h"
 #include "graph.h"
@@ -12,5 +14,18 @@
  * Returns 0, or -1 with one line in d (Lua errors carry the model file's name and line). */
 int host_build_model(const char *file, const Override *sets, int nsets, const Parallel *flags, Parallel *par,
                      Model *m, Diag *d);
+
+/* What a command does with a traced model while its Lua state is open: L holds the model record at
+ * stack index `model`. Returns 0, or -1 with one line in d. */
+typedef int (*HostVisit)(lua_State *L, int model, const Model *m, void *ctx, Diag *d);
+
+/* As host_build_model under the model file's own layout, then visit(L, model, m, ctx, d) before the
+ * state closes. */
+int host_visit_model(const char *file, const Override *sets, int nsets, Model *m, HostVisit visit, void *ctx,
+                     Diag *d);
+
+/* Calls the function below nargs arguments on L's stack as lua_pcall does; an error becomes one line in
+ * d (an error inside lib/plait named at the model file's line). Returns 0 or -1. */
+int host_call(lua_State *L, int nargs, int nresults, Diag *d);
 
 #endif

@@ -1,4 +1,4 @@
-/* main.c: the plait command: dispatches to plan, build, check and data. */
+/* main.c: the plait command: dispatches to plan, build, check, data, import and export. */
 #include <stdio.h>
 #include <string.h>
 
@@ -21,6 +21,10 @@ static const Command commands[] = {
      "plait check FILE.txt|FILE.csv|gpipe|1f1b|interleaved [--pp N --vpp N --dp N --mbs N --gbs N] [--unit-costs]\n"
      "           [--format report|text|csv|trace|svg] [-o FILE]"},
     {"data", cmd_data, "plait data --bytes FILE... -o OUT.bin [--val-fraction F]   (validation part: OUT.val.bin)"},
+    {"import", cmd_import,
+     "plait import MODEL.lua HF_DIR -o CKPT_DIR [--set key=value ...]   (a Hugging Face checkpoint: weights to start from)"},
+    {"export", cmd_export,
+     "plait export MODEL.lua CKPT_DIR -o HF_DIR [--dtype f32|bf16|f16|f64] [--shard-size 5GB] [--set key=value ...]"},
 };
 
 static int usage(FILE *f) {

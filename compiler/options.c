@@ -86,7 +86,9 @@ static int parse_flag(int argc, char **argv, int *i, Options *o, Diag *d) {
                       : strcmp(flag, "--print") == 0 ? &o->print
                       : strcmp(flag, "--machine") == 0 ? &o->machine
                       : strcmp(flag, "--backend") == 0 ? &o->backend
-                      : strcmp(flag, "--model") == 0 ? &o->model : NULL;
+                      : strcmp(flag, "--model") == 0 ? &o->model
+                      : strcmp(flag, "--dtype") == 0 ? &o->dtype
+                      : strcmp(flag, "--shard-size") == 0 ? &o->shard_size : NULL;
   if (!text) return diag(d, "internal: no handler for %s", flag);
   if (!value) return diag(d, "%s takes a value", flag);
   *text = value;
@@ -94,7 +96,7 @@ static int parse_flag(int argc, char **argv, int *i, Options *o, Diag *d) {
   return 0;
 }
 
-int options_parse(int argc, char **argv, int first, const char *const *flags, Options *o, Diag *d) {
+int options_parse(int argc, char **argv, int first, const char *const *flags, int files, Options *o, Diag *d) {
   memset(o, 0, sizeof *o);
   parallel_unset(&o->parallel);
   for (int i = first; i < argc; i++) {
@@ -104,8 +106,10 @@ int options_parse(int argc, char **argv, int first, const char *const *flags, Op
       if (parse_flag(argc, argv, &i, o, d)) return -1;
     } else if (!o->file) {
       o->file = arg;
+    } else if (files == 2 && !o->second) {
+      o->second = arg;
     } else {
-      return diag(d, "unexpected argument '%s' (one file only)", arg);
+      return diag(d, "unexpected argument '%s' (%s)", arg, files == 2 ? "a model file and a folder only" : "one file only");
     }
   }
   return 0;

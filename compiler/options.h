@@ -9,6 +9,7 @@
 
 typedef struct {
   const char *file;          /* the positional argument: a model file, or a schedule file for check */
+  const char *second;        /* a second positional argument, where the command takes one (import, export) */
   Parallel parallel;         /* layout flags given (the rest UNSET) */
   Override sets[MAX_OVERRIDES];
   int nsets;
@@ -21,11 +22,14 @@ typedef struct {
   int double_precision;      /* --double: real = double (gradient checks) */
   const char *backend;       /* --backend cpu|cuda */
   const char *model;         /* --model FILE (check: costs from a model) */
+  const char *dtype;         /* --dtype f32|bf16|f16|f64 (export) */
+  const char *shard_size;    /* --shard-size BYTES (export) */
 } Options;
 
 /* Parses argv[first..argc): `flags` lists the long flags the command takes ("--tp", "--set", ...,
  * "-o"); the layout flags are "--tp --pp --vpp --dp --mbs --gbs --schedule --recompute
- * --sequence-parallel --partition". Returns 0, or -1 with the reason in d. */
-int options_parse(int argc, char **argv, int first, const char *const *flags, Options *o, Diag *d);
+ * --sequence-parallel --partition"; `files` is how many positional arguments it takes (1 or 2).
+ * Returns 0, or -1 with the reason in d. */
+int options_parse(int argc, char **argv, int first, const char *const *flags, int files, Options *o, Diag *d);
 
 #endif

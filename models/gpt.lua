@@ -14,6 +14,6 @@ local function block(L, x)
 end
 
 return plait.model {
-  name = "gpt", config = cfg, layers = cfg.layers,
+  name = "gpt", family = "gpt2", config = cfg, layers = cfg.layers,
   embed = nn.embedding, block = block, head = nn.lm_head,
 }

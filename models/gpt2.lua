@@ -12,6 +12,6 @@ local function block(L, x)
 end
 
 return plait.model {
-  name = "gpt2", config = cfg, layers = cfg.layers,
+  name = "gpt2", family = "gpt2", config = cfg, layers = cfg.layers,
   embed = nn.embedding, block = block, head = nn.lm_head,
 }

@@ -19,6 +19,6 @@ local function block(L, x)
 end
 
 return plait.model {
-  name = "llama", config = cfg, layers = cfg.layers,
+  name = "llama", family = "llama", config = cfg, layers = cfg.layers,
   embed = nn.embedding, block = block, head = nn.lm_head,
 }

@@ -12,7 +12,7 @@ local function block(L, x)
 end
 
 return plait.model {
-  name = "tiny", config = cfg, layers = cfg.layers,
+  name = "tiny", family = "gpt2", config = cfg, layers = cfg.layers,
   embed = nn.embedding, block = block, head = nn.lm_head,
   parallel = { mbs = 8, gbs = 8 },
 }

@@ -123,14 +123,14 @@ function plait.dim(n, name, granule)
   if type(n) ~= "number" or n < 1 or n ~= math.floor(n) then fail("a size must be a positive integer, got %s", tostring(n)) end
   name = name or config_keys[n] or tostring(math.tointeger(n))
   local ok, err = pcall(core.dim, name, n, granule or 1)
-  if not ok then fail("%s", err) end
+  if not ok then error(err, 0) end -- core's message names the model file's line already
   return name
 end
 
 -- The vocabulary dim: padded to a multiple of 128·tp, as Megatron does; the padding is left out of the loss.
 function plait.vocab(n)
   local ok, name = pcall(core.vocab_dim, n)
-  if not ok then fail("%s", name) end
+  if not ok then error(name, 0) end -- core's message names the model file's line already
   return name
 end
 
@@ -237,13 +237,15 @@ end
 -- The model record and its tracing.
 
 local model_fields = { name = "string", config = "table", embed = "function", block = "function",
-                       head = "function", layers = "number", parallel = "table" }
+                       head = "function", layers = "number", parallel = "table", family = "string or table" }
 
+-- family: the Hugging Face family (plait.hf) that import and export read: a name or a family table.
 function plait.model(m)
   if type(m) ~= "table" then fail("plait.model takes a table") end
   for k, v in pairs(m) do
-    if not model_fields[k] then fail("plait.model: unknown field '%s'", tostring(k)) end
-    if type(v) ~= model_fields[k] then fail("plait.model: '%s' must be a %s", k, model_fields[k]) end
+    local want = model_fields[k]
+    if not want then fail("plait.model: unknown field '%s'", tostring(k)) end
+    if not want:find(type(v), 1, true) then fail("plait.model: '%s' must be a %s", k, want) end
   end
   for _, k in ipairs({ "name", "config", "embed", "block", "head" }) do
     if m[k] == nil then fail("plait.model: missing field '%s'", k) end

@@ -19,7 +19,7 @@ static int plan_of(const char *command, Plan *p) {
   snprintf(buf, sizeof buf, "plait plan %s", command);
   for (char *tok = strtok(buf, " "); tok && argc < 63; tok = strtok(NULL, " ")) argv[argc++] = tok;
   Options o;
-  if (options_parse(argc, argv, 2, all_flags, &o, &d) || plan_build(&o, p, stdout, &d)) {
+  if (options_parse(argc, argv, 2, all_flags, 1, &o, &d) || plan_build(&o, p, stdout, &d)) {
     CHECK(0, "%s: %s", command, d.msg);
     return -1;
   }

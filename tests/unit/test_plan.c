@@ -20,7 +20,7 @@ static int plan_of(const char *command, Plan *p, Diag *d) {
   snprintf(buf, sizeof buf, "plait plan %s", command);
   for (char *tok = strtok(buf, " "); tok && argc < 63; tok = strtok(NULL, " ")) argv[argc++] = tok;
   Options o;
-  if (options_parse(argc, argv, 2, all_flags, &o, d)) return -1;
+  if (options_parse(argc, argv, 2, all_flags, 1, &o, d)) return -1;
   return plan_build(&o, p, stdout, d);
 }
 

@@ -15,7 +15,7 @@ end
 local function head(S, x, targets) return nn.lm_head(S, x, targets, { tied = false }) end
 
 return plait.model {
-  name = "tiny", config = cfg, layers = cfg.layers,
+  name = "tiny", family = "gpt2", config = cfg, layers = cfg.layers,
   embed = nn.embedding, block = block, head = head,
   parallel = { mbs = 8, gbs = 8 },
 }

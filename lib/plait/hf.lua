@@ -1,0 +1,597 @@
+-- plait.hf: how a model's tensors and configuration correspond to a Hugging Face architecture's, as data.
+-- A family names the architecture, maps config.json's keys to the model's config, and lists which
+-- Hugging Face tensor each of the model's tensors comes from: renamed, transposed (GPT-2's Conv1D
+-- weights are [in, out]), several of the model's tensors concatenated into one (a fused QKV), optionally
+-- interleaved in blocks (per head), or longer than the model's (positions beyond its sequence).
+-- `plait import` and `plait export` read a model's family (plait.model{family = ...}: a name of the
+-- families below, or a family the model file declares or extends) and move the numbers; nothing in C
+-- knows a family.
+local json = require "plait.json"
+
+local hf = {}
+
+local function fail(fmt, ...) error(string.format(fmt, ...), 0) end
+
+---------------------------------------------------------------------------------------------------
+-- Declaring families.
+--
+-- hf.family{
+--   name = "gpt2", architecture = "GPT2LMHeadModel", model_type = "gpt2",
+--   base_prefix = "transformer.",  -- names of the base model's tensors start with it; import also
+--                                  -- reads checkpoints saved without it (GPT2Model, LlamaModel)
+--   config = {                     -- one entry per setting:
+--     { hf = "n_embd", plait = "hidden" },          -- config.json's key and the model config's
+--     { hf = "rope_theta", also = { "rope_parameters.rope_theta" }, plait = "rope_theta" },
+--                                                   -- read from the first key present (a.b: b inside a)
+--     { hf = "n_inner", plait = "ffn", hf_default = function(c) return 4 * c.n_embd end },
+--     { hf = "n_positions", plait = "seq", at_least = true },   -- config.json's may be larger
+--     { hf = "activation_function", plait = "activation", default = "gelu",
+--       values = { gelu = { "gelu_new", "gelu_pytorch_tanh" }, relu = "relu" } },
+--     { hf = "resid_pdrop", plait = "dropout", default = 0, check = false },  -- written, not compared
+--     { hf = "tie_word_embeddings", plait = "tied", derive = function(model) ... end },
+--     { hf = "scale_attn_weights", value = true },   -- fixed: what plait computes
+--     { plait = "positions", value = "learned", default = "learned" },  -- what the model must say
+--   },
+--   tensors = { { hf = "transformer.wte.weight", plait = "wte" }, ... },   -- the model's own
+--   layer = {                      -- each layer's; %d is the layer, the model's names are inside it
+--     { hf = "transformer.h.%d.attn.c_attn.weight", plait = { "attn.q.weight", "attn.k.weight",
+--       "attn.v.weight" }, transpose = true, groups = 1 },
+--   },
+--   ignore = { "transformer.h.%d.attn.bias" },      -- Hugging Face tensors that import skips
+-- }
+--
+-- default: the model's value when its config has no such key (what plait.nn assumes); hf_default:
+-- config.json's when it has none (what transformers assumes); either may be a function (of the
+-- model's config, or of config.json's table). values: the model's value to config.json's (a list: all
+-- are read, the first is written). A tensor entry with several plait names concatenates them along
+-- axis 0 (their first axis, the output features of a weight); groups = g interleaves them in g blocks
+-- (each part's rows split in g, block b holding every part's b-th piece); transpose: the Hugging Face
+-- tensor is the transpose of that; rows = "at_least": it may have more rows than the model's (import
+-- takes the first). An entry none of whose plait tensors the model has is left out (biases of a model
+-- without them, an untied head); one the model has only some of is an error.
+
+local family_fields = { name = "string", architecture = "string", model_type = "string", base_prefix = "string",
+                        config = "table", tensors = "table", layer = "table", ignore = "table" }
+local config_fields = { hf = "string", also = "table", plait = "string", default = true, hf_default = true,
+                        values = "table", at_least = "boolean", check = "boolean", derive = "function", value = true }
+local tensor_fields = { hf = "string", plait = true, transpose = "boolean", groups = true, rows = "string" }
+
+local function check_fields(t, fields, what)
+  for k, v in pairs(t) do
+    local want = fields[k]
+    if want == nil then fail("%s: unknown field '%s'", what, tostring(k)) end
+    if want ~= true and type(v) ~= want then fail("%s: '%s' must be a %s", what, k, want) end
+  end
+end
+
+local function check_family(f)
+  if type(f) ~= "table" then fail("plait.hf.family takes a table") end
+  check_fields(f, family_fields, "plait.hf.family")
+  for _, k in ipairs({ "name", "architecture", "model_type", "config", "tensors", "layer" }) do
+    if f[k] == nil then fail("plait.hf.family: missing field '%s'", k) end
+  end
+  for i, e in ipairs(f.config) do
+    check_fields(e, config_fields, string.format("family %s: config entry %d", f.name, i))
+    if not e.hf and not e.plait then fail("family %s: config entry %d names neither hf nor plait", f.name, i) end
+  end
+  for _, list in ipairs({ "tensors", "layer" }) do
+    for i, e in ipairs(f[list]) do
+      local what = string.format("family %s: %s entry %d", f.name, list, i)
+      check_fields(e, tensor_fields, what)
+      if not e.hf or not e.plait then fail("%s needs hf and plait", what) end
+      if e.rows and e.rows ~= "at_least" then fail("%s: rows must be \"at_least\"", what) end
+    end
+  end
+  f.ignore = f.ignore or {}
+  f.base_prefix = f.base_prefix or ""
+  return setmetatable(f, { __name = "plait.hf.family" })
+end
+
+-- A family, checked.
+function hf.family(f)
+  local ok, err = pcall(check_family, f)
+  if not ok then require("plait").fail("%s", err) end
+  return f
+end
+
+local function append(list, more)
+  local out = {}
+  for _, e in ipairs(list or {}) do out[#out + 1] = e end
+  for _, e in ipairs(more or {}) do out[#out + 1] = e end
+  return out
+end
+
+-- A family like `base` (a family or a built-in family's name) with `more`'s entries added to its
+-- config, tensors, layer and ignore lists and its other fields replaced: a variant's own tensors.
+function hf.extend(base, more)
+  if type(base) == "string" then base = hf.families[base] or require("plait").fail("unknown family '%s'", base) end
+  local f = {}
+  for k, v in pairs(base) do f[k] = v end
+  for k, v in pairs(more or {}) do
+    if k == "config" or k == "tensors" or k == "layer" or k == "ignore" then f[k] = append(base[k], v)
+    else f[k] = v end
+  end
+  return hf.family(f)
+end
+
+---------------------------------------------------------------------------------------------------
+-- The families plait ships.
+
+hf.families = {}
+
+-- GPT-2 (GPT2LMHeadModel): learned positions, pre-LayerNorm blocks, GeLU (tanh) MLP, biases everywhere,
+-- tied embeddings; attention and MLP weights are Conv1D, stored [in, out], and c_attn is q, k and v
+-- side by side. Also the family of models/gpt.lua and models/tiny.lua.
+hf.families.gpt2 = hf.family {
+  name = "gpt2", architecture = "GPT2LMHeadModel", model_type = "gpt2", base_prefix = "transformer.",
+  config = {
+    { hf = "vocab_size", plait = "vocab", hf_default = 50257 },
+    { hf = "n_positions", plait = "seq", at_least = true, hf_default = 1024 },
+    { hf = "n_embd", plait = "hidden", hf_default = 768 },
+    { hf = "n_layer", plait = "layers", hf_default = 12 },
+    { hf = "n_head", plait = "heads", hf_default = 12 },
+    { hf = "n_inner", plait = "ffn", default = function(c) return 4 * c.hidden end,
+      hf_default = function(c) return 4 * (c.n_embd or 768) end },
+    { hf = "layer_norm_epsilon", plait = "norm_eps", default = 1e-5, hf_default = 1e-5 },
+    { hf = "activation_function", plait = "activation", default = "gelu", hf_default = "gelu_new",
+      values = { gelu = { "gelu_new", "gelu_pytorch_tanh" }, relu = "relu" } },
+    { hf = "tie_word_embeddings", plait = "tied", hf_default = true,
+      derive = function(model) return model.params["lm_head.weight"] == nil end },
+    { hf = "resid_pdrop", plait = "dropout", default = 0, check = false },
+    { hf = "embd_pdrop", plait = "dropout", default = 0, check = false },
+    { hf = "attn_pdrop", value = 0.0, check = false },
+    { hf = "initializer_range", plait = "init_std", default = 0.02, check = false },
+    { hf = "bos_token_id", value = function(c) return c.vocab - 1 end, check = false },  -- GPT-2's end of text
+    { hf = "eos_token_id", value = function(c) return c.vocab - 1 end, check = false },  -- is its last token
+    { hf = "scale_attn_weights", value = true, hf_default = true },
+    { hf = "scale_attn_by_inverse_layer_idx", value = false, hf_default = false },
+    { hf = "add_cross_attention", value = false, hf_default = false },
+    { plait = "positions", value = "learned", default = "learned" },
+    { plait = "norm", value = "layernorm", default = "layernorm" },
+    { plait = "bias", value = true, default = true },
+    { plait = "causal", value = true, default = true },
+  },
+  tensors = {
+    { hf = "transformer.wte.weight", plait = "wte" },
+    { hf = "transformer.wpe.weight", plait = "wpe", rows = "at_least" },
+    { hf = "transformer.ln_f.weight", plait = "ln_f.weight" },
+    { hf = "transformer.ln_f.bias", plait = "ln_f.bias" },
+    { hf = "lm_head.weight", plait = "lm_head.weight" },
+  },
+  layer = {
+    { hf = "transformer.h.%d.ln_1.weight", plait = "ln_1.weight" },
+    { hf = "transformer.h.%d.ln_1.bias", plait = "ln_1.bias" },
+    { hf = "transformer.h.%d.attn.c_attn.weight", plait = { "attn.q.weight", "attn.k.weight", "attn.v.weight" },
+      transpose = true },
+    { hf = "transformer.h.%d.attn.c_attn.bias", plait = { "attn.q.bias", "attn.k.bias", "attn.v.bias" } },
+    { hf = "transformer.h.%d.attn.c_proj.weight", plait = "attn.proj.weight", transpose = true },
+    { hf = "transformer.h.%d.attn.c_proj.bias", plait = "attn.proj.bias" },
+    { hf = "transformer.h.%d.ln_2.weight", plait = "ln_2.weight" },
+    { hf = "transformer.h.%d.ln_2.bias", plait = "ln_2.bias" },
+    { hf = "transformer.h.%d.mlp.c_fc.weight", plait = "mlp.fc.weight", transpose = true },
+    { hf = "transformer.h.%d.mlp.c_fc.bias", plait = "mlp.fc.bias" },
+    { hf = "transformer.h.%d.mlp.c_proj.weight", plait = "mlp.proj.weight", transpose = true },
+    { hf = "transformer.h.%d.mlp.c_proj.bias", plait = "mlp.proj.bias" },
+  },
+  -- the causal mask buffers older checkpoints hold, and the tied head's copy of wte
+  ignore = { "transformer.h.%d.attn.bias", "transformer.h.%d.attn.masked_bias", "lm_head.weight" },
+}
+
+-- Llama (LlamaForCausalLM): RMSNorm, SwiGLU, rotary positions (rotate-half pairs, as plait rotates),
+-- grouped-query attention, no biases by default, untied output layer by default. The names follow
+-- models/llama.lua's block.
+hf.families.llama = hf.family {
+  name = "llama", architecture = "LlamaForCausalLM", model_type = "llama", base_prefix = "model.",
+  config = {
+    { hf = "vocab_size", plait = "vocab", hf_default = 32000 },
+    { hf = "max_position_embeddings", plait = "seq", at_least = true, hf_default = 2048 },
+    { hf = "hidden_size", plait = "hidden", hf_default = 4096 },
+    { hf = "intermediate_size", plait = "ffn", hf_default = 11008 },
+    { hf = "num_hidden_layers", plait = "layers", hf_default = 32 },
+    { hf = "num_attention_heads", plait = "heads", hf_default = 32 },
+    { hf = "num_key_value_heads", plait = "kv_heads", default = function(c) return c.heads end,
+      hf_default = function(c) return c.num_attention_heads or 32 end },
+    { hf = "rms_norm_eps", plait = "norm_eps", default = 1e-5, hf_default = 1e-6 },
+    { hf = "rope_theta", also = { "rope_parameters.rope_theta" }, plait = "rope_theta", default = 10000,
+      hf_default = 10000 },
+    { hf = "hidden_act", plait = "activation", default = "gelu", hf_default = "silu", values = { swiglu = "silu" } },
+    { hf = "tie_word_embeddings", plait = "tied", hf_default = false,
+      derive = function(model) return model.params["lm_head.weight"] == nil end },
+    { hf = "attention_bias", plait = "bias", default = true, hf_default = false },
+    { hf = "mlp_bias", plait = "bias", default = true, hf_default = false },
+    { hf = "head_dim", value = function(c) return c.hidden // c.heads end,
+      hf_default = function(c) return (c.hidden_size or 4096) // (c.num_attention_heads or 32) end },
+    { hf = "rope_scaling", value = json.null, hf_default = json.null },
+    { hf = "rope_parameters.rope_type", value = "default", hf_default = "default" },
+    { hf = "pretraining_tp", value = 1, hf_default = 1, check = false },
+    { hf = "attention_dropout", value = 0.0, check = false },
+    { hf = "initializer_range", plait = "init_std", default = 0.02, check = false },
+    { plait = "positions", value = "rope", default = "learned" },
+    { plait = "norm", value = "rmsnorm", default = "layernorm" },
+    { plait = "causal", value = true, default = true },
+  },
+  tensors = {
+    { hf = "model.embed_tokens.weight", plait = "wte" },
+    { hf = "model.norm.weight", plait = "ln_f.weight" },
+    { hf = "lm_head.weight", plait = "lm_head.weight" },
+  },
+  layer = {
+    { hf = "model.layers.%d.input_layernorm.weight", plait = "attn_norm.weight" },
+    { hf = "model.layers.%d.self_attn.q_proj.weight", plait = "attn.q.weight" },
+    { hf = "model.layers.%d.self_attn.k_proj.weight", plait = "attn.k.weight" },
+    { hf = "model.layers.%d.self_attn.v_proj.weight", plait = "attn.v.weight" },
+    { hf = "model.layers.%d.self_attn.o_proj.weight", plait = "attn.proj.weight" },
+    { hf = "model.layers.%d.self_attn.q_proj.bias", plait = "attn.q.bias" },
+    { hf = "model.layers.%d.self_attn.k_proj.bias", plait = "attn.k.bias" },
+    { hf = "model.layers.%d.self_attn.v_proj.bias", plait = "attn.v.bias" },
+    { hf = "model.layers.%d.self_attn.o_proj.bias", plait = "attn.proj.bias" },
+    { hf = "model.layers.%d.post_attention_layernorm.weight", plait = "mlp_norm.weight" },
+    { hf = "model.layers.%d.mlp.gate_proj.weight", plait = "gate.weight" },
+    { hf = "model.layers.%d.mlp.up_proj.weight", plait = "up.weight" },
+    { hf = "model.layers.%d.mlp.down_proj.weight", plait = "down.weight" },
+    { hf = "model.layers.%d.mlp.gate_proj.bias", plait = "gate.bias" },
+    { hf = "model.layers.%d.mlp.up_proj.bias", plait = "up.bias" },
+    { hf = "model.layers.%d.mlp.down_proj.bias", plait = "down.bias" },
+  },
+  -- the rotary frequencies older checkpoints hold, and a tied head's copy of the embedding
+  ignore = { "model.layers.%d.self_attn.rotary_emb.inv_freq", "lm_head.weight" },
+}
+
+---------------------------------------------------------------------------------------------------
+-- What import and export ask (called by the compiler with the model record and its tensors).
+
+-- The model's family: plait.model{family = "gpt2"} names one of hf.families, or holds a family.
+function hf._family(model)
+  local f = model.family
+  if f == nil then
+    fail("model '%s' declares no Hugging Face family; add family = \"gpt2\" or \"llama\" to its plait.model{...}, "
+         .. "or a family of its own (plait.hf.family{...})", model.name)
+  end
+  if type(f) == "string" then
+    if hf.families[f] then return hf.families[f] end
+    local known = {}
+    for k in pairs(hf.families) do known[#known + 1] = k end
+    table.sort(known)
+    fail("model '%s' names an unknown Hugging Face family '%s' (plait knows %s); declare it in the model file "
+         .. "with plait.hf.family{...}", model.name, f, table.concat(known, ", "))
+  end
+  return f
+end
+
+local function show(v)
+  if type(v) == "table" then return json.encode(v) end
+  if type(v) == "number" then return json.encode(v) end
+  return tostring(v)
+end
+
+local function evaluate(v, arg)
+  if type(v) == "function" then return v(arg) end
+  return v
+end
+
+-- The model's value of a setting: derived from its tensors, its config, or the family's default.
+local function plait_value(e, model)
+  if e.derive then return e.derive(model) end
+  local v = model.config[e.plait]
+  if v == nil then v = evaluate(e.default, model.config) end
+  return v
+end
+
+-- config.json's values the model's value stands for (the first is what export writes), or nil.
+local function hf_values(e, v)
+  if not e.values then return { v } end
+  local mapped = e.values[v]
+  if mapped == nil then return nil end
+  return type(mapped) == "table" and mapped or { mapped }
+end
+
+local function same(a, b)
+  if type(a) == "number" and type(b) == "number" then return a == b end
+  if type(a) == "table" and type(b) == "table" then return json.encode(a) == json.encode(b) end
+  return a == b
+end
+
+-- The model's value that config.json's stands for, for a --set hint.
+local function plait_for(e, hv)
+  if not e.values then return hv end
+  for pv, list in pairs(e.values) do
+    for _, v in ipairs(type(list) == "table" and list or { list }) do
+      if same(v, hv) then return pv end
+    end
+  end
+end
+
+local function hint(e, model, hv)
+  if e.derive or model.config[e.plait] == nil then return "" end
+  local pv = plait_for(e, hv)
+  if pv == nil then return "" end
+  return string.format("; import it with --set %s=%s", e.plait, show(pv))
+end
+
+-- The value at a key of config.json: "a.b" is b inside a.
+local function get_path(t, path)
+  for key in path:gmatch("[^.]+") do
+    if type(t) ~= "table" then return nil end
+    t = t[key]
+  end
+  return t
+end
+
+local function set_path(t, path, value)
+  local keys = {}
+  for key in path:gmatch("[^.]+") do keys[#keys + 1] = key end
+  for i = 1, #keys - 1 do
+    t[keys[i]] = t[keys[i]] or {}
+    t = t[keys[i]]
+  end
+  t[keys[#keys]] = value
+end
+
+-- config.json's value of a setting: its key, else the first of its other keys that is there, else the
+-- default transformers takes.
+local function hf_value(e, hc)
+  local v = get_path(hc, e.hf)
+  for _, key in ipairs(e.also or {}) do
+    if v == nil or v == json.null then v = get_path(hc, key) end
+  end
+  if v == nil or v == json.null then v = evaluate(e.hf_default, hc) end
+  return v
+end
+
+-- One line for a disagreement of a mapped setting, or nil.
+local function check_mapped(e, model, hc)
+  local pv = plait_value(e, model)
+  if pv == nil then
+    return string.format("the model's config has no %s, which config.json's %s gives", e.plait, e.hf)
+  end
+  local hv = hf_value(e, hc)
+  local wanted = hf_values(e, pv)
+  if not wanted then
+    return string.format("the model has %s = %s, which the %s family has no %s for", e.plait, show(pv),
+                         model.family_name, e.hf)
+  end
+  if e.at_least and type(hv) == "number" and type(pv) == "number" then
+    if hv >= pv then return nil end
+    return string.format("config.json has %s = %s, fewer than the model's %s = %s%s", e.hf, show(hv), e.plait,
+                         show(pv), hint(e, model, hv))
+  end
+  for _, v in ipairs(wanted) do
+    if same(v, hv) then return nil end
+  end
+  return string.format("config.json has %s = %s, the model has %s = %s%s", e.hf, show(hv), e.plait, show(pv),
+                       hint(e, model, hv))
+end
+
+local function check_fixed(e, model, hc)
+  local want, hv = evaluate(e.value, model.config), get_path(hc, e.hf)
+  if hv == nil then hv = evaluate(e.hf_default, hc) end
+  if hv == nil or same(hv, want) then return nil end
+  return string.format("config.json has %s = %s, which plait does not compute (the %s family takes %s)", e.hf,
+                       show(hv), model.family_name, show(want))
+end
+
+local function check_required(e, model)
+  local v = plait_value(e, model)
+  if same(v, e.value) then return nil end
+  return string.format("the model has %s = %s, the %s family takes %s = %s", e.plait, show(v), model.family_name,
+                       e.plait, show(e.value))
+end
+
+local function read_file(path)
+  local f, err = io.open(path, "rb")
+  if not f then fail("cannot read %s: %s", path, err) end
+  local text = f:read("a")
+  f:close()
+  return text
+end
+
+local function read_json(path)
+  local ok, v = pcall(json.decode, read_file(path), path)
+  if not ok then fail("%s is not JSON (%s); give a Hugging Face model folder", path, v) end
+  if type(v) ~= "table" or v.n then fail("%s holds no JSON object; give a Hugging Face model folder", path) end
+  return v
+end
+
+local function check_architecture(f, hc, dir)
+  local names = {}
+  for i = 1, hc.architectures and hc.architectures.n or 0 do names[#names + 1] = tostring(hc.architectures[i]) end
+  local matches = hc.model_type == f.model_type
+  for _, a in ipairs(names) do matches = matches or a == f.architecture end
+  if matches then return nil end
+  return string.format("%s/config.json is of %s (model_type %s), the model's family %s reads %s; import it with a "
+                       .. "model file of its family", dir, #names > 0 and table.concat(names, ", ") or "?",
+                       tostring(hc.model_type), f.name, f.architecture)
+end
+
+-- The lines on which DIR/config.json disagrees with the model (its architecture, each setting).
+function hf._check_config(model, dir)
+  local f = hf._family(model)
+  model.family_name = f.name
+  local hc = read_json(dir .. "/config.json")
+  local problems = {}
+  local function add(line) if line then problems[#problems + 1] = line end end
+  add(check_architecture(f, hc, dir))
+  for _, e in ipairs(f.config) do
+    if e.check ~= false then
+      if e.hf and e.plait then add(check_mapped(e, model, hc))
+      elseif e.hf then add(check_fixed(e, model, hc))
+      else add(check_required(e, model)) end
+    end
+  end
+  return problems
+end
+
+local dtype_names = { F32 = "float32", BF16 = "bfloat16", F16 = "float16", F64 = "float64" }
+
+-- config.json for the model, its tensors stored as `dtype` (F32, BF16, ...). The dtype goes under both
+-- the key transformers 4 reads (torch_dtype) and the one later versions write (dtype).
+function hf._config_text(model, dtype)
+  local f = hf._family(model)
+  model.family_name = f.name
+  local out = { architectures = json.array { f.architecture }, model_type = f.model_type,
+                torch_dtype = dtype_names[dtype], dtype = dtype_names[dtype] }
+  for _, e in ipairs(f.config) do
+    if e.hf and e.plait then
+      local pv = plait_value(e, model)
+      local values = pv ~= nil and hf_values(e, pv)
+      if pv == nil then fail("the model's config has no %s, which the %s family writes as %s", e.plait, f.name, e.hf) end
+      if not values then
+        fail("the model has %s = %s, which the %s family has no %s for", e.plait, show(pv), f.name, e.hf)
+      end
+      set_path(out, e.hf, values[1])
+    elseif e.hf then
+      set_path(out, e.hf, evaluate(e.value, model.config))
+    end
+  end
+  return json.encode(out, "  ") .. "\n"
+end
+
+---------------------------------------------------------------------------------------------------
+-- Tensors: each Hugging Face tensor with the model's tensors it holds.
+
+local function as_list(v) return type(v) == "table" and v or { v } end
+
+-- A link: { hf = name, shape = {...} (as export writes it), transpose, groups, at_least, parts = {names} }.
+local function link_of(e, hf_name, names, model, problems)
+  local first = model.params[names[1]]
+  local rows, groups = 0, evaluate(e.groups, model.config) or 1
+  for _, n in ipairs(names) do
+    local s = model.params[n]
+    if #s ~= #first then
+      problems[#problems + 1] = string.format("%s joins %s and %s, which have different numbers of axes", hf_name,
+                                              names[1], n)
+      return nil
+    end
+    for a = 2, #s do
+      if s[a] ~= first[a] then
+        problems[#problems + 1] = string.format("%s joins %s and %s along axis 0, but they differ on axis %d",
+                                                hf_name, names[1], n, a - 1)
+        return nil
+      end
+    end
+    if #s == 0 or s[1] % groups ~= 0 then
+      problems[#problems + 1] = string.format("%s interleaves %s in %d blocks, which its %s rows do not divide",
+                                              hf_name, n, groups, #s == 0 and "0" or tostring(s[1]))
+      return nil
+    end
+    rows = rows + s[1]
+  end
+  local shape = { rows }
+  for a = 2, #first do shape[a] = first[a] end
+  if e.transpose then
+    if #shape ~= 2 then
+      problems[#problems + 1] = string.format("%s is a transpose, but %s has %d axes", hf_name, names[1], #shape)
+      return nil
+    end
+    shape = { shape[2], shape[1] }
+  end
+  return { hf = hf_name, shape = shape, transpose = e.transpose or false, groups = groups,
+           at_least = e.rows == "at_least", parts = names }
+end
+
+local function add_entry(e, hf_name, prefix, model, links, owner, problems)
+  local names, have = {}, 0
+  for i, n in ipairs(as_list(e.plait)) do
+    names[i] = prefix .. n
+    if model.params[names[i]] then have = have + 1 end
+  end
+  if have == 0 then return end
+  if have < #names then
+    for _, n in ipairs(names) do
+      if not model.params[n] then
+        problems[#problems + 1] = string.format("%s holds %s, which the model does not have beside %s", hf_name, n,
+                                                names[1])
+        return
+      end
+    end
+  end
+  for _, n in ipairs(names) do
+    if owner[n] then
+      problems[#problems + 1] = string.format("the model's tensor %s is in both %s and %s", n, owner[n], hf_name)
+    end
+    owner[n] = hf_name
+  end
+  links[#links + 1] = link_of(e, hf_name, names, model, problems)
+end
+
+-- The links of the model's family for its tensors (params: name -> unpadded shape, every layer's
+-- tensors by their checkpoint names), and the lines of what does not fit.
+function hf._links(model, params)
+  local f = hf._family(model)
+  model.params = params
+  local links, owner, problems = {}, {}, {}
+  for _, e in ipairs(f.tensors) do add_entry(e, e.hf, "", model, links, owner, problems) end
+  for layer = 0, model.layers - 1 do
+    for _, e in ipairs(f.layer) do
+      add_entry(e, string.format(e.hf, layer), string.format("layers.%d.", layer), model, links, owner, problems)
+    end
+  end
+  local missing = {}
+  for name in pairs(params) do
+    if not owner[name] then missing[#missing + 1] = name end
+  end
+  table.sort(missing)
+  for _, name in ipairs(missing) do
+    problems[#problems + 1] = string.format("the model's tensor %s has no place in the %s family; add it to the "
+                                            .. "family in the model file (plait.hf.extend)", name, f.name)
+  end
+  return links, problems
+end
+
+-- The Hugging Face tensors import passes over (the family's ignore list, every layer's), and the base
+-- model's prefix that names may lack.
+function hf._ignored(model)
+  local f = hf._family(model)
+  local set = {}
+  for _, pattern in ipairs(f.ignore) do
+    if pattern:find("%%d") then
+      for layer = 0, model.layers - 1 do set[string.format(pattern, layer)] = true end
+    else
+      set[pattern] = true
+    end
+  end
+  return set, f.base_prefix
+end
+
+---------------------------------------------------------------------------------------------------
+-- Files: one model.safetensors, or shards listed by model.safetensors.index.json.
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+-- The safetensors files of DIR, and for a sharded checkpoint the index's map of tensor to file.
+function hf._files(dir)
+  local index = dir .. "/model.safetensors.index.json"
+  if not exists(index) then
+    if not exists(dir .. "/model.safetensors") then
+      fail("%s has neither model.safetensors nor model.safetensors.index.json; give a Hugging Face model folder "
+           .. "saved with safetensors", dir)
+    end
+    return { "model.safetensors" }, nil
+  end
+  local v = read_json(index)
+  if type(v.weight_map) ~= "table" then fail("%s has no weight_map; the index is damaged", index) end
+  local files, seen = {}, {}
+  local names = {}
+  for name in pairs(v.weight_map) do names[#names + 1] = name end
+  table.sort(names)
+  for _, name in ipairs(names) do
+    local file = v.weight_map[name]
+    if type(file) ~= "string" or file:find("/") then fail("%s maps %s to '%s', not a file beside it", index, name, show(file)) end
+    if not seen[file] then
+      seen[file] = true
+      files[#files + 1] = file
+    end
+  end
+  return files, v.weight_map
+end
+
+-- model.safetensors.index.json for shards: map is tensor name -> file.
+function hf._index_text(total_size, map)
+  return json.encode({ metadata = { total_size = total_size }, weight_map = map }, "  ") .. "\n"
+end
+
+return hf
