@@ -205,51 +205,66 @@ static int make_temp(Export *e, Diag *d) {
   return diag(d, "-o %s: cannot create a folder beside it: %s", e->o->output, strerror(errno));
 }
 
-static void remove_folder(const char *dir) {
+
+/* The names of a folder's files (not . and ..), NULL-terminated; NULL when it cannot be read. */
+static char **folder_names(const char *dir) {
   DIR *folder = opendir(dir);
-  char path[4600];
-  for (struct dirent *entry; folder && (entry = readdir(folder));) {
+  if (!folder) return NULL;
+  int n = 0;
+  char **names = calloc(1, sizeof *names);
+  for (struct dirent *entry; (entry = readdir(folder));) {
     if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0) continue;
-    snprintf(path, sizeof path, "%s/%s", dir, entry->d_name);
+    names = realloc(names, sizeof *names * (size_t)(n + 2));
+    names[n++] = strdup(entry->d_name);
+    names[n] = NULL;
+  }
+  closedir(folder);
+  return names;
+}
+
+static void free_names(char **names) {
+  for (int i = 0; names && names[i]; i++) free(names[i]);
+  free(names);
+}
+
+/* The folder being written, and whatever is left in it. */
+static void remove_folder(const char *dir) {
+  char **names = folder_names(dir), path[4600];
+  for (int i = 0; names && names[i]; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
     unlink(path);
   }
-  if (folder) closedir(folder);
+  free_names(names);
   rmdir(dir);
 }
 
-/* A file an earlier export left that this one did not write: another shard count's safetensors files
- * or index, which a reader would take for part of this checkpoint. */
-static int stale(const char *name, const char *temp) {
-  char path[4600];
-  snprintf(path, sizeof path, "%s/%s", temp, name);
-  int checkpoint_file = strncmp(name, "model", 5) == 0 && (strstr(name, ".safetensors") != NULL);
-  return checkpoint_file && access(path, F_OK) != 0;
+static int listed(char *const *names, const char *name) {
+  for (int i = 0; names[i]; i++)
+    if (strcmp(names[i], name) == 0) return 1;
+  return 0;
 }
 
-/* A new folder is renamed into place; into an existing one each file is renamed, and stale
- * checkpoint files of an earlier export are removed. */
+/* A new folder is renamed into place. Into an existing one each new file is renamed, and then the
+ * checkpoint files an earlier export left that this one did not write (another shard count's
+ * safetensors files or index, which a reader would take for part of this checkpoint) are removed. */
 static int move_into_place(Export *e, Diag *d) {
   const char *out = e->o->output;
   if (rename(e->temp, out) == 0) return 0;
-  DIR *folder = opendir(e->temp);
-  char from[4600], to[4600];
-  int status = folder ? 0 : diag(d, "cannot read %s: %s", e->temp, strerror(errno));
-  for (struct dirent *entry; status == 0 && (entry = readdir(folder));) {
-    if (entry->d_name[0] == '.') continue;
-    snprintf(from, sizeof from, "%s/%s", e->temp, entry->d_name);
-    snprintf(to, sizeof to, "%s/%s", out, entry->d_name);
+  char **written = folder_names(e->temp), **old = folder_names(out), from[4600], to[4600];
+  int status = written && old ? 0 : diag(d, "cannot read %s or %s: %s", e->temp, out, strerror(errno));
+  for (int i = 0; status == 0 && written[i]; i++) {
+    snprintf(from, sizeof from, "%s/%s", e->temp, written[i]);
+    snprintf(to, sizeof to, "%s/%s", out, written[i]);
     if (rename(from, to) != 0) status = diag(d, "cannot move %s to %s: %s", from, to, strerror(errno));
   }
-  if (folder) closedir(folder);
-  if (status) return status;
-  DIR *old = opendir(out);
-  for (struct dirent *entry; old && (entry = readdir(old));)
-    if (stale(entry->d_name, e->temp)) {
-      snprintf(to, sizeof to, "%s/%s", out, entry->d_name);
-      unlink(to);
-    }
-  if (old) closedir(old);
-  return 0;
+  for (int i = 0; status == 0 && old[i]; i++) {
+    int checkpoint_file = strncmp(old[i], "model", 5) == 0 && strstr(old[i], ".safetensors");
+    snprintf(to, sizeof to, "%s/%s", out, old[i]);
+    if (checkpoint_file && !listed(written, old[i])) unlink(to);
+  }
+  free_names(written);
+  free_names(old);
+  return status;
 }
 
 static int write_folder(lua_State *L, int model, Export *e, const Family *f, Diag *d) {

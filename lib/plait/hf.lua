@@ -94,21 +94,35 @@ function hf.family(f)
   return f
 end
 
-local function append(list, more)
-  local out = {}
-  for _, e in ipairs(list or {}) do out[#out + 1] = e end
-  for _, e in ipairs(more or {}) do out[#out + 1] = e end
+-- What an entry is about: its Hugging Face key (or, for a requirement on the model, its plait key).
+local function entry_key(e)
+  if type(e) ~= "table" then return e end
+  return e.hf or ("plait:" .. tostring(e.plait))
+end
+
+-- list's entries with more's: one about the same key replaces it, the others are added.
+local function merge(list, more)
+  local out, at = {}, {}
+  for _, e in ipairs(list or {}) do
+    out[#out + 1] = e
+    at[entry_key(e)] = #out
+  end
+  for _, e in ipairs(more or {}) do
+    local i = at[entry_key(e)]
+    if i then out[i] = e else out[#out + 1] = e end
+  end
   return out
 end
 
--- A family like `base` (a family or a built-in family's name) with `more`'s entries added to its
--- config, tensors, layer and ignore lists and its other fields replaced: a variant's own tensors.
+-- A family like `base` (a family or a built-in family's name) with `more`'s entries merged into its
+-- config, tensors, layer and ignore lists (an entry for a key the base has replaces the base's) and its
+-- other fields replaced: a variant's own tensors and settings.
 function hf.extend(base, more)
   if type(base) == "string" then base = hf.families[base] or require("plait").fail("unknown family '%s'", base) end
   local f = {}
   for k, v in pairs(base) do f[k] = v end
   for k, v in pairs(more or {}) do
-    if k == "config" or k == "tensors" or k == "layer" or k == "ignore" then f[k] = append(base[k], v)
+    if k == "config" or k == "tensors" or k == "layer" or k == "ignore" then f[k] = merge(base[k], v)
     else f[k] = v end
   end
   return hf.family(f)
@@ -404,13 +418,15 @@ local function check_architecture(f, hc, dir)
 end
 
 -- The lines on which DIR/config.json disagrees with the model (its architecture, each setting).
+-- A checkpoint of another architecture is that one line: its settings would only add noise.
 function hf._check_config(model, dir)
   local f = hf._family(model)
   model.family_name = f.name
   local hc = read_json(dir .. "/config.json")
+  local other = check_architecture(f, hc, dir)
+  if other then return { other } end
   local problems = {}
   local function add(line) if line then problems[#problems + 1] = line end end
-  add(check_architecture(f, hc, dir))
   for _, e in ipairs(f.config) do
     if e.check ~= false then
       if e.hf and e.plait then add(check_mapped(e, model, hc))

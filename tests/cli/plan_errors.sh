@@ -9,6 +9,9 @@ expect_error lua_runtime_error "runtime_error.lua:9: attempt to call a nil value
 expect_error shape_mismatch "shape_mismatch.lua:9: elementwise \+: shapes \[b, seq, hidden\] = \(1, 16, 32\) and \[b, seq, ffn\] = \(1, 16, 64\)" \
   $PLAIT plan tests/cli/models/shape_mismatch.lua
 expect_error not_a_model "must return plait.model" $PLAIT plan tests/cli/models/not_a_model.lua
+# an error of the library's C core names the model file's line once
+expect_error location_once "^plait: tests/cli/models/bad_dim.lua:8: dim pieces: size 30 is not a whole number of pieces of 4$" \
+  $PLAIT plan tests/cli/models/bad_dim.lua
 expect_error missing_model_file "cannot open model file models/nope.lua" $PLAIT plan models/nope.lua
 expect_error heads_not_divisible "gpt2.lua:10: 12 attention heads .* not divisible by tp = 8" $PLAIT plan models/gpt2.lua --tp 8
 expect_error hidden_heads_not_divisible "5 attention heads \(qdim = 5 heads × head_dim 20\) are not divisible by tp = 2" \

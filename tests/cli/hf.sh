@@ -1,0 +1,219 @@
+# hf.sh: plait export and plait import with Hugging Face folders, for a GPT-2-shaped and a Llama-shaped
+# model: the exported folder has transformers' names, shapes, dtypes and config.json keys; export then
+# import gives the weights back bit for bit; BF16 and sharded folders import and train; a family extended
+# in the model file lays the fused QKV out head by head; every mismatch is one line, exit 1, nothing
+# written.
+. "$(dirname "$0")/lib.sh"
+cd "$PLAIT_ROOT" || exit 1
+ST="python3 tests/tools/st.py"
+
+cat /usr/share/common-licenses/GPL-3 > "$TMP/text.txt"
+$PLAIT data --bytes "$TMP/text.txt" -o "$TMP/text.bin" >/dev/null || { fail data "plait data failed"; exit 0; }
+
+G="layers=2 hidden=32 heads=2 ffn=64 seq=16"
+L="layers=2 hidden=32 heads=4 kv_heads=2 ffn=48 seq=16 vocab=256"
+# shellcheck disable=SC2086
+{ $PLAIT build models/tiny.lua --set $G -o "$TMP/gpt" >"$TMP/build.log" 2>&1 &&
+  $PLAIT build models/llama.lua --set $L -o "$TMP/llama" >>"$TMP/build.log" 2>&1 &&
+  "$TMP/gpt/train" --data "$TMP/text.bin" --steps 2 --save "$TMP/gpt.ckpt" >/dev/null 2>&1 &&
+  "$TMP/llama/train" --data "$TMP/text.bin" --steps 2 --save "$TMP/llama.ckpt" >/dev/null 2>&1; } ||
+  { fail setup "$(tail -c 600 "$TMP/build.log")"; exit 0; }
+
+# export: transformers' names, shapes and dtypes, and config.json's keys
+# shellcheck disable=SC2086
+expect_ok export_gpt2 $PLAIT export models/tiny.lua "$TMP/gpt.ckpt" -o "$TMP/gpt.hf" --set $G
+# shellcheck disable=SC2086
+expect_ok export_llama $PLAIT export models/llama.lua "$TMP/llama.ckpt" -o "$TMP/llama.hf" --set $L
+$ST list "$TMP/gpt.hf/model.safetensors" >"$TMP/gpt.list" 2>&1
+cat >"$TMP/gpt.want" <<'EOF'
+transformer.h.0.attn.c_attn.bias F32 [96]
+transformer.h.0.attn.c_attn.weight F32 [32, 96]
+transformer.h.0.attn.c_proj.bias F32 [32]
+transformer.h.0.attn.c_proj.weight F32 [32, 32]
+transformer.h.0.ln_1.bias F32 [32]
+transformer.h.0.ln_1.weight F32 [32]
+transformer.h.0.ln_2.bias F32 [32]
+transformer.h.0.ln_2.weight F32 [32]
+transformer.h.0.mlp.c_fc.bias F32 [64]
+transformer.h.0.mlp.c_fc.weight F32 [32, 64]
+transformer.h.0.mlp.c_proj.bias F32 [32]
+transformer.h.0.mlp.c_proj.weight F32 [64, 32]
+EOF
+{ grep '^transformer.h.0' "$TMP/gpt.list"; } >"$TMP/gpt.layer0"
+if cmp -s "$TMP/gpt.want" "$TMP/gpt.layer0" && grep -q '^transformer.wte.weight F32 \[256, 32\]$' "$TMP/gpt.list" &&
+   grep -q '^transformer.wpe.weight F32 \[16, 32\]$' "$TMP/gpt.list" && grep -q '^meta format=pt$' "$TMP/gpt.list" &&
+   [ "$(grep -c '^transformer' "$TMP/gpt.list")" = 28 ] && ! grep -q lm_head "$TMP/gpt.list"; then
+  pass gpt2_names_shapes_dtypes
+else
+  fail gpt2_names_shapes_dtypes "$(diff "$TMP/gpt.want" "$TMP/gpt.layer0" | head -5) $(head -c 300 "$TMP/gpt.list")"
+fi
+$ST list "$TMP/llama.hf/model.safetensors" >"$TMP/llama.list" 2>&1
+for want in 'model.embed_tokens.weight F32 \[256, 32\]' 'lm_head.weight F32 \[256, 32\]' 'model.norm.weight F32 \[32\]' \
+            'model.layers.1.self_attn.q_proj.weight F32 \[32, 32\]' 'model.layers.1.self_attn.k_proj.weight F32 \[16, 32\]' \
+            'model.layers.1.self_attn.v_proj.weight F32 \[16, 32\]' 'model.layers.1.self_attn.o_proj.weight F32 \[32, 32\]' \
+            'model.layers.1.mlp.gate_proj.weight F32 \[48, 32\]' 'model.layers.1.mlp.down_proj.weight F32 \[32, 48\]' \
+            'model.layers.1.input_layernorm.weight F32 \[32\]' 'model.layers.1.post_attention_layernorm.weight F32 \[32\]'; do
+  grep -q "^$want\$" "$TMP/llama.list" || missing="$missing; $want"
+done
+if [ -z "$missing" ] && [ "$(grep -c '^model\|^lm_head' "$TMP/llama.list")" = 21 ]; then pass llama_names_shapes_dtypes
+else fail llama_names_shapes_dtypes "missing$missing"; fi
+if python3 - "$TMP/gpt.hf/config.json" "$TMP/llama.hf/config.json" >"$TMP/py" 2>&1 <<'PY'
+import json, sys
+g, l = (json.load(open(p)) for p in sys.argv[1:])
+want_g = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": 256, "n_positions": 16, "n_embd": 32,
+          "n_layer": 2, "n_head": 2, "n_inner": 64, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-05,
+          "tie_word_embeddings": True, "torch_dtype": "float32"}
+want_l = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 256, "hidden_size": 32,
+          "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+          "max_position_embeddings": 16, "rms_norm_eps": 1e-05, "rope_theta": 10000, "hidden_act": "silu",
+          "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False, "head_dim": 8}
+for have, want in ((g, want_g), (l, want_l)):
+    for k, v in want.items():
+        assert have.get(k) == v, "%s: %r, want %r" % (k, have.get(k), v)
+PY
+then pass config_json_keys; else fail config_json_keys "$(tail -n 2 "$TMP/py")"; fi
+
+# import undoes export, bit for bit
+# shellcheck disable=SC2086
+expect_ok import_gpt2 $PLAIT import models/tiny.lua "$TMP/gpt.hf" -o "$TMP/gpt.back" --set $G
+# shellcheck disable=SC2086
+expect_ok import_llama $PLAIT import models/llama.lua "$TMP/llama.hf" -o "$TMP/llama.back" --set $L
+for m in gpt llama; do
+  if out=$($ST same "$TMP/$m.ckpt/model.safetensors" "$TMP/$m.back/model.safetensors" 2>&1) &&
+     $ST list "$TMP/$m.back/model.safetensors" | grep -q '^meta contents=weights$'; then
+    pass "${m}_export_import_bit_identical ($out)"
+  else fail "${m}_export_import_bit_identical" "$out"; fi
+done
+
+# BF16: stored rounded to nearest even, read back exactly, and the import trains
+# shellcheck disable=SC2086
+if $PLAIT export models/llama.lua "$TMP/llama.ckpt" -o "$TMP/bf16.hf" --dtype bf16 --set $L >/dev/null 2>"$TMP/err" &&
+   $PLAIT import models/llama.lua "$TMP/bf16.hf" -o "$TMP/bf16.back" --set $L >/dev/null 2>>"$TMP/err" &&
+   grep -q '"torch_dtype": "bfloat16"' "$TMP/bf16.hf/config.json" &&
+   [ "$($ST list "$TMP/bf16.hf/model.safetensors" | grep -c ' BF16 ')" = 21 ] &&
+   out=$($ST same "$TMP/llama.ckpt/model.safetensors" "$TMP/bf16.back/model.safetensors" bf16 2>&1) &&
+   "$TMP/llama/train" --data "$TMP/text.bin" --steps 3 --init "$TMP/bf16.back" >"$TMP/bf16.out" 2>&1 &&
+   grep -q '^step 3 | loss' "$TMP/bf16.out"; then
+  pass "bf16_import_trains ($out; $(grep '^step 3 ' "$TMP/bf16.out" | cut -d'|' -f2))"
+else
+  fail bf16_import_trains "$(cat "$TMP/err") $out $(tail -c 300 "$TMP/bf16.out")"
+fi
+
+# shards: at most 20 kB each, with the index, read back whole, and the import trains
+# shellcheck disable=SC2086
+if $PLAIT export models/tiny.lua "$TMP/gpt.ckpt" -o "$TMP/shards.hf" --shard-size 20KB --set $G >/dev/null 2>"$TMP/err" &&
+   $PLAIT import models/tiny.lua "$TMP/shards.hf" -o "$TMP/shards.back" --set $G >/dev/null 2>>"$TMP/err" &&
+   out=$($ST same "$TMP/gpt.ckpt/model.safetensors" "$TMP/shards.back/model.safetensors" 2>&1) &&
+   "$TMP/gpt/train" --data "$TMP/text.bin" --steps 3 --init "$TMP/shards.back" >"$TMP/shards.out" 2>&1 &&
+   python3 - "$TMP/shards.hf" >"$TMP/py" 2>&1 <<'PY'
+import json, os, struct, sys
+d = sys.argv[1]
+index = json.load(open(os.path.join(d, "model.safetensors.index.json")))
+files = sorted(set(index["weight_map"].values()))
+assert len(files) > 2 and not os.path.exists(os.path.join(d, "model.safetensors")), files
+assert files[0] == "model-00001-of-%05d.safetensors" % len(files), files[0]
+total = 0
+for f in files:
+    size = os.path.getsize(os.path.join(d, f))
+    n = struct.unpack("<Q", open(os.path.join(d, f), "rb").read(8))[0]
+    total += size - 8 - n
+    head = json.loads(open(os.path.join(d, f), "rb").read()[8:8 + n])
+    for name in head:
+        assert name == "__metadata__" or index["weight_map"][name] == f, name
+assert total == index["metadata"]["total_size"], (total, index["metadata"])
+print(len(files), "shards")
+PY
+then
+  pass "sharded_import_trains ($(cat "$TMP/py"); $out)"
+else
+  fail sharded_import_trains "$(cat "$TMP/err") $out $(cat "$TMP/py") $(tail -c 300 "$TMP/shards.out")"
+fi
+
+# a checkpoint with more positions than the model's sequence: the first ones, with a note
+# shellcheck disable=SC2086
+if $PLAIT build models/tiny.lua --set layers=2 hidden=32 heads=2 ffn=64 seq=32 --emit-only -o "$TMP/long" >/dev/null 2>&1 &&
+   $PLAIT build models/tiny.lua --set layers=2 hidden=32 heads=2 ffn=64 seq=32 -o "$TMP/long" >/dev/null 2>&1 &&
+   "$TMP/long/train" --data "$TMP/text.bin" --steps 1 --save "$TMP/long.ckpt" >/dev/null 2>&1 &&
+   $PLAIT export models/tiny.lua "$TMP/long.ckpt" -o "$TMP/long.hf" --set layers=2 hidden=32 heads=2 ffn=64 seq=32 >/dev/null &&
+   $PLAIT import models/tiny.lua "$TMP/long.hf" -o "$TMP/short.back" --set $G >"$TMP/out" 2>"$TMP/err" &&
+   grep -q '^note: transformer.wpe.weight has 32 rows, the model.s wpe 16: the first 16 are taken$' "$TMP/out" &&
+   out=$($ST rows "$TMP/long.ckpt/model.safetensors" wpe "$TMP/short.back/model.safetensors" wpe 16 2>&1); then
+  pass "longer_positions_sliced ($out)"
+else
+  fail longer_positions_sliced "$(cat "$TMP/out" "$TMP/err") $out"
+fi
+
+# a family extended in the model file: q, k and v interleaved head by head, and back
+if $PLAIT export tests/cli/models/tiny_per_head.lua "$TMP/gpt.ckpt" -o "$TMP/perhead.hf" >/dev/null 2>"$TMP/err" &&
+   out=$($ST perhead "$TMP/gpt.ckpt/model.safetensors" "$TMP/perhead.hf/model.safetensors" 1 2 2>&1) &&
+   $PLAIT import tests/cli/models/tiny_per_head.lua "$TMP/perhead.hf" -o "$TMP/perhead.back" >/dev/null 2>>"$TMP/err" &&
+   same=$($ST same "$TMP/gpt.ckpt/model.safetensors" "$TMP/perhead.back/model.safetensors" 2>&1) &&
+   ! cmp -s "$TMP/perhead.hf/model.safetensors" "$TMP/gpt.hf/model.safetensors"; then
+  pass "extended_family_per_head ($out; $same)"
+else
+  fail extended_family_per_head "$(cat "$TMP/err") $out $same"
+fi
+
+# mismatches: one line each, exit 1, nothing written
+nothing_written() { # name, folder
+  if [ -e "$2" ]; then fail "$1_wrote_nothing" "$2 exists"; else pass "$1_wrote_nothing"; fi
+}
+broken() { # name: a copy of the GPT-2 folder to damage
+  rm -rf "$TMP/$1.hf"
+  cp -r "$TMP/gpt.hf" "$TMP/$1.hf"
+}
+broken missing
+$ST drop "$TMP/missing.hf/model.safetensors" transformer.h.1.ln_2.bias
+# shellcheck disable=SC2086
+expect_error missing_tensor "missing.hf has no tensor transformer.h.1.ln_2.bias, which the model.s layers.1.ln_2.bias comes from" \
+  $PLAIT import models/tiny.lua "$TMP/missing.hf" -o "$TMP/out.ckpt" --set $G
+nothing_written missing_tensor "$TMP/out.ckpt"
+broken extra
+$ST add "$TMP/extra.hf/model.safetensors" transformer.h.0.attn.rotary
+# shellcheck disable=SC2086
+expect_error extra_tensor "holds tensor transformer.h.0.attn.rotary, which the model has no place for" \
+  $PLAIT import models/tiny.lua "$TMP/extra.hf" -o "$TMP/out.ckpt" --set $G
+nothing_written extra_tensor "$TMP/out.ckpt"
+broken shape
+$ST cut "$TMP/shape.hf/model.safetensors" transformer.wte.weight 255
+# shellcheck disable=SC2086
+expect_error another_shape "tensor transformer.wte.weight has shape \\[255, 32\\], the model needs \\[256, 32\\]" \
+  $PLAIT import models/tiny.lua "$TMP/shape.hf" -o "$TMP/out.ckpt" --set $G
+nothing_written another_shape "$TMP/out.ckpt"
+broken config
+sed -i 's/"n_head": 2/"n_head": 4/' "$TMP/config.hf/config.json"
+# shellcheck disable=SC2086
+expect_error config_disagreement "config.json has n_head = 4, the model has heads = 2; import it with --set heads=4" \
+  $PLAIT import models/tiny.lua "$TMP/config.hf" -o "$TMP/out.ckpt" --set $G
+nothing_written config_disagreement "$TMP/out.ckpt"
+# shellcheck disable=SC2086
+expect_error another_architecture "config.json is of LlamaForCausalLM \\(model_type llama\\), the model.s family gpt2 reads GPT2LMHeadModel" \
+  $PLAIT import models/tiny.lua "$TMP/llama.hf" -o "$TMP/out.ckpt" --set $G
+expect_error unknown_family "model 'tiny' names an unknown Hugging Face family 'neox' \\(plait knows gpt2, llama\\)" \
+  $PLAIT import tests/cli/models/unknown_family.lua "$TMP/gpt.hf" -o "$TMP/out.ckpt"
+expect_error no_family "model 'bert' declares no Hugging Face family" \
+  $PLAIT export models/bert.lua "$TMP/gpt.ckpt" -o "$TMP/out.hf"
+nothing_written no_family "$TMP/out.hf"
+# shellcheck disable=SC2086
+expect_error import_over_its_source "-o .*gpt.hf is the Hugging Face folder itself" \
+  $PLAIT import models/tiny.lua "$TMP/gpt.hf" -o "$TMP/gpt.hf" --set $G
+expect_error no_config_json "cannot read .*nowhere/config.json" $PLAIT import models/tiny.lua "$TMP/nowhere" -o "$TMP/out.ckpt"
+# export: a checkpoint of another configuration, over its own folder, a dtype it does not write
+# shellcheck disable=SC2086
+expect_error export_another_configuration "saved with heads = 2, this model has heads = 4" \
+  $PLAIT export models/tiny.lua "$TMP/gpt.ckpt" -o "$TMP/out.hf" --set $G heads=4
+nothing_written export_another_configuration "$TMP/out.hf"
+# shellcheck disable=SC2086
+expect_error export_over_its_source "-o .*gpt.ckpt is the plait checkpoint's folder" \
+  $PLAIT export models/tiny.lua "$TMP/gpt.ckpt" -o "$TMP/gpt.ckpt" --set $G
+# shellcheck disable=SC2086
+expect_error export_dtype "--dtype f8: export writes f32, bf16, f16 or f64" \
+  $PLAIT export models/tiny.lua "$TMP/gpt.ckpt" -o "$TMP/out.hf" --dtype f8 --set $G
+# a second export into the same folder with fewer shards leaves no stale shard behind
+# shellcheck disable=SC2086
+if $PLAIT export models/tiny.lua "$TMP/gpt.ckpt" -o "$TMP/shards.hf" --set $G >/dev/null 2>"$TMP/err" &&
+   [ "$(ls "$TMP/shards.hf")" = "$(printf 'config.json\nmodel.safetensors')" ]; then
+  pass export_replaces_stale_shards
+else
+  fail export_replaces_stale_shards "$(ls "$TMP/shards.hf" | tr '\n' ' ') $(cat "$TMP/err")"
+fi
