@@ -47,7 +47,7 @@ UNIT_BIN := $(UNIT_C:tests/unit/%.c=$(B)/tests/%)
 TOOL_C   := $(wildcard tests/tools/*.c)
 TOOL_BIN := $(TOOL_C:tests/tools/%.c=$(B)/tools/%)
 
-.PHONY: all test demo bench clean fuzz
+.PHONY: all test demo bench clean fuzz interop-check
 all: $(B)/plait $(B)/libplait_rt.a $(B)/libplait_rt64.a
 
 $(B)/plait: $(B)/compiler/main.o $(B)/libplaitc.a
@@ -139,6 +139,11 @@ fuzz: $(B)/fuzz/fuzz_schedule_read
 
 bench: all
 	@sh tests/bench/bench.sh
+
+# plait against transformers on the same weights and tokens: import, --eval, one step's gradients, export
+# (needs pip install torch transformers safetensors; says so and passes without them; not part of test).
+interop-check: all
+	@python3 tests/interop/check.py $(B)
 
 clean:
 	rm -rf $(B)

@@ -20,7 +20,7 @@
 
 static const char *const build_flags[] = {"--tp", "--pp", "--vpp", "--dp", "--mbs", "--gbs", "--schedule", "--recompute",
                                           "--sequence-parallel", "--partition", "--set", "--machine", "-o",
-                                          "--emit-only", "--double", "--backend", NULL};
+                                          "--emit-only", "--double", "--backend", "--lua-instructions", "--lua-memory", NULL};
 
 /* The checkout plait runs from: PLAIT_HOME, else the folder above the binary's (build/plait). */
 static int find_home(char *home, size_t len, Diag *d) {

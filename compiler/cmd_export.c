@@ -19,7 +19,7 @@
 #include "options.h"
 #include "relayout.h"
 
-static const char *const export_flags[] = {"--set", "-o", "--dtype", "--shard-size", NULL};
+static const char *const export_flags[] = {"--set", "-o", "--dtype", "--shard-size", "--lua-instructions", "--lua-memory", NULL};
 
 /* transformers' save_pretrained default: shards of at most 5 GB. */
 static const double default_shard_bytes = 5e9;
@@ -332,7 +332,7 @@ int cmd_export(int argc, char **argv) {
   if (status == 0 && o.dtype) status = parse_dtype(o.dtype, &e.dtype, &d);
   if (status == 0 && o.shard_size) status = parse_size(o.shard_size, &e.shard_bytes, &d);
   if (status == 0) {
-    status = host_visit_model(o.file, o.sets, o.nsets, &m, export_model, &e, &d);
+    status = host_visit_model(&o, &m, export_model, &e, &d);
     model_free(&m);
   }
   if (status == 0) return 0;

@@ -16,7 +16,7 @@
 #include "options.h"
 #include "relayout.h"
 
-static const char *const import_flags[] = {"--set", "-o", NULL};
+static const char *const import_flags[] = {"--set", "-o", "--lua-instructions", "--lua-memory", NULL};
 
 /* The Hugging Face checkpoint: its files, and which tensors a link has claimed. */
 typedef struct {
@@ -321,7 +321,7 @@ int cmd_import(int argc, char **argv) {
   if (status == 0 && (!o.file || !o.second || !o.output))
     status = diag(&d, "import takes a model file, a Hugging Face folder and -o: plait import MODEL.lua HF_DIR -o CKPT_DIR");
   if (status == 0) {
-    status = host_visit_model(o.file, o.sets, o.nsets, &m, import, &im, &d);
+    status = host_visit_model(&o, &m, import, &im, &d);
     model_free(&m);
   }
   if (status == 0) return 0;

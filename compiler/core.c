@@ -2,6 +2,7 @@
 #include "core.h"
 
 #include <lauxlib.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +66,29 @@ static int dim_arg(lua_State *L, Builder *b, const char *name) {
   return d;
 }
 
+/* A tensor of more elements than this is a size gone wrong (a vocabulary of 1e18): its counts, and the
+ * memory and traffic made of them, would overflow. */
+#define MAX_TENSOR_ELEMS 1099511627776.0 /* 2^40 */
+
+/* Refuses a shape whose elements exceed MAX_TENSOR_ELEMS, naming its dims (the config keys they come
+ * from) and their sizes. */
+static int check_elements(lua_State *L, Builder *b, int ndim, const int *dims) {
+  double n = 1;
+  for (int i = 0; i < ndim; i++) n *= (double)b->model->dims[dims[i]].size;
+  if (n <= MAX_TENSOR_ELEMS) return 0;
+  char shape[256], sizes[256];
+  size_t used = 0, used_sizes = 0;
+  for (int i = 0; i < ndim; i++) {
+    const Dim *d = &b->model->dims[dims[i]];
+    used += (size_t)snprintf(shape + used, sizeof shape - used, "%s%s", i ? ", " : "", d->name);
+    used_sizes += (size_t)snprintf(sizes + used_sizes, sizeof sizes - used_sizes, "%s%lld", i ? " × " : "",
+                                   (long long)d->size);
+    if (used >= sizeof shape || used_sizes >= sizeof sizes) break;
+  }
+  return fail(L, "a tensor [%s] of %s = %.3g elements, beyond what plait plans (2^40); check the config's sizes",
+              shape, sizes, n);
+}
+
 /* Reads a list of dim names into dims. */
 static int dims_arg(lua_State *L, Builder *b, int arg, int *dims) {
   luaL_checktype(L, arg, LUA_TTABLE);
@@ -75,7 +99,7 @@ static int dims_arg(lua_State *L, Builder *b, int arg, int *dims) {
     dims[i] = dim_arg(L, b, luaL_checkstring(L, -1));
     lua_pop(L, 1);
   }
-  return n;
+  return check_elements(L, b, n, dims) ? -1 : n;
 }
 
 static void name_tensor(Builder *b, int t, const char *prefix) {
@@ -92,6 +116,7 @@ static int add_node(lua_State *L, Builder *b, Node *n) {
     return lua_error(L);
   }
   n->nout = s.nout;
+  for (int k = 0; k < s.nout; k++) check_elements(L, b, s.ndim[k], s.dims[k]);
   for (int k = 0; k < s.nout; k++) {
     n->out[k] = graph_tensor(b->graph, T_ACT, s.dtype[k], s.ndim[k], s.dims[k], NULL);
     name_tensor(b, n->out[k], "t");
@@ -383,6 +408,45 @@ static int l_set_config(lua_State *L) {
   return 0;
 }
 
+/* The folder of the model file, "." for a bare name. */
+static void model_dir(lua_State *L, char *buf, size_t len) {
+  lua_getfield(L, LUA_REGISTRYINDEX, CORE_MODEL_FILE);
+  const char *file = lua_isstring(L, -1) ? lua_tostring(L, -1) : ".";
+  const char *slash = strrchr(file, '/');
+  if (slash) snprintf(buf, len, "%.*s", (int)(slash - file), file);
+  else snprintf(buf, len, ".");
+  if (!buf[0]) snprintf(buf, len, "/");
+  lua_pop(L, 1);
+}
+
+/* core.model_dir(): where the model file is; the sandbox reads and requires files there. */
+static int l_model_dir(lua_State *L) {
+  char dir[PATH_MAX];
+  model_dir(L, dir, sizeof dir);
+  lua_pushstring(L, dir);
+  return 1;
+}
+
+/* core.beside(path): whether path is an existing file in the model file's folder or below it (links
+ * followed). */
+static int l_beside(lua_State *L) {
+  char dir[PATH_MAX], real_dir[PATH_MAX], real[PATH_MAX];
+  model_dir(L, dir, sizeof dir);
+  const char *path = luaL_checkstring(L, 1);
+  size_t n = realpath(dir, real_dir) ? strlen(real_dir) : 0;
+  int inside = n && realpath(path, real) && strncmp(real, real_dir, n) == 0 && (real[n] == '/' || real_dir[n - 1] == '/');
+  lua_pushboolean(L, inside);
+  return 1;
+}
+
+/* core.where(): "file:line" of the model file's innermost frame, or its name (lib/plait's errors). */
+static int l_where(lua_State *L) {
+  char where[WHERE_LEN];
+  core_user_where(L, where, sizeof where);
+  lua_pushstring(L, where);
+  return 1;
+}
+
 static const luaL_Reg core_functions[] = {
     {"dim", l_dim},         {"vocab_dim", l_vocab_dim}, {"input", l_input},
     {"param", l_param},     {"param_ref", l_param_ref}, {"ew", l_ew},
@@ -390,6 +454,7 @@ static const luaL_Reg core_functions[] = {
     {"attention", l_attention}, {"embedding", l_embedding}, {"xent", l_xent},
     {"shape", l_shape},     {"stage", l_stage},         {"output", l_output},
     {"overrides", l_overrides}, {"consume", l_consume}, {"set_config", l_set_config},
+    {"where", l_where}, {"model_dir", l_model_dir}, {"beside", l_beside},
     {NULL, NULL},
 };
 

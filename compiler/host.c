@@ -1,5 +1,5 @@
-/* host.c: the embedded Lua: lib/plait from inside the binary, the model file, its parallel table, and
- * the trace of its three stages into the IR. */
+/* host.c: the embedded Lua: lib/plait from inside the binary, the model file in its sandbox and under
+ * its limits, its parallel table, and the trace of its three stages into the IR. */
 #include "host.h"
 
 #include <lauxlib.h>
@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lua_limits.h"
 #include "lualib.h"
 
 /* package.preload loader for one embedded module (upvalue: its index in plait_lua_sources). */
@@ -30,15 +31,14 @@ static void preload_library(lua_State *L) {
   lua_pop(L, 1);
 }
 
-/* Lets a model file require modules that sit beside it (and nothing else on the system). */
-static void add_model_dir_to_path(lua_State *L, const char *file) {
-  const char *slash = strrchr(file, '/');
+/* lib/plait's own require finds its embedded modules and nothing on the system; a model file's require
+ * is the sandbox's (lib/plait/sandbox.lua). */
+static void close_search_paths(lua_State *L) {
   lua_getglobal(L, "package");
-  if (slash) lua_pushlstring(L, file, (size_t)(slash - file));
-  else lua_pushstring(L, ".");
-  lua_pushstring(L, "/?.lua");
-  lua_concat(L, 2);
+  lua_pushstring(L, "");
   lua_setfield(L, -2, "path");
+  lua_pushstring(L, "");
+  lua_setfield(L, -2, "cpath");
   lua_pop(L, 1);
 }
 
@@ -147,16 +147,28 @@ static int check_overrides_used(const Builder *b, Diag *d) {
   return 0;
 }
 
-static int run_model_file(lua_State *L, const char *file, Diag *d) {
-  FILE *f = fopen(file, "r");
-  if (!f) return diag(d, "cannot open model file %s: no such file or not readable", file);
-  fclose(f);
-  if (luaL_loadfile(L, file) != LUA_OK) {
+/* The model file's chunk, its _ENV a fresh sandbox environment. */
+static int load_model_file(lua_State *L, const char *file, Diag *d) {
+  if (luaL_loadfilex(L, file, "t") != LUA_OK) {
     diag(d, "%s", lua_tostring(L, -1));
     lua_pop(L, 1);
     return -1;
   }
+  lua_getglobal(L, "require");
+  lua_pushstring(L, "plait.sandbox");
+  if (host_call(L, 1, 1, d)) return -1;
+  lua_getfield(L, -1, "env");
+  lua_remove(L, -2);
   if (host_call(L, 0, 1, d)) return -1;
+  lua_setupvalue(L, -2, 1);
+  return 0;
+}
+
+static int run_model_file(lua_State *L, const char *file, Diag *d) {
+  FILE *f = fopen(file, "r");
+  if (!f) return diag(d, "cannot open model file %s: no such file or not readable", file);
+  fclose(f);
+  if (load_model_file(L, file, d) || host_call(L, 0, 1, d)) return -1;
   if (!luaL_getmetafield(L, -1, "__name")) return diag(d, "%s must return plait.model{...}", file);
   int is_model = strcmp(lua_tostring(L, -1), "plait.model") == 0;
   lua_pop(L, 1);
@@ -172,6 +184,17 @@ static void read_model_fields(lua_State *L, int model, Model *m, const char *fil
   snprintf(m->file, sizeof m->file, "%s", file);
 }
 
+/* Parameters past 2^50 (a thousand times today's largest models) are sizes gone wrong: the counts, memory
+ * and traffic made of them would overflow. */
+static int check_parameter_count(const Model *m, Diag *d) {
+  double total = 0;
+  for (int i = 0; i < m->nparams; i++)
+    total += (double)param_elems(m, &m->params[i]) * (m->params[i].scope == SCOPE_BLOCK ? m->layers : 1);
+  if (total <= 1125899906842624.0) return 0;
+  return diag(d, "%s: %.3g parameters (%d layers), beyond what plait plans (2^50); check the config's sizes", m->file,
+              total, m->layers);
+}
+
 static int trace(lua_State *L, int model, int mbs, Model *m, Diag *d) {
   lua_getglobal(L, "require");
   lua_pushstring(L, "plait");
@@ -183,12 +206,13 @@ static int trace(lua_State *L, int model, int mbs, Model *m, Diag *d) {
   lua_pop(L, 1);
   m->batch_dim = model_find_dim(m, "b");
   m->seq_dim = model_find_dim(m, "seq");
-  return 0;
+  return check_parameter_count(m, d);
 }
 
 /* Runs the model file and traces it; then, with the state still open, visit (when given). */
-static int run_model(const char *file, const Override *sets, int nsets, const Parallel *flags, Parallel *par, Model *m,
-                     HostVisit visit, void *ctx, Diag *d) {
+static int run_model(const Options *o, const Parallel *flags, Parallel *par, Model *m, HostVisit visit, void *ctx,
+                     Diag *d) {
+  const char *file = o->file;
   memset(m, 0, sizeof *m);
   m->vocab_dim = -1;
   graph_init(&m->embed, "embed");
@@ -198,13 +222,15 @@ static int run_model(const char *file, const Override *sets, int nsets, const Pa
   memset(&b, 0, sizeof b);
   b.model = m;
   b.tp = 1;
-  for (int i = 0; i < nsets && i < MAX_OVERRIDES; i++) b.overrides[b.noverrides++] = sets[i];
+  for (int i = 0; i < o->nsets && i < MAX_OVERRIDES; i++) b.overrides[b.noverrides++] = o->sets[i];
 
-  lua_State *L = luaL_newstate();
+  LuaLimits limits;
+  lua_State *L = lua_limits_state(&limits, o->lua_instructions, o->lua_memory_mb);
+  if (!L) return diag(d, "cannot start Lua: out of memory");
   luaL_openlibs(L);
   preload_library(L);
   core_register(L, &b);
-  add_model_dir_to_path(L, file);
+  close_search_paths(L);
   lua_pushstring(L, file);
   lua_setfield(L, LUA_REGISTRYINDEX, CORE_MODEL_FILE);
   int status = run_model_file(L, file, d);
@@ -224,18 +250,17 @@ static int run_model(const char *file, const Override *sets, int nsets, const Pa
     if (status == 0) status = check_overrides_used(&b, d);
     if (status == 0 && visit) status = visit(L, model, m, ctx, d);
   }
+  if (status) lua_limits_explain(&limits, file, d);
   lua_close(L);
   return status;
 }
 
-int host_build_model(const char *file, const Override *sets, int nsets, const Parallel *flags, Parallel *par,
-                     Model *m, Diag *d) {
-  return run_model(file, sets, nsets, flags, par, m, NULL, NULL, d);
+int host_build_model(const Options *o, Parallel *par, Model *m, Diag *d) {
+  return run_model(o, &o->parallel, par, m, NULL, NULL, d);
 }
 
-int host_visit_model(const char *file, const Override *sets, int nsets, Model *m, HostVisit visit, void *ctx,
-                     Diag *d) {
+int host_visit_model(const Options *o, Model *m, HostVisit visit, void *ctx, Diag *d) {
   Parallel none, par;
   parallel_unset(&none);
-  return run_model(file, sets, nsets, &none, &par, m, visit, ctx, d);
+  return run_model(o, &none, &par, m, visit, ctx, d);
 }

@@ -7,13 +7,14 @@
 #include "core.h"
 #include "diag.h"
 #include "graph.h"
+#include "options.h"
 #include "parallel.h"
 
-/* Runs `file` with the --set overrides, merges its parallel table under the flags in `flags` into
- * `par` (defaults filled in and checked), and traces embed, block and head into `m`.
- * Returns 0, or -1 with one line in d (Lua errors carry the model file's name and line). */
-int host_build_model(const char *file, const Override *sets, int nsets, const Parallel *flags, Parallel *par,
-                     Model *m, Diag *d);
+/* Runs the model file o->file (in its sandbox, under the Lua limits of o) with the --set overrides,
+ * merges its parallel table under the layout flags of o into `par` (defaults filled in and checked),
+ * and traces embed, block and head into `m`. Returns 0, or -1 with one line in d (Lua errors carry the
+ * model file's name and line). */
+int host_build_model(const Options *o, Parallel *par, Model *m, Diag *d);
 
 /* What a command does with a traced model while its Lua state is open: L holds the model record at
  * stack index `model`. Returns 0, or -1 with one line in d. */
@@ -21,8 +22,7 @@ typedef int (*HostVisit)(lua_State *L, int model, const Model *m, void *ctx, Dia
 
 /* As host_build_model under the model file's own layout, then visit(L, model, m, ctx, d) before the
  * state closes. */
-int host_visit_model(const char *file, const Override *sets, int nsets, Model *m, HostVisit visit, void *ctx,
-                     Diag *d);
+int host_visit_model(const Options *o, Model *m, HostVisit visit, void *ctx, Diag *d);
 
 /* Calls the function below nargs arguments on L's stack as lua_pcall does; an error becomes one line in
  * d (an error inside lib/plait named at the model file's line). Returns 0 or -1. */

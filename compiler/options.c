@@ -19,6 +19,15 @@ static int positive(const char *flag, const char *text, int *out, Diag *d) {
   return 0;
 }
 
+static int budget(const char *flag, const char *text, long long *out, Diag *d) {
+  char *end;
+  double v = text ? strtod(text, &end) : 0;
+  if (!text || *end || v < 1 || v > 1e15 || v != (double)(long long)v)
+    return diag(d, "%s takes a whole number of at least 1, not '%s'", flag, text ? text : "");
+  *out = (long long)v;
+  return 0;
+}
+
 static int copy_text(const char *flag, const char *text, char *out, int len, Diag *d) {
   if (!text) return diag(d, "%s takes a value", flag);
   if ((int)strlen(text) >= len) return diag(d, "%s: value too long", flag);
@@ -77,6 +86,10 @@ static int parse_flag(int argc, char **argv, int *i, Options *o, Diag *d) {
     if (parse_layout_flag(flag, value, &o->parallel, &consumed, d)) return -1;
     *i += consumed;
     return 0;
+  }
+  if (strcmp(flag, "--lua-instructions") == 0 || strcmp(flag, "--lua-memory") == 0) {
+    (*i)++;
+    return budget(flag, value, strcmp(flag, "--lua-instructions") == 0 ? &o->lua_instructions : &o->lua_memory_mb, d);
   }
   if (strcmp(flag, "--unit-costs") == 0) { o->unit_costs = 1; return 0; }
   if (strcmp(flag, "--emit-only") == 0) { o->emit_only = 1; return 0; }

@@ -24,6 +24,8 @@ typedef struct {
   const char *model;         /* --model FILE (check: costs from a model) */
   const char *dtype;         /* --dtype f32|bf16|f16|f64 (export) */
   const char *shard_size;    /* --shard-size BYTES (export) */
+  long long lua_instructions; /* --lua-instructions N: the model file's budget (0: the default) */
+  long long lua_memory_mb;    /* --lua-memory MB */
 } Options;
 
 /* Parses argv[first..argc): `flags` lists the long flags the command takes ("--tp", "--set", ...,

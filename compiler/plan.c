@@ -169,7 +169,7 @@ int plan_build(const Options *o, Plan *p, FILE *out, Diag *d) {
   memset(p, 0, sizeof *p);
   if (!o->file) return diag(d, "plan needs a model file: plait plan MODEL.lua");
   if (check_print_option(o, d) || choose_machine(o, p, d)) return -1;
-  if (host_build_model(o->file, o->sets, o->nsets, &o->parallel, &p->par, &p->model, d)) return -1;
+  if (host_build_model(o, &p->par, &p->model, d)) return -1;
   p->microbatches = parallel_microbatches(&p->par);
   p->unit_costs = o->unit_costs;
   p->masked_lm = p->model.masked_lm;

@@ -316,7 +316,7 @@ local function plait_for(e, hv)
 end
 
 local function hint(e, model, hv)
-  if e.derive or model.config[e.plait] == nil then return "" end
+  if model.config[e.plait] == nil then return "" end
   local pv = plait_for(e, hv)
   if pv == nil then return "" end
   return string.format("; import it with --set %s=%s", e.plait, show(pv))

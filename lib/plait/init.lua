@@ -7,20 +7,10 @@ local plait = {}
 ---------------------------------------------------------------------------------------------------
 -- Errors name the model file's line, not the library's.
 
--- The "file:line" of the innermost caller outside lib/plait.
-local function user_where()
-  for level = 2, 50 do
-    local info = debug.getinfo(level, "Sl")
-    if not info then break end
-    if info.currentline > 0 and not info.source:match("^@lib/plait/") then
-      return info.short_src .. ":" .. info.currentline
-    end
-  end
-  return "?"
-end
-
+-- "file:line" of the innermost caller outside lib/plait; the model file's name where no frame of it is
+-- left (a stage that is a library function, or `return plait.model{...}`, a tail call).
 function plait.fail(fmt, ...)
-  error(user_where() .. ": " .. string.format(fmt, ...), 0)
+  error(core.where() .. ": " .. string.format(fmt, ...), 0)
 end
 local fail = plait.fail
 
@@ -117,10 +107,25 @@ end
 local config_keys = {} -- size -> key, filled by plait.config (first key wins, preferred names first)
 local preferred = { "hidden", "ffn", "seq", "vocab", "heads" }
 
+local last_config = {} -- the config plait.config or plait.model last named dims after
+
+-- "config.hidden = -4 (--set hidden=-4)": where a bad size comes from, when a config key holds it.
+local function size_origin(n)
+  for k, v in pairs(last_config) do
+    if v == n then
+      local given = core.overrides()[k]
+      return string.format("config.%s = %s%s: ", k, tostring(n), given and (" (--set " .. k .. "=" .. given .. ")") or "")
+    end
+  end
+  return ""
+end
+
 -- A dim from a number (named after its config key, else after the number) or a dim name.
 function plait.dim(n, name, granule)
   if type(n) == "string" then return n end
-  if type(n) ~= "number" or n < 1 or n ~= math.floor(n) then fail("a size must be a positive integer, got %s", tostring(n)) end
+  if type(n) ~= "number" or n < 1 or n ~= math.floor(n) then
+    fail("%sa size must be a positive integer, got %s", size_origin(n), tostring(n))
+  end
   name = name or config_keys[n] or tostring(math.tointeger(n))
   local ok, err = pcall(core.dim, name, n, granule or 1)
   if not ok then error(err, 0) end -- core's message names the model file's line already
@@ -159,6 +164,7 @@ end
 -- Sizes in the config name the dims of that size: preferred keys first, then the rest in order.
 local function name_dims(cfg)
   for k in pairs(config_keys) do config_keys[k] = nil end
+  last_config = cfg
   local keys = {}
   for _, k in ipairs(preferred) do if type(cfg[k]) == "number" then keys[#keys + 1] = k end end
   local rest = {}
@@ -251,7 +257,9 @@ function plait.model(m)
     if m[k] == nil then fail("plait.model: missing field '%s'", k) end
   end
   m.layers = m.layers or m.config.layers
-  if type(m.layers) ~= "number" or m.layers < 1 then fail("plait.model: 'layers' must be a positive number") end
+  if type(m.layers) ~= "number" or m.layers < 1 or m.layers ~= math.floor(m.layers) or m.layers > 2 ^ 20 then
+    fail("plait.model: 'layers' must be a whole number from 1 to 2^20, got %s", tostring(m.layers))
+  end
   for _, k in ipairs({ "seq", "hidden" }) do
     if type(m.config[k]) ~= "number" then fail("plait.model: config.%s must be a number", k) end
   end

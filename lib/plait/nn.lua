@@ -87,6 +87,10 @@ function nn.attention(S, ...)
   local heads = setting(opts, S, "heads")
   local kv_heads = setting(opts, S, "kv_heads", heads)
   if type(heads) ~= "number" then fail("nn.attention needs heads (opts.heads or config.heads)") end
+  for _, what in ipairs({ "heads", "kv_heads" }) do
+    local n = what == "heads" and heads or kv_heads
+    if type(n) ~= "number" or n < 1 or n ~= math.floor(n) then fail("%s must be a positive integer, got %s", what, tostring(n)) end
+  end
   if hidden % heads ~= 0 then fail("hidden %d is not divisible by heads %d", hidden, heads) end
   if heads % kv_heads ~= 0 then fail("heads %d is not divisible by kv_heads %d", heads, kv_heads) end
   local head_dim = hidden // heads

@@ -9,6 +9,31 @@ expect_error lua_runtime_error "runtime_error.lua:9: attempt to call a nil value
 expect_error shape_mismatch "shape_mismatch.lua:9: elementwise \+: shapes \[b, seq, hidden\] = \(1, 16, 32\) and \[b, seq, ffn\] = \(1, 16, 64\)" \
   $PLAIT plan tests/cli/models/shape_mismatch.lua
 expect_error not_a_model "must return plait.model" $PLAIT plan tests/cli/models/not_a_model.lua
+# model files run in a sandbox, under limits: each ends in one line naming the file, within a bound
+M=tests/cli/models
+within endless_loop_ends 60 expect_error endless_loop \
+  "^plait: $M/endless_loop.lua:2: the model file ran more than 1000000000 Lua instructions \(a loop that does not end\?\); raise the limit with --lua-instructions N$" \
+  timeout 120 $PLAIT plan $M/endless_loop.lua
+within memory_bomb_ends 60 expect_error memory_bomb \
+  "^plait: $M/memory_bomb.lua: the model file used more than 64 MB of Lua memory; raise the limit with --lua-memory MB$" \
+  timeout 120 $PLAIT plan $M/memory_bomb.lua --lua-memory 64
+expect_error reads_outside_its_folder "^plait: $M/reads_outside.lua:2: a model file reads files in its own folder only, not /etc/passwd$" \
+  $PLAIT plan $M/reads_outside.lua
+expect_error writes_a_file "^plait: $M/writes_file.lua:2: a model file reads files only" $PLAIT plan $M/writes_file.lua
+[ -e $M/written.txt ] && fail writes_a_file "the file was written"
+expect_error runs_a_program "^plait: $M/runs_program.lua:2: attempt to call a nil value \(field 'execute'\)$" \
+  $PLAIT plan $M/runs_program.lua
+expect_error lua_flag_value "--lua-memory takes a whole number of at least 1, not 'lots'" $PLAIT plan models/tiny.lua --lua-memory lots
+# model-file mistakes name the file (and the line, where a frame of it is left), and the config key
+expect_error missing_block "^plait: $M/missing_block.lua: plait.model: missing field 'block'$" $PLAIT plan $M/missing_block.lua
+expect_error zero_layers "^plait: models/tiny.lua: plait.model: 'layers' must be a whole number from 1 to 2\^20, got 0$" \
+  $PLAIT plan models/tiny.lua --set layers=0
+expect_error negative_size "^plait: models/tiny.lua: config.hidden = -4 \(--set hidden=-4\): a size must be a positive integer, got -4$" \
+  $PLAIT plan models/tiny.lua --set hidden=-4
+expect_error fractional_size "config.seq = 2.5 \(--set seq=2.5\): a size must be a positive integer" $PLAIT plan models/tiny.lua --set seq=2.5
+expect_error zero_heads "^plait: models/tiny.lua:10: heads must be a positive integer, got 0$" $PLAIT plan models/tiny.lua --set heads=0
+expect_error overflowing_vocab "a tensor \[vocab, hidden\] of 1000000000000000000 × 128 = 1.28e\+20 elements, beyond what plait plans \(2\^40\)" \
+  $PLAIT plan models/tiny.lua --set vocab=1e18
 # an error of the library's C core names the model file's line once
 expect_error location_once "^plait: tests/cli/models/bad_dim.lua:8: dim pieces: size 30 is not a whole number of pieces of 4$" \
   $PLAIT plan tests/cli/models/bad_dim.lua

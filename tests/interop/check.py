@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""check.py: plait against transformers on the same weights and tokens (make interop-check).
+
+For GPT-2 and Llama (grouped-query attention), a small random model is made in transformers (nothing is
+downloaded) and saved with save_pretrained; then, for plait's programs at one rank and at tp 2 · pp 2:
+  - `plait import` brings it in, and `DIR/train --eval` gives transformers' loss on the same token file
+    (fp32 within 1e-6 relative; a --double build within 1e-12, against transformers in float64);
+  - one training step from `--init` gives transformers' gradients: Adam's first moment after one step is
+    (1 - beta1) times the clipped gradient (within 1e-5, as ||a - b|| / ||b|| of each tensor);
+  - a model trained by plait and exported with `plait export` loads in transformers and gives plait's
+    `--eval` loss (within 1e-6).
+It needs torch, transformers and safetensors (pip install torch transformers safetensors); without them
+it says so in one line and exits 0. Usage: check.py BUILD_DIR (the folder holding plait).
+"""
+import json
+import math
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    import torch
+    import transformers
+    from safetensors.torch import load_file
+except ImportError as missing:
+    print("interop-check: skipped, %s; pip install torch transformers safetensors to run it" % missing)
+    sys.exit(0)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SEQ = 32
+LAYOUTS = {"one rank": ["--mbs", "1", "--gbs", "4"], "tp 2 · pp 2": ["--tp", "2", "--pp", "2", "--mbs", "1", "--gbs", "4"]}
+BETA1 = float(np.float32(1) - np.float32(0.9))  # plait's (1 - beta1) in float, as the optimizer computes it
+
+
+class Family:
+    """A small configuration of one family: transformers' model and plait's model file with --set."""
+
+    def __init__(self, name, model_file, config, sets, rotary):
+        self.name, self.model_file, self.config, self.sets, self.rotary = name, model_file, config, sets, rotary
+
+
+FAMILIES = [
+    Family("GPT-2", "models/gpt2.lua",
+           transformers.GPT2Config(vocab_size=256, n_positions=64, n_embd=64, n_layer=2, n_head=4, n_inner=128,
+                                   resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0),
+           ["layers=2", "hidden=64", "heads=4", "ffn=128", "seq=%d" % SEQ, "vocab=256"], rotary=False),
+    Family("Llama (GQA)", "models/llama.lua",
+           transformers.LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                    rms_norm_eps=1e-5, rope_theta=10000.0),
+           ["layers=2", "hidden=64", "heads=4", "kv_heads=2", "ffn=96", "seq=%d" % SEQ, "vocab=256"], rotary=True),
+]
+
+
+def run(*args):
+    done = subprocess.run([str(a) for a in args], cwd=ROOT, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit("interop-check: %s failed:\n%s%s" % (" ".join(map(str, args)), done.stdout, done.stderr))
+    return done.stdout
+
+
+def token_file(path, tokens):
+    header = [20240520, 1, len(tokens)] + [0] * 253
+    with open(path, "wb") as f:
+        f.write(struct.pack("<256i", *header) + struct.pack("<%dH" % len(tokens), *tokens))
+
+
+def json_lines(path):
+    return [json.loads(line) for line in open(path)]
+
+
+def plait_eval(train, ckpt_flag, ckpt, eval_bin, log):
+    run(train, ckpt_flag, ckpt, "--eval", eval_bin, "--log-json", log)
+    record = [r for r in json_lines(log) if "eval" in r][-1]
+    return record["loss"], record["tokens"]
+
+
+def rotary_in_double(model):
+    """transformers computes the rotary tables in float32 even in a float64 model; plait's double build
+    computes them in double. For the float64 comparison the tables are computed in float64 here."""
+    def forward(self, x, position_ids):
+        dim = self.inv_freq.shape[0] * 2
+        theta = self.config.rope_parameters["rope_theta"]
+        inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+        freqs = position_ids[..., None].double() * inv_freq
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+    rotary = model.model.rotary_emb
+    rotary.forward = forward.__get__(rotary)
+
+
+def hf_eval(model, tokens):
+    """The mean next-token loss over windows of SEQ tokens starting at 0, SEQ, 2·SEQ, ... (the last one
+    shorter), every token but the first predicted once: what plait's --eval computes."""
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for start in range(0, len(tokens) - 1, SEQ):
+            window = tokens[start:start + SEQ + 1]
+            ids = torch.tensor([window[:-1]])
+            logits = model(ids).logits[0].double()
+            total += torch.nn.functional.cross_entropy(logits, torch.tensor(window[1:]), reduction="sum").item()
+            count += len(window) - 1
+    return total / count, count
+
+
+def relative(a, b):
+    return abs(a - b) / abs(b)
+
+
+def gradient_errors(model, tokens, exported):
+    """The step's gradient in transformers (mean loss over the window, clipped at norm 1 as plait clips)
+    against plait's first moment, exported under transformers' names: the largest ||a - b|| / ||b||."""
+    model.zero_grad()
+    ids = torch.tensor([tokens[:SEQ]])
+    loss = torch.nn.functional.cross_entropy(model(ids).logits[0], torch.tensor(tokens[1:SEQ + 1]))
+    loss.backward()
+    grads = {n: p.grad.double() for n, p in model.named_parameters() if p.grad is not None}
+    norm = math.sqrt(sum((g * g).sum().item() for g in grads.values()))
+    coef = min(1.0, 1.0 / (norm + 1e-6))
+    moments = load_file(os.path.join(exported, "model.safetensors"))
+    worst, where = 0.0, ""
+    for name, m in moments.items():
+        g = grads[name] * coef
+        err = ((m.double() / BETA1 - g).norm() / g.norm()).item()
+        if err > worst:
+            worst, where = err, name
+    return worst, where
+
+
+def first_moment_checkpoint(src, dst):
+    """A weights-only plait checkpoint whose weights are src's Adam first moments (for plait export)."""
+    raw = open(src, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+    meta = header.pop("__metadata__")
+    out, blobs, at = {}, [], 0
+    for name, t in sorted(header.items()):
+        if not name.startswith("adam.m."):
+            continue
+        blob = data[t["data_offsets"][0]:t["data_offsets"][1]]
+        out[name[len("adam.m."):]] = {"dtype": t["dtype"], "shape": t["shape"], "data_offsets": [at, at + len(blob)]}
+        blobs.append(blob)
+        at += len(blob)
+    out["__metadata__"] = {k: v for k, v in meta.items() if k not in ("step", "seed")} | {"contents": "weights"}
+    text = json.dumps(out).encode()
+    text += b" " * ((8 - (8 + len(text)) % 8) % 8)
+    os.makedirs(dst, exist_ok=True)
+    with open(os.path.join(dst, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def check_family(fam, plait, tmp, eval_tokens, step_tokens, results):
+    d = os.path.join(tmp, fam.name.split()[0].lower())
+    os.makedirs(d)
+    torch.manual_seed(1234)
+    model_class = transformers.GPT2LMHeadModel if not fam.rotary else transformers.LlamaForCausalLM
+    hf = model_class(fam.config).eval()
+    hf.save_pretrained(os.path.join(d, "hf"))
+    sets = ["--set"] + fam.sets
+    run(plait, "import", fam.model_file, os.path.join(d, "hf"), "-o", os.path.join(d, "imported"), *sets)
+    eval_bin, step_bin = os.path.join(d, "eval.bin"), os.path.join(d, "step.bin")
+    token_file(eval_bin, eval_tokens)
+    token_file(step_bin, step_tokens)
+    want32, count = hf_eval(hf, eval_tokens)
+    hf64 = model_class.from_pretrained(os.path.join(d, "hf"), dtype=torch.float64).eval()
+    if fam.rotary:
+        rotary_in_double(hf64)
+    want64, _ = hf_eval(hf64, eval_tokens)
+    for layout, flags in LAYOUTS.items():
+        tag = layout.replace(" ", "").replace("·", "")
+        prog, prog64 = os.path.join(d, "f32-" + tag), os.path.join(d, "f64-" + tag)
+        run(plait, "build", fam.model_file, *sets, *flags, "-o", prog)
+        run(plait, "build", fam.model_file, *sets, *flags, "--double", "-o", prog64)
+        loss32, tokens = plait_eval(os.path.join(prog, "train"), "--init", os.path.join(d, "imported"), eval_bin,
+                                    os.path.join(d, tag + "-eval32.json"))
+        loss64, _ = plait_eval(os.path.join(prog64, "train"), "--init", os.path.join(d, "imported"), eval_bin,
+                               os.path.join(d, tag + "-eval64.json"))
+        assert tokens == count, (tokens, count)
+        # one step from the imported weights: Adam's first moment against transformers' gradient
+        stepped = os.path.join(d, tag + "-stepped")
+        run(os.path.join(prog, "train"), "--init", os.path.join(d, "imported"), "--data", step_bin, "--steps", "1",
+            "--save", stepped)
+        first_moment_checkpoint(os.path.join(stepped, "model.safetensors"), os.path.join(d, tag + "-moments"))
+        run(plait, "export", fam.model_file, os.path.join(d, tag + "-moments"), "-o", os.path.join(d, tag + "-moments.hf"),
+            *sets)
+        hf.train()
+        grad_err, grad_where = gradient_errors(hf, step_tokens, os.path.join(d, tag + "-moments.hf"))
+        hf.eval()
+        # a model trained by plait, exported, read by transformers
+        trained = os.path.join(d, tag + "-trained")
+        run(os.path.join(prog, "train"), "--init", os.path.join(d, "imported"), "--data", eval_bin, "--steps", "5",
+            "--lr", "3e-3", "--save", trained)
+        run(plait, "export", fam.model_file, trained, "-o", trained + ".hf", *sets)
+        ours, _ = plait_eval(os.path.join(prog, "train"), "--load", trained, eval_bin, os.path.join(d, tag + "-t.json"))
+        theirs, _ = hf_eval(model_class.from_pretrained(trained + ".hf").eval(), eval_tokens)
+        results.append((fam.name, layout, want32, relative(loss32, want32), relative(loss64, want64), grad_err,
+                        grad_where, relative(theirs, ours)))
+
+
+def main():
+    build = sys.argv[1] if len(sys.argv) > 1 else "build"
+    plait = os.path.join(ROOT, build, "plait")
+    text = b"".join(open(os.path.join("/usr/share/common-licenses", f), "rb").read() for f in ("GPL-3", "Apache-2.0"))
+    eval_tokens = list(text[:SEQ * 8 + 11])  # eight whole windows and a short one
+    step_tokens = list(text[5000:5000 + SEQ + 1])  # one window: every sample of the step reads it
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for fam in FAMILIES:
+            check_family(fam, plait, tmp, eval_tokens, step_tokens, results)
+    limits = (1e-6, 1e-12, 1e-5, 1e-6)
+    print("transformers %s, torch %s; %d tokens evaluated, windows of %d" % (transformers.__version__,
+          torch.__version__, len(eval_tokens) - 1, SEQ))
+    print("| model | layout | loss (transformers) | --eval fp32 | --eval --double | step's gradient | exported, "
+          "trained |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    failed = 0
+    for name, layout, loss, e32, e64, grad, where, exported in results:
+        ok = e32 <= limits[0] and e64 <= limits[1] and grad <= limits[2] and exported <= limits[3]
+        failed += not ok
+        print("| %s | %s | %.6f | %.1e | %.1e | %.1e | %.1e |%s" % (name, layout, loss, e32, e64, grad, exported,
+                                                                     "" if ok else " FAIL (worst " + where + ")"))
+    print("relative differences; limits %.0e, %.0e, %.0e, %.0e" % limits)
+    print("interop-check: %s" % ("FAILED" if failed else "passed"))
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
