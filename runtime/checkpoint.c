@@ -1,6 +1,7 @@
 /* checkpoint.c: saving every parameter and its Adam state as full logical tensors by name (gathered over
  * TP, sent to rank 0, streamed into one safetensors file written atomically), and loading any layout's
- * checkpoint by reading each rank's own box of every tensor. */
+ * checkpoint by reading each rank's own box of every tensor: all of them to resume (--load), the weights
+ * alone to start from (--init). */
 #include "checkpoint.h"
 
 #include <errno.h>
@@ -12,8 +13,9 @@
 #include "ckpt.h"
 #include "ckpt_model.h"
 #include "device.h"
+#include "resume.h"
 
-enum { KINDS = 3 }; /* weights, Adam m, Adam v */
+enum { WEIGHTS, ADAM_M, ADAM_V, KINDS }; /* the kinds of tensor, in the order a checkpoint holds them */
 static const char *const kind_prefix[KINDS] = {"", "adam.m.", "adam.v."};
 
 /* Every parameter of the model in one order all ranks agree on: model scope, then layer by layer. */
@@ -61,7 +63,9 @@ static ParamSlot *find_slot(Params *ps, const Entry *e) {
   return NULL;
 }
 
-static real *slot_data(ParamSlot *s, int kind) { return kind == 0 ? s->master : kind == 1 ? s->m : s->v; }
+static real *slot_data(ParamSlot *s, int kind) {
+  return kind == WEIGHTS ? s->master : kind == ADAM_M ? s->m : s->v;
+}
 
 /* ---- saving --------------------------------------------------------------------------------- */
 
@@ -101,28 +105,41 @@ static void save_tensor(Trainer *t, const Entry *e, int kind, real *full, real *
   if (!*failed && ckpt_write_data(w, host, n)) *failed = 1;
 }
 
-enum { META_FIXED = 5, META_TEXT_LEN = 96 };
+enum { META_FIXED = 5, META_TEXT_LEN = 160 };
 
-/* What the file is and where the run stands (format, model, step, seed, layers), then the model's
- * configuration as config.KEY: what loading checks. text holds the values and keys made here (3 +
- * nconfig entries). */
-static CkptMeta *metadata(const Trainer *t, int64_t step, char (*text)[META_TEXT_LEN], int *count) {
+/* A full checkpoint's metadata: what the file is (format, contents, model, layers), where the run stands
+ * (step, then its seed and schedule), and the model's configuration as config.KEY: what loading checks.
+ * Keys and values made here live in text. */
+typedef struct {
+  CkptMeta *meta;
+  int count;
+  char (*text)[META_TEXT_LEN];
+  char (*run)[RESUME_TEXT_LEN];
+} Metadata;
+
+static Metadata metadata(const Trainer *t, int64_t step) {
   const Program *p = t->prog;
-  CkptMeta *meta = calloc((size_t)(META_FIXED + p->nconfig), sizeof *meta);
-  snprintf(text[0], META_TEXT_LEN, "%lld", (long long)step);
-  snprintf(text[1], META_TEXT_LEN, "%llu", (unsigned long long)t->seed);
-  snprintf(text[2], META_TEXT_LEN, "%d", p->layers);
-  meta[0] = (CkptMeta){"format", "plait checkpoint 1"};
-  meta[1] = (CkptMeta){CKPT_MODEL_KEY, p->name};
-  meta[2] = (CkptMeta){"step", text[0]};
-  meta[3] = (CkptMeta){"seed", text[1]};
-  meta[4] = (CkptMeta){CKPT_LAYERS_KEY, text[2]};
+  Metadata m = {calloc((size_t)(META_FIXED + RESUME_KEYS + p->nconfig), sizeof *m.meta), 0,
+                calloc((size_t)(2 + p->nconfig), sizeof *m.text), calloc(RESUME_KEYS, sizeof *m.run)};
+  snprintf(m.text[0], META_TEXT_LEN, "%lld", (long long)step);
+  snprintf(m.text[1], META_TEXT_LEN, "%d", p->layers);
+  m.meta[m.count++] = (CkptMeta){CKPT_FORMAT_KEY, CKPT_FORMAT};
+  m.meta[m.count++] = (CkptMeta){CKPT_CONTENTS_KEY, CKPT_WEIGHTS_AND_OPTIMIZER};
+  m.meta[m.count++] = (CkptMeta){CKPT_MODEL_KEY, p->name};
+  m.meta[m.count++] = (CkptMeta){CKPT_LAYERS_KEY, m.text[1]};
+  m.meta[m.count++] = (CkptMeta){"step", m.text[0]};
+  m.count += resume_metadata(t, m.meta + m.count, m.run);
   for (int i = 0; i < p->nconfig; i++) {
-    snprintf(text[3 + i], META_TEXT_LEN, "%s%s", CKPT_CONFIG_PREFIX, p->config[i].key);
-    meta[META_FIXED + i] = (CkptMeta){text[3 + i], p->config[i].value};
+    snprintf(m.text[2 + i], META_TEXT_LEN, "%s%s", CKPT_CONFIG_PREFIX, p->config[i].key);
+    m.meta[m.count++] = (CkptMeta){m.text[2 + i], p->config[i].value};
   }
-  *count = META_FIXED + p->nconfig;
-  return meta;
+  return m;
+}
+
+static void metadata_free(Metadata *m) {
+  free(m->meta);
+  free(m->text);
+  free(m->run);
 }
 
 static int begin_file(Trainer *t, const char *path, const Entry *list, int n, int64_t step, CkptWriter *w) {
@@ -135,12 +152,9 @@ static int begin_file(Trainer *t, const char *path, const Entry *list, int n, in
       specs[i].ndim = list[j].spec->ndim;
       for (int a = 0; a < specs[i].ndim; a++) specs[i].shape[a] = list[j].spec->unpadded[a];
     }
-  char (*text)[META_TEXT_LEN] = calloc((size_t)(3 + t->prog->nconfig), sizeof *text);
-  int nmeta;
-  CkptMeta *meta = metadata(t, step, text, &nmeta);
-  int status = ckpt_write_begin(w, path, specs, n * KINDS, meta, nmeta);
-  free(meta);
-  free(text);
+  Metadata meta = metadata(t, step);
+  int status = ckpt_write_begin(w, path, specs, n * KINDS, meta.meta, meta.count);
+  metadata_free(&meta);
   free(specs);
   free(names);
   return status;
@@ -213,10 +227,12 @@ static char (*expected_names(const Program *p, int kind, int *count))[160] {
   return names;
 }
 
+/* A tensor's kind; KINDS for optimizer state plait does not keep (another adam.* tensor), which no
+ * reader looks at. */
 static int kind_of(const char *name) {
   for (int k = KINDS - 1; k > 0; k--)
     if (strncmp(name, kind_prefix[k], strlen(kind_prefix[k])) == 0) return k;
-  return 0;
+  return strncmp(name, "adam.", 5) == 0 ? KINDS : WEIGHTS;
 }
 
 /* The next checkpoint tensor of this kind from index j on (its tensors are sorted by name, so those of
@@ -226,29 +242,30 @@ static int next_of_kind(const Ckpt *c, int kind, int j) {
   return j;
 }
 
-/* The checkpoint holds exactly this model's tensors: per kind, weights first, walks both sorted lists
- * side by side and names the first tensor that only one of them has. */
-static void check_tensor_names(Trainer *t, const Ckpt *c, const char *path) {
-  for (int k = 0; k < KINDS; k++) {
+/* The checkpoint holds exactly this model's tensors of the kinds before `upto` (ADAM_M: the weights;
+ * KINDS: all): per kind, walks both sorted lists side by side and names the first tensor that only one of
+ * them has. Tensors of the other kinds are not looked at. */
+static void check_tensor_names(Trainer *t, const Ckpt *c, int upto) {
+  for (int k = 0; k < upto; k++) {
     int n;
     char (*names)[160] = expected_names(t->prog, k, &n);
     for (int i = 0, j = next_of_kind(c, k, 0); i < n || j < c->ntensors; i++, j = next_of_kind(c, k, j + 1)) {
       int order = i == n ? 1 : j == c->ntensors ? -1 : strcmp(names[i], c->tensors[j].name);
       if (order < 0)
         comm_fail(t->comm, "%s has no tensor '%s', which this model has: it is of another model named '%s'; load "
-                  "a checkpoint of this model", path, names[i], t->prog->name);
+                  "a checkpoint of this model", c->path, names[i], t->prog->name);
       if (order > 0)
         comm_fail(t->comm, "%s holds tensor '%s', which this model does not have: it is of another model named "
-                  "'%s'; load a checkpoint of this model", path, c->tensors[j].name, t->prog->name);
+                  "'%s'; load a checkpoint of this model", c->path, c->tensors[j].name, t->prog->name);
     }
     free(names);
   }
 }
 
-/* Refuses a checkpoint of another model before reading anything: its name, its depth, its configuration,
- * its set of tensors (the shapes are checked as each tensor is read). Any layout loads it: nothing here
- * depends on one. */
-static void check_model(Trainer *t, const Ckpt *c, const char *path) {
+/* Refuses a checkpoint of another model before reading anything: its name, its depth, its configuration
+ * (then check_tensor_names its set of tensors; the shapes are checked as each tensor is read). Any layout
+ * loads it: nothing here depends on one. */
+static void check_model(Trainer *t, const Ckpt *c) {
   const Program *p = t->prog;
   CkptMeta *config = calloc((size_t)p->nconfig + 1, sizeof *config);
   for (int i = 0; i < p->nconfig; i++) config[i] = (CkptMeta){p->config[i].key, p->config[i].value};
@@ -257,27 +274,62 @@ static void check_model(Trainer *t, const Ckpt *c, const char *path) {
   int refused = ckpt_check_model(c, &model, error, sizeof error);
   free(config);
   if (refused) comm_fail(t->comm, "%s", error);
+}
+
+/* Weights alone: its metadata says so (plait import writes such files), or an older file without a step
+ * has no Adam state either. */
+static int holds_weights_only(const Ckpt *c) {
+  const char *contents = ckpt_meta(c, CKPT_CONTENTS_KEY);
+  int adam = 0;
+  for (int j = 0; j < c->ntensors && !adam; j++) adam = kind_of(c->tensors[j].name) == ADAM_M;
+  return (contents && strcmp(contents, CKPT_WEIGHTS_ONLY) == 0) || (!adam && !ckpt_meta(c, "step"));
+}
+
+/* What a run that goes on needs beyond the model: Adam's state, the step and the seed. */
+static void check_resumable(Trainer *t, const Ckpt *c, const char *dir) {
+  if (holds_weights_only(c))
+    comm_fail(t->comm, "%s holds weights only (no Adam state or step); start from it with --init %s", c->path, dir);
   if (!ckpt_meta(c, "step") || !ckpt_meta(c, "seed"))
-    comm_fail(t->comm, "%s has no step or seed in its metadata; it is not a plait checkpoint", path);
-  check_tensor_names(t, c, path);
+    comm_fail(t->comm, "%s has no step or seed in its metadata; it is not a plait checkpoint", c->path);
+}
+
+/* Reads this rank's box of every parameter's tensors of the kinds before `upto`. */
+static void load_tensors(Trainer *t, Ckpt *c, int upto) {
+  for (int i = 0; i < t->params.count; i++)
+    for (int k = 0; k < upto; k++) {
+      ParamSlot *s = &t->params.slot[i];
+      char name[160];
+      snprintf(name, sizeof name, "%s%s", kind_prefix[k], s->name);
+      load_box(t, c, s, k, name);
+    }
+  params_refresh(&t->params);
+}
+
+static void open_checkpoint(Trainer *t, Ckpt *c, const char *dir, char *path, size_t len) {
+  snprintf(path, len, "%s/model.safetensors", dir);
+  if (ckpt_open(c, path)) comm_fail(t->comm, "%s", c->error);
 }
 
 int64_t checkpoint_load(Trainer *t, const char *dir) {
   char path[4096];
-  snprintf(path, sizeof path, "%s/model.safetensors", dir);
   Ckpt c;
-  if (ckpt_open(&c, path)) comm_fail(t->comm, "%s", c.error);
-  check_model(t, &c, path);
-  t->seed = strtoull(ckpt_meta(&c, "seed"), NULL, 10); /* data windows and dropout masks go on as they would have */
-  for (int i = 0; i < t->params.count; i++)
-    for (int k = 0; k < KINDS; k++) {
-      ParamSlot *s = &t->params.slot[i];
-      char name[160];
-      snprintf(name, sizeof name, "%s%s", kind_prefix[k], s->name);
-      load_box(t, &c, s, k, name);
-    }
+  open_checkpoint(t, &c, dir, path, sizeof path);
+  check_model(t, &c);
+  check_resumable(t, &c, dir);
+  check_tensor_names(t, &c, KINDS);
+  load_tensors(t, &c, KINDS); /* checks each tensor's shape */
+  resume_settle(t, &c);       /* data windows, dropout masks and the learning rate go on as they would have */
   int64_t at = strtoll(ckpt_meta(&c, "step"), NULL, 10);
   ckpt_close(&c);
-  params_refresh(&t->params);
   return at;
+}
+
+void checkpoint_init(Trainer *t, const char *dir) {
+  char path[4096];
+  Ckpt c;
+  open_checkpoint(t, &c, dir, path, sizeof path);
+  check_model(t, &c);
+  check_tensor_names(t, &c, ADAM_M); /* the weights; Adam's state, if the file holds it, is not read */
+  load_tensors(t, &c, ADAM_M);
+  ckpt_close(&c);
 }

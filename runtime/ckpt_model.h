@@ -13,6 +13,15 @@
 #define CKPT_LAYERS_KEY "layers"
 #define CKPT_CONFIG_PREFIX "config."
 
+/* What the file is, and what it holds: the weights alone (plait import writes such files; --init reads
+ * them), or with Adam's m and v (tensors adam.m.NAME, adam.v.NAME), the step, the seed and the schedule
+ * (--save writes these; --load resumes from them). */
+#define CKPT_FORMAT_KEY "format"
+#define CKPT_FORMAT "plait checkpoint 1"
+#define CKPT_CONTENTS_KEY "contents"
+#define CKPT_WEIGHTS_ONLY "weights"
+#define CKPT_WEIGHTS_AND_OPTIMIZER "weights and optimizer"
+
 typedef struct {
   const char *name;
   int layers;

@@ -1,4 +1,4 @@
-/* data.c: opening and checking token files, and cutting training, validation and masked-LM batches. */
+/* data.c: opening and checking token files, and cutting training, validation, evaluation and masked-LM batches. */
 #include "data.h"
 
 #include <errno.h>
@@ -72,12 +72,18 @@ static int data_check_header(TokenFile *f) {
   return 0;
 }
 
-static int data_check_tokens(TokenFile *f, int64_t window) {
-  if (f->count < window)
-    return data_fail(f,
-                     "%lld tokens, fewer than the %lld of one training window (sequence length + 1); use a longer "
-                     "file or a shorter sequence",
-                     (long long)f->count, (long long)window);
+/* The fewest tokens a use reads, and what they are for (the message when a file has fewer). */
+static int64_t data_needed(int64_t seq, DataUse use) { return use == DATA_EVAL ? 2 : seq + 1; }
+
+static const char *data_need_text(DataUse use) {
+  return use == DATA_EVAL ? "--eval needs (a token and the next, to predict it); use a longer file"
+                          : "of one training window (sequence length + 1); use a longer file or a shorter sequence";
+}
+
+static int data_check_tokens(TokenFile *f, int64_t seq, DataUse use) {
+  if (f->count < data_needed(seq, use))
+    return data_fail(f, "%lld tokens, fewer than the %lld %s", (long long)f->count, (long long)data_needed(seq, use),
+                     data_need_text(use));
   for (int64_t i = 0; i < f->count; i++)
     if (f->tokens[i] >= f->vocab)
       return data_fail(f,
@@ -87,11 +93,11 @@ static int data_check_tokens(TokenFile *f, int64_t window) {
   return 0;
 }
 
-int data_open(TokenFile *f, const char *path, int64_t vocab, int64_t window) {
+int data_open(TokenFile *f, const char *path, int64_t vocab, int64_t seq, DataUse use) {
   memset(f, 0, sizeof *f);
   f->path = path;
   f->vocab = vocab;
-  if (data_map(f) != 0 || data_check_header(f) != 0 || data_check_tokens(f, window) != 0) return -1;
+  if (data_map(f) != 0 || data_check_header(f) != 0 || data_check_tokens(f, seq, use) != 0) return -1;
   return 0;
 }
 
@@ -130,6 +136,22 @@ void data_val_batch(const TokenFile *f, int64_t batch, const DataSlice *s, int32
   }
 }
 
+int64_t data_eval_windows(int64_t count, int64_t seq, int masked_lm) {
+  int64_t positions = masked_lm ? count : count - 1;
+  return (positions + seq - 1) / seq;
+}
+
+void data_eval_batch(const TokenFile *f, int64_t batch, const DataSlice *s, int32_t *inputs, int32_t *targets) {
+  for (int64_t i = 0; i < s->count; i++) {
+    int64_t start = (batch * s->global_batch + s->first + i) * s->seq;
+    for (int64_t t = 0; t < s->seq; t++) {
+      int64_t at = start + t, inside = at + 1 < f->count;
+      inputs[i * s->seq + t] = inside ? f->tokens[at] : 0;
+      targets[i * s->seq + t] = inside ? f->tokens[at + 1] : -1;
+    }
+  }
+}
+
 /* One position of a masked-LM sample: words 0 and 1 of its draw choose whether it is a target and what
  * its input becomes, words 2 and 3 the random replacement token. */
 static void data_mlm_position(Philox4 w, int32_t token, int32_t mask_id, int64_t vocab, int32_t *input,
@@ -156,5 +178,21 @@ void data_mlm_batch(const TokenFile *f, uint64_t seed, int64_t step, const DataS
     for (int64_t t = 0; t < s->seq; t++)
       data_mlm_position(philox_words(seed, stream, base + (uint64_t)t), window[t], mask_id, f->vocab,
                         inputs + i * s->seq + t, targets + i * s->seq + t);
+  }
+}
+
+void data_mlm_eval_batch(const TokenFile *f, uint64_t seed, int64_t batch, const DataSlice *s, int32_t mask_id,
+                         int32_t *inputs, int32_t *targets) {
+  uint64_t stream = philox_stream_of("mlm-eval");
+  for (int64_t i = 0; i < s->count; i++) {
+    int64_t start = (batch * s->global_batch + s->first + i) * s->seq;
+    for (int64_t t = 0; t < s->seq; t++) {
+      int64_t at = start + t, n = i * s->seq + t;
+      if (at < f->count)
+        data_mlm_position(philox_words(seed, stream, (uint64_t)at), f->tokens[at], mask_id, f->vocab, inputs + n,
+                          targets + n);
+      else
+        inputs[n] = 0, targets[n] = -1;
+    }
   }
 }

@@ -77,20 +77,20 @@ void k_embedding_backward(int64_t N, int64_t C, const int32_t *ids, const act_t 
 
 /* Softmax cross entropy over N rows of logits split by columns: this shard holds columns
  * [col0, col0 + cols) of each row, and columns at or beyond `vocab` (padding) are left out. Rows whose
- * target equals `ignore` count for nothing. Three steps, with the tensor-parallel all-reduces between
- * them done by the caller (nothing when there is one shard):
+ * target is below 0 (nothing to predict there) or equals `ignore` count for nothing. Three steps, with
+ * the tensor-parallel all-reduces between them done by the caller (nothing when there is one shard):
  *   1. max[n] = max of the row's valid local logits (-inf when none)          -> all-reduce MAX
  *   2. sumexp[n] = Σ exp(z - max[n]) over valid local columns; target[n] = z[n, t_n] when this shard
  *      holds t_n, else 0                                                         -> all-reduce SUM of both
- *   3. lse[n] = max[n] + log(sumexp[n]); returns scale·Σ_n (lse[n] - target[n]) over rows not ignored. */
+ *   3. lse[n] = max[n] + log(sumexp[n]); returns scale·Σ_n (lse[n] - target[n]) over the rows that count. */
 void k_xent_max(int64_t N, int64_t cols, const act_t *logits, int64_t col0, int64_t vocab, real *max);
 void k_xent_sums(int64_t N, int64_t cols, const act_t *logits, int64_t col0, int64_t vocab, const int32_t *targets,
                  const real *max, real *sumexp, real *target);
-/* lse[n] is written for every row, ignored ones included. */
+/* lse[n] is written for every row, those that do not count included. */
 double k_xent_loss(int64_t N, const int32_t *targets, int64_t ignore, const real *max, const real *sumexp,
                    const real *target, real scale, real *lse);
 /* In place over the logits: dz = scale·(softmax(z) - onehot(t)) for valid columns, 0 for padding and
- * for ignored rows. No second copy of the logits. */
+ * for rows that do not count. No second copy of the logits. */
 void k_xent_backward(int64_t N, int64_t cols, act_t *logits, int64_t col0, int64_t vocab, const int32_t *targets,
                      int64_t ignore, const real *lse, real scale);
 

@@ -1,9 +1,10 @@
-/* log.c: step lines, validation lines, progress and JSON lines. */
+/* log.c: step lines, validation and evaluation lines, progress and JSON lines. */
 #include "log.h"
 
 #include "clock.h"
 #include "device.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -45,8 +46,8 @@ void log_step(Trainer *t, double loss, double seconds) {
   fflush(stdout);
   if (t->log_json) {
     fprintf(t->log_json,
-            "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"ms\": %.6g, \"tokens_per_s\": %.6g, "
-            "\"mfu\": %.6g, \"dp_buckets\": %d, \"dp_buckets_during_backward\": %d}\n",
+            "{\"step\": %lld, \"loss\": %.17g, \"lr\": %.17g, \"grad_norm\": %.17g, \"ms\": %.17g, "
+            "\"tokens_per_s\": %.17g, \"mfu\": %.17g, \"dp_buckets\": %d, \"dp_buckets_during_backward\": %d}\n",
             (long long)t->step + 1, loss, t->lr, t->grad_norm, seconds * 1e3, tokens / seconds, mfu(t, seconds),
             t->exec.buckets, t->exec.buckets_during_backward);
     fflush(t->log_json);
@@ -88,7 +89,30 @@ void log_validation(Trainer *t, double loss) {
   printf("step %lld | validation loss %.6f\n", (long long)t->step + 1, loss);
   fflush(stdout);
   if (t->log_json) {
-    fprintf(t->log_json, "{\"step\": %lld, \"val_loss\": %.9g}\n", (long long)t->step + 1, loss);
+    fprintf(t->log_json, "{\"step\": %lld, \"val_loss\": %.17g}\n", (long long)t->step + 1, loss);
+    fflush(t->log_json);
+  }
+}
+
+/* A JSON string: quotes and backslashes escaped, control characters as \u00XX. */
+static void json_string(FILE *out, const char *s) {
+  fputc('"', out);
+  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+    if (*c == '"' || *c == '\\') fprintf(out, "\\%c", *c);
+    else if (*c < 0x20) fprintf(out, "\\u%04x", *c);
+    else fputc(*c, out);
+  }
+  fputc('"', out);
+}
+
+void log_eval(Trainer *t, const char *path, double loss, int64_t tokens) {
+  printf("eval %s | loss %.6f | tokens %lld | perplexity %.2f\n", path, loss, (long long)tokens, exp(loss));
+  fflush(stdout);
+  if (t->log_json) {
+    fprintf(t->log_json, "{\"eval\": ");
+    json_string(t->log_json, path);
+    fprintf(t->log_json, ", \"loss\": %.17g, \"tokens\": %lld, \"perplexity\": %.17g}\n", loss, (long long)tokens,
+            exp(loss));
     fflush(t->log_json);
   }
 }

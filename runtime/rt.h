@@ -85,7 +85,7 @@ void rt_embedding_forward(Run *r, int64_t N, int64_t C, const int32_t *ids, cons
 void rt_embedding_backward(Run *r, int64_t N, int64_t C, const int32_t *ids, const act_t *dout, int64_t rows,
                            int split, real *dtable);
 
-/* A target no row has: every row counts. */
+/* A target no row has: every row with a target (0 or more) counts. */
 #define XENT_NO_IGNORE INT64_MIN
 
 /* Softmax cross entropy of N rows of `cols` logits (this rank's vocabulary share when split), with the

@@ -12,9 +12,10 @@
 #include "trainer.h"
 
 static const char *const usage =
-    "train --data FILE --steps N [--seed S] [--lr X] [--warmup N] [--decay-steps N] [--weight-decay X] [--grad-clip X] [--save DIR] "
-    "[--save-every N] [--load DIR] [--eval-every N] [--eval-batches N] [--val FILE] [--log-json FILE] [--sample N] "
-    "[--trace FILE] [--gradcheck N]";
+    "train --data FILE --steps N [--seed S] [--lr X] [--warmup N] [--decay-steps N] [--weight-decay X] [--grad-clip X] "
+    "[--save DIR] [--save-every N] [--load DIR [--override-schedule] | --init DIR] [--eval-every N] [--eval-batches N] "
+    "[--val FILE] [--eval FILE] [--log-json FILE] [--sample N] [--trace FILE] [--gradcheck N]; "
+    "or train --eval FILE [--load DIR | --init DIR] [--log-json FILE]";
 
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int fail(const char *fmt, ...) {
@@ -48,23 +49,29 @@ static int parse(int argc, char **argv, TrainArgs *a) {
     const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     int64_t seed;
     int status;
+    if (strcmp(f, "--override-schedule") == 0) {
+      a->override_schedule = 1;
+      continue;
+    }
     if (strcmp(f, "--data") == 0) a->data = v, status = v ? 0 : fail("%s takes a file", f);
     else if (strcmp(f, "--val") == 0) a->val_data = v, status = v ? 0 : fail("%s takes a file", f);
     else if (strcmp(f, "--save") == 0) a->save = v, status = v ? 0 : fail("%s takes a directory", f);
     else if (strcmp(f, "--load") == 0) a->load = v, status = v ? 0 : fail("%s takes a directory", f);
+    else if (strcmp(f, "--init") == 0) a->init = v, status = v ? 0 : fail("%s takes a directory", f);
+    else if (strcmp(f, "--eval") == 0) a->eval = v, status = v ? 0 : fail("%s takes a file", f);
     else if (strcmp(f, "--log-json") == 0) a->log_json = v, status = v ? 0 : fail("%s takes a file", f);
     else if (strcmp(f, "--trace") == 0) a->trace = v, status = v ? 0 : fail("%s takes a file", f);
     else if (strcmp(f, "--steps") == 0) status = integer(f, v, &a->steps);
-    else if (strcmp(f, "--warmup") == 0) status = integer(f, v, &a->warmup);
+    else if (strcmp(f, "--warmup") == 0) status = integer(f, v, &a->warmup), a->given |= GIVEN_WARMUP;
     else if (strcmp(f, "--decay-steps") == 0) status = integer(f, v, &a->decay_steps);
     else if (strcmp(f, "--save-every") == 0) status = integer(f, v, &a->save_every);
     else if (strcmp(f, "--eval-every") == 0) status = integer(f, v, &a->eval_every);
     else if (strcmp(f, "--eval-batches") == 0) status = integer(f, v, &a->eval_batches);
     else if (strcmp(f, "--sample") == 0) status = integer(f, v, &a->sample);
     else if (strcmp(f, "--gradcheck") == 0) status = integer(f, v, &a->gradcheck);
-    else if (strcmp(f, "--seed") == 0) status = integer(f, v, &seed), a->seed = (uint64_t)seed;
-    else if (strcmp(f, "--lr") == 0) status = number(f, v, &a->lr);
-    else if (strcmp(f, "--weight-decay") == 0) status = number(f, v, &a->weight_decay);
+    else if (strcmp(f, "--seed") == 0) status = integer(f, v, &seed), a->seed = (uint64_t)seed, a->given |= GIVEN_SEED;
+    else if (strcmp(f, "--lr") == 0) status = number(f, v, &a->lr), a->given |= GIVEN_LR;
+    else if (strcmp(f, "--weight-decay") == 0) status = number(f, v, &a->weight_decay), a->given |= GIVEN_WEIGHT_DECAY;
     else if (strcmp(f, "--grad-clip") == 0) status = number(f, v, &a->grad_clip);
     else return fail("unknown flag %s; usage: %s", f, usage);
     if (status) return 1;
@@ -75,6 +82,7 @@ static int parse(int argc, char **argv, TrainArgs *a) {
 
 /* The validation file `plait data` writes beside OUT.bin: OUT.val.bin, if it is there. */
 static const char *default_val(TrainArgs *a) {
+  if (!a->data) return NULL;
   size_t n = strlen(a->data);
   if (n < 4 || strcmp(a->data + n - 4, ".bin") != 0 || n + 5 > sizeof a->val_path) return NULL;
   snprintf(a->val_path, sizeof a->val_path, "%.*s.val.bin", (int)(n - 4), a->data);
@@ -84,9 +92,17 @@ static const char *default_val(TrainArgs *a) {
 /* Mistakes found before any rank starts: one line each. */
 static int check(TrainArgs *a) {
   const Program *p = &plait_program;
-  if (!a->data) return fail("--data FILE is missing (a token file; make one with plait data --bytes TEXT -o FILE)");
+  if (!a->data && (a->steps > 0 || a->gradcheck || !a->eval))
+    return fail("--data FILE is missing (a token file; make one with plait data --bytes TEXT -o FILE)");
   if (a->eval_every && !a->val_data && !(a->val_data = default_val(a)))
-    return fail("--eval-every needs validation data: --val FILE (or %s's .val.bin beside it)", a->data);
+    return fail("--eval-every needs validation data: --val FILE (or %s's .val.bin beside it)",
+                a->data ? a->data : "--data");
+  if (a->init && a->load)
+    return fail("--init %s and --load %s both name a checkpoint: --init starts from its weights alone, --load resumes "
+                "its run; give one of them", a->init, a->load);
+  if (a->override_schedule && !a->load)
+    return fail("--override-schedule sets a loaded checkpoint's seed and schedule from the command line; give it with "
+                "--load DIR");
   if (a->sample && p->pp != 1) return fail("--sample runs on one pipeline stage (pp = 1); this program has pp = %d", p->pp);
   if (a->gradcheck && p->tp * p->pp * p->dp != 1) return fail("--gradcheck runs on one rank; this program has %d", p->tp * p->pp * p->dp);
   if (a->gradcheck && strcmp(REAL_NAME, "f64") != 0)

@@ -9,6 +9,7 @@
 #include "checkpoint.h"
 #include "clock.h"
 #include "device.h"
+#include "evaluate.h"
 #include "gradcheck.h"
 #include "log.h"
 #include "sample.h"
@@ -18,14 +19,18 @@
 
 static int holds_chunk(const Trainer *t, int chunk) { return chunk % t->prog->pp == t->run.pp_rank; }
 
+/* Opens a token file the run names (path NULL: none). */
+static void open_tokens(Trainer *t, TokenFile *f, const char *path, DataUse use) {
+  if (path && data_open(f, path, t->prog->vocab, t->prog->seq, use)) comm_fail(t->comm, "%s", f->error);
+}
+
 static void open_data(Trainer *t) {
   const Program *p = t->prog;
   t->has_data = holds_chunk(t, 0) || holds_chunk(t, p->nchunks - 1);
   if (!t->has_data) return;
-  int64_t window = p->seq + 1;
-  if (data_open(&t->train_file, t->args->data, p->vocab, window)) comm_fail(t->comm, "%s", t->train_file.error);
-  if (t->args->val_data && data_open(&t->val_file, t->args->val_data, p->vocab, window))
-    comm_fail(t->comm, "%s", t->val_file.error);
+  open_tokens(t, &t->train_file, t->args->data, DATA_TRAIN);
+  open_tokens(t, &t->val_file, t->args->val_data, DATA_TRAIN);
+  open_tokens(t, &t->eval_file, t->args->eval, DATA_EVAL);
   int64_t share = (int64_t)p->gbs / p->dp * p->seq;
   t->tokens = calloc((size_t)share, sizeof *t->tokens);
   t->targets = calloc((size_t)share, sizeof *t->targets);
@@ -33,8 +38,9 @@ static void open_data(Trainer *t) {
   t->device_targets = device_alloc((size_t)share * sizeof *t->targets, "targets");
 }
 
-/* Next-token targets count every token; masked-LM targets count the masked positions of the whole
- * global batch (every rank draws them alike, so every rank agrees on the scale). */
+/* The targets that count (0 or more; -1 marks a position with nothing to predict): next-token training
+ * data has one at every position; masked-LM data at the masked positions of the whole global batch
+ * (every rank draws them alike, so every rank agrees on the scale). */
 static double targets_counted(Trainer *t, int64_t step, int val) {
   const Program *p = t->prog;
   if (!p->masked_lm || !t->has_data) return (double)p->gbs * p->seq;
@@ -95,9 +101,10 @@ static void optimizer_step(void *arg) {
 
 /* ---- loss ----------------------------------------------------------------------------------- */
 
-/* The last stage's TP rank 0 of each DP replica holds a share of the loss; the sum is the loss. */
+int trainer_holds_loss(const Trainer *t) { return holds_chunk(t, t->prog->nchunks - 1) && t->run.tp_rank == 0; }
+
 double trainer_global_loss(Trainer *t) {
-  double loss = holds_chunk(t, t->prog->nchunks - 1) && t->run.tp_rank == 0 ? t->run.loss : 0;
+  double loss = trainer_holds_loss(t) ? t->run.loss : 0;
   comm_allreduce(t->comm, GROUP_WORLD, &loss, 1, COMM_F64, COMM_SUM);
   return loss;
 }
@@ -173,6 +180,7 @@ static void setup(Trainer *t, Comm *c, const TrainArgs *args) {
   t->adamw.weight_decay = args->weight_decay;
   t->schedule = optim_schedule(args->lr, args->warmup, args->decay_steps ? args->decay_steps : args->steps);
   if (args->load) t->step = checkpoint_load(t, args->load);
+  if (args->init) checkpoint_init(t, args->init);
   t->run.seed = t->seed;
   if (args->trace) exec_record(&t->exec);
   t->peak_flops = job_peak(t);
@@ -194,8 +202,9 @@ static void teardown(Trainer *t) {
   free(t->targets);
   device_free(t->device_tokens);
   device_free(t->device_targets);
-  if (t->has_data) data_close(&t->train_file);
-  if (t->has_data && t->args->val_data) data_close(&t->val_file);
+  data_close(&t->train_file); /* each a zeroed TokenFile where no file was opened */
+  data_close(&t->val_file);
+  data_close(&t->eval_file);
 }
 
 /* ---- the loop ------------------------------------------------------------------------------- */
@@ -233,6 +242,7 @@ int trainer_main(Comm *c, void *arg) {
     if (args->save && every_save && done % every_save == 0 && done < args->steps) checkpoint_save(&t, args->save, done);
   }
   if (args->save) checkpoint_save(&t, args->save, t.step);
+  if (args->eval) evaluate_file(&t, args->eval);
   if (args->trace && args->steps > 0) trace_write(&t, args->trace);
   if (args->sample) sample_text(&t, args->sample);
   if (comm_info(c)->rank == 0) log_finish(&t);

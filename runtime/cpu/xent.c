@@ -50,28 +50,32 @@ void k_xent_sums(int64_t N, int64_t cols, const real *logits, int64_t col0, int6
   }
 }
 
+/* A row counts when its target is a token (0 or more) and not the ignored id: -1 marks a position with
+ * nothing to predict (masked-LM data off the mask, evaluation past the file's end). */
+static int xent_counts(int32_t target, int64_t ignore) { return target >= 0 && target != ignore; }
+
 /* lse[n] = max[n] + log(sumexp[n]) for every row; the loss scale·Σ_n (lse[n] − target[n]) over the rows
- * not ignored, summed in row order in double. */
+ * that count, summed in row order in double. */
 double k_xent_loss(int64_t N, const int32_t *targets, int64_t ignore, const real *max, const real *sumexp,
                    const real *target, real scale, real *lse) {
   double loss = 0;
   for (int64_t n = 0; n < N; n++) {
     double row_lse = max[n] + log((double)sumexp[n]);
     lse[n] = (real)row_lse;
-    if (targets[n] != ignore) loss += row_lse - target[n];
+    if (xent_counts(targets[n], ignore)) loss += row_lse - target[n];
   }
   return scale * loss;
 }
 
 /* In place: z[n, j] ← scale·(exp(z − lse[n]) − [col0 + j = t_n]) on valid columns, 0 on padding and on
- * ignored rows. */
+ * rows that do not count. */
 void k_xent_backward(int64_t N, int64_t cols, real *logits, int64_t col0, int64_t vocab, const int32_t *targets,
                      int64_t ignore, const real *lse, real scale) {
   int64_t valid = xent_valid(cols, col0, vocab);
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; n++) {
     real *z = logits + n * cols;
-    int64_t t = (int64_t)targets[n] - col0, kept = targets[n] != ignore ? valid : 0;
+    int64_t t = (int64_t)targets[n] - col0, kept = xent_counts(targets[n], ignore) ? valid : 0;
     xent_row_grad(kept, z, lse[n], scale);
     if (kept && t >= 0 && t < valid) z[t] -= scale;
     memset(z + kept, 0, (size_t)(cols - kept) * sizeof(real));

@@ -10,6 +10,10 @@ static int64_t xent_valid(int64_t cols, int64_t col0, int64_t vocab) {
   return col0 >= vocab ? 0 : (cols < vocab - col0 ? cols : vocab - col0);
 }
 
+/* A row counts when its target is a token (0 or more) and not the ignored id: -1 marks a position with
+ * nothing to predict (masked-LM data off the mask, evaluation past the file's end). */
+static __device__ bool xent_counts(int32_t target, int64_t ignore) { return target >= 0 && target != ignore; }
+
 /* max[n] = max_j z[n, j] over the valid columns; -inf when the shard holds none. */
 __global__ void xent_max_kernel(int64_t cols, int64_t valid, const __nv_bfloat16 *logits, float *max) {
   const __nv_bfloat16 *z = logits + (int64_t)blockIdx.x * cols;
@@ -37,7 +41,7 @@ __global__ void xent_sums_kernel(int64_t cols, int64_t valid, const __nv_bfloat1
 }
 
 /* One block: lse[n] = max[n] + log(sumexp[n]) for every row, and
- *   loss = scale·Σ_n (lse[n] − target[n]) over the rows not ignored,
+ *   loss = scale·Σ_n (lse[n] − target[n]) over the rows that count,
  * in double: thread i sums rows i, i + THREADS, … in order, then the threads' sums meet in a fixed tree. */
 __global__ void xent_loss_kernel(int64_t N, const int32_t *targets, int64_t ignore, const float *max,
                                  const float *sumexp, const float *target, float *lse, double *loss) {
@@ -46,7 +50,7 @@ __global__ void xent_loss_kernel(int64_t N, const int32_t *targets, int64_t igno
   for (int64_t n = threadIdx.x; n < N; n += blockDim.x) {
     double row_lse = (double)max[n] + log((double)sumexp[n]);
     lse[n] = (float)row_lse;
-    if (targets[n] != ignore) sum += row_lse - (double)target[n];
+    if (xent_counts(targets[n], ignore)) sum += row_lse - (double)target[n];
   }
   partial[threadIdx.x] = sum;
   __syncthreads();
@@ -58,12 +62,12 @@ __global__ void xent_loss_kernel(int64_t N, const int32_t *targets, int64_t igno
 }
 
 /* In place: z[n, j] ← scale·(exp(z − lse[n]) − [col0 + j = t_n]) on valid columns, 0 on padding and on
- * ignored rows. */
+ * rows that do not count. */
 __global__ void xent_backward_kernel(int64_t cols, int64_t valid, __nv_bfloat16 *logits, int64_t col0,
                                      const int32_t *targets, int64_t ignore, const float *lse, float scale) {
   int64_t n = blockIdx.x;
   __nv_bfloat16 *z = logits + n * cols;
-  int64_t t = (int64_t)targets[n] - col0, kept = targets[n] != ignore ? valid : 0;
+  int64_t t = (int64_t)targets[n] - col0, kept = xent_counts(targets[n], ignore) ? valid : 0;
   float row_lse = lse[n];
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
     float g = 0;

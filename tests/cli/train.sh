@@ -85,17 +85,20 @@ else
   fail small_run "$(tail -c 800 "$TMP/build.log") $(tail -c 800 "$TMP/small.out")"
 fi
 
-# resuming from a checkpoint gives the losses of an uninterrupted run, bit for bit
+# resuming from a checkpoint gives the losses of an uninterrupted run, bit for bit: with the same flags,
+# and with no flag of the seed or schedule at all (the checkpoint's seed 5 and lr 3e-3 then hold)
 T=$TMP/tiny/train
-if $T --data "$TMP/text.bin" --steps 8 --lr 3e-3 >"$TMP/full.out" 2>&1 &&
-   $T --data "$TMP/text.bin" --steps 4 --decay-steps 8 --lr 3e-3 --save "$TMP/ckpt" >/dev/null 2>&1 &&
-   $T --data "$TMP/text.bin" --steps 8 --lr 3e-3 --load "$TMP/ckpt" >"$TMP/resumed.out" 2>&1; then
+if $T --data "$TMP/text.bin" --steps 8 --lr 3e-3 --seed 5 >"$TMP/full.out" 2>&1 &&
+   $T --data "$TMP/text.bin" --steps 4 --decay-steps 8 --lr 3e-3 --seed 5 --save "$TMP/ckpt" >/dev/null 2>&1 &&
+   $T --data "$TMP/text.bin" --steps 8 --lr 3e-3 --seed 5 --load "$TMP/ckpt" >"$TMP/resumed.out" 2>&1 &&
+   $T --data "$TMP/text.bin" --steps 8 --load "$TMP/ckpt" >"$TMP/bare.out" 2>&1; then
   grep '^step [5-8] |' "$TMP/full.out" | sed 's/ | ms.*//' >"$TMP/a"
   grep '^step [5-8] |' "$TMP/resumed.out" | sed 's/ | ms.*//' >"$TMP/b"
-  if [ -s "$TMP/a" ] && cmp -s "$TMP/a" "$TMP/b"; then pass resume_bit_for_bit
-  else fail resume_bit_for_bit "$(diff "$TMP/a" "$TMP/b" | head -5)"; fi
+  grep '^step [5-8] |' "$TMP/bare.out" | sed 's/ | ms.*//' >"$TMP/c"
+  if [ -s "$TMP/a" ] && cmp -s "$TMP/a" "$TMP/b" && cmp -s "$TMP/a" "$TMP/c"; then pass resume_bit_for_bit
+  else fail resume_bit_for_bit "$(diff "$TMP/a" "$TMP/b" | head -5) $(diff "$TMP/a" "$TMP/c" | head -5)"; fi
 else
-  fail resume_bit_for_bit "a run failed: $(tail -c 400 "$TMP/resumed.out")"
+  fail resume_bit_for_bit "a run failed: $(tail -c 400 "$TMP/resumed.out") $(tail -c 400 "$TMP/bare.out")"
 fi
 
 # the program's own account of its memory is the plan's: Σ over the ranks of its threads of memory_bytes

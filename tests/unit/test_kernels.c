@@ -452,7 +452,7 @@ static void test_embedding(void) {
 
 /* ---- cross entropy ----------------------------------------------------------------------------- */
 
-enum { XN = 5, XVOCAB = 11, XCOLS = 16, XIGNORE = -100 }; /* columns 11..15 are padding */
+enum { XN = 6, XVOCAB = 11, XCOLS = 16, XIGNORE = 9 }; /* columns 11..15 are padding; target 9 is ignored */
 
 typedef struct {
   real logits[XN * XCOLS], grad[XN * XCOLS];
@@ -492,7 +492,7 @@ static double xent_sharded(Xent *x, int shards) {
 static double xent_objective(void *ctx) { return xent_sharded(ctx, 1); }
 
 static Xent xent_new(void) {
-  Xent x = {{0}, {0}, {3, 10, XIGNORE, 0, 7}, 1.0 / 4}; /* four rows count; row 2 is ignored */
+  Xent x = {{0}, {0}, {3, 10, XIGNORE, 0, 7, -1}, 1.0 / 4}; /* four rows count; row 2 is ignored, row 5 has none */
   for (int i = 0; i < XN * XCOLS; i++) /* padding columns hold large values, which must not count */
     x.logits[i] = i % XCOLS < XVOCAB ? 3 * rng_uniform() : 50 + i;
   return x;
@@ -502,7 +502,7 @@ static void test_xent(void) {
   Xent x = xent_new();
   double loss = xent_sharded(&x, 1), want = 0;
   for (int n = 0; n < XN; n++) {
-    if (x.targets[n] == XIGNORE) continue;
+    if (x.targets[n] < 0 || x.targets[n] == XIGNORE) continue;
     double sum = 0;
     for (int j = 0; j < XVOCAB; j++) sum += exp(x.logits[n * XCOLS + j]);
     want += log(sum) - x.logits[n * XCOLS + x.targets[n]];
@@ -515,8 +515,8 @@ static void test_xent(void) {
   int nonzero = 0;
   for (int n = 0; n < XN; n++)
     for (int j = 0; j < XCOLS; j++)
-      nonzero += (j >= XVOCAB || x.targets[n] == XIGNORE) && grad[n * XCOLS + j] != 0;
-  CHECK(nonzero == 0, "%d padding or ignored gradients are not zero", nonzero);
+      nonzero += (j >= XVOCAB || x.targets[n] < 0 || x.targets[n] == XIGNORE) && grad[n * XCOLS + j] != 0;
+  CHECK(nonzero == 0, "%d gradients of padding, ignored rows or rows without a target are not zero", nonzero);
   double err = grad_check(xent_objective, &x, x.logits, grad, XN * XCOLS, 1000);
   CHECK(err < GRAD_TOL, "dlogits relative error %g", err);
 
