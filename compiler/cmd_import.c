@@ -182,8 +182,8 @@ static CkptMeta *metadata(const Model *m, const char *source, char (*keys)[NAME_
   snprintf(layers, 16, "%d", m->layers);
   CkptMeta *meta = calloc((size_t)m->nconfig + 5, sizeof *meta);
   int n = 0;
-  meta[n++] = (CkptMeta){"format", "plait checkpoint 1"};
-  meta[n++] = (CkptMeta){"contents", "weights"};
+  meta[n++] = (CkptMeta){CKPT_FORMAT_KEY, CKPT_FORMAT};
+  meta[n++] = (CkptMeta){CKPT_CONTENTS_KEY, CKPT_WEIGHTS_ONLY};
   meta[n++] = (CkptMeta){CKPT_MODEL_KEY, m->name};
   meta[n++] = (CkptMeta){CKPT_LAYERS_KEY, layers};
   meta[n++] = (CkptMeta){"source", source};

@@ -143,6 +143,22 @@ else
   fail longer_positions_sliced "$(cat "$TMP/out" "$TMP/err") $out"
 fi
 
+# vocabulary padding: a vocabulary of 250 is padded to 256 at tp 2; the padded rows are not exported, and
+# an import runs at tp 2 again (padding added as zeros)
+V="layers=2 hidden=32 heads=4 kv_heads=2 ffn=48 seq=16 vocab=250"
+# shellcheck disable=SC2086
+if $PLAIT build models/llama.lua --set $V --tp 2 -o "$TMP/padded" >/dev/null 2>"$TMP/err" &&
+   "$TMP/padded/train" --data "$TMP/text.bin" --steps 1 --save "$TMP/padded.ckpt" >/dev/null 2>>"$TMP/err" &&
+   $PLAIT export models/llama.lua "$TMP/padded.ckpt" -o "$TMP/padded.hf" --set $V >/dev/null 2>>"$TMP/err" &&
+   $ST list "$TMP/padded.hf/model.safetensors" | grep -q '^model.embed_tokens.weight F32 \[250, 32\]$' &&
+   $ST list "$TMP/padded.hf/model.safetensors" | grep -q '^lm_head.weight F32 \[250, 32\]$' &&
+   $PLAIT import models/llama.lua "$TMP/padded.hf" -o "$TMP/padded.back" --set $V >/dev/null 2>>"$TMP/err" &&
+   "$TMP/padded/train" --data "$TMP/text.bin" --steps 2 --init "$TMP/padded.back" >"$TMP/padded.out" 2>>"$TMP/err"; then
+  pass "vocabulary_padding_not_exported ($(grep -c '^step' "$TMP/padded.out") steps at tp 2 from the import)"
+else
+  fail vocabulary_padding_not_exported "$(tail -c 400 "$TMP/err")"
+fi
+
 # a family extended in the model file: q, k and v interleaved head by head, and back
 if $PLAIT export tests/cli/models/tiny_per_head.lua "$TMP/gpt.ckpt" -o "$TMP/perhead.hf" >/dev/null 2>"$TMP/err" &&
    out=$($ST perhead "$TMP/gpt.ckpt/model.safetensors" "$TMP/perhead.hf/model.safetensors" 1 2 2>&1) &&

@@ -20,6 +20,9 @@ import subprocess
 import sys
 import tempfile
 
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
 try:
     import numpy as np
     import torch
@@ -78,18 +81,26 @@ def plait_eval(train, ckpt_flag, ckpt, eval_bin, log):
     return record["loss"], record["tokens"]
 
 
-def rotary_in_double(model):
-    """transformers computes the rotary tables in float32 even in a float64 model; plait's double build
-    computes them in double. For the float64 comparison the tables are computed in float64 here."""
-    def forward(self, x, position_ids):
+def llama_in_double(model):
+    """transformers' Llama computes its rotary tables and its RMS norms in float32 even in a float64 model;
+    plait's double build computes everything in double. For the float64 comparison both are computed in
+    float64 here (the formulas as transformers writes them, in the input's dtype)."""
+    def rotary(self, x, position_ids):
         dim = self.inv_freq.shape[0] * 2
         theta = self.config.rope_parameters["rope_theta"]
         inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
         freqs = position_ids[..., None].double() * inv_freq
         emb = torch.cat((freqs, freqs), dim=-1)
         return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
-    rotary = model.model.rotary_emb
-    rotary.forward = forward.__get__(rotary)
+
+    def rms_norm(self, x):
+        variance = x.pow(2).mean(-1, keepdim=True)
+        return self.weight * (x * torch.rsqrt(variance + self.variance_epsilon))
+
+    model.model.rotary_emb.forward = rotary.__get__(model.model.rotary_emb)
+    for module in model.modules():
+        if type(module).__name__ == "LlamaRMSNorm":
+            module.forward = rms_norm.__get__(module)
 
 
 def hf_eval(model, tokens):
@@ -123,7 +134,7 @@ def gradient_errors(model, tokens, exported):
     moments = load_file(os.path.join(exported, "model.safetensors"))
     worst, where = 0.0, ""
     for name, m in moments.items():
-        g = grads[name] * coef
+        g = grads[name][:m.shape[0]] * coef  # positions beyond the model's sequence have no place in plait
         err = ((m.double() / BETA1 - g).norm() / g.norm()).item()
         if err > worst:
             worst, where = err, name
@@ -165,9 +176,9 @@ def check_family(fam, plait, tmp, eval_tokens, step_tokens, results):
     token_file(eval_bin, eval_tokens)
     token_file(step_bin, step_tokens)
     want32, count = hf_eval(hf, eval_tokens)
-    hf64 = model_class.from_pretrained(os.path.join(d, "hf"), dtype=torch.float64).eval()
+    hf64 = model_class.from_pretrained(os.path.join(d, "hf"), dtype=torch.float64, attn_implementation="sdpa").eval()
     if fam.rotary:
-        rotary_in_double(hf64)
+        llama_in_double(hf64)
     want64, _ = hf_eval(hf64, eval_tokens)
     for layout, flags in LAYOUTS.items():
         tag = layout.replace(" ", "").replace("·", "")
