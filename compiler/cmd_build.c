@@ -1,7 +1,7 @@
 /* cmd_build.c: `plait build`: plans a model, writes the generated sources to DIR/, and compiles DIR/train
  * against the runtime: the CPU's (mpicc: the program runs alone, or as many ranks under mpirun), or with
  * --backend cuda the GPU's (build/libplait_rt_cuda.a, with the compiler and flags the Makefile found). */
-#include <libgen.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "emit.h"
 #include "options.h"
+#include "outfile.h"
 #include "plan.h"
 
 #ifndef OPENBLAS
@@ -22,39 +23,36 @@ static const char *const build_flags[] = {"--tp", "--pp", "--vpp", "--dp", "--mb
                                           "--sequence-parallel", "--partition", "--set", "--machine", "-o",
                                           "--emit-only", "--double", "--backend", "--lua-instructions", "--lua-memory", NULL};
 
-/* The checkout plait runs from: PLAIT_HOME, else the folder above the binary's (build/plait). */
-static int find_home(char *home, size_t len, Diag *d) {
-  const char *env = getenv("PLAIT_HOME");
-  if (env) {
-    snprintf(home, len, "%s", env);
-    return 0;
-  }
-  char exe[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n < 0) return diag(d, "cannot find plait's own path; set PLAIT_HOME to the plait checkout");
-  exe[n] = 0;
-  snprintf(home, len, "%s", dirname(dirname(exe)));
-  return 0;
-}
-
-static int run_compiler(const char *command, Diag *d) {
+/* Runs the compile command, which writes DIR/train.tmp, and renames that over DIR/train only when it
+ * succeeded: a failed rebuild leaves the last working program as it was. */
+static int run_compiler(const char *command, const char *dir, Diag *d) {
+  char temp[PATH_MAX + 16], program[PATH_MAX + 16];
+  snprintf(temp, sizeof temp, "%s/train.tmp", dir);
+  snprintf(program, sizeof program, "%s/train", dir);
   int status = system(command);
-  if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    return diag(d, "compiling the generated program failed (the compiler's messages are above): %s", command);
+  if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    unlink(temp);
+    return diag(d, "compiling the generated program failed (the compiler's messages are above; %s is as it was): %s",
+                program, command);
+  }
+  if (rename(temp, program) != 0) {
+    unlink(temp);
+    return diag(d, "cannot put the program in place as %s: %s", program, strerror(errno));
+  }
   return 0;
 }
 
 /* DIR/train from DIR/model.c and DIR/kernels.c with the CPU runtime (fp32, or fp64 with --double). */
 static int compile_cpu(const Options *o, const char *dir, Diag *d) {
   char home[PATH_MAX], library[PATH_MAX + 64], command[4 * PATH_MAX + 512];
-  if (find_home(home, sizeof home, d)) return -1;
+  if (plait_home(home, sizeof home, d)) return -1;
   snprintf(library, sizeof library, "%s/build/libplait_rt%s.a", home, o->double_precision ? "64" : "");
   if (access(library, R_OK) != 0) return diag(d, "the runtime library %s is missing; run make in %s", library, home);
   snprintf(command, sizeof command,
            "mpicc -std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -fopenmp %s -I'%s/runtime' -I'%s/runtime/cpu' -I'%s' "
-           "'%s/model.c' '%s/kernels.c' '%s' %s -lm -o '%s/train'",
+           "'%s/model.c' '%s/kernels.c' '%s' %s -lm -o '%s/train.tmp'",
            o->double_precision ? "-DPLAIT_REAL_DOUBLE" : "", home, home, dir, dir, dir, library, OPENBLAS, dir);
-  return run_compiler(command, d);
+  return run_compiler(command, dir, d);
 }
 
 /* DIR/train from DIR/model.c and DIR/kernels_cuda.c with the CUDA runtime (bf16 compute, fp32 master
@@ -62,12 +60,12 @@ static int compile_cpu(const Options *o, const char *dir, Diag *d) {
 static int compile_cuda(const char *dir, Diag *d) {
 #ifdef PLAIT_CUDA_LINK
   char home[PATH_MAX], library[PATH_MAX + 64], command[4 * PATH_MAX + 2048];
-  if (find_home(home, sizeof home, d)) return -1;
+  if (plait_home(home, sizeof home, d)) return -1;
   snprintf(library, sizeof library, "%s/build/libplait_rt_cuda.a", home);
   if (access(library, R_OK) != 0) return diag(d, "the CUDA runtime library %s is missing; run make in %s", library, home);
   snprintf(command, sizeof command, "%s %s -I'%s/runtime' -I'%s/runtime/cuda' -I'%s' '%s/model.c' '%s/kernels_cuda.c' '%s' %s "
-           "-o '%s/train'", PLAIT_CUDA_CC, PLAIT_CUDA_CFLAGS, home, home, dir, dir, dir, library, PLAIT_CUDA_LINK, dir);
-  return run_compiler(command, d);
+           "-o '%s/train.tmp'", PLAIT_CUDA_CC, PLAIT_CUDA_CFLAGS, home, home, dir, dir, dir, library, PLAIT_CUDA_LINK, dir);
+  return run_compiler(command, dir, d);
 #else
   (void)dir;
   return diag(d, "--backend cuda: this plait was built where nvcc was not found; install the CUDA toolkit and run make "

@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "options.h"
+#include "outfile.h"
 #include "plan.h"
 
 static const char *const check_flags[] = {"--unit-costs", "--pp", "--vpp", "--dp", "--mbs", "--gbs", "--tp",
@@ -58,15 +59,16 @@ static int write_output(const Options *o, const Schedule *s, const Timeline *t, 
   if (strcmp(format, "report") && strcmp(format, "text") && strcmp(format, "csv") && strcmp(format, "trace") &&
       strcmp(format, "svg"))
     return diag(d, "unknown format '%s'; use --format report, text, csv, trace or svg", format);
-  FILE *f = o->output ? fopen(o->output, "w") : stdout;
-  if (!f) return diag(d, "cannot write %s; check that its folder exists", o->output);
+  const char *inputs[] = {o->file, o->model};
+  OutFile out = {0};
+  if (o->output && (outfile_check("-o", o->output, inputs, 2, d) || outfile_open(&out, o->output, d))) return -1;
+  FILE *f = o->output ? out.file : stdout;
   if (strcmp(format, "report") == 0) print_report(o, s, t, f);
   else if (strcmp(format, "text") == 0) schedule_write_text(s, f, 0);
   else if (strcmp(format, "csv") == 0) schedule_csv_write(s, f, 0);
   else if (strcmp(format, "trace") == 0) timeline_trace_write(s, t, f);
   else timeline_svg_write(s, t, f);
-  if (f != stdout && fclose(f) != 0) return diag(d, "cannot write %s", o->output);
-  return 0;
+  return o->output ? outfile_close(&out, d) : 0;
 }
 
 /* The costs of --model under the schedule's layout (the flags give the rest: --tp, --set, --machine). */

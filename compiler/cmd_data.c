@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "diag.h"
+#include "outfile.h"
 #include "tokenfile.h"
 
 typedef struct {
@@ -139,7 +140,10 @@ static int write_outputs(const DataArgs *a, int64_t total, Diag *d) {
                 (long long)total, a->val_fraction);
   TokenWriter train, val;
   memset(&val, 0, sizeof val);
-  int rc = tokenfile_begin(&train, a->output, d);
+  int rc = outfile_check("-o", a->output, a->inputs, a->ninputs, d);
+  if (rc == 0 && val_count > 0) rc = outfile_check("-o", a->val_output, a->inputs, a->ninputs, d);
+  if (rc) return rc;
+  rc = tokenfile_begin(&train, a->output, d);
   if (rc == 0 && val_count > 0) rc = tokenfile_begin(&val, a->val_output, d);
   if (rc == 0) rc = copy_inputs(a, &train, &val, split, total, d);
   if (rc == 0 && val_count > 0) rc = tokenfile_finish(&val, d);

@@ -17,6 +17,7 @@
 #include "family.h"
 #include "host.h"
 #include "options.h"
+#include "outfile.h"
 #include "relayout.h"
 
 static const char *const export_flags[] = {"--set", "-o", "--dtype", "--shard-size", "--lua-instructions", "--lua-memory", NULL};
@@ -269,8 +270,12 @@ static int move_into_place(Export *e, Diag *d) {
 
 static int write_folder(lua_State *L, int model, Export *e, const Family *f, Diag *d) {
   struct stat st;
+  char config[4300];
+  const char *inputs[] = {e->ckpt_path, e->o->file};
+  snprintf(config, sizeof config, "%s/config.json", e->o->output);
   if (stat(e->o->output, &st) == 0 && !S_ISDIR(st.st_mode))
     return diag(d, "-o %s is a file; give a folder for the Hugging Face checkpoint", e->o->output);
+  if (outfile_check("-o", config, inputs, 2, d)) return -1;
   if (make_temp(e, d)) return -1;
   int status = write_config(L, model, e, d);
   for (int s = 0; s < e->nshards && status == 0; s++) status = write_shard(e, f, s, d);

@@ -14,6 +14,7 @@
 #include "family.h"
 #include "host.h"
 #include "options.h"
+#include "outfile.h"
 #include "relayout.h"
 
 static const char *const import_flags[] = {"--set", "-o", "--lua-instructions", "--lua-memory", NULL};
@@ -239,9 +240,11 @@ static int same_folder(const char *a, const char *b) {
 static int write_checkpoint(Source *s, const Family *f, const Model *m, const char *out, Diag *d) {
   if (same_folder(s->dir, out))
     return diag(d, "-o %s is the Hugging Face folder itself; its model.safetensors would be replaced, choose another", out);
-  if (mkdir(out, 0777) != 0 && errno != EEXIST) return diag(d, "-o %s: cannot create the folder: %s", out, strerror(errno));
-  char path[4200], source[4200], layers[16], (*keys)[NAME_LEN + 8] = calloc((size_t)m->nconfig + 1, sizeof *keys);
+  char path[4200], source[4200], layers[16];
   snprintf(path, sizeof path, "%s/model.safetensors", out);
+  if (outfile_check("-o", path, (const char *const *)s->paths, s->nfiles, d)) return -1;
+  if (mkdir(out, 0777) != 0 && errno != EEXIST) return diag(d, "-o %s: cannot create the folder: %s", out, strerror(errno));
+  char(*keys)[NAME_LEN + 8] = calloc((size_t)m->nconfig + 1, sizeof *keys);
   snprintf(source, sizeof source, "Hugging Face checkpoint %s", s->dir);
   int nmeta;
   CkptMeta *meta = metadata(m, source, keys, layers, &nmeta);

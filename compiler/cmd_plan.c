@@ -4,6 +4,7 @@
 
 #include "commands.h"
 #include "options.h"
+#include "outfile.h"
 #include "plan.h"
 
 static const char *const plan_flags[] = {"--tp", "--pp", "--vpp", "--dp", "--mbs", "--gbs", "--schedule", "--recompute",
@@ -25,23 +26,24 @@ static const Format *find_format(const char *name, Diag *d) {
   return NULL;
 }
 
-static FILE *open_output(const char *path, Diag *d) {
-  if (!path) return stdout;
-  FILE *f = fopen(path, "w");
-  if (!f) diag(d, "-o %s: cannot write there (check the directory exists and is writable)", path);
-  return f;
+/* -o FILE: neither the model file nor a schedule file it reads, written through a temporary file. */
+static int open_output(const Options *o, OutFile *out, Diag *d) {
+  const char *inputs[] = {o->file, o->parallel.schedule[0] ? o->parallel.schedule : NULL};
+  if (outfile_check("-o", o->output, inputs, 2, d)) return -1;
+  return outfile_open(out, o->output, d);
 }
 
 static int run(const Options *o, Diag *d) {
   const Format *format = find_format(o->format ? o->format : "text", d);
-  if (!format) return -1;
-  FILE *out = open_output(o->output, d);
-  if (!out) return -1;
+  OutFile out = {0};
+  if (!format || (o->output && open_output(o, &out, d))) return -1;
+  FILE *f = o->output ? out.file : stdout;
   Plan p;
-  int status = plan_build(o, &p, out, d);
-  if (status == 0) format->write(&p, out);
+  int status = plan_build(o, &p, f, d);
+  if (status == 0) format->write(&p, f);
   plan_free(&p);
-  if (out != stdout && fclose(out) != 0) return diag(d, "-o %s: write failed", o->output);
+  if (o->output && status >= 0) return outfile_close(&out, d);
+  if (o->output) outfile_abort(&out);
   return status < 0 ? -1 : 0;
 }
 

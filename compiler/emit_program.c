@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "emit.h"
+#include "outfile.h"
 
 /* ---- parameters ----------------------------------------------------------------------------- */
 
@@ -296,19 +297,15 @@ static void model_c(const Emission *e, FILE *f) {
 
 typedef void (*Writer)(const Emission *e, FILE *f);
 
-/* Writes one file of DIR through a temporary name. */
+/* Writes one file of DIR through a temporary name; the model file may not be one of them. */
 static int write_file(const Emission *e, const char *dir, const char *name, Writer write, Diag *d) {
-  char path[4096], tmp[4200];
+  char path[4096];
   snprintf(path, sizeof path, "%s/%s", dir, name);
-  snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-  FILE *f = fopen(tmp, "w");
-  if (!f) return diag(d, "cannot write %s: %s", path, strerror(errno));
-  write(e, f);
-  if (fclose(f) != 0 || rename(tmp, path) != 0) {
-    unlink(tmp);
-    return diag(d, "cannot write %s: %s", path, strerror(errno));
-  }
-  return 0;
+  const char *inputs[] = {e->plan->model.file};
+  OutFile out;
+  if (outfile_check("-o", path, inputs, 1, d) || outfile_open(&out, path, d)) return -1;
+  write(e, out.file);
+  return outfile_close(&out, d);
 }
 
 static int make_dir(const char *dir, Diag *d) {
@@ -318,6 +315,10 @@ static int make_dir(const char *dir, Diag *d) {
 
 int emit_program(const Plan *p, const char *dir, Diag *d) {
   Emission e = {.plan = p, .stage = {&p->model.embed, &p->model.block, &p->model.head}, .memory = p->memory};
+  char first[4096];
+  const char *inputs[] = {p->model.file};
+  snprintf(first, sizeof first, "%s/model.c", dir);
+  if (outfile_check("-o", first, inputs, 1, d)) return -1; /* before the folder is made */
   emit_collect_kernels(&e);
   int status = make_dir(dir, d);
   if (status == 0) status = write_file(&e, dir, "model.c", model_c, d);

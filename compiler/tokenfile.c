@@ -2,16 +2,15 @@
 #include "tokenfile.h"
 
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 enum { HEADER_INTS = 256, CHUNK = 4096 };
 
 static int write_failed(TokenWriter *w, Diag *d) {
+  int saved = errno;
+  tokenfile_abort(w);
   return diag(d, "cannot write '%s' (%s); check that its folder exists, is writable and has space", w->path,
-              strerror(errno));
+              strerror(saved));
 }
 
 static void put_le32(unsigned char *p, uint32_t v) {
@@ -23,29 +22,15 @@ static int write_header(TokenWriter *w, Diag *d) {
   put_le32(header, TOKENFILE_MAGIC);
   put_le32(header + 4, TOKENFILE_VERSION);
   put_le32(header + 8, (uint32_t)w->count);
-  if (fseek(w->file, 0, SEEK_SET) != 0 || fwrite(header, sizeof header, 1, w->file) != 1) return write_failed(w, d);
+  if (fseek(w->out.file, 0, SEEK_SET) != 0 || fwrite(header, sizeof header, 1, w->out.file) != 1)
+    return write_failed(w, d);
   return 0;
 }
 
 int tokenfile_begin(TokenWriter *w, const char *path, Diag *d) {
   memset(w, 0, sizeof *w);
   w->path = path;
-  if (snprintf(w->temp, sizeof w->temp, "%s.tmp.XXXXXX", path) >= (int)sizeof w->temp) {
-    w->temp[0] = 0;
-    errno = ENAMETOOLONG;
-    return write_failed(w, d);
-  }
-  int fd = mkstemp(w->temp);
-  if (fd < 0) {
-    w->temp[0] = 0;
-    return write_failed(w, d);
-  }
-  fchmod(fd, 0644); /* mkstemp makes the file private; a token file is for every user to read */
-  w->file = fdopen(fd, "wb");
-  if (!w->file) {
-    close(fd);
-    return write_failed(w, d);
-  }
+  if (outfile_open(&w->out, path, d)) return -1;
   return write_header(w, d); /* a placeholder until the count is known */
 }
 
@@ -60,7 +45,7 @@ int tokenfile_write(TokenWriter *w, const uint16_t *tokens, int64_t n, Diag *d) 
       bytes[2 * i] = (unsigned char)tokens[done + i];
       bytes[2 * i + 1] = (unsigned char)(tokens[done + i] >> 8);
     }
-    if (fwrite(bytes, 2, (size_t)k, w->file) != (size_t)k) return write_failed(w, d);
+    if (fwrite(bytes, 2, (size_t)k, w->out.file) != (size_t)k) return write_failed(w, d);
   }
   w->count += n;
   return 0;
@@ -68,17 +53,7 @@ int tokenfile_write(TokenWriter *w, const uint16_t *tokens, int64_t n, Diag *d) 
 
 int tokenfile_finish(TokenWriter *w, Diag *d) {
   if (write_header(w, d) != 0) return -1;
-  if (fflush(w->file) != 0 || fsync(fileno(w->file)) != 0) return write_failed(w, d);
-  int closed = fclose(w->file);
-  w->file = NULL;
-  if (closed != 0 || rename(w->temp, w->path) != 0) return write_failed(w, d);
-  w->temp[0] = 0;
-  return 0;
+  return outfile_close(&w->out, d);
 }
 
-void tokenfile_abort(TokenWriter *w) {
-  if (w->file) fclose(w->file);
-  w->file = NULL;
-  if (w->temp[0]) unlink(w->temp);
-  w->temp[0] = 0;
-}
+void tokenfile_abort(TokenWriter *w) { outfile_abort(&w->out); }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "diag.h"
+#include "outfile.h"
 
 #define TOKENFILE_MAGIC 20240520
 #define TOKENFILE_VERSION 1
@@ -16,8 +17,7 @@
  * when complete, so the final name never holds a half-written file. */
 typedef struct {
   const char *path;
-  char temp[4096];
-  FILE *file;
+  OutFile out;
   int64_t count;
 } TokenWriter;
 

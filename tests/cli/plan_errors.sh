@@ -55,5 +55,5 @@ expect_error bad_set_value "--set layers=many: layers takes a number" $PLAIT pla
 expect_error unknown_format "--format yaml: unknown format" $PLAIT plan models/tiny.lua --format yaml
 expect_error unknown_machine "--machine tpu: unknown machine" $PLAIT plan models/tiny.lua --machine tpu
 expect_error unknown_print "--print fuse2: unknown pass" $PLAIT plan models/tiny.lua --print fuse2
-expect_error unwritable_output "-o /nonexistent/plan.txt: cannot write there" $PLAIT plan models/tiny.lua -o /nonexistent/plan.txt
+expect_error unwritable_output "cannot write /nonexistent/plan.txt: No such file or directory; check that its folder exists" $PLAIT plan models/tiny.lua -o /nonexistent/plan.txt
 expect_error unknown_command "unknown command 'plna'" $PLAIT plna models/tiny.lua
