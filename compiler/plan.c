@@ -83,7 +83,23 @@ static ChunkMemory chunk_memory(const Plan *p, const Chunk *c) {
   return s;
 }
 
-static void plan_memory(Plan *p) {
+/* A chunk's slot past 2^52 elements (2^12 times the activations of a microbatch of a trillion-parameter
+ * GPT) is sizes gone wrong: slots times microbatches would overflow. Checked in double before the slots
+ * are laid out in integers. */
+static int check_slot_sizes(const Plan *p, Diag *d) {
+  for (int c = 0; c < p->nchunks; c++) {
+    const Chunk *k = &p->chunks[c];
+    double layers = (double)k->layers * (double)p->memory[1].saved;
+    double slot = layers + (double)p->memory[0].saved + (double)p->memory[2].saved + 4.0 * (double)p->io_elems;
+    if (slot * p->microbatches > 4503599627370496.0)
+      return diag(d, "%s: chunk %d keeps %.3g activation elements per microbatch (%d layers), times %d microbatches, "
+                  "beyond what plait plans (2^52); check the config's sizes (seq, hidden, layers) and the batch",
+                  p->model.file, c, slot, k->layers, p->microbatches);
+  }
+  return 0;
+}
+
+static int plan_memory(Plan *p, Diag *d) {
   Model *m = &p->model;
   const Graph *stages[3] = {&m->embed, &m->block, &m->head};
   for (int s = 0; s < 3; s++) {
@@ -92,8 +108,10 @@ static void plan_memory(Plan *p) {
   }
   p->io_elems = tensor_local_elems(m, &m->block.tensors[m->block.output], p->par.tp);
   p->recompute_elems = p->par.recompute ? p->memory[1].saved : 0;
+  if (check_slot_sizes(p, d)) return -1;
   p->chunk_memory = calloc((size_t)p->par.pp * p->par.vpp, sizeof *p->chunk_memory);
   for (int c = 0; c < p->nchunks; c++) p->chunk_memory[c] = chunk_memory(p, &p->chunks[c]);
+  return 0;
 }
 
 /* Parameters, their gradients and Adam state, and the activations: the slots of the rank's chunks, its
@@ -154,8 +172,7 @@ static int run_passes(const Options *o, Plan *p, FILE *out, Diag *d) {
   cost_model(m, &p->par, p->machine->activation_bytes, &p->cost);
   if (cut_chunks(p, d)) return -1;
   if (printing(o, "partition")) return print_partition(p, out), 1;
-  plan_memory(p);
-  if (plan_schedule(p, d)) return -1;
+  if (plan_memory(p, d) || plan_schedule(p, d)) return -1;
   if (printing(o, "memory")) return print_memory_plan(p, out), 1;
   if (printing(o, "schedule")) return schedule_write_text(&p->schedule, out, 0), 1;
   if (plan_simulate(p, d)) return -1;

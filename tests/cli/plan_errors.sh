@@ -34,6 +34,10 @@ expect_error fractional_size "config.seq = 2.5 \(--set seq=2.5\): a size must be
 expect_error zero_heads "^plait: models/tiny.lua:10: heads must be a positive integer, got 0$" $PLAIT plan models/tiny.lua --set heads=0
 expect_error overflowing_vocab "a tensor \[vocab, hidden\] of 1000000000000000000 × 128 = 1.28e\+20 elements, beyond what plait plans \(2\^40\)" \
   $PLAIT plan models/tiny.lua --set vocab=1e18
+expect_error overflowing_activations "chunk 0 keeps 7.39e\+16 activation elements per microbatch \(1000000 layers\), times 1 microbatches, beyond what plait plans \(2\^52\)" \
+  $PLAIT plan models/tiny.lua --set layers=1000000 seq=1000000 hidden=1024
+expect_error overflowing_layers "'layers' must be a whole number from 1 to 2\^20, got 10000000000" \
+  $PLAIT plan models/tiny.lua --set layers=1e10
 # an error of the library's C core names the model file's line once
 expect_error location_once "^plait: tests/cli/models/bad_dim.lua:8: dim pieces: size 30 is not a whole number of pieces of 4$" \
   $PLAIT plan tests/cli/models/bad_dim.lua
