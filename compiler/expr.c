@@ -4,6 +4,8 @@
 #include <math.h>
 #include <stdio.h>
 
+enum { MAX_LINEAR_INPUTS = 16 }; /* a node's inputs, at most (graph.h's MAX_INPUTS) */
+
 static const struct {
   const char *name;
   int arity;
@@ -88,6 +90,81 @@ int expr_compact(Expr *e, int root) {
   if (expr_graft(&fresh, e, root, NULL) < 0) return -1;
   *e = fresh;
   return 0;
+}
+
+/* Each node's linear form over the inputs: form[k][i] its coefficient of input i, form[k][n] its constant. */
+typedef double LinearForm[MAX_LINEAR_INPUTS + 1];
+
+static int is_constant(const LinearForm f, int n) {
+  for (int i = 0; i < n; i++)
+    if (f[i] != 0) return 0;
+  return 1;
+}
+
+/* The form of node k from its operands' forms; 0 when it is not linear. */
+static int linear_node(const ExprNode *x, LinearForm *form, int n, LinearForm out) {
+  const double *a = x->a >= 0 ? form[x->a] : NULL, *b = x->b >= 0 ? form[x->b] : NULL;
+  for (int i = 0; i <= n; i++) out[i] = 0;
+  switch (x->op) {
+  case E_IN:
+    if (x->input >= n) return 0;
+    out[x->input] = 1;
+    return 1;
+  case E_CONST: out[n] = x->value; return 1;
+  case E_ADD: case E_SUB:
+    for (int i = 0; i <= n; i++) out[i] = a[i] + (x->op == E_ADD ? b[i] : -b[i]);
+    return 1;
+  case E_NEG:
+    for (int i = 0; i <= n; i++) out[i] = -a[i];
+    return 1;
+  case E_MUL:
+    if (!is_constant(a, n) && !is_constant(b, n)) return 0;
+    for (int i = 0; i <= n; i++) out[i] = is_constant(a, n) ? a[n] * b[i] : a[i] * b[n];
+    return 1;
+  case E_DIV:
+    if (!is_constant(b, n)) return 0;
+    for (int i = 0; i <= n; i++) out[i] = a[i] / b[n];
+    return 1;
+  default: return 0;
+  }
+}
+
+int expr_linear(const Expr *e, int n, double *coef, double *constant) {
+  LinearForm form[EXPR_MAX];
+  if (n > MAX_LINEAR_INPUTS) return 0;
+  for (int k = 0; k < e->count; k++)
+    if (!linear_node(&e->n[k], form, n, form[k])) return 0;
+  const double *root = form[e->count - 1];
+  for (int i = 0; i < n; i++) coef[i] = root[i];
+  *constant = root[n];
+  return 1;
+}
+
+static int is_number(const Expr *e, int k, double value) { return e->n[k].op == E_CONST && e->n[k].value == value; }
+
+/* Node k with its operands already folded (a and b in `out`): the node it folds to in `out`. */
+static int fold_node(Expr *out, const ExprNode *x, int a, int b) {
+  if (x->op == E_ADD && is_number(out, a, 0)) return b;
+  if ((x->op == E_ADD || x->op == E_SUB) && is_number(out, b, 0)) return a;
+  if (x->op == E_SUB && is_number(out, a, 0)) return expr_unary(out, E_NEG, b);
+  if (x->op == E_MUL && (is_number(out, a, 0) || is_number(out, b, 1))) return a;
+  if (x->op == E_MUL && (is_number(out, b, 0) || is_number(out, a, 1))) return b;
+  if (out->count == EXPR_MAX) return -1;
+  ExprNode y = *x;
+  y.a = a, y.b = b;
+  out->n[out->count] = y;
+  return out->count++;
+}
+
+void expr_fold_zeros(Expr *e) {
+  Expr out = {0};
+  int map[EXPR_MAX];
+  for (int k = 0; k < e->count; k++) {
+    const ExprNode *x = &e->n[k];
+    map[k] = fold_node(&out, x, x->a >= 0 ? map[x->a] : -1, x->b >= 0 ? map[x->b] : -1);
+    if (map[k] < 0) return; /* no room: e stays as it was */
+  }
+  if (expr_compact(&out, map[e->count - 1]) == 0) *e = out;
 }
 
 int expr_uses_input(const Expr *e, int input) {

@@ -57,6 +57,15 @@ int expr_compact(Expr *e, int root);
  * `grad_input` of the result. Inputs keep their numbers. Returns 0, or -1 when the result is too large. */
 int expr_grad(const Expr *e, int wrt, int grad_input, Expr *out);
 
+/* Whether e is linear in its inputs — built from inputs, constants, +, −, negation, and products and
+ * quotients by constant subtrees — and then its coefficient of each of the first n inputs and its
+ * constant term: e = Σ coef[i]·input_i + constant. */
+int expr_linear(const Expr *e, int n, double *coef, double *constant);
+
+/* Folds additions and subtractions of zero and products by zero and one (what grafting zeros into a
+ * sum leaves). */
+void expr_fold_zeros(Expr *e);
+
 /* Does input i appear in e? */
 int expr_uses_input(const Expr *e, int input);
 

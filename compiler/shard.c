@@ -1,5 +1,9 @@
 /* shard.c: the shard pass: layouts from parameter hints, propagation through the forward graph, and the
- * collectives inserted where producer and consumer disagree. */
+ * collectives inserted where producer and consumer disagree. Partial sums stay partial through linear
+ * elementwise nodes (sums, differences, scalings): such a node is held back as a pending expression and
+ * made only where a consumer needs its full value, with one reduction of all its partial inputs — a
+ * parallel block's attention and MLP outputs are summed before a single all-reduce, and a row-parallel
+ * bias is added once, after it. */
 #include "shard.h"
 
 #include <stdlib.h>
@@ -10,6 +14,8 @@ typedef struct {
   const Parallel *par;
   Layout residual;
   Diag *d;
+  Node **pending; /* per tensor of the graph being sharded: the linear node held back that makes it */
+  int npending;
 } Shard;
 
 static Layout tensor_layout(const Graph *g, int t) { return g->tensors[t].layout; }
@@ -259,6 +265,118 @@ static int layout_params(Shard *c) {
   return 0;
 }
 
+/* ---- partial sums kept partial -------------------------------------------------------------- */
+
+static int emit_node(Shard *c, Graph *g, Node n);
+
+static Node *pending_of(const Shard *c, int t) { return t < c->npending ? c->pending[t] : NULL; }
+
+static void hold_back(Shard *c, int t, const Node *n) {
+  if (t >= c->npending) {
+    int grown = 2 * t + 16;
+    c->pending = realloc(c->pending, sizeof *c->pending * (size_t)grown);
+    memset(c->pending + c->npending, 0, sizeof *c->pending * (size_t)(grown - c->npending));
+    c->npending = grown;
+  }
+  c->pending[t] = malloc(sizeof *n);
+  *c->pending[t] = *n;
+}
+
+/* Input slot of tensor t in node v, added when v does not have it yet; -1 when v is full. */
+static int input_slot(Node *v, int t) {
+  for (int i = 0; i < v->nin; i++)
+    if (v->in[i] == t) return i;
+  if (v->nin == MAX_INPUTS) return -1;
+  v->in[v->nin] = t;
+  return v->nin++;
+}
+
+/* Node n with the pending nodes among its inputs grafted in: one expression over tensors that exist.
+ * Returns 0, or -1 when it does not fit in one node. */
+static int merge_pending(const Shard *c, const Node *n, Node *v) {
+  *v = *n;
+  v->nin = 0;
+  v->expr.count = 0;
+  int roots[MAX_INPUTS];
+  for (int i = 0; i < n->nin; i++) {
+    const Node *p = pending_of(c, n->in[i]);
+    if (!p) {
+      int slot = input_slot(v, n->in[i]);
+      if (slot < 0 || (roots[i] = expr_input(&v->expr, slot)) < 0) return -1;
+      continue;
+    }
+    int map[MAX_INPUTS];
+    for (int k = 0; k < p->nin; k++) {
+      int slot = input_slot(v, p->in[k]);
+      if (slot < 0 || (map[k] = expr_input(&v->expr, slot)) < 0) return -1;
+    }
+    if ((roots[i] = expr_graft(&v->expr, &p->expr, expr_root(&p->expr), map)) < 0) return -1;
+  }
+  return expr_graft(&v->expr, &n->expr, expr_root(&n->expr), roots) < 0 || expr_compact(&v->expr, expr_root(&v->expr))
+             ? -1 : 0;
+}
+
+static int partial_inputs(const Graph *g, const Node *n) {
+  int count = 0;
+  for (int i = 0; i < n->nin; i++) count += tensor_layout(g, n->in[i]).kind == LAYOUT_P;
+  return count;
+}
+
+/* A linear elementwise node with a partial-sum input (its own or a pending one's) is held back. */
+static int held_back(Shard *c, const Graph *g, const Node *n) {
+  if (n->op != OP_EW || c->par->tp == 1) return 0;
+  int partial = 0;
+  for (int i = 0; i < n->nin; i++) partial |= tensor_layout(g, n->in[i]).kind == LAYOUT_P || pending_of(c, n->in[i]);
+  Node v;
+  double coef[MAX_INPUTS], constant;
+  if (!partial || merge_pending(c, n, &v) || !expr_linear(&v.expr, v.nin, coef, &constant)) return 0;
+  hold_back(c, n->out[0], &v);
+  return 1;
+}
+
+/* A pending node with several partial inputs is made as their sum (with the node's coefficients), which
+ * stays partial, plus the rest of the expression: the sum is then reduced once. */
+static int sum_partials(Shard *c, Graph *g, Node *v) {
+  double coef[MAX_INPUTS], constant;
+  expr_linear(&v->expr, v->nin, coef, &constant);
+  Node sum = node_new(OP_EW, 0, NULL), rest = *v;
+  int zero = -1, map[MAX_INPUTS], terms = -1, out_tensor = v->out[0];
+  rest.nin = 0;
+  rest.expr.count = 0;
+  for (int i = 0; i < v->nin; i++) {
+    if (tensor_layout(g, v->in[i]).kind != LAYOUT_P) {
+      map[i] = expr_input(&rest.expr, input_slot(&rest, v->in[i]));
+      continue;
+    }
+    int term = expr_input(&sum.expr, input_slot(&sum, v->in[i]));
+    if (coef[i] != 1) term = expr_binary(&sum.expr, E_MUL, expr_const(&sum.expr, coef[i]), term);
+    terms = terms < 0 ? term : expr_binary(&sum.expr, E_ADD, terms, term);
+    map[i] = zero < 0 ? (zero = expr_const(&rest.expr, 0)) : zero;
+  }
+  const Tensor *out = &g->tensors[out_tensor];
+  int summed = graph_tensor(g, T_ACT, out->dtype, out->ndim, out->dims, NULL);
+  snprintf(g->tensors[summed].name, NAME_LEN, "%.40s.partial", out->name);
+  g->tensors[summed].layout = layout_p();
+  sum.nout = 1, sum.out[0] = summed;
+  snprintf(sum.where, sizeof sum.where, "%s", v->where);
+  graph_node(g, &sum);
+  int others = expr_graft(&rest.expr, &v->expr, expr_root(&v->expr), map);
+  int slot = input_slot(&rest, summed);
+  expr_binary(&rest.expr, E_ADD, expr_input(&rest.expr, slot), others);
+  expr_fold_zeros(&rest.expr);
+  return emit_node(c, g, rest);
+}
+
+/* Makes tensor t where a consumer needs its value: its pending node, with one reduction. */
+static int materialize(Shard *c, Graph *g, int t) {
+  Node *v = pending_of(c, t);
+  if (!v) return 0;
+  Node node = *v;
+  free(v);
+  c->pending[t] = NULL;
+  return partial_inputs(g, &node) > 1 ? sum_partials(c, g, &node) : emit_node(c, g, node);
+}
+
 /* ---- the pass ------------------------------------------------------------------------------- */
 
 static void layout_leaves(Shard *c, Graph *g) {
@@ -269,9 +387,12 @@ static void layout_leaves(Shard *c, Graph *g) {
   }
 }
 
-/* Re-appends the node with its inputs converted to what it needs; lays out its outputs. */
-static int shard_node(Shard *c, Graph *g, Node n) {
+/* Re-appends the node with its inputs converted to what it needs (pending inputs made first); lays out
+ * its outputs. */
+static int emit_node(Shard *c, Graph *g, Node n) {
   Layout need[MAX_INPUTS], out[MAX_OUTPUTS];
+  for (int i = 0; i < n.nin; i++)
+    if (materialize(c, g, n.in[i])) return -1;
   input_needs(c, g, &n, need);
   for (int i = 0; i < n.nin; i++) {
     n.in[i] = shard_convert(c->m, g, n.in[i], need[i], 0, n.where);
@@ -282,6 +403,11 @@ static int shard_node(Shard *c, Graph *g, Node n) {
   for (int k = 0; k < n.nout; k++) g->tensors[n.out[k]].layout = out[k];
   graph_node(g, &n);
   return 0;
+}
+
+/* A node of the forward graph: held back when it is linear in partial sums, else emitted. */
+static int shard_node(Shard *c, Graph *g, Node n) {
+  return held_back(c, g, &n) ? 0 : emit_node(c, g, n);
 }
 
 static int shard_graph(Shard *c, Graph *g) {
@@ -295,6 +421,10 @@ static int shard_graph(Shard *c, Graph *g) {
   int status = 0;
   for (int i = 0; i < count && status == 0; i++) status = shard_node(c, g, old[i]);
   free(old);
+  if (status == 0 && g->output >= 0) status = materialize(c, g, g->output);
+  for (int t = 0; t < c->npending; t++) free(c->pending[t]);
+  free(c->pending);
+  c->pending = NULL, c->npending = 0;
   if (status) return -1;
   if (g->output >= 0 && g != &c->m->head)
     g->output = shard_convert(c->m, g, g->output, c->residual, 0, "stage boundary");

@@ -1,7 +1,8 @@
 /* shard.h: tensor parallelism as layouts: every tensor is R (replicated), S(axis) (split) or P (partial
  * sums) over the TP group. Parameters take theirs from their hints; the pass propagates layouts through
  * the forward graph and inserts a collective (or a local slice) wherever a consumer needs a layout its
- * producer does not give: P->R all-reduce, P->S reduce-scatter, S->R all-gather, R->S slice. */
+ * producer does not give: P->R all-reduce, P->S reduce-scatter, S->R all-gather, R->S slice. Linear
+ * elementwise nodes of partial sums stay partial: their reduction waits for a consumer that needs it. */
 #ifndef PLAIT_SHARD_H
 #define PLAIT_SHARD_H
 

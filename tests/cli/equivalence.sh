@@ -63,6 +63,15 @@ for tag in gpt llama; do
   done
 done
 
+# A parallel block (x + attention + MLP, tests/cli/models/custom_block.lua): its two partial sums are summed
+# before one reduction, the biases added after it; the losses are the single rank's
+PARALLEL="tests/cli/models/custom_block.lua --set layers=4 --mbs 2 --gbs 8"
+if run parallel "$PARALLEL" ""; then
+  for layout in "--tp 2" "--tp 2 --pp 2 --sequence-parallel"; do check_layout parallel "$PARALLEL" "$layout"; done
+else
+  fail reference_parallel "$(tail -c 500 "$TMP/parallel.log")"
+fi
+
 # The Llama model's gradient norm of every step, in double precision. In single precision, layouts that
 # sum in another order (TP, DP) give norms that drift from one rank's beyond 1e-5 after a few steps
 # (measured: 1e-4 to 8e-3, at a gradient spike) while the losses stay within 1e-5: an element whose

@@ -56,6 +56,11 @@ static void collectives_per_layer(void) {
     snprintf(cmd, sizeof cmd, "%s --tp 4 --sequence-parallel", models[i]);
     check_layer(cmd, 0, 2, 2);
   }
+  /* A parallel block (x + attention + MLP): the two row-parallel outputs are partial sums, summed before
+   * one reduction, and the biases are added after it: one all-reduce forward, one backward (its
+   * adjoint), or one reduce-scatter and one all-gather under sequence parallelism. */
+  check_layer("tests/cli/models/custom_block.lua --set heads=8 --tp 8", 1, 0, 0);
+  check_layer("tests/cli/models/custom_block.lua --set heads=8 --tp 8 --sequence-parallel", 0, 1, 1);
 }
 
 /* Eq. 2 of Narayanan et al.: P = 12·l·h²·(1 + 13/(12h) + (V+s)/(12·l·h)); it leaves out the final layer
