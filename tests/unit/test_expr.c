@@ -1,6 +1,8 @@
-/* test_expr.c: symbolic derivatives of elementwise expressions against central finite differences. */
+/* test_expr.c: elementwise expressions: linear forms, folding, and symbolic derivatives against central
+ * finite differences. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include "expr.h"
@@ -21,6 +23,44 @@ static void check_gradient(const Expr *e, int ninputs, const double *x, const ch
     double err = fabs(analytic - numeric) / fmax(1e-8, fabs(analytic) + fabs(numeric));
     CHECK(err < 1e-7, "%s: d/dx%d analytic %.12g numeric %.12g (relative error %.2g)", what, i, analytic, numeric, err);
   }
+}
+
+/* (x0 − 2·x1)/4 + 3 − x2 is linear: coefficients 1/4, −1/2, −1 and constant 3; gelu(x0) + x1 and x0·x1
+ * are not. */
+static void linear_forms(void) {
+  Expr e = {0};
+  int a = expr_binary(&e, E_SUB, expr_input(&e, 0), expr_binary(&e, E_MUL, expr_const(&e, 2), expr_input(&e, 1)));
+  a = expr_binary(&e, E_DIV, a, expr_const(&e, 4));
+  a = expr_binary(&e, E_ADD, a, expr_const(&e, 3));
+  expr_binary(&e, E_SUB, a, expr_input(&e, 2));
+  double coef[3], constant;
+  CHECK(expr_linear(&e, 3, coef, &constant), "a linear form was refused");
+  CHECK(coef[0] == 0.25 && coef[1] == -0.5 && coef[2] == -1 && constant == 3, "coefficients %g %g %g, constant %g",
+        coef[0], coef[1], coef[2], constant);
+  Expr g = {0};
+  expr_binary(&g, E_ADD, expr_unary(&g, E_GELU, expr_input(&g, 0)), expr_input(&g, 1));
+  CHECK(!expr_linear(&g, 2, coef, &constant), "gelu(x0) + x1 taken as linear");
+  Expr p = {0};
+  expr_binary(&p, E_MUL, expr_input(&p, 0), expr_input(&p, 1));
+  CHECK(!expr_linear(&p, 2, coef, &constant), "x0·x1 taken as linear");
+}
+
+/* x0 + ((0 + x1) − 0)·1 folds to x0 + x1, and 0 − x2 to −x2; the values stay. */
+static void zeros_folded(void) {
+  Expr e = {0};
+  int inner = expr_binary(&e, E_ADD, expr_const(&e, 0), expr_input(&e, 1));
+  inner = expr_binary(&e, E_MUL, expr_binary(&e, E_SUB, inner, expr_const(&e, 0)), expr_const(&e, 1));
+  int sum = expr_binary(&e, E_ADD, expr_input(&e, 0), inner);
+  expr_binary(&e, E_ADD, sum, expr_binary(&e, E_SUB, expr_const(&e, 0), expr_input(&e, 2)));
+  const double x[3] = {1.5, -2.25, 4};
+  double before = expr_eval(&e, x);
+  expr_fold_zeros(&e);
+  char text[200];
+  const char *names[3] = {"x0", "x1", "x2"};
+  expr_to_c(&e, names, NULL, text, sizeof text);
+  CHECK(strcmp(text, "((x0 + x1) + (-x2))") == 0, "folded: %s", text);
+  CHECK(expr_eval(&e, x) == before, "the value changed: %g against %g", expr_eval(&e, x), before);
+  CHECK(e.count == 6, "%d nodes after folding (%s), want 6", e.count, text);
 }
 
 static void unary_ops(void) {
@@ -85,6 +125,8 @@ static void dropout_is_linear(void) {
 }
 
 int main(void) {
+  RUN(linear_forms);
+  RUN(zeros_folded);
   RUN(unary_ops);
   RUN(binary_ops);
   RUN(compound);
