@@ -404,12 +404,14 @@ void ckpt_close(Ckpt *c) {
   c->ntensors = c->nmeta = 0;
 }
 
-const CkptTensor *ckpt_find(Ckpt *c, const char *name) {
-  const CkptTensor *t = tensor_named(c, name);
+static CkptTensor *find(Ckpt *c, const char *name) {
+  CkptTensor *t = tensor_named(c, name);
   if (!t)
     reader_fail(c, "no tensor named '%s'; the checkpoint was written for another model, load one of this model", name);
   return t;
 }
+
+const CkptTensor *ckpt_find(Ckpt *c, const char *name) { return find(c, name); }
 
 const char *ckpt_meta(const Ckpt *c, const char *key) {
   for (int i = 0; i < c->nmeta; i++)
@@ -492,7 +494,7 @@ static int verify(Ckpt *c, CkptTensor *t) {
 
 int ckpt_read_box(Ckpt *c, const char *name, int ndim, const int64_t *shape, const int64_t *begin, const int64_t *count,
                   real *out) {
-  CkptTensor *t = ckpt_find(c, name) ? tensor_named(c, name) : NULL;
+  CkptTensor *t = find(c, name);
   if (!t || check_shape(c, t, ndim, shape) != 0 || check_readable(c, t) != 0 || check_box(c, t, begin, count) != 0 ||
       verify(c, t) != 0)
     return -1;

@@ -1,6 +1,6 @@
 /* test_ckpt.c: checkpoints: round trips, box reads, every floating-point dtype read and written, every kind of bad file and its message,
- * replacement that leaves the old checkpoint whole when a write fails, checksums, and the removal of
- * temporaries that interrupted writes left. Runs in the build's `real`
+ * replacement that leaves the old checkpoint whole when a write fails, checksums, the removal of
+ * temporaries that interrupted writes left, and metadata values read strictly. Runs in the build's `real`
  * (tests/cli/runtime_f32.sh runs it against the float runtime too). */
 #include <dirent.h>
 #include <signal.h>
@@ -12,6 +12,7 @@
 
 #include "check.h"
 #include "ckpt.h"
+#include "ckpt_meta.h"
 
 static char dir[] = "/tmp/plait-test-ckpt-XXXXXX";
 
@@ -624,6 +625,42 @@ static void test_stale_temporaries(void) {
   rmdir(name);
 }
 
+/* Metadata values read strictly: whole numbers are digits only and within their range (2^64 - 1 is, 2^64
+ * is not), real numbers finite and from their floor, words from their list; each refusal is one line
+ * naming the key and the value, and a key that is not there is told apart. */
+static void test_metadata_values(void) {
+  char path[512], error[1024];
+  static const CkptMeta meta[] = {{"max", "18446744073709551615"}, {"over", "18446744073709551616"}, {"plus", "+1"},
+                                  {"space", " 1"}, {"empty", ""}, {"ten", "10"}, {"rate", "3e-4"}, {"nan", "nan"},
+                                  {"lines", "a\nb"}, {"word", "weights"}};
+  CkptWriter w;
+  CHECK(ckpt_save(&w, in_dir(path, "meta.safetensors"), NULL, NULL, 0, meta, 10) == 0, "save: %s", w.error);
+  Ckpt c;
+  CHECK(ckpt_open(&c, path) == 0, "open: %s", c.error);
+  uint64_t whole = 0;
+  double real_value = 0;
+  int which = -1;
+  CHECK(ckpt_meta_whole(&c, "max", 0, UINT64_MAX, &whole, error, sizeof error) == 0 && whole == UINT64_MAX, "2^64 - 1");
+  const char *refused[] = {"over", "plus", "space", "empty", "rate"};
+  for (int i = 0; i < 5; i++)
+    CHECK(ckpt_meta_whole(&c, refused[i], 0, UINT64_MAX, &whole, error, sizeof error) == -1, "'%s' read as whole",
+          ckpt_meta(&c, refused[i]));
+  CHECK(ckpt_meta_whole(&c, "ten", 11, 20, &whole, error, sizeof error) == -1 &&
+            strstr(error, "metadata ten = '10' is not a whole number from 11 to 20; the file is damaged") != NULL,
+        "below the range: '%s'", error);
+  CHECK(ckpt_meta_whole(&c, "absent", 0, 1, &whole, error, sizeof error) == 1, "an absent key");
+  CHECK(ckpt_meta_real(&c, "rate", 0, &real_value, error, sizeof error) == 0 && real_value == 3e-4, "3e-4");
+  CHECK(ckpt_meta_real(&c, "nan", 0, &real_value, error, sizeof error) == -1, "nan read as a number");
+  CHECK(ckpt_meta_real(&c, "lines", 0, &real_value, error, sizeof error) == -1 && strchr(error, '\n') == NULL,
+        "a value with a line break makes a message of two lines");
+  const char *const words[] = {"weights", "weights and optimizer"};
+  CHECK(ckpt_meta_word(&c, "word", words, 2, &which, error, sizeof error) == 0 && which == 0, "a known word");
+  CHECK(ckpt_meta_word(&c, "ten", words, 2, &which, error, sizeof error) == -1 &&
+            strstr(error, "metadata ten = '10' is not 'weights' or 'weights and optimizer'; ") != NULL,
+        "an unknown word: '%s'", error);
+  ckpt_close(&c);
+}
+
 int main(void) {
   if (!mkdtemp(dir)) return 1;
   RUN(test_round_trip);
@@ -641,6 +678,7 @@ int main(void) {
   RUN(test_checksums);
   RUN(test_checksum_metadata);
   RUN(test_stale_temporaries);
+  RUN(test_metadata_values);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) return 1;
