@@ -57,15 +57,20 @@ kills() {
     # shellcheck disable=SC2086
     timeout 60 "$@" --data "$TMP/text.bin" --steps $STEPS --save "$dir" --save-every 1 $load >"$TMP/run.out" 2>&1 &
     job=$!
-    if ! saved_since "$before"; then problems="$problems; run $i never saved: $(tail -c 300 "$TMP/run.out")"; break; fi
+    if ! saved_since "$before"; then
+      kill "$job" 2>/dev/null; wait "$job" 2>/dev/null
+      problems="$problems; run $i never saved: $(tail -c 300 "$TMP/run.out")"; break
+    fi
     # the temporaries the last kill left: gone once this run has saved
     for f in $stale; do [ -e "$dir/$f" ] && problems="$problems; run $i saved and $f is still there"; done
     victim=$(writer_pid "$job")
     next_delay
     sleep "$delay"
-    kill -9 "$victim" 2>/dev/null
+    # (no writer found: timeout passes a plain kill on to the job, which ends it)
+    kill -9 "$victim" 2>/dev/null || kill "$job" 2>/dev/null
     wait "$job" 2>/dev/null
-    stale=$(cd "$dir" && ls | grep '^model\.safetensors\.tmp\.' | tr '\n' ' ')
+    stale=""
+    for f in "$dir"/model.safetensors.tmp.*; do [ -e "$f" ] && stale="$stale ${f##*/}"; done
     if [ -n "$stale" ]; then mid=$((mid + 1)); else between=$((between + 1)); fi
     "$CHECK" "$CK" >"$TMP/check.out" 2>&1 || problems="$problems; after kill $i ($delay s): $(cat "$TMP/check.out")"
   done
