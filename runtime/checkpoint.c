@@ -5,12 +5,14 @@
 #include "checkpoint.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "ckpt.h"
+#include "ckpt_meta.h"
 #include "ckpt_model.h"
 #include "device.h"
 #include "resume.h"
@@ -69,6 +71,15 @@ static real *slot_data(ParamSlot *s, int kind) {
 
 /* ---- saving --------------------------------------------------------------------------------- */
 
+/* A save under way: the tensor in transit, and on rank 0 the writer. */
+typedef struct {
+  Trainer *t;
+  int64_t step;
+  real *full, *host; /* one tensor in the backend's memory, and on rank 0 its copy in host memory */
+  CkptWriter w;
+  int failed;        /* rank 0: the writer failed (the other ranks go on sending; the save fails at its end) */
+} Save;
+
 /* On the owner's TP ranks of DP replica 0: the whole padded tensor, gathered along the split axis. */
 static void gather(Trainer *t, ParamSlot *s, int kind, real *full) {
   const ParamSpec *p = s->spec;
@@ -84,25 +95,45 @@ static void gather(Trainer *t, ParamSlot *s, int kind, real *full) {
   comm_allgather(t->comm, GROUP_TP, slot_data(s, kind), full, outer, inner, COMM_REAL);
 }
 
-/* Moves one tensor to rank 0 (full: backend memory) and hands it to the writer there (host: its copy in
- * host memory). Padding is the tail of axis 0, so the unpadded tensor is a prefix of the padded one. */
-static void save_tensor(Trainer *t, const Entry *e, int kind, real *full, real *host, CkptWriter *w, int *failed) {
+/* A checkpoint holds finite values only: a weight or moment that is not (an update with a learning rate
+ * of nan, a moment that overflowed) ends the job before the file is renamed into place, so the checkpoint
+ * saved before stays as it was. Checked on rank 0's copy as it goes to the writer. */
+static void check_finite(Save *sv, const Entry *e, int kind, int64_t n) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; i++) bad += !isfinite(sv->host[i]);
+  if (!bad) return;
+  int64_t first = 0;
+  while (isfinite(sv->host[first])) first++;
+  char name[160];
+  entry_name(e, kind, name, sizeof name);
+  ckpt_write_abort(&sv->w);
+  comm_fail(sv->t->comm,
+            "step %lld: tensor '%s' holds %g at element %lld (%lld elements are not finite); a checkpoint keeps "
+            "finite values only: not saved, %s stays as it was; try a lower --lr",
+            (long long)sv->step, name, (double)sv->host[first], (long long)first, (long long)bad, sv->w.path);
+}
+
+/* Moves one tensor to rank 0 and hands it to the writer there. Padding is the tail of axis 0, so the
+ * unpadded tensor is a prefix of the padded one. */
+static void save_tensor(Save *sv, const Entry *e, int kind) {
+  Trainer *t = sv->t;
   const RankInfo *ri = comm_info(t->comm);
   int holder = comm_group_member(t->comm, GROUP_PP, e->owner); /* this DP replica's, TP rank as ours */
   int in_owner_group = ri->pp_rank == e->owner && ri->dp_rank == 0;
   int64_t n = unpadded_elems(e->spec);
-  if (in_owner_group) gather(t, find_slot(&t->params, e), kind, full);
+  if (in_owner_group) gather(t, find_slot(&t->params, e), kind, sv->full);
   int sender = in_owner_group && ri->tp_rank == 0 && ri->rank != 0;
   int receiver = ri->rank == 0 && !(in_owner_group && ri->tp_rank == 0);
   if (sender || receiver) {
     comm_p2p_start(t->comm);
-    if (sender) comm_send(t->comm, 0, full, n, COMM_REAL, kind);
-    else comm_recv(t->comm, holder, full, n, COMM_REAL, kind); /* rank 0 is TP rank 0 of replica 0, like the sender */
+    if (sender) comm_send(t->comm, 0, sv->full, n, COMM_REAL, kind);
+    else comm_recv(t->comm, holder, sv->full, n, COMM_REAL, kind); /* rank 0: TP rank 0 of replica 0, as the sender */
     comm_p2p_end(t->comm);
   }
-  if (ri->rank != 0) return;
-  device_download(host, full, (size_t)n * sizeof *host);
-  if (!*failed && ckpt_write_data(w, host, n)) *failed = 1;
+  if (ri->rank != 0 || sv->failed) return;
+  device_download(sv->host, sv->full, (size_t)n * sizeof *sv->host);
+  check_finite(sv, e, kind, n);
+  if (ckpt_write_data(&sv->w, sv->host, n)) sv->failed = 1;
 }
 
 enum { META_FIXED = 5, META_TEXT_LEN = 160 };
@@ -172,22 +203,21 @@ void checkpoint_save(Trainer *t, const char *dir, int64_t step) {
   int n = entries(p, list);
   char path[4096];
   snprintf(path, sizeof path, "%s/model.safetensors", dir);
-  CkptWriter w;
-  int failed = 0;
+  Save sv = {.t = t, .step = step};
   if (is_root) ensure_directory(t, dir);
-  if (is_root && begin_file(t, path, list, n, step, &w)) comm_fail(t->comm, "%s", w.error);
+  if (is_root && begin_file(t, path, list, n, step, &sv.w)) comm_fail(t->comm, "%s", sv.w.error);
   int64_t largest = 0;
   for (int i = 0; i < n; i++) largest = padded_elems(list[i].spec) > largest ? padded_elems(list[i].spec) : largest;
-  real *full = device_alloc((size_t)largest * sizeof *full, "a checkpoint's tensor");
-  real *host = malloc((size_t)largest * sizeof *host);
+  sv.full = device_alloc((size_t)largest * sizeof *sv.full, "a checkpoint's tensor");
+  sv.host = malloc((size_t)largest * sizeof *sv.host);
   for (int k = 0; k < KINDS; k++)
-    for (int i = 0; i < n; i++) save_tensor(t, &list[i], k, full, host, &w, &failed);
-  device_free(full);
-  free(host);
+    for (int i = 0; i < n; i++) save_tensor(&sv, &list[i], k);
+  device_free(sv.full);
+  free(sv.host);
   free(list);
-  if (is_root && (failed || ckpt_write_end(&w))) {
-    ckpt_write_abort(&w);
-    comm_fail(t->comm, "%s", w.error);
+  if (is_root && (sv.failed || ckpt_write_end(&sv.w))) {
+    ckpt_write_abort(&sv.w);
+    comm_fail(t->comm, "%s", sv.w.error);
   }
   comm_barrier(t->comm, GROUP_WORLD);
   if (is_root) printf("saved %s (step %lld)\n", path, (long long)step);
@@ -310,16 +340,34 @@ static void open_checkpoint(Trainer *t, Ckpt *c, const char *dir, char *path, si
   if (ckpt_open(c, path)) comm_fail(t->comm, "%s", c->error);
 }
 
+/* The step the checkpoint holds: a whole number. */
+static int64_t saved_step(Trainer *t, const Ckpt *c) {
+  char error[1024];
+  uint64_t step = 0;
+  if (ckpt_meta_whole(c, "step", 0, INT64_MAX, &step, error, sizeof error) < 0) comm_fail_all(t->comm, "%s", error);
+  return (int64_t)step;
+}
+
+/* A run that trains must go beyond the checkpoint's step: else it would train nothing and end as if it had. */
+static void check_steps_beyond(Trainer *t, int64_t step, const char *dir) {
+  int64_t steps = t->args->steps;
+  if (steps > 0 && step >= steps)
+    comm_fail_all(t->comm,
+                  "%s holds step %lld, and --steps %lld is not beyond it: nothing would train; give --steps above %lld",
+                  dir, (long long)step, (long long)steps, (long long)step);
+}
+
 int64_t checkpoint_load(Trainer *t, const char *dir) {
   char path[4096];
   Ckpt c;
   open_checkpoint(t, &c, dir, path, sizeof path);
   check_model(t, &c);
   check_resumable(t, &c, dir);
+  int64_t at = saved_step(t, &c);
   check_tensor_names(t, &c, KINDS);
-  load_tensors(t, &c, KINDS); /* checks each tensor's shape */
+  load_tensors(t, &c, KINDS); /* checks each tensor's shape and checksum */
   resume_settle(t, &c);       /* data windows, dropout masks and the learning rate go on as they would have */
-  int64_t at = strtoll(ckpt_meta(&c, "step"), NULL, 10);
+  check_steps_beyond(t, at, dir);
   ckpt_close(&c);
   return at;
 }

@@ -1,6 +1,8 @@
-/* ckpt.c: writing checkpoints through a temporary file, and reading them: the header and boxes of tensors. */
+/* ckpt.c: writing checkpoints through a temporary file, with a checksum of every tensor, and reading them: the
+ * header and boxes of tensors, each checked against its checksum. */
 #include "ckpt.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -114,23 +116,34 @@ int ckpt_write_begin(CkptWriter *w, const char *path, const CkptSpec *tensors, i
   memset(w, 0, sizeof *w);
   w->path = path;
   if (check_specs(w, tensors, ntensors) != 0) return -1;
-  size_t len;
-  char *header = ckpt_header_format(tensors, ntensors, meta, nmeta, REAL_DTYPE, &len);
-  if (!header) return writer_fail(w, "out of memory while writing the header");
+  w->checksum_at = malloc(sizeof *w->checksum_at * (size_t)(ntensors + 1));
+  w->header = w->checksum_at ? ckpt_header_format(tensors, ntensors, meta, nmeta, REAL_DTYPE, w->checksum_at,
+                                                  &w->header_len)
+                             : NULL;
+  if (!w->header) return writer_fail(w, "out of memory while writing the header");
   unsigned char length[8];
-  for (int i = 0; i < 8; i++) length[i] = (unsigned char)((uint64_t)len >> (8 * i));
-  int rc = open_temp(w);
-  if (rc == 0 && (fwrite(length, 8, 1, w->file) != 1 || fwrite(header, len, 1, w->file) != 1)) rc = writer_io_fail(w);
-  free(header);
-  if (rc == 0) rc = keep_specs(w, tensors, ntensors);
-  return rc;
+  for (int i = 0; i < 8; i++) length[i] = (unsigned char)((uint64_t)w->header_len >> (8 * i));
+  ckpt_remove_temporaries(path);
+  if (open_temp(w) != 0) return -1;
+  if (fwrite(length, 8, 1, w->file) != 1 || fwrite(w->header, w->header_len, 1, w->file) != 1)
+    return writer_io_fail(w);
+  return keep_specs(w, tensors, ntensors);
+}
+
+/* The finished tensor's checksum, as hex digits in its place in the header. */
+static void record_checksum(CkptWriter *w) {
+  char digits[CKPT_CHECKSUM_DIGITS + 1];
+  snprintf(digits, sizeof digits, "%016llx", (unsigned long long)ckpt_hash_end(&w->hash));
+  memcpy(w->header + w->checksum_at[w->current], digits, CKPT_CHECKSUM_DIGITS);
 }
 
 /* Moves on past finished tensors (and empty ones) to the one the next element belongs to. */
 static void next_tensor(CkptWriter *w) {
   while (w->left == 0 && w->current < w->ntensors) {
+    if (w->current >= 0) record_checksum(w);
     w->current++;
     if (w->current < w->ntensors) w->left = elements(w->tensors[w->current].ndim, w->tensors[w->current].shape);
+    ckpt_hash_begin(&w->hash);
   }
 }
 
@@ -159,6 +172,7 @@ static int write_run(CkptWriter *w, const real *data, int64_t n) {
   for (int64_t done = 0; done < n; done += BLOCK) {
     int64_t count = n - done < BLOCK ? n - done : BLOCK;
     encode(data + done, count, dtype, bytes);
+    ckpt_hash_add(&w->hash, bytes, (size_t)(size * count));
     if (fwrite(bytes, (size_t)size, (size_t)count, w->file) != (size_t)count) return writer_io_fail(w);
   }
   w->left -= n;
@@ -180,11 +194,17 @@ int ckpt_write_data(CkptWriter *w, const real *data, int64_t n) {
   return 0;
 }
 
+/* The folder that holds path ("dir/", or "." for a bare name); returns the bare name. */
+static const char *folder_of(const char *path, char *folder, size_t len) {
+  const char *slash = strrchr(path, '/');
+  snprintf(folder, len, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
+  return slash ? slash + 1 : path;
+}
+
 /* Makes the rename itself durable: a sync of the folder that holds the file. */
 static int sync_folder(const char *path) {
-  const char *slash = strrchr(path, '/');
   char folder[4096];
-  snprintf(folder, sizeof folder, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
+  folder_of(path, folder, sizeof folder);
   int fd = open(folder, O_RDONLY | O_DIRECTORY);
   if (fd < 0) return -1;
   int rc = fsync(fd) == 0 || errno == EINVAL ? 0 : -1; /* EINVAL: a file system that cannot sync folders */
@@ -198,14 +218,15 @@ int ckpt_write_end(CkptWriter *w) {
   if (w->current < w->ntensors)
     return writer_fail(w, "tensor '%s' is missing %lld elements; write every tensor in full",
                        w->tensors[w->current].name, (long long)w->left);
-  if (fflush(w->file) != 0 || fsync(fileno(w->file)) != 0) return writer_io_fail(w);
+  if (fseek(w->file, 8, SEEK_SET) != 0 || fwrite(w->header, w->header_len, 1, w->file) != 1 ||
+      fflush(w->file) != 0 || fsync(fileno(w->file)) != 0)
+    return writer_io_fail(w);
   int closed = fclose(w->file);
   w->file = NULL;
   if (closed != 0 || rename(w->temp, w->path) != 0) return writer_io_fail(w);
   w->temp[0] = 0;
   if (sync_folder(w->path) != 0) return writer_io_fail(w);
-  free(w->tensors);
-  w->tensors = NULL;
+  ckpt_write_abort(w); /* frees what is left */
   return 0;
 }
 
@@ -213,7 +234,9 @@ void ckpt_write_abort(CkptWriter *w) {
   if (w->file) fclose(w->file);
   w->file = NULL;
   free(w->tensors);
-  w->tensors = NULL;
+  free(w->header);
+  free(w->checksum_at);
+  w->tensors = NULL, w->header = NULL, w->checksum_at = NULL;
   if (w->temp[0]) unlink(w->temp);
   w->temp[0] = 0;
 }
@@ -224,6 +247,28 @@ int ckpt_save(CkptWriter *w, const char *path, const CkptSpec *tensors, const re
   for (int i = 0; i < ntensors; i++)
     if (ckpt_write_data(w, data[i], elements(tensors[i].ndim, tensors[i].shape)) != 0) return -1;
   return ckpt_write_end(w);
+}
+
+/* A name mkstemp made from name + ".tmp.XXXXXX": six letters or digits after the dot. */
+static int is_temporary_of(const char *entry, const char *name) {
+  size_t n = strlen(name);
+  if (strncmp(entry, name, n) != 0 || strncmp(entry + n, ".tmp.", 5) != 0 || strlen(entry + n + 5) != 6) return 0;
+  for (const char *c = entry + n + 5; *c; c++)
+    if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z'))) return 0;
+  return 1;
+}
+
+void ckpt_remove_temporaries(const char *path) {
+  char folder[4096];
+  const char *name = folder_of(path, folder, sizeof folder);
+  DIR *d = opendir(folder);
+  if (!d) return; /* the write that follows names the folder's trouble */
+  struct stat st;
+  for (struct dirent *e; (e = readdir(d));)
+    if (is_temporary_of(e->d_name, name) && fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISREG(st.st_mode))
+      unlinkat(dirfd(d), e->d_name, 0);
+  closedir(d);
 }
 
 /* ---- reading ------------------------------------------------------------------------------------ */
@@ -301,6 +346,30 @@ static int check_data_size(Ckpt *c, const CkptHeader *h, uint64_t header_len) {
   return 0;
 }
 
+static int by_name(const void *key, const void *tensor) {
+  return strcmp((const char *)key, ((const CkptTensor *)tensor)->name);
+}
+
+static CkptTensor *tensor_named(const Ckpt *c, const char *name) {
+  return c->ntensors ? bsearch(name, c->tensors, (size_t)c->ntensors, sizeof *c->tensors, by_name) : NULL;
+}
+
+/* Each tensor's checksum from the metadata: 16 hex digits, or the file is damaged. */
+static int read_checksums(Ckpt *c) {
+  size_t prefix = strlen(CKPT_CHECKSUM_PREFIX);
+  for (int i = 0; i < c->nmeta; i++) {
+    const CkptMeta *m = &c->meta[i];
+    CkptTensor *t = strncmp(m->key, CKPT_CHECKSUM_PREFIX, prefix) == 0 ? tensor_named(c, m->key + prefix) : NULL;
+    if (!t) continue;
+    if (strlen(m->value) != CKPT_CHECKSUM_DIGITS || strspn(m->value, "0123456789abcdefABCDEF") != CKPT_CHECKSUM_DIGITS)
+      return reader_fail(c, "metadata %s = '%.40s' is not %d hex digits; the file is damaged, use another checkpoint",
+                         m->key, m->value, CKPT_CHECKSUM_DIGITS);
+    t->checksum = strtoull(m->value, NULL, 16);
+    t->has_checksum = 1;
+  }
+  return 0;
+}
+
 int ckpt_open(Ckpt *c, const char *path) {
   memset(c, 0, sizeof *c);
   c->path = path;
@@ -319,7 +388,7 @@ int ckpt_open(Ckpt *c, const char *path) {
   c->meta = h.meta, c->nmeta = h.nmeta;
   c->strings = h.strings;
   c->data = c->map + 8 + len;
-  if (check_data_size(c, &h, len) != 0) {
+  if (check_data_size(c, &h, len) != 0 || read_checksums(c) != 0) {
     ckpt_close(c);
     return -1;
   }
@@ -335,17 +404,14 @@ void ckpt_close(Ckpt *c) {
   c->ntensors = c->nmeta = 0;
 }
 
-static int by_name(const void *key, const void *tensor) {
-  return strcmp((const char *)key, ((const CkptTensor *)tensor)->name);
-}
-
-const CkptTensor *ckpt_find(Ckpt *c, const char *name) {
-  const CkptTensor *t =
-      c->ntensors ? bsearch(name, c->tensors, (size_t)c->ntensors, sizeof *c->tensors, by_name) : NULL;
+static CkptTensor *find(Ckpt *c, const char *name) {
+  CkptTensor *t = tensor_named(c, name);
   if (!t)
     reader_fail(c, "no tensor named '%s'; the checkpoint was written for another model, load one of this model", name);
   return t;
 }
+
+const CkptTensor *ckpt_find(Ckpt *c, const char *name) { return find(c, name); }
 
 const char *ckpt_meta(const Ckpt *c, const char *key) {
   for (int i = 0; i < c->nmeta; i++)
@@ -416,10 +482,21 @@ static void read_rows(const Ckpt *c, const CkptTensor *t, const int64_t *begin, 
   }
 }
 
+/* The whole tensor's bytes against its checksum, once per open file. */
+static int verify(Ckpt *c, CkptTensor *t) {
+  if (!t->has_checksum || t->verified) return 0;
+  if (ckpt_hash(c->data + t->begin, t->end - t->begin) != t->checksum)
+    return reader_fail(c, "tensor '%s' does not match its checksum: the file is damaged; use another checkpoint",
+                       t->name);
+  t->verified = 1;
+  return 0;
+}
+
 int ckpt_read_box(Ckpt *c, const char *name, int ndim, const int64_t *shape, const int64_t *begin, const int64_t *count,
                   real *out) {
-  const CkptTensor *t = ckpt_find(c, name);
-  if (!t || check_shape(c, t, ndim, shape) != 0 || check_readable(c, t) != 0 || check_box(c, t, begin, count) != 0)
+  CkptTensor *t = find(c, name);
+  if (!t || check_shape(c, t, ndim, shape) != 0 || check_readable(c, t) != 0 || check_box(c, t, begin, count) != 0 ||
+      verify(c, t) != 0)
     return -1;
   read_rows(c, t, begin, count, out);
   return 0;

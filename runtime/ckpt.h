@@ -10,15 +10,26 @@
  * Writers store each tensor in the dtype its spec names: by default `real` as it is in memory (F32 from
  * a float build, F64 from a double build), or F32, F64, F16 or BF16 rounded to nearest. Readers take
  * files with tensors of any safetensors dtype and read the floating-point ones (F32, F64, F16, BF16),
- * converted to `real`. Every failure leaves one line in .error naming the file, the cause and the fix. */
+ * converted to `real`. Every failure leaves one line in .error naming the file, the cause and the fix.
+ *
+ * Checksums: the writer records a checksum of every tensor's stored bytes (ckpt_hash.h) in the metadata,
+ * under CKPT_CHECKSUM_PREFIX + the tensor's name, as 16 hex digits (a string, as safetensors' metadata
+ * must be: other readers load the file as they would without them). The reader checks the whole of a
+ * tensor the first time any box of it is read from an open file, over the mapped bytes, so a rank that
+ * reads a slice still checks every byte of that tensor; a tensor without a checksum (a file of another
+ * writer, or of plait before checksums) is read as it is, and a checksum of a tensor the file lacks is
+ * ignored. */
 
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ckpt_hash.h"
 #include "real.h"
 
 #define CKPT_MAX_DIMS 8
+#define CKPT_CHECKSUM_PREFIX "checksum."
+#define CKPT_CHECKSUM_DIGITS 16
 
 /* safetensors' dtypes; plait reads the first four. 0 is none: in a spec, `real` as it is in memory. */
 typedef enum {
@@ -48,16 +59,22 @@ typedef struct {
 } CkptMeta;
 
 /* ---- writing ------------------------------------------------------------------------------------
- * The data goes to a temporary file in the target folder, which ckpt_write_end syncs to disk, renames
- * over the final name and follows with a sync of the folder: a crash never leaves a half-written
- * checkpoint under the final name, and a failed write leaves the old checkpoint as it was. */
+ * The data goes to a temporary file in the target folder (PATH.tmp.XXXXXX), which ckpt_write_end syncs to
+ * disk, renames over the final name and follows with a sync of the folder: a crash never leaves a
+ * half-written checkpoint under the final name, and a failed write leaves the old checkpoint as it was. A
+ * process killed while writing leaves its temporary file behind; the next write to the same path removes
+ * it (ckpt_remove_temporaries), so a folder takes one writer at a time. */
 typedef struct {
   const char *path;
   char temp[4096];
   FILE *file;
+  char *header;          /* the header as written, whose checksums ckpt_write_end fills in and writes again */
+  size_t header_len;
+  size_t *checksum_at;   /* where in header each tensor's checksum digits stand */
   CkptSpec *tensors;     /* a copy of the list being written (names included), */
   int ntensors, current; /* the tensor the next element belongs to, */
-  int64_t left;          /* and how many of its elements are still to come */
+  int64_t left;          /* and how many of its elements are still to come, */
+  CkptHash hash;         /* and the checksum of its bytes so far */
   char error[1024];
 } CkptWriter;
 
@@ -68,13 +85,17 @@ int ckpt_write_begin(CkptWriter *w, const char *path, const CkptSpec *tensors, i
 /* Appends the next n elements (row-major), each stored in its tensor's dtype; a call may finish one
  * tensor and go on into the next, so a caller can hand over a model piece by piece. */
 int ckpt_write_data(CkptWriter *w, const real *data, int64_t n);
-/* Checks every element came, syncs, renames into place, syncs the folder; either way the writer is done. */
+/* Checks every element came, writes the checksums into the header, syncs, renames into place, syncs the
+ * folder; either way the writer is done. */
 int ckpt_write_end(CkptWriter *w);
 /* Drops an unfinished write: the temporary file is removed and the final name left alone. */
 void ckpt_write_abort(CkptWriter *w);
 /* The whole sequence for tensors held whole in memory: data[i] holds tensor i. */
 int ckpt_save(CkptWriter *w, const char *path, const CkptSpec *tensors, const real *const *data, int ntensors,
               const CkptMeta *meta, int nmeta);
+/* Removes what writes to path that never ended left in its folder: the regular files named path's own
+ * name + ".tmp." + six letters or digits (mkstemp's), and nothing else. ckpt_write_begin calls it. */
+void ckpt_remove_temporaries(const char *path);
 
 /* ---- reading ------------------------------------------------------------------------------------ */
 typedef struct {
@@ -83,6 +104,9 @@ typedef struct {
   int ndim;
   int64_t shape[CKPT_MAX_DIMS];
   uint64_t begin, end; /* bytes of the data region */
+  uint64_t checksum;    /* of those bytes, as the metadata records it, */
+  int has_checksum;     /* when it does, */
+  int verified;         /* and whether the bytes were found to match */
 } CkptTensor;
 
 typedef struct {
@@ -99,7 +123,8 @@ typedef struct {
 } Ckpt;
 
 /* Maps the file and checks its header: well-formed JSON, every field present, safetensors' dtypes,
- * offsets that tile the data region exactly and match each shape, a data region that fills the file.
+ * offsets that tile the data region exactly and match each shape, a data region that fills the file,
+ * checksums of 16 hex digits.
  * Returns 0, or -1 with c->error (and nothing to close). path must outlive c. */
 int ckpt_open(Ckpt *c, const char *path);
 void ckpt_close(Ckpt *c);
@@ -110,8 +135,9 @@ const CkptTensor *ckpt_find(Ckpt *c, const char *name);
 const char *ckpt_meta(const Ckpt *c, const char *key);
 
 /* Reads the box [begin, begin + count) of tensor `name`, which must have the shape the caller expects
- * (`shape`, ndim axes) and a dtype plait reads, into out (row-major over the box), converted to real.
- * Returns 0, or -1 with c->error naming both shapes when they differ. */
+ * (`shape`, ndim axes), a dtype plait reads and bytes that match its checksum, into out (row-major over the
+ * box), converted to real. Returns 0, or -1 with c->error naming both shapes when they differ, or the
+ * tensor whose bytes do not match. */
 int ckpt_read_box(Ckpt *c, const char *name, int ndim, const int64_t *shape, const int64_t *begin, const int64_t *count,
                   real *out);
 /* The whole tensor. */

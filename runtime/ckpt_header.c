@@ -64,9 +64,11 @@ static void putf(Text *t, const char *fmt, ...) {
   put(t, buf, (size_t)n);
 }
 
-/* A JSON string: quotes and backslashes escaped, control characters as \u00XX, other bytes as they are. */
-static void put_string(Text *t, const char *s) {
+/* A JSON string of prefix (plain text) and s: quotes and backslashes escaped, control characters as \u00XX,
+ * other bytes as they are. */
+static void put_string(Text *t, const char *prefix, const char *s) {
   put(t, "\"", 1);
+  put(t, prefix, strlen(prefix));
   for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
     if (*c == '"' || *c == '\\')
       putf(t, "\\%c", *c);
@@ -78,8 +80,28 @@ static void put_string(Text *t, const char *s) {
   put(t, "\"", 1);
 }
 
+/* The metadata object: the caller's entries, then a placeholder checksum per tensor whose digits' offset in
+ * the text goes to checksum_at[i]. */
+static void put_metadata(Text *t, const CkptSpec *tensors, int ntensors, const CkptMeta *meta, int nmeta,
+                         size_t *checksum_at) {
+  put(t, "\"__metadata__\":{", 16);
+  for (int i = 0; i < nmeta; i++) {
+    put_string(t, "", meta[i].key);
+    put(t, ":", 1);
+    put_string(t, "", meta[i].value);
+    if (i + 1 < nmeta || ntensors) put(t, ",", 1);
+  }
+  for (int i = 0; i < ntensors; i++) {
+    put_string(t, CKPT_CHECKSUM_PREFIX, tensors[i].name);
+    put(t, ":\"", 2);
+    checksum_at[i] = t->len;
+    putf(t, "%0*d\"%s", CKPT_CHECKSUM_DIGITS, 0, i + 1 < ntensors ? "," : "");
+  }
+  put(t, "}}", 2);
+}
+
 char *ckpt_header_format(const CkptSpec *tensors, int ntensors, const CkptMeta *meta, int nmeta, CkptDtype native,
-                         size_t *len) {
+                         size_t *checksum_at, size_t *len) {
   Text t = {0};
   uint64_t offset = 0;
   put(&t, "{", 1);
@@ -87,21 +109,13 @@ char *ckpt_header_format(const CkptSpec *tensors, int ntensors, const CkptMeta *
     CkptDtype dtype = tensors[i].dtype ? tensors[i].dtype : native;
     uint64_t bytes = (uint64_t)ckpt_dtype_size(dtype);
     for (int d = 0; d < tensors[i].ndim; d++) bytes *= (uint64_t)tensors[i].shape[d];
-    put_string(&t, tensors[i].name);
+    put_string(&t, "", tensors[i].name);
     putf(&t, ":{\"dtype\":\"%s\",\"shape\":[", ckpt_dtype_name(dtype));
     for (int d = 0; d < tensors[i].ndim; d++) putf(&t, "%s%lld", d ? "," : "", (long long)tensors[i].shape[d]);
-    putf(&t, "],\"data_offsets\":[%llu,%llu]}%s", (unsigned long long)offset, (unsigned long long)(offset + bytes),
-         i + 1 < ntensors || nmeta ? "," : "");
+    putf(&t, "],\"data_offsets\":[%llu,%llu]},", (unsigned long long)offset, (unsigned long long)(offset + bytes));
     offset += bytes;
   }
-  if (nmeta) put(&t, "\"__metadata__\":{", 16);
-  for (int i = 0; i < nmeta; i++) {
-    put_string(&t, meta[i].key);
-    put(&t, ":", 1);
-    put_string(&t, meta[i].value);
-    if (i + 1 < nmeta) put(&t, ",", 1);
-  }
-  put(&t, nmeta ? "}}" : "}", nmeta ? 2 : 1);
+  put_metadata(&t, tensors, ntensors, meta, nmeta, checksum_at);
   while ((8 + t.len) % 8) put(&t, " ", 1);
   if (t.failed) {
     free(t.s);

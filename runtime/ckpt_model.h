@@ -29,9 +29,10 @@ typedef struct {
   int nconfig;
 } CkptModel;
 
-/* 0 when c holds this model as far as its metadata tells: the same name and depth, and the same values
- * of the settings that change the function the weights compute (every config entry but dropout,
- * init_std and seq). Else -1 with one line in `error` naming what differs and the fix. */
+/* 0 when c holds this model as far as its metadata tells: a format and contents plait knows (where the
+ * file names them), the same name and depth (a whole number of at least 1), and the same values of the
+ * settings that change the function the weights compute (every config entry but dropout, init_std and
+ * seq). Else -1 with one line in `error` naming what differs, or the malformed key, and the fix. */
 int ckpt_check_model(const Ckpt *c, const CkptModel *m, char *error, size_t len);
 
 #endif

@@ -18,7 +18,9 @@ enum { RESUME_KEYS = 5, RESUME_TEXT_LEN = 32 };
 int resume_metadata(const Trainer *t, CkptMeta *meta, char (*text)[RESUME_TEXT_LEN]);
 
 /* Sets t->seed, t->schedule and t->adamw.weight_decay for a run that goes on from checkpoint c. A key
- * the checkpoint lacks (one saved before they were recorded) is not compared. */
+ * the checkpoint lacks (one saved before they were recorded) is not compared; one it holds must be in
+ * range (the seed a whole number below 2^64, warmup and decay_steps whole numbers, lr and weight_decay
+ * finite and at least 0), or the job ends naming it. With --override-schedule none of them is read. */
 void resume_settle(Trainer *t, const Ckpt *c);
 
 #endif

@@ -1,14 +1,13 @@
 /* train.c: main() of every generated program: its flags, checks made before any work, this machine's
  * GEMM rate (MFU's denominator), threads per rank, and the ranks' launch. */
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "device.h"
+#include "save_folder.h"
 #include "trainer.h"
 
 static const char *const usage =
@@ -107,15 +106,8 @@ static int check(TrainArgs *a) {
   if (a->gradcheck && p->tp * p->pp * p->dp != 1) return fail("--gradcheck runs on one rank; this program has %d", p->tp * p->pp * p->dp);
   if (a->gradcheck && strcmp(REAL_NAME, "f64") != 0)
     return fail("--gradcheck needs double precision: build with plait build --double");
-  if (a->save) {
-    char probe[4200];
-    snprintf(probe, sizeof probe, "%s/.plait-write-test", a->save);
-    if (mkdir(a->save, 0777) != 0 && errno != EEXIST) return fail("--save %s: cannot create the directory: %s", a->save, strerror(errno));
-    FILE *f = fopen(probe, "w");
-    if (!f) return fail("--save %s: the directory is not writable: %s", a->save, strerror(errno));
-    fclose(f);
-    unlink(probe);
-  }
+  char error[4400];
+  if (a->save && save_folder_prepare(a->save, a->init, error, sizeof error)) return fail("%s", error);
   return 0;
 }
 

@@ -9,8 +9,12 @@
   st.py drop FILE NAME             rewrites FILE without tensor NAME
   st.py add FILE NAME              rewrites FILE with one more F32 tensor NAME of shape [2]
   st.py cut FILE NAME ROWS         rewrites FILE with tensor NAME cut to its first ROWS rows
+  st.py flip FILE NAME             flips the lowest bit of tensor NAME's first byte in place (metadata as it was)
+  st.py meta FILE KEY [VALUE]      rewrites FILE with metadata KEY set to VALUE, or without KEY
+  st.py unsum FILE                 rewrites FILE without its checksums, as plait wrote files before them
 """
 import json
+import signal
 import struct
 import sys
 
@@ -98,6 +102,14 @@ def perhead(ckpt_path, hf_path, layer, heads):
     print("perhead: %d heads of %d" % (heads, dim))
 
 
+def flip(path, name):
+    raw = bytearray(open(path, "rb").read())
+    n = struct.unpack("<Q", raw[:8])[0]
+    at = 8 + n + json.loads(raw[8:8 + n])[name]["data_offsets"][0]
+    raw[at] ^= 1
+    open(path, "wb").write(raw)
+
+
 def main(argv):
     command, args = argv[1], argv[2:]
     if command == "list":
@@ -112,6 +124,11 @@ def main(argv):
         rows(*args)
     elif command == "perhead":
         perhead(*args)
+    elif command == "flip":
+        flip(*args)
+    elif command == "unsum":
+        tensors, meta = read(args[0])
+        write(args[0], tensors, {k: v for k, v in meta.items() if not k.startswith("checksum.")})
     else:
         tensors, meta = read(args[0])
         name = args[1]
@@ -119,6 +136,10 @@ def main(argv):
             del tensors[name]
         elif command == "add":
             tensors[name] = ("F32", [2], struct.pack("<2f", 1.0, 2.0))
+        elif command == "meta":
+            meta.pop(name, None)
+            if len(args) > 2:
+                meta[name] = args[2]
         elif command == "cut":
             dtype, shape, blob = tensors[name]
             keep = int(args[2])
@@ -129,4 +150,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # a reader that stops early (grep -q) ends a listing quietly
     main(sys.argv)

@@ -1,15 +1,18 @@
 /* test_ckpt.c: checkpoints: round trips, box reads, every floating-point dtype read and written, every kind of bad file and its message,
- * and replacement that leaves the old checkpoint whole when a write fails. Runs in the build's `real`
+ * replacement that leaves the old checkpoint whole when a write fails, checksums, the removal of
+ * temporaries that interrupted writes left, and metadata values read strictly. Runs in the build's `real`
  * (tests/cli/runtime_f32.sh runs it against the float runtime too). */
 #include <dirent.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "ckpt.h"
+#include "ckpt_meta.h"
 
 static char dir[] = "/tmp/plait-test-ckpt-XXXXXX";
 
@@ -512,6 +515,152 @@ static void test_writer_errors(void) {
   CHECK(temp_files_left() == 0 && access(path, F_OK) != 0, "a failed write left files");
 }
 
+/* ---- checksums ------------------------------------------------------------------------------------ */
+
+/* The checksum streamed in pieces of any size equals the one of all the bytes at once, and any one bit
+ * flipped, anywhere (in the last partial word too), changes it. */
+static void test_hash(void) {
+  unsigned char bytes[61];
+  for (int i = 0; i < 61; i++) bytes[i] = (unsigned char)(i * 37 + 11);
+  uint64_t whole = ckpt_hash(bytes, sizeof bytes);
+  for (size_t piece = 1; piece <= 9; piece++) {
+    CkptHash h;
+    ckpt_hash_begin(&h);
+    for (size_t at = 0; at < sizeof bytes; at += piece)
+      ckpt_hash_add(&h, bytes + at, sizeof bytes - at < piece ? sizeof bytes - at : piece);
+    CHECK(ckpt_hash_end(&h) == whole, "pieces of %zu bytes give another checksum", piece);
+  }
+  int missed = 0;
+  for (int bit = 0; bit < 8 * (int)sizeof bytes; bit++) {
+    bytes[bit / 8] ^= (unsigned char)(1 << bit % 8);
+    missed += ckpt_hash(bytes, sizeof bytes) == whole;
+    bytes[bit / 8] ^= (unsigned char)(1 << bit % 8);
+  }
+  CHECK(missed == 0, "%d single-bit flips left the checksum as it was", missed);
+  const unsigned char zeros[9] = {0};
+  CHECK(ckpt_hash(zeros, 8) != ckpt_hash(zeros, 9) && ckpt_hash(zeros, 0) != ckpt_hash(zeros, 1), "lengths of zeros");
+}
+
+/* Where tensor `name`'s bytes start in the file at path. */
+static long data_offset(const char *path, const char *name) {
+  Ckpt c;
+  if (ckpt_open(&c, path) != 0) return -1;
+  long at = (long)(c.data - c.map) + (long)ckpt_find(&c, name)->begin;
+  ckpt_close(&c);
+  return at;
+}
+
+/* Every tensor's checksum is in the metadata, as 16 hex digits of its bytes; one bit flipped in a tensor's
+ * data is refused when any box of it is read, naming the tensor, while the others still read. */
+static void test_checksums(void) {
+  char path[512], damaged[512], key[64], want[1200];
+  save_model(in_dir(path, "summed.safetensors"), 3);
+  Ckpt c;
+  CHECK(ckpt_open(&c, path) == 0, "open: %s", c.error);
+  for (int i = 0; i < MODEL_TENSORS; i++) {
+    snprintf(key, sizeof key, "checksum.%s", model_specs[i].name);
+    const CkptTensor *t = ckpt_find(&c, model_specs[i].name);
+    char digits[17];
+    snprintf(digits, sizeof digits, "%016llx", (unsigned long long)ckpt_hash(c.data + t->begin, t->end - t->begin));
+    CHECK(ckpt_meta(&c, key) && strcmp(ckpt_meta(&c, key), digits) == 0, "%s is '%s', the bytes' is %s", key,
+          ckpt_meta(&c, key) ? ckpt_meta(&c, key) : "(none)", digits);
+  }
+  ckpt_close(&c);
+  long size;
+  unsigned char *bytes = slurp(path, &size);
+  const int64_t shape[3] = {4, 5, 6}, corner[3] = {3, 4, 5}, one[3] = {1, 1, 1};
+  long at = data_offset(path, "h.0.attn.w") + (long)sizeof(real) * 119 + 3; /* in the last element, far from the box read */
+  bytes[at] ^= 0x04;
+  spill(in_dir(damaged, "damaged.safetensors"), bytes, (size_t)size);
+  free(bytes);
+  real out[120];
+  CHECK(ckpt_open(&c, damaged) == 0, "open: %s", c.error);
+  snprintf(want, sizeof want,
+           "%s: tensor 'h.0.attn.w' does not match its checksum: the file is damaged; use another checkpoint", damaged);
+  CHECK(ckpt_read_box(&c, "h.0.attn.w", 3, shape, corner, one, out) == -1 && strcmp(c.error, want) == 0,
+        "a box of the damaged tensor: '%s'", c.error);
+  const int64_t wshape[2] = {3, 5};
+  CHECK(ckpt_read(&c, "wte", 2, wshape, out) == 0, "an undamaged tensor: %s", c.error);
+  ckpt_close(&c);
+}
+
+/* A checksum that is not 16 hex digits is refused on open; files without checksums (of other writers)
+ * read, and so does one whose checksum names a tensor it lacks. */
+static void test_checksum_metadata(void) {
+  char path[512];
+  float data[2] = {1, 2};
+  write_raw(in_dir(path, "bad_sum.safetensors"),
+            "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+            "\"__metadata__\":{\"checksum.a\":\"12345\"}}",
+            data, sizeof data);
+  expect_open_error(path, "metadata checksum.a = '12345' is not 16 hex digits; the file is damaged, use another checkpoint");
+  write_raw(in_dir(path, "no_sums.safetensors"),
+            "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+            "\"__metadata__\":{\"checksum.gone\":\"00000000000000ff\"}}",
+            data, sizeof data);
+  Ckpt c;
+  real out[2];
+  const int64_t shape[1] = {2};
+  CHECK(ckpt_open(&c, path) == 0 && ckpt_read(&c, "a", 1, shape, out) == 0 && out[1] == 2, "no checksums: %s", c.error);
+  ckpt_close(&c);
+}
+
+/* A write removes the temporaries earlier writes to the same path left (mkstemp's six letters or digits
+ * after ".tmp."), and nothing else: other lengths, other names, a folder of that name. */
+static void test_stale_temporaries(void) {
+  char path[512], name[512];
+  const char *stale[] = {"stale.safetensors.tmp.Ab3xY9", "stale.safetensors.tmp.000000"};
+  const char *kept[] = {"stale.safetensors.tmp.Ab3xY", "stale.safetensors.tmp.Ab3xY90", "stale.safetensors.tmp.Ab-xY9",
+                        "other.safetensors.tmp.Ab3xY9", "stale.safetensors.tmp", "xstale.safetensors.tmp.Ab3xY9"};
+  for (size_t i = 0; i < 2; i++) spill(in_dir(name, stale[i]), "x", 1);
+  for (size_t i = 0; i < 6; i++) spill(in_dir(name, kept[i]), "x", 1);
+  mkdir(in_dir(name, "stale.safetensors.tmp.folder"), 0755);
+  save_model(in_dir(path, "stale.safetensors"), 1);
+  for (size_t i = 0; i < 2; i++) CHECK(access(in_dir(name, stale[i]), F_OK) != 0, "%s is still there", stale[i]);
+  for (size_t i = 0; i < 6; i++) {
+    CHECK(access(in_dir(name, kept[i]), F_OK) == 0, "%s was removed", kept[i]);
+    unlink(name);
+  }
+  CHECK(access(in_dir(name, "stale.safetensors.tmp.folder"), F_OK) == 0, "the folder was removed");
+  rmdir(name);
+}
+
+/* Metadata values read strictly: whole numbers are digits only and within their range (2^64 - 1 is, 2^64
+ * is not), real numbers finite and from their floor, words from their list; each refusal is one line
+ * naming the key and the value, and a key that is not there is told apart. */
+static void test_metadata_values(void) {
+  char path[512], error[1024];
+  static const CkptMeta meta[] = {{"max", "18446744073709551615"}, {"over", "18446744073709551616"}, {"plus", "+1"},
+                                  {"space", " 1"}, {"empty", ""}, {"ten", "10"}, {"rate", "3e-4"}, {"nan", "nan"},
+                                  {"lines", "a\nb"}, {"word", "weights"}};
+  CkptWriter w;
+  CHECK(ckpt_save(&w, in_dir(path, "meta.safetensors"), NULL, NULL, 0, meta, 10) == 0, "save: %s", w.error);
+  Ckpt c;
+  CHECK(ckpt_open(&c, path) == 0, "open: %s", c.error);
+  uint64_t whole = 0;
+  double real_value = 0;
+  int which = -1;
+  CHECK(ckpt_meta_whole(&c, "max", 0, UINT64_MAX, &whole, error, sizeof error) == 0 && whole == UINT64_MAX, "2^64 - 1");
+  const char *refused[] = {"over", "plus", "space", "empty", "rate"};
+  for (int i = 0; i < 5; i++)
+    CHECK(ckpt_meta_whole(&c, refused[i], 0, UINT64_MAX, &whole, error, sizeof error) == -1, "'%s' read as whole",
+          ckpt_meta(&c, refused[i]));
+  CHECK(ckpt_meta_whole(&c, "ten", 11, 20, &whole, error, sizeof error) == -1 &&
+            strstr(error, "metadata ten = '10' is not a whole number from 11 to 20; the file is damaged") != NULL,
+        "below the range: '%s'", error);
+  CHECK(ckpt_meta_whole(&c, "absent", 0, 1, &whole, error, sizeof error) == 1, "an absent key");
+  CHECK(ckpt_meta_real(&c, "rate", 0, &real_value, error, sizeof error) == 0 && real_value == 3e-4, "3e-4");
+  CHECK(ckpt_meta_real(&c, "nan", 0, &real_value, error, sizeof error) == -1, "nan read as a number");
+  CHECK(ckpt_meta_real(&c, "lines", 0, &real_value, error, sizeof error) == -1 && strchr(error, '\n') == NULL,
+        "a value with a line break makes a message of two lines");
+  const char *const words[] = {"weights", "weights and optimizer"};
+  CHECK(ckpt_meta_word(&c, "word", words, 2, &which, error, sizeof error) == 0 && which == 0, "a known word");
+  CHECK(ckpt_meta_word(&c, "ten", words, 2, &which, error, sizeof error) == -1 &&
+            strstr(error, "metadata ten = '10' is not 'weights' or 'weights and optimizer'; ") != NULL,
+        "an unknown word: '%s'", error);
+  ckpt_close(&c);
+}
+
 int main(void) {
   if (!mkdtemp(dir)) return 1;
   RUN(test_round_trip);
@@ -525,6 +674,11 @@ int main(void) {
   RUN(test_lookup_errors);
   RUN(test_atomic_replacement);
   RUN(test_writer_errors);
+  RUN(test_hash);
+  RUN(test_checksums);
+  RUN(test_checksum_metadata);
+  RUN(test_stale_temporaries);
+  RUN(test_metadata_values);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) return 1;
