@@ -10,7 +10,20 @@
 #include <string.h>
 #include <unistd.h>
 
-void device_init(int local_rank) { (void)local_rank; }
+/* Each rank's kernels and GEMMs run on cores/ranks threads. */
+static int threads_per_rank(int ranks_in_process) {
+  int threads = omp_get_num_procs() / ranks_in_process;
+  return threads > 0 ? threads : 1;
+}
+
+/* OpenBLAS's OpenMP build sets its own count to the calling thread's OpenMP count before each product:
+ * a rank thread left at OpenMP's default (every core) would run every GEMM on all cores, and the ranks'
+ * GEMMs would spin waiting for OpenBLAS's one set of thread buffers (127 ranks on 2 cores made no step
+ * in two minutes; with the count set, 4 s for three steps). */
+void device_init(int local_rank, int ranks_in_process) {
+  (void)local_rank;
+  omp_set_num_threads(threads_per_rank(ranks_in_process));
+}
 
 /* Host memory is overcommitted, so the plan is compared with what the process used in the last log
  * line instead. */
@@ -20,9 +33,38 @@ void device_expect(size_t planned_bytes) { (void)planned_bytes; }
  * so it is set too (else every rank's GEMM would take every core, and the teams would spin on each
  * other). */
 void device_share(int ranks_in_process) {
-  int threads = omp_get_num_procs() / ranks_in_process;
-  omp_set_num_threads(threads > 0 ? threads : 1);
-  cpu_gemm_threads(threads > 0 ? threads : 1);
+  omp_set_num_threads(threads_per_rank(ranks_in_process));
+  cpu_gemm_threads(threads_per_rank(ranks_in_process));
+}
+
+/* OpenBLAS's buffers in use at once: while the peak rate is measured, every core's product and a buffer for
+ * each of OpenBLAS's threads; while training, each rank's product and its threads' buffers. */
+static int gemm_buffers_at_once(int ranks_in_process) {
+  int max_threads, procs = omp_get_num_procs();
+  cpu_gemm_buffers(&max_threads);
+  int measuring = procs + (max_threads > 0 && procs > max_threads ? max_threads : procs);
+  int training = ranks_in_process + threads_per_rank(ranks_in_process);
+  return measuring > training ? measuring : training;
+}
+
+double device_memory_available(int ranks_are_processes, int ranks_in_process, char *what, size_t size) {
+  (void)ranks_are_processes; /* processes on one machine share its memory too */
+  int buffers = gemm_buffers_at_once(ranks_in_process);
+  double besides = buffers * cpu_gemm_buffer_bytes();
+  char besides_what[128];
+  snprintf(besides_what, sizeof besides_what, "OpenBLAS's %d buffers of %.0f MB", buffers, cpu_gemm_buffer_bytes() / 1e6);
+  return cpu_memory_available(besides, besides_what, what, size);
+}
+
+/* Every rank's GEMM holds one of OpenBLAS's buffers while it runs, and OpenBLAS keeps one for each thread
+ * of its count: ranks + threads per rank must not pass the buffers it was built with. */
+int device_local_ranks_max(char *why, size_t size) {
+  int max_threads, buffers = cpu_gemm_buffers(&max_threads), ranks = buffers;
+  if (buffers <= 0) return 0;
+  while (ranks > 1 && ranks + threads_per_rank(ranks) > buffers) ranks--;
+  snprintf(why, size, "this program's OpenBLAS hands out %d GEMM buffers at once (built for %d threads)", buffers,
+           max_threads);
+  return ranks;
 }
 
 const char *device_name(void) { return "CPU"; }
