@@ -37,12 +37,25 @@ void device_share(int ranks_in_process) {
   cpu_gemm_threads(threads_per_rank(ranks_in_process));
 }
 
-/* OpenBLAS's buffers in use at once: while the peak rate is measured, every core's product and a buffer for
- * each of OpenBLAS's threads; while training, each rank's product and its threads' buffers. */
-static int gemm_buffers_at_once(int ranks_in_process) {
-  int max_threads, procs = omp_get_num_procs();
+/* The buffers OpenBLAS keeps for its own threads: one for each of its count, every core at start-up (no
+ * more than the threads it was built for). */
+static int kept_buffers(int threads) {
+  int max_threads;
   cpu_gemm_buffers(&max_threads);
-  int measuring = procs + (max_threads > 0 && procs > max_threads ? max_threads : procs);
+  return max_threads > 0 && threads > max_threads ? max_threads : threads;
+}
+
+/* The cores the peak rate times at once: every one, or as many products as OpenBLAS can run beside the
+ * buffers it keeps. */
+static int peak_team(int cores) {
+  int max_threads, buffers = cpu_gemm_buffers(&max_threads), room = buffers - kept_buffers(cores);
+  return buffers <= 0 || cores <= room ? cores : room > 1 ? room : 1;
+}
+
+/* OpenBLAS's buffers in use at once: while the peak rate is measured, each timed core's product and the
+ * buffers OpenBLAS keeps; while training, each rank's product and its threads' buffers. */
+static int gemm_buffers_at_once(int ranks_in_process) {
+  int procs = omp_get_num_procs(), measuring = peak_team(procs) + kept_buffers(procs);
   int training = ranks_in_process + threads_per_rank(ranks_in_process);
   return measuring > training ? measuring : training;
 }
@@ -76,13 +89,16 @@ const char *device_name(void) { return "CPU"; }
  * products on all cores gave 13 to 160 GFLOP/s over start-ups of a shared 2-core machine whose cores
  * peak at about 210. A core's fastest product is one it ran without interruption, at the speed the
  * hardware gives. The best rather than the median: MFU is a fraction of the peak, and a rate measured
- * through a busy spell would let it pass 100% once the machine is quiet. */
+ * through a busy spell would let it pass 100% once the machine is quiet. On a machine with more cores than
+ * OpenBLAS has buffers for products at once (beside those it keeps for its own threads), as many cores as
+ * it can serve are timed and the sum is scaled to every core. */
 enum { PEAK_GEMM_SIZE = 512, PEAK_GEMM_REPEATS = 8 };
 static const double peak_gemm_seconds = 0.25;
 
 double device_peak_flops(void) {
   double start = omp_get_wtime(), total = 0;
-#pragma omp parallel num_threads(omp_get_num_procs()) reduction(+ : total)
+  int cores = omp_get_num_procs(), team = peak_team(cores);
+#pragma omp parallel num_threads(team) reduction(+ : total)
   {
     double best = 0;
     do {
@@ -91,7 +107,7 @@ double device_peak_flops(void) {
     } while (omp_get_wtime() - start < peak_gemm_seconds);
     total += best;
   }
-  return total;
+  return total * cores / team;
 }
 
 double device_peak_share(double process_peak, int ranks_on_machine) {
