@@ -55,13 +55,13 @@ const char *comm_group_name(GroupKind g) {
 }
 
 void comm_init(Comm *c, const CommOps *ops, int tp, int pp, int dp, int rank, double timeout,
-               atomic_int *failing) {
+               CommProcess *process) {
   int world = tp * pp * dp;
   c->ops = ops;
   c->info = (RankInfo){.world = world, .rank = rank, .tp = tp, .dp = dp, .pp = pp,
                        .tp_rank = rank % tp, .dp_rank = rank / tp % dp, .pp_rank = rank / (tp * dp)};
   c->timeout = timeout;
-  c->failing = failing;
+  c->process = process;
   c->worker = NULL;
   for (int g = 0; g < GROUP_COUNT; g++) {
     CommGroup *group = &c->group[g];
@@ -133,13 +133,21 @@ int comm_launch(int tp, int pp, int dp, RankMain fn, void *arg) {
   }
   if (timeout_from_env(&timeout) != 0) return 1;
   int world = launcher_world(&command);
+  if (!comm_ranks_are_processes()) return comm_local_launch(tp, pp, dp, timeout, fn, arg);
 #ifdef PLAIT_CUDA
-  /* GPUs: processes (a launcher's, or RANK and WORLD_SIZE set) talk through NCCL; else threads share a GPU */
-  if (world > 0 || getenv("WORLD_SIZE")) return comm_nccl_launch(tp, pp, dp, timeout, world, command, fn, arg);
+  return comm_nccl_launch(tp, pp, dp, timeout, world, command, fn, arg);
 #else
-  if (world > 0) return comm_mpi_launch(tp, pp, dp, timeout, world, command, fn, arg);
+  return comm_mpi_launch(tp, pp, dp, timeout, world, command, fn, arg);
 #endif
-  return comm_local_launch(tp, pp, dp, timeout, fn, arg);
+}
+
+/* GPUs: processes (a launcher's, or RANK and WORLD_SIZE set) talk through NCCL; else threads share a GPU. */
+int comm_ranks_are_processes(void) {
+  const char *command;
+#ifdef PLAIT_CUDA
+  if (getenv("WORLD_SIZE")) return 1;
+#endif
+  return launcher_world(&command) > 0;
 }
 
 /* ---- queries ----------------------------------------------------------------------------------- */
@@ -265,12 +273,17 @@ void comm_wait(Comm *c, CommRequest *r) { c->ops->wait(c, r); }
 
 /* ---- failure ----------------------------------------------------------------------------------- */
 
-static _Noreturn void fail_with(Comm *c, const char *message) {
-  if (atomic_exchange(c->failing, 1))
+void comm_on_failure(Comm *c, const CommFailureHook *hook) { atomic_store(&c->process->hook, hook); }
+
+static _Noreturn void fail_with(Comm *c, const char *message, int name_rank) {
+  if (atomic_exchange(&c->process->failing, 1))
     for (;;) pause(); /* another thread of this process is already ending the job */
   fflush(stdout);
-  fprintf(stderr, "plait: rank %d: %s\n", c->info.rank, message);
+  if (name_rank) fprintf(stderr, "plait: rank %d: %s\n", c->info.rank, message);
+  else fprintf(stderr, "plait: %s\n", message);
   fflush(stderr);
+  const CommFailureHook *hook = atomic_load(&c->process->hook);
+  if (hook) hook->fn(hook->arg);
   if (c->ops->abort) c->ops->abort(c);
   _exit(1);
 }
@@ -281,21 +294,25 @@ _Noreturn void comm_fail(Comm *c, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(message, sizeof message, fmt, ap);
   va_end(ap);
-  fail_with(c, message);
+  fail_with(c, message, 1);
 }
 
-/* Rank 0 speaks for everyone; the others give it time to end the job, and speak only if it does not. */
+/* The speaker speaks for everyone; the others give it time to end the job, and speak only if it does not. */
+_Noreturn void comm_fail_from(Comm *c, int speaker, int name_rank, const char *message) {
+  if (c->info.rank != speaker) {
+    double deadline = clock_seconds() + 10;
+    while (clock_seconds() < deadline) usleep(10000);
+  }
+  fail_with(c, message, name_rank);
+}
+
 _Noreturn void comm_fail_all(Comm *c, const char *fmt, ...) {
   char message[1024];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(message, sizeof message, fmt, ap);
   va_end(ap);
-  if (c->info.rank != 0) {
-    double deadline = clock_seconds() + 10;
-    while (clock_seconds() < deadline) usleep(10000);
-  }
-  fail_with(c, message);
+  comm_fail_from(c, 0, 1, message);
 }
 
 /* ---- helpers for the backends ------------------------------------------------------------------ */

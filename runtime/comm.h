@@ -52,6 +52,9 @@ int comm_group_rank(const Comm *c, GroupKind g);
 /* The world rank of member i of this rank's group g. */
 int comm_group_member(const Comm *c, GroupKind g, int i);
 const char *comm_backend_name(const Comm *c); /* "local" or "mpi" */
+/* Whether comm_launch runs this process as one rank of a job a launcher started (mpirun, srun, mpiexec;
+ * in the CUDA build also RANK and WORLD_SIZE for NCCL), rather than every rank as its threads. */
+int comm_ranks_are_processes(void);
 /* How many ranks of a world of `world` share this machine: all of them when they are threads of this
  * process; under a launcher, the ranks it put on this node. Known before comm_launch. */
 int comm_ranks_on_machine(int world);
@@ -97,5 +100,19 @@ _Noreturn void comm_fail(Comm *c, const char *fmt, ...) __attribute__((format(pr
 /* The same for a failure every rank finds at once (a loss or gradient norm all ranks share): rank 0
  * reports it, so the job prints one line. */
 _Noreturn void comm_fail_all(Comm *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same for a failure every rank knows of, found by rank `speaker` (its message broadcast to all):
+ * that rank reports it, "plait: rank R: <message>", or "plait: <message>" when name_rank is 0 and the
+ * message names the ranks itself; the others give it time to end the job. */
+_Noreturn void comm_fail_from(Comm *c, int speaker, int name_rank, const char *message);
+
+/* What must happen before a failure ends this process: fn(arg) runs once, in the thread that failed,
+ * whichever rank of the process it is. fn may run while the thread that set it is anywhere, so it
+ * should only make system calls on what it owns (rank 0 puts the run's log in place). The hook must
+ * outlive its setting; comm_on_failure(c, NULL) clears it. */
+typedef struct {
+  void (*fn)(void *arg);
+  void *arg;
+} CommFailureHook;
+void comm_on_failure(Comm *c, const CommFailureHook *hook);
 
 #endif

@@ -37,13 +37,20 @@ typedef struct {
 
 typedef struct CommWorker CommWorker;
 
+/* What the ranks of one process share: whether one of them is already ending the job, and what must
+ * be done before the process ends on a failure (comm_on_failure). Zeroed is ready. */
+typedef struct {
+  atomic_int failing;
+  _Atomic(const CommFailureHook *) hook;
+} CommProcess;
+
 /* The part of a rank every backend shares; a backend's own rank struct starts with it. */
 struct Comm {
   const CommOps *ops;
   RankInfo info;
   CommGroup group[GROUP_COUNT];
   double timeout;       /* seconds any wait may last (PLAIT_COMM_TIMEOUT) */
-  atomic_int *failing;  /* shared by the ranks of this process: set by the first comm_fail */
+  CommProcess *process; /* shared by the ranks of this process */
   CommWorker *worker;   /* runs nonblocking all-reduces, for backends that use comm_worker_* */
 };
 
@@ -55,7 +62,7 @@ const char *comm_group_name(GroupKind g);
 
 /* Fills the shared part of rank `rank` of a tp·pp·dp grid; comm_release frees what it allocated. */
 void comm_init(Comm *c, const CommOps *ops, int tp, int pp, int dp, int rank, double timeout,
-               atomic_int *failing);
+               CommProcess *process);
 void comm_release(Comm *c);
 
 size_t comm_type_size(CommType type);

@@ -78,7 +78,7 @@ struct LocalWorld {
   LocalRank *ranks;
   LocalGroup *groups[CHANNELS][GROUP_COUNT]; /* indexed by the world rank of the group's first member */
   LocalMailbox *mailbox;                     /* indexed by the receiving rank */
-  atomic_int failing;
+  CommProcess process;
 };
 
 static LocalRank *local_rank(Comm *c) { return (LocalRank *)c; }
@@ -375,7 +375,7 @@ static void local_group_free(LocalGroup *m) {
 }
 
 static void local_rank_init(LocalWorld *w, LocalRank *r, int rank, int tp, int pp, int dp, double timeout) {
-  comm_init(&r->comm, &local_ops, tp, pp, dp, rank, timeout, &w->failing);
+  comm_init(&r->comm, &local_ops, tp, pp, dp, rank, timeout, &w->process);
   r->world = w;
   for (int ch = 0; ch < CHANNELS; ch++) {
     r->sources[ch] = malloc(sizeof(void *) * (size_t)w->size);

@@ -39,7 +39,7 @@ typedef struct {
 typedef struct {
   Comm comm; /* first: an MpiRank is its Comm */
   MpiChannel channel[CHANNELS];
-  atomic_int failing;
+  CommProcess process;
   int tag_ub;
   int in_p2p;
   MpiTransfer *transfers; /* posted in the current p2p group, with their requests */
@@ -344,7 +344,7 @@ static void mp_groups_new(MpiRank *m) {
 static MpiRank *mp_rank_new(int tp, int pp, int dp, int rank, double timeout, int threaded) {
   MpiRank *m = calloc(1, sizeof *m);
   int *tag_ub, found;
-  comm_init(&m->comm, &mpi_ops, tp, pp, dp, rank, timeout, &m->failing);
+  comm_init(&m->comm, &mpi_ops, tp, pp, dp, rank, timeout, &m->process);
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &found);
   m->tag_ub = found ? *tag_ub : 32767;
   for (int ch = 0; ch < CHANNELS; ch++) {
@@ -374,6 +374,21 @@ static void mp_rank_free(MpiRank *m) {
   free(m);
 }
 
+/* Processes of one job that run different programs may not even agree on the grid: before any group is
+ * split from grids that differ, the lowest rank whose grid is not rank 0's says so (the others stay
+ * quiet) and every process returns 0. Blocking calls: every process has just called MPI_Init. */
+static int mp_grids_agree(int rank, int tp, int pp, int dp) {
+  int mine[3] = {tp, pp, dp}, first[3] = {tp, pp, dp}, lowest;
+  MPI_Bcast(first, 3, MPI_INT, 0, MPI_COMM_WORLD);
+  int differs = memcmp(mine, first, sizeof mine) != 0 ? rank : INT_MAX;
+  MPI_Allreduce(&differs, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (lowest == INT_MAX) return 1;
+  if (rank == lowest)
+    fprintf(stderr, "plait: rank %d runs another program than rank 0 (a grid of tp·pp·dp = %d·%d·%d against %d·%d·%d); "
+            "launch one program on every rank\n", rank, tp, pp, dp, first[0], first[1], first[2]);
+  return 0;
+}
+
 /* The world MPI sees must be the one the launcher announced and the one the plan needs; rank 0 says
  * why not (the others stay quiet) and every rank returns 1. */
 static int mp_world_fits(int size, int rank, int tp, int pp, int dp, int world, const char *launcher) {
@@ -399,7 +414,7 @@ int comm_mpi_launch(int tp, int pp, int dp, double timeout, int world, const cha
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN); /* errors become comm_fail (groups inherit it) */
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (!mp_world_fits(size, rank, tp, pp, dp, world, launcher)) {
+  if (!mp_grids_agree(rank, tp, pp, dp) || !mp_world_fits(size, rank, tp, pp, dp, world, launcher)) {
     MPI_Finalize();
     return 1;
   }

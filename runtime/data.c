@@ -25,9 +25,10 @@ static int data_fail(TokenFile *f, const char *fmt, ...) {
   return -1;
 }
 
-/* Maps the whole file; checks it is a regular file at least as long as the header. */
+/* Maps the whole file; checks it is a regular file at least as long as the header (opened without
+ * waiting, so that a named pipe is refused rather than waited on). */
 static int data_map(TokenFile *f) {
-  int fd = open(f->path, O_RDONLY);
+  int fd = open(f->path, O_RDONLY | O_NONBLOCK);
   if (fd < 0)
     return data_fail(f, "cannot open the token file (%s); check the path, or make one with plait data",
                      strerror(errno));

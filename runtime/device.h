@@ -7,13 +7,23 @@
 #include <stddef.h>
 
 /* Picks the device of this rank (the GPU of its local rank); ends the job with one line when there is
- * none. */
-void device_init(int local_rank);
-/* The bytes the plan puts on this rank: named when device memory runs out. */
+ * none. Called on the rank's thread: gives it its share of the cores for OpenMP, as device_share counts
+ * them (a thread the process starts does not inherit the count main's thread was given). */
+void device_init(int local_rank, int ranks_in_process);
+/* The bytes the plan puts on this rank: named when device memory runs out; a GPU with less free memory
+ * ends the job at once with one line. */
 void device_expect(size_t planned_bytes);
 /* Ranks that are threads of this process share its compute: each gets its part (CPU: cores for
- * OpenMP and OpenBLAS). */
+ * OpenMP and OpenBLAS). Called once, on main's thread, before the ranks start. */
 void device_share(int ranks_in_process);
+/* Before the ranks start: the memory the plan of the ranks that share this process's memory can still
+ * take, with what bounds it in `what` ("the machine's available memory (MemAvailable)"); negative when
+ * it is not known here (CPU: the host's, less what the process maps besides the plan where a limit
+ * counts mapped memory; GPU: GPU 0's free memory where the ranks are threads sharing it, not known
+ * before start-up where each process has its own, which device_expect checks). */
+double device_memory_available(int ranks_are_processes, int ranks_in_process, char *what, size_t size);
+/* The most ranks this process can run as its threads, 0 for no limit; `why` says what limits it. */
+int device_local_ranks_max(char *why, size_t size);
 /* What computes: "CPU", or the GPU's name. */
 const char *device_name(void);
 /* The FLOP/s MFU is measured against: the CPU's peak GEMM rate measured now (every core at once, the best

@@ -1,4 +1,4 @@
-/* log.c: step lines, validation and evaluation lines, progress and JSON lines. */
+/* log.c: step lines, validation and evaluation lines, progress and JSON lines (each flushed and checked). */
 #include "log.h"
 
 #include "clock.h"
@@ -26,6 +26,30 @@ static void progress(Trainer *t) {
          (int)(100 * done / total), left);
 }
 
+void log_open(Trainer *t) {
+  char error[1024];
+  if (!t->args->log_json) return;
+  if (output_open(&t->log_file, "--log-json", t->args->log_json, error, sizeof error) != 0)
+    comm_fail(t->comm, "%s", error);
+  t->log_json = &t->log_file;
+  t->log_hook = (CommFailureHook){output_salvage, &t->log_file};
+  comm_on_failure(t->comm, &t->log_hook);
+}
+
+void log_close(Trainer *t) {
+  char error[1024];
+  if (!t->log_json) return;
+  comm_on_failure(t->comm, NULL);
+  if (output_commit(t->log_json, error, sizeof error) != 0) comm_fail(t->comm, "%s", error);
+  t->log_json = NULL;
+}
+
+/* A JSON line is written whole or the run ends: flushed and checked after each. */
+static void json_written(Trainer *t) {
+  char error[1024];
+  if (output_flush(t->log_json, error, sizeof error) != 0) comm_fail(t->comm, "%s", error);
+}
+
 void log_start(Trainer *t) {
   const Program *p = t->prog;
   printf("%s: tp %d × pp %d × dp %d (vpp %d, %s), %d microbatch%s of %d × %d tokens per step; %s ranks on %s, "
@@ -45,12 +69,12 @@ void log_step(Trainer *t, double loss, double seconds) {
   progress(t);
   fflush(stdout);
   if (t->log_json) {
-    fprintf(t->log_json,
+    fprintf(t->log_json->file,
             "{\"step\": %lld, \"loss\": %.17g, \"lr\": %.17g, \"grad_norm\": %.17g, \"ms\": %.17g, "
             "\"tokens_per_s\": %.17g, \"mfu\": %.17g, \"dp_buckets\": %d, \"dp_buckets_during_backward\": %d}\n",
             (long long)t->step + 1, loss, t->lr, t->grad_norm, seconds * 1e3, tokens / seconds, mfu(t, seconds),
             t->exec.buckets, t->exec.buckets_during_backward);
-    fflush(t->log_json);
+    json_written(t);
   }
 }
 
@@ -58,13 +82,10 @@ void log_step(Trainer *t, double loss, double seconds) {
 static double planned_bytes_here(const Trainer *t) {
   const Program *p = t->prog;
   if (strcmp(comm_backend_name(t->comm), "local") != 0) return (double)trainer_planned_bytes(p, comm_info(t->comm)->pp_rank);
-  double bytes = 0;
-  for (int r = 0; r < p->pp; r++) bytes += (double)trainer_planned_bytes(p, r) * p->tp * p->dp;
-  return bytes;
+  return trainer_planned_bytes_least(p, p->tp * p->pp * p->dp);
 }
 
-/* Bytes in decimal units, as plait plan prints them: "33.94 MB". */
-static void format_bytes(double bytes, char *buf, int len) {
+void log_format_bytes(double bytes, char *buf, int len) {
   static const char *const units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
   int u = 0;
   while (bytes >= 1000 && u < 5) bytes /= 1000, u++;
@@ -76,21 +97,23 @@ void log_finish(Trainer *t) {
   getrusage(RUSAGE_SELF, &usage);
   double resident = usage.ru_maxrss * 1024.0, planned = planned_bytes_here(t); /* ru_maxrss: KiB */
   char resident_text[32], planned_text[32];
-  format_bytes(resident, resident_text, sizeof resident_text);
-  format_bytes(planned, planned_text, sizeof planned_text);
+  log_format_bytes(resident, resident_text, sizeof resident_text);
+  log_format_bytes(planned, planned_text, sizeof planned_text);
   printf("peak resident memory %s (this process); the plan's memory of its ranks %s (%s)\n", resident_text,
          planned_text, device_name());
   fflush(stdout);
-  if (t->log_json)
-    fprintf(t->log_json, "{\"peak_resident_bytes\": %.0f, \"planned_bytes\": %.0f}\n", resident, planned);
+  if (t->log_json) {
+    fprintf(t->log_json->file, "{\"peak_resident_bytes\": %.0f, \"planned_bytes\": %.0f}\n", resident, planned);
+    json_written(t);
+  }
 }
 
 void log_validation(Trainer *t, double loss) {
   printf("step %lld | validation loss %.6f\n", (long long)t->step + 1, loss);
   fflush(stdout);
   if (t->log_json) {
-    fprintf(t->log_json, "{\"step\": %lld, \"val_loss\": %.17g}\n", (long long)t->step + 1, loss);
-    fflush(t->log_json);
+    fprintf(t->log_json->file, "{\"step\": %lld, \"val_loss\": %.17g}\n", (long long)t->step + 1, loss);
+    json_written(t);
   }
 }
 
@@ -109,10 +132,10 @@ void log_eval(Trainer *t, const char *path, double loss, int64_t tokens) {
   printf("eval %s | loss %.6f | tokens %lld | perplexity %.2f\n", path, loss, (long long)tokens, exp(loss));
   fflush(stdout);
   if (t->log_json) {
-    fprintf(t->log_json, "{\"eval\": ");
-    json_string(t->log_json, path);
-    fprintf(t->log_json, ", \"loss\": %.17g, \"tokens\": %lld, \"perplexity\": %.17g}\n", loss, (long long)tokens,
-            exp(loss));
-    fflush(t->log_json);
+    fprintf(t->log_json->file, "{\"eval\": ");
+    json_string(t->log_json->file, path);
+    fprintf(t->log_json->file, ", \"loss\": %.17g, \"tokens\": %lld, \"perplexity\": %.17g}\n", loss,
+            (long long)tokens, exp(loss));
+    json_written(t);
   }
 }

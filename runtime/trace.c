@@ -1,4 +1,5 @@
-/* trace.c: gathering the recorded action times to rank 0 and writing them as trace events. */
+/* trace.c: gathering the recorded action times to rank 0 and writing them as trace events (put in place
+ * whole, every write checked). */
 #include "trace.h"
 
 #include <stdio.h>
@@ -104,10 +105,11 @@ void trace_write(Trainer *t, const char *path) {
   if (comm_info(t->comm)->rank != 0) return;
   double origin = times[0][0];
   for (int r = 0; r < p->pp; r++) origin = times[r][0] < origin ? times[r][0] : origin;
-  FILE *f = fopen(path, "w");
-  if (!f) comm_fail(t->comm, "--trace %s: cannot write there", path);
-  write_events(p, times, origin, f);
-  if (fclose(f) != 0) comm_fail(t->comm, "--trace %s: write failed", path);
+  OutputFile out;
+  char error[1024];
+  if (output_open(&out, "--trace", path, error, sizeof error) != 0) comm_fail(t->comm, "%s", error);
+  write_events(p, times, origin, out.file);
+  if (output_commit(&out, error, sizeof error) != 0) comm_fail(t->comm, "%s", error);
   printf("trace %s: measured bubble %.4f of the busiest rank's compute\n", path, measured_bubble(p, times, origin));
   for (int r = 0; r < p->pp; r++) free(times[r]);
   free(times);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agree.h"
 #include "checkpoint.h"
 #include "clock.h"
 #include "device.h"
@@ -153,6 +154,23 @@ size_t trainer_planned_bytes(const Program *p, int pp_rank) {
   return (size_t)f->param_elems * per_param + (size_t)f->activation_elems * sizeof(act_t);
 }
 
+double trainer_planned_bytes_least(const Program *p, int ranks) {
+  double bytes = 0;
+  int *taken = calloc((size_t)p->pp, sizeof *taken); /* ranks counted of each pipeline rank's tp·dp */
+  while (ranks > 0) {
+    int least = -1;
+    for (int r = 0; r < p->pp; r++)
+      if (taken[r] < p->tp * p->dp && (least < 0 || trainer_planned_bytes(p, r) < trainer_planned_bytes(p, least)))
+        least = r;
+    if (least < 0) break; /* more ranks than the world: every one is counted */
+    int n = p->tp * p->dp - taken[least] < ranks ? p->tp * p->dp - taken[least] : ranks;
+    bytes += (double)trainer_planned_bytes(p, least) * n;
+    taken[least] += n, ranks -= n;
+  }
+  free(taken);
+  return bytes;
+}
+
 /* The job's peak: ranks that are threads share their process's devices; ranks that are processes each
  * add their part of their machine's peak. */
 static double job_peak(const Trainer *t) {
@@ -164,7 +182,7 @@ static double job_peak(const Trainer *t) {
 
 static void setup(Trainer *t, Comm *c, const TrainArgs *args) {
   memset(t, 0, sizeof *t);
-  device_init(comm_device_index(c));
+  device_init(comm_device_index(c), comm_ranks_on_machine(comm_info(c)->world));
   device_expect(trainer_planned_bytes(&plait_program, comm_info(c)->pp_rank));
   t->prog = &plait_program;
   t->args = args;
@@ -184,12 +202,10 @@ static void setup(Trainer *t, Comm *c, const TrainArgs *args) {
   t->run.seed = t->seed;
   if (args->trace) exec_record(&t->exec);
   t->peak_flops = job_peak(t);
-  if (comm_info(c)->rank == 0 && args->log_json && !(t->log_json = fopen(args->log_json, "w")))
-    comm_fail(c, "--log-json %s: cannot write there", args->log_json);
+  if (comm_info(c)->rank == 0) log_open(t);
 }
 
 static void teardown(Trainer *t) {
-  if (t->log_json) fclose(t->log_json);
   exec_free(&t->eval);
   exec_free(&t->exec);
   params_free(&t->params, t->prog);
@@ -228,24 +244,30 @@ static void evaluate(Trainer *t) {
   if (comm_info(t->comm)->rank == 0) log_validation(t, val);
 }
 
+static void train_and_evaluate(Trainer *t) {
+  const TrainArgs *args = t->args;
+  if (comm_info(t->comm)->rank == 0) log_start(t);
+  int64_t every_eval = args->eval_every, every_save = args->save_every;
+  for (; t->step < args->steps; t->step++) {
+    train_step(t);
+    int64_t done = t->step + 1;
+    if (args->val_data && every_eval && done % every_eval == 0) evaluate(t);
+    if (args->save && every_save && done % every_save == 0 && done < args->steps) checkpoint_save(t, args->save, done);
+  }
+  if (args->save) checkpoint_save(t, args->save, t->step);
+  if (args->eval) evaluate_file(t, args->eval);
+  if (args->trace && args->steps > 0) trace_write(t, args->trace);
+  if (args->sample) sample_text(t, args->sample);
+  if (comm_info(t->comm)->rank == 0) log_finish(t);
+}
+
 int trainer_main(Comm *c, void *arg) {
   const TrainArgs *args = arg;
   Trainer t;
+  agree_on_run(c, args);
   setup(&t, c, args);
-  if (args->gradcheck) return gradcheck_run(&t, args->gradcheck);
-  if (comm_info(c)->rank == 0) log_start(&t);
-  int64_t every_eval = args->eval_every, every_save = args->save_every;
-  for (; t.step < args->steps; t.step++) {
-    train_step(&t);
-    int64_t done = t.step + 1;
-    if (args->val_data && every_eval && done % every_eval == 0) evaluate(&t);
-    if (args->save && every_save && done % every_save == 0 && done < args->steps) checkpoint_save(&t, args->save, done);
-  }
-  if (args->save) checkpoint_save(&t, args->save, t.step);
-  if (args->eval) evaluate_file(&t, args->eval);
-  if (args->trace && args->steps > 0) trace_write(&t, args->trace);
-  if (args->sample) sample_text(&t, args->sample);
-  if (comm_info(c)->rank == 0) log_finish(&t);
+  int status = args->gradcheck ? gradcheck_run(&t, args->gradcheck) : (train_and_evaluate(&t), 0);
+  log_close(&t);
   teardown(&t);
-  return 0;
+  return status;
 }

@@ -9,6 +9,7 @@
 #include "data.h"
 #include "exec.h"
 #include "optim.h"
+#include "output.h"
 #include "params.h"
 #include "rt.h"
 
@@ -25,6 +26,7 @@ typedef struct {
   int override_schedule; /* --load takes the command line's seed and schedule over the checkpoint's */
   double gemm_rate; /* this process's peak: its CPU cores' GEMM FLOP/s measured at start-up, a GPU's bf16 peak */
   char val_path[4096]; /* room for the validation file's name when it is found beside --data */
+  const char *start_error; /* under a launcher: this process's start-up refusal, which the ranks tell once */
 } TrainArgs;
 
 typedef struct {
@@ -46,13 +48,18 @@ typedef struct {
                            command line overrides it) */
   double lr, grad_norm; /* of the last step */
   double peak_flops;    /* the job's peak FLOP/s, the MFU's denominator */
-  FILE *log_json;       /* rank 0 */
+  OutputFile *log_json; /* rank 0 with --log-json: log_file, else NULL */
+  OutputFile log_file;
+  CommFailureHook log_hook; /* puts what the log holds in place when the run fails */
   double log_started;   /* rank 0: when the loop began, and at which step (the progress line's pace) */
   int64_t log_first_step;
 } Trainer;
 
 /* The bytes the plan puts on a rank of pipeline rank pp_rank (one TP rank's share). */
 size_t trainer_planned_bytes(const Program *p, int pp_rank);
+/* The plan's bytes of `ranks` ranks of the world, those with the smallest plans (so every rank's when
+ * ranks is the world's size). */
+double trainer_planned_bytes_least(const Program *p, int ranks);
 
 /* The per-rank entry point for comm_launch (arg: the TrainArgs). */
 int trainer_main(Comm *c, void *arg);

@@ -60,6 +60,18 @@ static inline int64_t cpu_min(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* The threads one GEMM may use (OpenBLAS keeps its own count; the plain C GEMM takes OpenMP's). */
 void cpu_gemm_threads(int threads);
+/* The memory regions OpenBLAS was built to hand out at once, one to each GEMM while it runs and one to
+ * each thread of its own, and the thread count it was built for; 0 when there is no such limit (the
+ * plain C GEMM) or the library does not say. */
+int cpu_gemm_buffers(int *max_threads);
+/* The bytes OpenBLAS maps for each of its buffers; 0 for the plain C GEMM. */
+double cpu_gemm_buffer_bytes(void);
+
+/* The memory this process can still take (the least of the machine's available memory, its ulimit -v and
+ * -d, its cgroups' limits), what bounds it in `what`; negative when none of them can be read. The limits
+ * of mapped memory leave room for mapped_besides bytes the process will map besides (besides_what names
+ * them). */
+double cpu_memory_available(double mapped_besides, const char *besides_what, char *what, size_t size);
 
 /* Kernels take no scratch from their caller; running out of memory here ends the program with one line. */
 static inline void *cpu_alloc(size_t count, size_t size, const char *what) {

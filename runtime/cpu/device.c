@@ -10,7 +10,20 @@
 #include <string.h>
 #include <unistd.h>
 
-void device_init(int local_rank) { (void)local_rank; }
+/* Each rank's kernels and GEMMs run on cores/ranks threads. */
+static int threads_per_rank(int ranks_in_process) {
+  int threads = omp_get_num_procs() / ranks_in_process;
+  return threads > 0 ? threads : 1;
+}
+
+/* OpenBLAS's OpenMP build sets its own count to the calling thread's OpenMP count before each product:
+ * a rank thread left at OpenMP's default (every core) would run every GEMM on all cores, and the ranks'
+ * GEMMs would spin waiting for OpenBLAS's one set of thread buffers (127 ranks on 2 cores made no step
+ * in two minutes; with the count set, 4 s for three steps). */
+void device_init(int local_rank, int ranks_in_process) {
+  (void)local_rank;
+  omp_set_num_threads(threads_per_rank(ranks_in_process));
+}
 
 /* Host memory is overcommitted, so the plan is compared with what the process used in the last log
  * line instead. */
@@ -20,9 +33,51 @@ void device_expect(size_t planned_bytes) { (void)planned_bytes; }
  * so it is set too (else every rank's GEMM would take every core, and the teams would spin on each
  * other). */
 void device_share(int ranks_in_process) {
-  int threads = omp_get_num_procs() / ranks_in_process;
-  omp_set_num_threads(threads > 0 ? threads : 1);
-  cpu_gemm_threads(threads > 0 ? threads : 1);
+  omp_set_num_threads(threads_per_rank(ranks_in_process));
+  cpu_gemm_threads(threads_per_rank(ranks_in_process));
+}
+
+/* The buffers OpenBLAS keeps for its own threads: one for each of its count, every core at start-up (no
+ * more than the threads it was built for). */
+static int kept_buffers(int threads) {
+  int max_threads;
+  cpu_gemm_buffers(&max_threads);
+  return max_threads > 0 && threads > max_threads ? max_threads : threads;
+}
+
+/* The cores the peak rate times at once: every one, or as many products as OpenBLAS can run beside the
+ * buffers it keeps. */
+static int peak_team(int cores) {
+  int max_threads, buffers = cpu_gemm_buffers(&max_threads), room = buffers - kept_buffers(cores);
+  return buffers <= 0 || cores <= room ? cores : room > 1 ? room : 1;
+}
+
+/* OpenBLAS's buffers in use at once: while the peak rate is measured, each timed core's product and the
+ * buffers OpenBLAS keeps; while training, each rank's product and its threads' buffers. */
+static int gemm_buffers_at_once(int ranks_in_process) {
+  int procs = omp_get_num_procs(), measuring = peak_team(procs) + kept_buffers(procs);
+  int training = ranks_in_process + threads_per_rank(ranks_in_process);
+  return measuring > training ? measuring : training;
+}
+
+double device_memory_available(int ranks_are_processes, int ranks_in_process, char *what, size_t size) {
+  (void)ranks_are_processes; /* processes on one machine share its memory too */
+  int buffers = gemm_buffers_at_once(ranks_in_process);
+  double besides = buffers * cpu_gemm_buffer_bytes();
+  char besides_what[128];
+  snprintf(besides_what, sizeof besides_what, "OpenBLAS's %d buffers of %.0f MB", buffers, cpu_gemm_buffer_bytes() / 1e6);
+  return cpu_memory_available(besides, besides_what, what, size);
+}
+
+/* Every rank's GEMM holds one of OpenBLAS's buffers while it runs, and OpenBLAS keeps one for each thread
+ * of its count: ranks + threads per rank must not pass the buffers it was built with. */
+int device_local_ranks_max(char *why, size_t size) {
+  int max_threads, buffers = cpu_gemm_buffers(&max_threads), ranks = buffers;
+  if (buffers <= 0) return 0;
+  while (ranks > 1 && ranks + threads_per_rank(ranks) > buffers) ranks--;
+  snprintf(why, size, "this program's OpenBLAS hands out %d GEMM buffers at once (built for %d threads)", buffers,
+           max_threads);
+  return ranks;
 }
 
 const char *device_name(void) { return "CPU"; }
@@ -34,13 +89,16 @@ const char *device_name(void) { return "CPU"; }
  * products on all cores gave 13 to 160 GFLOP/s over start-ups of a shared 2-core machine whose cores
  * peak at about 210. A core's fastest product is one it ran without interruption, at the speed the
  * hardware gives. The best rather than the median: MFU is a fraction of the peak, and a rate measured
- * through a busy spell would let it pass 100% once the machine is quiet. */
+ * through a busy spell would let it pass 100% once the machine is quiet. On a machine with more cores than
+ * OpenBLAS has buffers for products at once (beside those it keeps for its own threads), as many cores as
+ * it can serve are timed and the sum is scaled to every core. */
 enum { PEAK_GEMM_SIZE = 512, PEAK_GEMM_REPEATS = 8 };
 static const double peak_gemm_seconds = 0.25;
 
 double device_peak_flops(void) {
   double start = omp_get_wtime(), total = 0;
-#pragma omp parallel num_threads(omp_get_num_procs()) reduction(+ : total)
+  int cores = omp_get_num_procs(), team = peak_team(cores);
+#pragma omp parallel num_threads(team) reduction(+ : total)
   {
     double best = 0;
     do {
@@ -49,7 +107,7 @@ double device_peak_flops(void) {
     } while (omp_get_wtime() - start < peak_gemm_seconds);
     total += best;
   }
-  return total;
+  return total * cores / team;
 }
 
 double device_peak_share(double process_peak, int ranks_on_machine) {

@@ -39,7 +39,7 @@ typedef struct {
 
 typedef struct {
   Comm comm; /* first: an NcclRank is its Comm */
-  atomic_int failing;
+  CommProcess process;
   int mpi;   /* the id came over MPI (MPI_Finalize at the end, MPI_Abort on failure) */
   ncclComm_t world;
   ncclComm_t group[CHANNELS][GROUP_COUNT]; /* NULL for a group of one */
@@ -413,9 +413,9 @@ static void nc_groups_new(NcclRank *r, const ncclUniqueId *id) {
 
 static NcclRank *nc_rank_new(int tp, int pp, int dp, int rank, double timeout, const ncclUniqueId *id, int mpi) {
   NcclRank *r = calloc(1, sizeof *r);
-  comm_init(&r->comm, &nccl_ops, tp, pp, dp, rank, timeout, &r->failing);
+  comm_init(&r->comm, &nccl_ops, tp, pp, dp, rank, timeout, &r->process);
   r->mpi = mpi;
-  device_init(comm_device_index(&r->comm));
+  device_init(comm_device_index(&r->comm), comm_ranks_on_machine(r->comm.info.world));
   for (int ch = 0; ch < CHANNELS; ch++) {
     gpu_check(cudaStreamCreateWithFlags(&r->stream[ch], cudaStreamNonBlocking), "cudaStreamCreate");
     gpu_check(cudaEventCreateWithFlags(&r->ready[ch], cudaEventDisableTiming), "cudaEventCreate");

@@ -100,7 +100,15 @@ GpuContext *gpu_context(void) {
   return c;
 }
 
-void device_init(int local_rank) {
+/* The host work of ranks that are threads (drawing the initial weights, reading data) takes its share of
+ * the cores. */
+static int threads_per_rank(int ranks_in_process) {
+  int threads = omp_get_num_procs() / ranks_in_process;
+  return threads > 0 ? threads : 1;
+}
+
+void device_init(int local_rank, int ranks_in_process) {
+  omp_set_num_threads(threads_per_rank(ranks_in_process));
   int count = require_devices();
   if (local_rank < 0 || local_rank >= count) {
     fprintf(stderr, "plait: this rank's place on its node is %d but the node has %d GPU%s; start at most one rank per "
@@ -114,7 +122,39 @@ void device_init(int local_rank) {
   pthread_setspecific(context_key, context_new(local_rank));
 }
 
-void device_expect(size_t planned_bytes) { gpu_context()->planned_bytes = planned_bytes; }
+/* A plan larger than the GPU's free memory cannot be allocated whatever else happens (other ranks on the
+ * same GPU only take more): the job ends before allocating. */
+void device_expect(size_t planned_bytes) {
+  GpuContext *c = gpu_context();
+  size_t free_bytes = 0, total = 0;
+  c->planned_bytes = planned_bytes;
+  if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess || planned_bytes <= free_bytes) return;
+  fprintf(stderr, "plait: the plan puts %zu bytes on this rank, more than the %zu of GPU %d's %zu bytes that are "
+          "free; run a smaller model or microbatch, more pipeline stages (--pp) or tensor parallelism (--tp), or "
+          "--recompute full\n", planned_bytes, free_bytes, c->device, total);
+  exit(1);
+}
+
+/* Ranks that are threads share GPU 0 (known before they start); a process's GPU is its local rank's,
+ * checked by device_expect once the process has it. */
+double device_memory_available(int ranks_are_processes, int ranks_in_process, char *what, size_t size) {
+  size_t free_bytes = 0, total = 0;
+  (void)ranks_in_process;
+  if (ranks_are_processes) return -1;
+  require_devices();
+  if (cudaSetDevice(0) != cudaSuccess || cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  snprintf(what, size, "GPU 0's free memory (of %zu bytes)", total);
+  return (double)free_bytes;
+}
+
+/* Ranks that are threads share the GPU as streams; nothing here bounds their count. */
+int device_local_ranks_max(char *why, size_t size) {
+  snprintf(why, size, "nothing");
+  return 0;
+}
 
 /* ---- names and peaks --------------------------------------------------------------------------- */
 
@@ -131,10 +171,7 @@ static const struct {
 
 /* Ranks that are threads share the GPU as streams of one device; the host work they do (drawing the
  * initial weights, reading data) takes its share of the cores. */
-void device_share(int ranks_in_process) {
-  int threads = omp_get_num_procs() / ranks_in_process;
-  omp_set_num_threads(threads > 0 ? threads : 1);
-}
+void device_share(int ranks_in_process) { omp_set_num_threads(threads_per_rank(ranks_in_process)); }
 
 /* The name of this thread's GPU, or of GPU 0 before device_init (main() asks for the peak before the
  * ranks start; a context is not made for that). */

@@ -12,7 +12,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # a fixed English text (Debian's base-files), so that the project's own edits never change the data
 cat /usr/share/common-licenses/GPL-3 /usr/share/common-licenses/Apache-2.0 /usr/share/common-licenses/MPL-2.0 > "$TMP/text.txt"
 $PLAIT data --bytes "$TMP/text.txt" -o "$TMP/text.bin" >/dev/null || { fail data "plait data failed"; exit 0; }
-TRAIN="--data $TMP/text.bin --steps 10 --lr 3e-3 --seed 7"
+DATA="--data $TMP/text.bin --lr 3e-3 --seed 7"
+TRAIN="$DATA --steps 10"
 
 GPT="models/tiny.lua --set layers=8 hidden=64 heads=4 ffn=256 seq=32 dropout=0.1 --mbs 2 --gbs 8"
 LLAMA="models/llama.lua --set layers=8 hidden=64 heads=4 kv_heads=2 ffn=160 seq=32 vocab=256 --mbs 2 --gbs 8"
@@ -96,7 +97,7 @@ done
 # gradient norms
 # shellcheck disable=SC2086
 if $PLAIT build $GPT --tp 2 --pp 2 -o "$TMP/first" >/dev/null 2>&1 && $PLAIT build $GPT --dp 2 -o "$TMP/second" >/dev/null 2>&1 &&
-   "$TMP/first/train" $TRAIN --steps 5 --decay-steps 10 --save "$TMP/half" >/dev/null 2>&1 &&
+   "$TMP/first/train" $DATA --steps 5 --decay-steps 10 --save "$TMP/half" >/dev/null 2>&1 &&
    "$TMP/second/train" $TRAIN --load "$TMP/half" --log-json "$TMP/resumed.json" >/dev/null 2>&1; then
   grep '"loss"' "$TMP/resumed.json" | sed 's/.*"loss": \([^,]*\),.*/\1/' >"$TMP/resumed.loss"
   grep '"loss"' "$TMP/resumed.json" | sed -n 's/.*"grad_norm": \([^,}]*\).*/\1/p' >"$TMP/resumed.grad_norm"

@@ -19,8 +19,13 @@ $PLAIT build $M --dp 2 -o "$TMP/dp2" >/dev/null 2>&1 && $PLAIT build $M --tp 2 -
 within world_size_mismatch_is_quick $BOUND expect_error world_size_mismatch \
   "the launcher started 3 ranks but the plan needs tp·pp·dp = 1·1·2 = 2; run mpirun -np 2" \
   $LIMIT $MPIRUN -np 3 "$TMP/dp2/train" --data "$TMP/text.bin" --steps 2
-within bad_data_on_one_rank_is_quick $BOUND expect_error bad_data_on_one_rank "^plait: rank 1: .*bad.bin: .*truncated" \
-  $LIMIT $MPIRUN -np 1 "$TMP/dp2/train" --data "$TMP/text.bin" --steps 2 : -np 1 "$TMP/dp2/train" --data "$TMP/bad.bin" --steps 2
+# one name on every rank (the ranks must agree on their flags), another file behind it on rank 1: a
+# machine whose copy of the data is damaged
+mkdir -p "$TMP/good_copy" "$TMP/bad_copy"
+cp "$TMP/text.bin" "$TMP/good_copy/data.bin" && cp "$TMP/bad.bin" "$TMP/bad_copy/data.bin"
+within bad_data_on_one_rank_is_quick $BOUND expect_error bad_data_on_one_rank "^plait: rank 1: data.bin: .*truncated" \
+  $LIMIT $MPIRUN -np 1 --wdir "$TMP/good_copy" "$TMP/dp2/train" --data data.bin --steps 2 \
+  : -np 1 --wdir "$TMP/bad_copy" "$TMP/dp2/train" --data data.bin --steps 2
 within nan_threads_is_quick $BOUND expect_error nan_threads "^plait: rank [0-3]: step 2: the gradient norm is -?nan" \
   $LIMIT "$TMP/tp2pp2/train" --data "$TMP/text.bin" --steps 5 --lr 1e30
 within nan_mpi_is_quick $BOUND expect_error nan_mpi "^plait: rank [0-3]: step 2: the gradient norm is -?nan" \

@@ -344,7 +344,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   Check c = {.seed = strtoull(argv[1], NULL, 10), .dir = argv[2]};
-  device_init(0);
+  device_init(0, 1);
   printf("kernel check on %s, seed %llu\n", device_name(), (unsigned long long)c.seed);
   for (int ta = 0; ta < 2; ta++)
     for (int tb = 0; tb < 2; tb++) gemm_case(&c, ta, tb, 192, 160, 96, 1, 0);
