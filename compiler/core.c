@@ -228,7 +228,8 @@ static const struct {
 } ew_ops[] = {
     {"add", E_ADD}, {"sub", E_SUB}, {"mul", E_MUL}, {"div", E_DIV}, {"neg", E_NEG},
     {"gelu", E_GELU}, {"silu", E_SILU}, {"relu", E_RELU}, {"tanh", E_TANH}, {"exp", E_EXP},
-    {"sigmoid", E_SIGMOID},
+    {"sigmoid", E_SIGMOID}, {"gelu_exact", E_GELU_EXACT}, {"erf", E_ERF}, {"sqrt", E_SQRT}, {"rsqrt", E_RSQRT},
+    {"log", E_LOG}, {"abs", E_ABS}, {"min", E_MIN}, {"max", E_MAX}, {"gt", E_GT}, {"ge", E_GE},
 };
 
 /* An operand of an elementwise op: a tensor becomes a node input, a number a constant. */

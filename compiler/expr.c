@@ -16,6 +16,10 @@ static const struct {
     [E_SILU] = {"silu", 1},     [E_SIGMOID] = {"sigmoid", 1},    [E_RELU] = {"relu", 1},
     [E_STEP] = {"step", 1},     [E_TANH] = {"tanh", 1},          [E_EXP] = {"exp", 1},
     [E_DROPOUT] = {"dropout", 1},
+    [E_GELU_EXACT] = {"gelu_exact", 1}, [E_GELU_EXACT_GRAD] = {"gelu_exact_grad", 1}, [E_ERF] = {"erf", 1},
+    [E_SQRT] = {"sqrt", 1},     [E_RSQRT] = {"rsqrt", 1},        [E_LOG] = {"log", 1},
+    [E_ABS] = {"abs", 1},       [E_SIGN] = {"sign", 1},          [E_MIN] = {"min", 2},
+    [E_MAX] = {"max", 2},       [E_GT] = {"gt", 2},              [E_GE] = {"ge", 2},
 };
 
 const char *expr_op_name(ExprOp op) { return expr_ops[op].name; }
@@ -193,6 +197,37 @@ static int add_adjoint(Expr *out, int current, int contribution) {
   return expr_binary(out, E_ADD, current, contribution);
 }
 
+/* The local derivatives of the functions beyond the activations: erf' = 2/√π·exp(−a²), sqrt' = 1/(2√a),
+ * rsqrt' = −rsqrt(a)/(2a), log' = 1/a, abs' = sign(a); min and max pass g to the operand they chose (a on a
+ * tie); comparisons have none. */
+static int more_local_grad(GradCtx *c, int k, int which, int g) {
+  const ExprNode *n = &c->e->n[k];
+  Expr *o = c->out;
+  switch (n->op) {
+  case E_GELU_EXACT: return expr_binary(o, E_MUL, g, expr_unary(o, E_GELU_EXACT_GRAD, fwd_value(c, n->a)));
+  case E_ERF: {
+    int a = fwd_value(c, n->a);
+    int gauss = expr_unary(o, E_EXP, expr_unary(o, E_NEG, expr_binary(o, E_MUL, a, a)));
+    return expr_binary(o, E_MUL, g, expr_binary(o, E_MUL, expr_const(o, 1.1283791670955126), gauss));
+  }
+  case E_SQRT: return expr_binary(o, E_DIV, expr_binary(o, E_MUL, g, expr_const(o, 0.5)), fwd_value(c, k));
+  case E_RSQRT: {
+    int ratio = expr_binary(o, E_DIV, fwd_value(c, k), fwd_value(c, n->a));
+    return expr_binary(o, E_MUL, g, expr_binary(o, E_MUL, expr_const(o, -0.5), ratio));
+  }
+  case E_LOG: return expr_binary(o, E_DIV, g, fwd_value(c, n->a));
+  case E_ABS: return expr_binary(o, E_MUL, g, expr_unary(o, E_SIGN, fwd_value(c, n->a)));
+  case E_MIN: case E_MAX: {
+    int a = fwd_value(c, n->a), b = fwd_value(c, n->b), chose_a = n->op == E_MIN ? expr_binary(o, E_GE, b, a)
+                                                                                 : expr_binary(o, E_GE, a, b);
+    int chose = which == 0 ? chose_a : expr_binary(o, E_SUB, expr_const(o, 1), chose_a);
+    return expr_binary(o, E_MUL, g, chose);
+  }
+  case E_GT: case E_GE: return expr_const(o, 0);
+  default: return -1; /* constants, inputs, and derivatives themselves have no operands to feed */
+  }
+}
+
 /* The local derivative of node k times its adjoint g, for operand `which` (0: a, 1: b). */
 static int local_grad(GradCtx *c, int k, int which, int g) {
   const ExprNode *n = &c->e->n[k];
@@ -227,7 +262,7 @@ static int local_grad(GradCtx *c, int k, int which, int g) {
   }
   case E_EXP: return expr_binary(o, E_MUL, g, fwd_value(c, k));
   case E_DROPOUT: return expr_dropout(o, g, n->value, n->site); /* linear: the same mask */
-  default: return -1; /* constants, inputs, and derivatives themselves have no operands to feed */
+  default: return more_local_grad(c, k, which, g);
   }
 }
 
@@ -265,6 +300,14 @@ static double gelu(double x) {
   return 0.5 * x * (1.0 + tanh(c * (x + 0.044715 * x * x * x)));
 }
 
+/* a·Φ(a), Φ the normal distribution function */
+static double gelu_exact(double x) { return 0.5 * x * (1.0 + erf(x * 0.7071067811865476)); }
+
+/* Φ(a) + a·φ(a), φ(a) = exp(−a²/2)/√(2π) */
+static double gelu_exact_grad(double x) {
+  return 0.5 * (1.0 + erf(x * 0.7071067811865476)) + x * 0.3989422804014327 * exp(-0.5 * x * x);
+}
+
 static double gelu_grad(double x) {
   const double c = 0.7978845608028654;
   double u = c * (x + 0.044715 * x * x * x);
@@ -294,6 +337,18 @@ double expr_eval(const Expr *e, const double *inputs) {
     case E_TANH: v[i] = tanh(a); break;
     case E_EXP: v[i] = exp(a); break;
     case E_DROPOUT: v[i] = a; break;
+    case E_GELU_EXACT: v[i] = gelu_exact(a); break;
+    case E_GELU_EXACT_GRAD: v[i] = gelu_exact_grad(a); break;
+    case E_ERF: v[i] = erf(a); break;
+    case E_SQRT: v[i] = sqrt(a); break;
+    case E_RSQRT: v[i] = 1 / sqrt(a); break;
+    case E_LOG: v[i] = log(a); break;
+    case E_ABS: v[i] = fabs(a); break;
+    case E_SIGN: v[i] = (a > 0) - (a < 0); break;
+    case E_MIN: v[i] = a <= b ? a : b; break;
+    case E_MAX: v[i] = a >= b ? a : b; break;
+    case E_GT: v[i] = a > b; break;
+    case E_GE: v[i] = a >= b; break;
     default: v[i] = NAN; break;
     }
   }
@@ -313,6 +368,8 @@ static int print_node(const Expr *e, int k, const char *const *names, const Expr
   case E_ADD: case E_SUB: case E_MUL: case E_DIV:
     return snprintf(buf, len, "(%s %s %s)", a, expr_op_name(n->op), b);
   case E_NEG: return snprintf(buf, len, "(-%s)", a);
+  case E_MIN: case E_MAX: case E_GT: case E_GE:
+    return snprintf(buf, len, "%s%s(%s, %s)", dialect ? dialect->prefix : "", expr_op_name(n->op), a, b);
   case E_DROPOUT: {
     int ordinal = 0;
     for (int i = 0; i < k; i++) ordinal += e->n[i].op == E_DROPOUT;

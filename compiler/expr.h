@@ -19,6 +19,14 @@ typedef enum {
   E_TANH,
   E_EXP,
   E_DROPOUT,   /* a·keep/(1-p), keep drawn from Philox at (seed, site, layer, step, global element) */
+  E_GELU_EXACT,      /* a·Φ(a) = a/2·(1 + erf(a/√2)), as BERT, GPT-NeoX and Falcon use */
+  E_GELU_EXACT_GRAD, /* d gelu_exact(a) / da = Φ(a) + a·φ(a) */
+  E_ERF,
+  E_SQRT, E_RSQRT, E_LOG,
+  E_ABS,
+  E_SIGN,      /* −1, 0 or 1 (d abs / da) */
+  E_MIN, E_MAX,
+  E_GT, E_GE,  /* 1 where a > b (a ≥ b), else 0 */
   E_OPCOUNT
 } ExprOp;
 

@@ -57,11 +57,40 @@ function Tensor:dim(i)
   return s[i].name
 end
 
-local unary = { "gelu", "silu", "relu", "tanh", "exp", "sigmoid" }
+-- gelu is the tanh approximation (GPT-2, Megatron); gelu_exact is x·Φ(x) with the error function (BERT,
+-- GPT-NeoX, Falcon).
+local unary = { "gelu", "gelu_exact", "silu", "relu", "tanh", "exp", "sigmoid", "erf", "sqrt", "rsqrt", "log", "abs" }
 for _, name in ipairs(unary) do
   plait[name] = function(x) return ew(name, x) end
   Tensor[name] = plait[name]
 end
+
+-- Elementwise of two operands (tensors or numbers, broadcast from the right): min and max (the gradient
+-- goes to the operand chosen, the first on a tie), and comparisons giving 1 where they hold, else 0 (for
+-- masks; no gradient flows through them).
+for _, name in ipairs({ "min", "max", "gt", "ge" }) do
+  plait[name] = function(a, b) return ew(name, a, b) end
+  Tensor[name] = plait[name]
+end
+function plait.lt(a, b) return ew("gt", b, a) end
+function plait.le(a, b) return ew("ge", b, a) end
+Tensor.lt, Tensor.le = plait.lt, plait.le
+
+function plait.square(x) return operand(x, "square") * x end
+
+-- x limited to [lo, hi]; either bound may be nil.
+function plait.clamp(x, lo, hi)
+  if lo ~= nil then x = plait.max(x, lo) end
+  if hi ~= nil then x = plait.min(x, hi) end
+  return x
+end
+
+-- c·tanh(x/c): x softly limited to (−c, c), as Gemma-2 caps attention and output logits.
+function plait.softcap(x, c)
+  if type(c) ~= "number" or c <= 0 then fail("softcap needs a positive number, got %s", tostring(c)) end
+  return c * plait.tanh(x / c)
+end
+Tensor.square, Tensor.clamp, Tensor.softcap = plait.square, plait.clamp, plait.softcap
 
 -- Inverted dropout: keeps each unit with probability 1-p and scales it by 1/(1-p).
 function plait.dropout(x, p)

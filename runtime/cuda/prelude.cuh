@@ -37,6 +37,22 @@ static __device__ __forceinline__ float rt_gelu_grad(float x) {
   return s + x * s * (1.0f - s) * c * (1.0f + 0.134145f * x * x);
 }
 
+/* gelu_exact(x) = x·Φ(x) = x/2·(1 + erf(x/√2)); its derivative Φ(x) + x·φ(x), φ(x) = exp(−x²/2)/√(2π) */
+static __device__ __forceinline__ float rt_erf(float x) { return erff(x); }
+static __device__ __forceinline__ float rt_gelu_exact(float x) { return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)); }
+static __device__ __forceinline__ float rt_gelu_exact_grad(float x) {
+  return 0.5f * (1.0f + erff(x * 0.7071067811865476f)) + x * 0.3989422804014327f * expf(-0.5f * x * x);
+}
+static __device__ __forceinline__ float rt_sqrt(float x) { return sqrtf(x); }
+static __device__ __forceinline__ float rt_rsqrt(float x) { return rsqrtf(x); }
+static __device__ __forceinline__ float rt_log(float x) { return logf(x); }
+static __device__ __forceinline__ float rt_abs(float x) { return fabsf(x); }
+static __device__ __forceinline__ float rt_sign(float x) { return (float)((x > 0.0f) - (x < 0.0f)); }
+static __device__ __forceinline__ float rt_min(float a, float b) { return a <= b ? a : b; }
+static __device__ __forceinline__ float rt_max(float a, float b) { return a >= b ? a : b; }
+static __device__ __forceinline__ float rt_gt(float a, float b) { return a > b ? 1.0f : 0.0f; }
+static __device__ __forceinline__ float rt_ge(float a, float b) { return a >= b ? 1.0f : 0.0f; }
+
 #define PHILOX_FN static __device__ __forceinline__
 #include "philox.h"
 

@@ -43,6 +43,7 @@ tiny-dropout models/tiny.lua --set dropout=0.1 --tp 2
 gpt2 models/gpt2.lua
 llama models/llama.lua --set layers=2 kv_heads=8 --tp 2
 bert models/bert.lua --set layers=2
+primitives tests/cli/models/primitives.lua --tp 2
 MODELS
 PLAIT_CACHE_DIR="$TMP/cache" "$B/tests/cuda/nvrtc_check" 90 "$TMP"/nvrtc-*/kernels_cuda.c >"$TMP/nvrtc.out" 2>&1
 status=$?

@@ -73,6 +73,15 @@ else
   fail reference_parallel "$(tail -c 500 "$TMP/parallel.log")"
 fi
 
+# Every elementwise primitive (tests/cli/models/primitives.lua: exact GeLU, min, max, comparisons, clamp,
+# erf, sqrt, rsqrt, log, abs, softcapped logits) under tp 2 and pp 2
+PRIMITIVES="tests/cli/models/primitives.lua --set layers=4 --mbs 2 --gbs 8"
+if run primitives "$PRIMITIVES" ""; then
+  for layout in "--tp 2" "--pp 2"; do check_layout primitives "$PRIMITIVES" "$layout"; done
+else
+  fail reference_primitives "$(tail -c 500 "$TMP/primitives.log")"
+fi
+
 # The Llama model's gradient norm of every step, in double precision. In single precision, layouts that
 # sum in another order (TP, DP) give norms that drift from one rank's beyond 1e-5 after a few steps
 # (measured: 1e-4 to 8e-3, at a gradient spike) while the losses stay within 1e-5: an element whose

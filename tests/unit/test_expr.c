@@ -64,7 +64,7 @@ static void zeros_folded(void) {
 }
 
 static void unary_ops(void) {
-  const ExprOp ops[] = {E_NEG, E_GELU, E_SILU, E_SIGMOID, E_TANH, E_EXP, E_RELU};
+  const ExprOp ops[] = {E_NEG, E_GELU, E_SILU, E_SIGMOID, E_TANH, E_EXP, E_RELU, E_GELU_EXACT, E_ERF, E_ABS};
   const double points[] = {-2.3, -0.4, 0.3, 1.7};
   for (unsigned k = 0; k < sizeof ops / sizeof *ops; k++)
     for (unsigned p = 0; p < sizeof points / sizeof *points; p++) {
@@ -74,14 +74,36 @@ static void unary_ops(void) {
     }
 }
 
+/* Functions of positive numbers only. */
+static void positive_ops(void) {
+  const ExprOp ops[] = {E_SQRT, E_RSQRT, E_LOG};
+  const double points[] = {0.05, 0.4, 1.7, 30};
+  for (unsigned k = 0; k < sizeof ops / sizeof *ops; k++)
+    for (unsigned p = 0; p < sizeof points / sizeof *points; p++) {
+      Expr e = {0};
+      expr_unary(&e, ops[k], expr_input(&e, 0));
+      check_gradient(&e, 1, &points[p], expr_op_name(ops[k]));
+    }
+}
+
+/* Min and max each way round, comparisons (no gradient, values 0 and 1), and the exact GeLU against
+ * x·Φ(x) at known points (Φ(1) = 0.8413447460685429). */
 static void binary_ops(void) {
-  const ExprOp ops[] = {E_ADD, E_SUB, E_MUL, E_DIV};
-  const double x[2] = {1.3, -0.7};
-  for (unsigned k = 0; k < sizeof ops / sizeof *ops; k++) {
-    Expr e = {0};
-    expr_binary(&e, ops[k], expr_input(&e, 0), expr_input(&e, 1));
-    check_gradient(&e, 2, x, expr_op_name(ops[k]));
-  }
+  const ExprOp ops[] = {E_ADD, E_SUB, E_MUL, E_DIV, E_MIN, E_MAX, E_GT, E_GE};
+  const double x[2][2] = {{1.3, -0.7}, {-0.7, 1.3}};
+  for (unsigned k = 0; k < sizeof ops / sizeof *ops; k++)
+    for (int order = 0; order < 2; order++) {
+      Expr e = {0};
+      expr_binary(&e, ops[k], expr_input(&e, 0), expr_input(&e, 1));
+      check_gradient(&e, 2, x[order], expr_op_name(ops[k]));
+    }
+  Expr m = {0};
+  expr_binary(&m, E_GT, expr_input(&m, 0), expr_input(&m, 1));
+  CHECK(expr_eval(&m, x[0]) == 1 && expr_eval(&m, x[1]) == 0, "gt");
+  Expr g = {0};
+  expr_unary(&g, E_GELU_EXACT, expr_input(&g, 0));
+  const double one = 1;
+  CHECK(fabs(expr_eval(&g, &one) - 0.8413447460685429) < 1e-15, "gelu_exact(1) = %.17g", expr_eval(&g, &one));
 }
 
 /* silu(gate)·up + gelu(a + b)/c − tanh(a·a): inputs used several times and constants. */
@@ -128,6 +150,7 @@ int main(void) {
   RUN(linear_forms);
   RUN(zeros_folded);
   RUN(unary_ops);
+  RUN(positive_ops);
   RUN(binary_ops);
   RUN(compound);
   RUN(structure);
