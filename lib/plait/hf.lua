@@ -114,16 +114,30 @@ local function merge(list, more)
   return out
 end
 
+-- list without the entries about the keys in `drop`.
+local function without(list, drop)
+  local dropped, out = {}, {}
+  for _, key in ipairs(drop or {}) do dropped[key] = true end
+  for _, e in ipairs(list or {}) do
+    if not dropped[entry_key(e)] then out[#out + 1] = e end
+  end
+  return out
+end
+
+local lists = { config = true, tensors = true, layer = true, ignore = true }
+
 -- A family like `base` (a family or a built-in family's name) with `more`'s entries merged into its
--- config, tensors, layer and ignore lists (an entry for a key the base has replaces the base's) and its
--- other fields replaced: a variant's own tensors and settings.
+-- config, tensors, layer and ignore lists (an entry for a key the base has replaces the base's; the
+-- keys listed in more.drop are taken out) and its other fields replaced: a variant's own tensors and
+-- settings.
 function hf.extend(base, more)
   if type(base) == "string" then base = hf.families[base] or require("plait").fail("unknown family '%s'", base) end
+  more = more or {}
   local f = {}
-  for k, v in pairs(base) do f[k] = v end
-  for k, v in pairs(more or {}) do
-    if k == "config" or k == "tensors" or k == "layer" or k == "ignore" then f[k] = merge(base[k], v)
-    else f[k] = v end
+  for k, v in pairs(base) do f[k] = lists[k] and without(v, more.drop) or v end
+  for k, v in pairs(more) do
+    if lists[k] then f[k] = merge(f[k], v)
+    elseif k ~= "drop" then f[k] = v end
   end
   return hf.family(f)
 end
@@ -250,6 +264,23 @@ hf.families.llama = hf.family {
   -- the rotary frequencies older checkpoints hold, and a tied head's copy of the embedding
   ignore = { "model.layers.%d.self_attn.rotary_emb.inv_freq", "lm_head.weight" },
 }
+
+-- Qwen2 (Qwen2ForCausalLM): Llama's tensors and settings with biases on q, k and v only (its config
+-- has no attention_bias or mlp_bias), no sliding window, and its own defaults.
+hf.families.qwen2 = hf.extend("llama", {
+  name = "qwen2", architecture = "Qwen2ForCausalLM", model_type = "qwen2",
+  drop = { "attention_bias", "mlp_bias", "pretraining_tp" },
+  config = {
+    { hf = "vocab_size", plait = "vocab", hf_default = 151936 },
+    { hf = "max_position_embeddings", plait = "seq", at_least = true, hf_default = 32768 },
+    { hf = "hidden_size", plait = "hidden", hf_default = 4096 },
+    { hf = "intermediate_size", plait = "ffn", hf_default = 22016 },
+    { hf = "num_hidden_layers", plait = "layers", hf_default = 32 },
+    { plait = "qkv_bias", value = true, default = function(c) return c.bias ~= false end },
+    { plait = "bias", value = false, default = true },
+    { hf = "use_sliding_window", value = false, hf_default = false },
+  },
+})
 
 ---------------------------------------------------------------------------------------------------
 -- What import and export ask (called by the compiler with the model record and its tensors).

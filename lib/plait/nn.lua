@@ -78,7 +78,10 @@ end
 
 -- Multi-head attention with its projections: q, k, v (column-parallel, split by heads), the attention
 -- itself (causal unless config.causal == false; RoPE with config.positions == "rope"; grouped-query
--- with config.kv_heads < heads), and the output projection (row-parallel), then dropout.
+-- with config.kv_heads < heads), and the output projection (row-parallel), then dropout. Heads are
+-- hidden/heads wide unless config.head_dim says otherwise (Gemma's 256 beside a hidden of 3072); q, k
+-- and v have biases when config.qkv_bias (default: config.bias, itself true by default), the output
+-- projection when config.proj_bias (default: config.bias).
 function nn.attention(S, ...)
   local name, x, opts = named(...)
   check_tensor(x, "nn.attention")
@@ -91,22 +94,24 @@ function nn.attention(S, ...)
     local n = what == "heads" and heads or kv_heads
     if type(n) ~= "number" or n < 1 or n ~= math.floor(n) then fail("%s must be a positive integer, got %s", what, tostring(n)) end
   end
-  if hidden % heads ~= 0 then fail("hidden %d is not divisible by heads %d", hidden, heads) end
+  local head_dim = setting(opts, S, "head_dim")
+  if head_dim == nil and hidden % heads ~= 0 then fail("hidden %d is not divisible by heads %d", hidden, heads) end
   if heads % kv_heads ~= 0 then fail("heads %d is not divisible by kv_heads %d", heads, kv_heads) end
-  local head_dim = hidden // heads
+  head_dim = head_dim or hidden // heads
   local qdim = plait.dim(heads * head_dim, "qdim", head_dim)
   local kvdim = plait.dim(kv_heads * head_dim, "kvdim", head_dim)
-  local lopts = { bias = setting(opts, S, "bias", true) }
-  local q = nn.linear(s, "q", x, qdim, "column", lopts)
-  local k = nn.linear(s, "k", x, kvdim, "column", lopts)
-  local v = nn.linear(s, "v", x, kvdim, "column", lopts)
+  local bias = setting(opts, S, "bias", true)
+  local qkv = { bias = setting(opts, S, "qkv_bias", bias) }
+  local q = nn.linear(s, "q", x, qdim, "column", qkv)
+  local k = nn.linear(s, "k", x, kvdim, "column", qkv)
+  local v = nn.linear(s, "v", x, kvdim, "column", qkv)
   local o = plait.attention(q, k, v, {
     heads = heads, kv_heads = kv_heads,
     causal = setting(opts, S, "causal", true),
     rope = setting(opts, S, "positions", "learned") == "rope",
     rope_theta = setting(opts, S, "rope_theta", 10000),
   })
-  local y = nn.linear(s, "proj", o, hidden, "row", { bias = lopts.bias, residual = true })
+  local y = nn.linear(s, "proj", o, hidden, "row", { bias = setting(opts, S, "proj_bias", bias), residual = true })
   return plait.dropout(y, setting(opts, S, "dropout", 0))
 end
 

@@ -143,6 +143,22 @@ else
   fail longer_positions_sliced "$(cat "$TMP/out" "$TMP/err") $out"
 fi
 
+# Qwen2: Llama's tensors with biases on q, k and v and none on the output projection, and back
+Q="layers=2 hidden=32 heads=4 kv_heads=2 ffn=48 seq=16 vocab=256"
+# shellcheck disable=SC2086
+if $PLAIT build models/qwen2.lua --set $Q -o "$TMP/qwen2" >/dev/null 2>"$TMP/err" &&
+   "$TMP/qwen2/train" --data "$TMP/text.bin" --steps 1 --save "$TMP/qwen2.ckpt" >/dev/null 2>>"$TMP/err" &&
+   $PLAIT export models/qwen2.lua "$TMP/qwen2.ckpt" -o "$TMP/qwen2.hf" --set $Q >/dev/null 2>>"$TMP/err" &&
+   $ST list "$TMP/qwen2.hf/model.safetensors" | grep -q '^model.layers.1.self_attn.k_proj.bias F32 \[16\]$' &&
+   ! $ST list "$TMP/qwen2.hf/model.safetensors" | grep -q 'o_proj.bias' &&
+   grep -q '"architectures": \[' "$TMP/qwen2.hf/config.json" && grep -q '"Qwen2ForCausalLM"' "$TMP/qwen2.hf/config.json" &&
+   $PLAIT import models/qwen2.lua "$TMP/qwen2.hf" -o "$TMP/qwen2.back" --set $Q >/dev/null 2>>"$TMP/err" &&
+   out=$($ST same "$TMP/qwen2.ckpt/model.safetensors" "$TMP/qwen2.back/model.safetensors" 2>&1); then
+  pass "qwen2_export_import ($out)"
+else
+  fail qwen2_export_import "$(tail -c 400 "$TMP/err") $out"
+fi
+
 # vocabulary padding: a vocabulary of 250 is padded to 256 at tp 2; the padded rows are not exported, and
 # an import runs at tp 2 again (padding added as zeros)
 V="layers=2 hidden=32 heads=4 kv_heads=2 ffn=48 seq=16 vocab=250"
@@ -205,7 +221,7 @@ nothing_written config_disagreement "$TMP/out.ckpt"
 # shellcheck disable=SC2086
 expect_error another_architecture "config.json is of LlamaForCausalLM \\(model_type llama\\), the model.s family gpt2 reads GPT2LMHeadModel" \
   $PLAIT import models/tiny.lua "$TMP/llama.hf" -o "$TMP/out.ckpt" --set $G
-expect_error unknown_family "model 'tiny' names an unknown Hugging Face family 'neox' \\(plait knows gpt2, llama\\)" \
+expect_error unknown_family "model 'tiny' names an unknown Hugging Face family 'neox' \\(plait knows gpt2, llama, qwen2\\)" \
   $PLAIT import tests/cli/models/unknown_family.lua "$TMP/gpt.hf" -o "$TMP/out.ckpt"
 expect_error no_family "model 'bert' declares no Hugging Face family" \
   $PLAIT export models/bert.lua "$TMP/gpt.ckpt" -o "$TMP/out.hf"

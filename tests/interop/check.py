@@ -34,26 +34,34 @@ except ImportError as missing:
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEQ = 32
-LAYOUTS = {"one rank": ["--mbs", "1", "--gbs", "4"], "tp 2 · pp 2": ["--tp", "2", "--pp", "2", "--mbs", "1", "--gbs", "4"]}
+LAYOUTS = {"one rank": [], "tp 2": ["--tp", "2"], "pp 2": ["--pp", "2"],
+           "tp 2 · pp 2 · dp 2, sp": ["--tp", "2", "--pp", "2", "--dp", "2", "--sequence-parallel"]}
+BATCH = ["--mbs", "1", "--gbs", "4"]
 BETA1 = float(np.float32(1) - np.float32(0.9))  # plait's (1 - beta1) in float, as the optimizer computes it
 
 
 class Family:
     """A small configuration of one family: transformers' model and plait's model file with --set."""
 
-    def __init__(self, name, model_file, config, sets, rotary):
-        self.name, self.model_file, self.config, self.sets, self.rotary = name, model_file, config, sets, rotary
+    def __init__(self, name, model_class, model_file, config, sets, rotary):
+        self.name, self.model_class, self.model_file, self.config = name, model_class, model_file, config
+        self.sets, self.rotary = sets, rotary
 
 
 FAMILIES = [
-    Family("GPT-2", "models/gpt2.lua",
+    Family("GPT-2", transformers.GPT2LMHeadModel, "models/gpt2.lua",
            transformers.GPT2Config(vocab_size=256, n_positions=64, n_embd=64, n_layer=2, n_head=4, n_inner=128,
                                    resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0),
            ["layers=2", "hidden=64", "heads=4", "ffn=128", "seq=%d" % SEQ, "vocab=256"], rotary=False),
-    Family("Llama (GQA)", "models/llama.lua",
+    Family("Llama (GQA)", transformers.LlamaForCausalLM, "models/llama.lua",
            transformers.LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
                                     rms_norm_eps=1e-5, rope_theta=10000.0),
+           ["layers=2", "hidden=64", "heads=4", "kv_heads=2", "ffn=96", "seq=%d" % SEQ, "vocab=256"], rotary=True),
+    Family("Qwen2", transformers.Qwen2ForCausalLM, "models/qwen2.lua",
+           transformers.Qwen2Config(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                    rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=False),
            ["layers=2", "hidden=64", "heads=4", "kv_heads=2", "ffn=96", "seq=%d" % SEQ, "vocab=256"], rotary=True),
 ]
 
@@ -81,10 +89,10 @@ def plait_eval(train, ckpt_flag, ckpt, eval_bin, log):
     return record["loss"], record["tokens"]
 
 
-def llama_in_double(model):
-    """transformers' Llama computes its rotary tables and its RMS norms in float32 even in a float64 model;
-    plait's double build computes everything in double. For the float64 comparison both are computed in
-    float64 here (the formulas as transformers writes them, in the input's dtype)."""
+def rotary_in_double(model):
+    """transformers' Llama-like models compute their rotary tables and their RMS norms in float32 even in a
+    float64 model; plait's double build computes everything in double. For the float64 comparison both are
+    computed in float64 here (the formulas as transformers writes them, in the input's dtype)."""
     def rotary(self, x, position_ids):
         dim = self.inv_freq.shape[0] * 2
         theta = self.config.rope_parameters["rope_theta"]
@@ -99,7 +107,7 @@ def llama_in_double(model):
 
     model.model.rotary_emb.forward = rotary.__get__(model.model.rotary_emb)
     for module in model.modules():
-        if type(module).__name__ == "LlamaRMSNorm":
+        if type(module).__name__.endswith("RMSNorm"):
             module.forward = rms_norm.__get__(module)
 
 
@@ -155,7 +163,9 @@ def first_moment_checkpoint(src, dst):
         out[name[len("adam.m."):]] = {"dtype": t["dtype"], "shape": t["shape"], "data_offsets": [at, at + len(blob)]}
         blobs.append(blob)
         at += len(blob)
-    out["__metadata__"] = {k: v for k, v in meta.items() if k not in ("step", "seed")} | {"contents": "weights"}
+    # the checksums are of the weights, not of these moments: left out, the tensors read unchecked
+    kept = {k: v for k, v in meta.items() if k not in ("step", "seed") and not k.startswith("checksum.")}
+    out["__metadata__"] = kept | {"contents": "weights"}
     text = json.dumps(out).encode()
     text += b" " * ((8 - (8 + len(text)) % 8) % 8)
     os.makedirs(dst, exist_ok=True)
@@ -167,7 +177,7 @@ def check_family(fam, plait, tmp, eval_tokens, step_tokens, results):
     d = os.path.join(tmp, fam.name.split()[0].lower())
     os.makedirs(d)
     torch.manual_seed(1234)
-    model_class = transformers.GPT2LMHeadModel if not fam.rotary else transformers.LlamaForCausalLM
+    model_class = fam.model_class
     hf = model_class(fam.config).eval()
     hf.save_pretrained(os.path.join(d, "hf"))
     sets = ["--set"] + fam.sets
@@ -178,10 +188,11 @@ def check_family(fam, plait, tmp, eval_tokens, step_tokens, results):
     want32, count = hf_eval(hf, eval_tokens)
     hf64 = model_class.from_pretrained(os.path.join(d, "hf"), dtype=torch.float64, attn_implementation="sdpa").eval()
     if fam.rotary:
-        llama_in_double(hf64)
+        rotary_in_double(hf64)
     want64, _ = hf_eval(hf64, eval_tokens)
     for layout, flags in LAYOUTS.items():
-        tag = layout.replace(" ", "").replace("·", "")
+        tag = "".join(c for c in layout if c.isalnum())
+        flags = flags + BATCH
         prog, prog64 = os.path.join(d, "f32-" + tag), os.path.join(d, "f64-" + tag)
         run(plait, "build", fam.model_file, *sets, *flags, "-o", prog)
         run(plait, "build", fam.model_file, *sets, *flags, "--double", "-o", prog64)
