@@ -9,16 +9,8 @@ local cfg = plait.config {
   norm_eps = 1e-5, dropout = 0.0,
 }
 
--- The block written out from primitives, as a new variant would be.
-local function block(L, x)
-  local h = x + nn.attention(L, "attn", nn.rmsnorm(L, "attn_norm", x))
-  local g = nn.rmsnorm(L, "mlp_norm", h)
-  local gate = nn.linear(L, "gate", g, cfg.ffn, "column", { bias = false })
-  local up = nn.linear(L, "up", g, cfg.ffn, "column", { bias = false })
-  return h + nn.linear(L, "down", plait.silu(gate) * up, cfg.hidden, "row", { bias = false })
-end
-
+-- The block is models/llama_block.lua, written out from primitives.
 return plait.model {
   name = "llama", family = "llama", config = cfg, layers = cfg.layers,
-  embed = nn.embedding, block = block, head = nn.lm_head,
+  embed = nn.embedding, block = require "llama_block", head = nn.lm_head,
 }

@@ -10,15 +10,7 @@ local cfg = plait.config {
   bias = false, qkv_bias = true, tied = false, dropout = 0.0,
 }
 
-local function block(L, x)
-  local h = x + nn.attention(L, "attn", nn.rmsnorm(L, "attn_norm", x))
-  local g = nn.rmsnorm(L, "mlp_norm", h)
-  local gate = nn.linear(L, "gate", g, cfg.ffn, "column", { bias = false })
-  local up = nn.linear(L, "up", g, cfg.ffn, "column", { bias = false })
-  return h + nn.linear(L, "down", plait.silu(gate) * up, cfg.hidden, "row", { bias = false })
-end
-
 return plait.model {
   name = "qwen2", family = "qwen2", config = cfg, layers = cfg.layers,
-  embed = nn.embedding, block = block, head = nn.lm_head,
+  embed = nn.embedding, block = require "llama_block", head = nn.lm_head,
 }
