@@ -258,12 +258,12 @@ static int ew_backward(Grad *c, const Node *n, const int *dy) {
   return 0;
 }
 
-/* dx, dw (+=), db (+=) from x, w, the saved statistics and dy. */
+/* dx, dw (+=), db (+=) from x, w, the saved statistics and dy (a norm without weight: dx alone). */
 static int norm_backward(Grad *c, const Node *n, const int *dy) {
   Node b = node_new(OP_NORM_BWD, 0, NULL);
   b.a.norm = n->a.norm;
   b.in[b.nin++] = n->in[0];
-  b.in[b.nin++] = n->in[1];
+  if (n->a.norm.weighted) b.in[b.nin++] = n->in[1];
   for (int k = 1; k < n->nout; k++) b.in[b.nin++] = n->out[k]; /* [mean,] rstd */
   b.in[b.nin++] = dy[0];
   b.out[b.nout++] = new_grad(c, n->in[0], layout_r());

@@ -178,24 +178,42 @@ static void reduce(const StageWriter *w, const Node *n) {
           (long long)rows, (long long)C, in(w, n, 0), out(w, n, 0));
 }
 
+/* Input i of a norm or its backward as the kernel takes them, with NULL for the weight (i = 1) and, forward,
+ * the bias (i = 2) of a norm without them, whose node holds its later inputs that many places earlier. */
+static const char *norm_in(const StageWriter *w, const Node *n, int i, int backward) {
+  int absent = n->a.norm.weighted ? 0 : backward ? 1 : 2; /* the weight, and forward the bias too */
+  if (i == 0) return in(w, n, 0);
+  if (i <= absent) return "NULL";
+  return in(w, n, i - absent);
+}
+
+static const char *norm_out(const StageWriter *w, const Node *n, int k, int backward) {
+  return backward && k > 0 && !n->a.norm.weighted ? "NULL" : out(w, n, k);
+}
+
 static void norm(const StageWriter *w, const Node *n) {
   int64_t C = last_dim(w, n->in[0]), rows = local(w, n->in[0]) / C;
+  char eps[32];
+  expr_number_text(n->a.norm.eps, eps, sizeof eps);
   if (n->a.norm.kind == NORM_LAYER)
-    fprintf(w->f, "  k_layernorm_forward(%lld, %lld, %s, %s, %s, %g, %s, %s, %s);", (long long)rows, (long long)C,
-            in(w, n, 0), in(w, n, 1), in(w, n, 2), n->a.norm.eps, out(w, n, 0), out(w, n, 1), out(w, n, 2));
+    fprintf(w->f, "  k_layernorm_forward(%lld, %lld, %s, %s, %s, %s, %s, %s, %s);", (long long)rows, (long long)C,
+            norm_in(w, n, 0, 0), norm_in(w, n, 1, 0), norm_in(w, n, 2, 0), eps, out(w, n, 0), out(w, n, 1),
+            out(w, n, 2));
   else
-    fprintf(w->f, "  k_rmsnorm_forward(%lld, %lld, %s, %s, %g, %s, %s);", (long long)rows, (long long)C, in(w, n, 0),
-            in(w, n, 1), n->a.norm.eps, out(w, n, 0), out(w, n, 1));
+    fprintf(w->f, "  k_rmsnorm_forward(%lld, %lld, %s, %s, %s, %s, %s);", (long long)rows, (long long)C,
+            norm_in(w, n, 0, 0), norm_in(w, n, 1, 0), eps, out(w, n, 0), out(w, n, 1));
 }
 
 static void norm_backward(const StageWriter *w, const Node *n) {
   int64_t C = last_dim(w, n->in[0]), rows = local(w, n->in[0]) / C;
   if (n->a.norm.kind == NORM_LAYER)
     fprintf(w->f, "  k_layernorm_backward(%lld, %lld, %s, %s, %s, %s, %s, %s, %s, %s);", (long long)rows, (long long)C,
-            in(w, n, 0), in(w, n, 1), in(w, n, 2), in(w, n, 3), in(w, n, 4), out(w, n, 0), out(w, n, 1), out(w, n, 2));
+            norm_in(w, n, 0, 1), norm_in(w, n, 1, 1), norm_in(w, n, 2, 1), norm_in(w, n, 3, 1), norm_in(w, n, 4, 1),
+            out(w, n, 0), norm_out(w, n, 1, 1), norm_out(w, n, 2, 1));
   else
-    fprintf(w->f, "  k_rmsnorm_backward(%lld, %lld, %s, %s, %s, %s, %s, %s);", (long long)rows, (long long)C, in(w, n, 0),
-            in(w, n, 1), in(w, n, 2), in(w, n, 3), out(w, n, 0), out(w, n, 1));
+    fprintf(w->f, "  k_rmsnorm_backward(%lld, %lld, %s, %s, %s, %s, %s, %s);", (long long)rows, (long long)C,
+            norm_in(w, n, 0, 1), norm_in(w, n, 1, 1), norm_in(w, n, 2, 1), norm_in(w, n, 3, 1), out(w, n, 0),
+            norm_out(w, n, 1, 1));
 }
 
 static void attention_shape(const StageWriter *w, const Node *n) {

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 enum { MAX_LINEAR_INPUTS = 16 }; /* a node's inputs, at most (graph.h's MAX_INPUTS) */
 
@@ -355,6 +356,13 @@ double expr_eval(const Expr *e, const double *inputs) {
   return e->count ? v[expr_root(e)] : NAN;
 }
 
+void expr_number_text(double v, char *buf, int len) {
+  for (int digits = 6; digits <= 17; digits++) {
+    snprintf(buf, len, "%.*g", digits, v);
+    if (strtod(buf, NULL) == v) return;
+  }
+}
+
 /* Prints node k; `names` spells the inputs. Operators are parenthesised where needed. `ordinal`
  * numbers the dropouts in node order. */
 static int print_node(const Expr *e, int k, const char *const *names, const ExprDialect *dialect, char *buf, int len) {
@@ -364,7 +372,11 @@ static int print_node(const Expr *e, int k, const char *const *names, const Expr
   if (n->b >= 0) print_node(e, n->b, names, dialect, b, sizeof b);
   switch (n->op) {
   case E_IN: return snprintf(buf, len, "%s", names[n->input]);
-  case E_CONST: return snprintf(buf, len, "%.9g", n->value);
+  case E_CONST: {
+    char number[32];
+    expr_number_text(n->value, number, sizeof number);
+    return snprintf(buf, len, "%s", number);
+  }
   case E_ADD: case E_SUB: case E_MUL: case E_DIV:
     return snprintf(buf, len, "(%s %s %s)", a, expr_op_name(n->op), b);
   case E_NEG: return snprintf(buf, len, "(-%s)", a);

@@ -87,6 +87,10 @@ typedef struct {
   const char *dropout;
 } ExprDialect;
 
+/* The fewest significant digits (%g) that read back as exactly v: how generated code spells numbers, so
+ * that a --double build computes with the value the model file gave. */
+void expr_number_text(double v, char *buf, int len);
+
 /* Writes the expression as C, with input i spelled by names[i]: "gelu(x0 + x1)". A NULL dialect
  * prints the plain form used in pass listings. */
 void expr_to_c(const Expr *e, const char *const *names, const ExprDialect *dialect, char *buf, int len);

@@ -76,7 +76,11 @@ typedef struct {
 } MatmulAttr;
 
 typedef enum { NORM_LAYER, NORM_RMS } NormKind;
-typedef struct { NormKind kind; double eps; } NormAttr;
+typedef struct {
+  NormKind kind;
+  double eps;
+  int weighted; /* multiplied by a weight (and, for a layer norm, shifted by a bias); else the norm alone */
+} NormAttr;
 
 typedef struct {
   int heads, kv_heads, head_dim; /* logical counts; local counts follow from the layout */

@@ -35,14 +35,16 @@ void k_sum_rows(int64_t rows, int64_t C, const act_t *x, real *out);
 void k_sum_rows_act(int64_t rows, int64_t C, const act_t *x, act_t *out);
 
 /* Layer norm over each row of width C: y = (x - mean)·rstd·w + b, rstd = 1/sqrt(var + eps)
- * (var the biased variance). Saves mean[rows] and rstd[rows] for the backward pass. */
+ * (var the biased variance). Saves mean[rows] and rstd[rows] for the backward pass. Without a weight
+ * (w, b and, backward, dw and db NULL) the norm alone: y = (x - mean)·rstd. */
 void k_layernorm_forward(int64_t rows, int64_t C, const act_t *x, const act_t *w, const act_t *b, real eps, act_t *y,
                          real *mean, real *rstd);
 /* dx = rstd·(w·dy - mean_C(w·dy) - x̂·mean_C(w·dy·x̂)), x̂ = (x - mean)·rstd; dw += Σ_rows dy·x̂; db += Σ_rows dy. */
 void k_layernorm_backward(int64_t rows, int64_t C, const act_t *x, const act_t *w, const real *mean, const real *rstd,
                           const act_t *dy, act_t *dx, real *dw, real *db);
 
-/* RMS norm: y = x·rstd·w, rstd = 1/sqrt(mean_C(x²) + eps). Saves rstd[rows]. */
+/* RMS norm: y = x·rstd·w, rstd = 1/sqrt(mean_C(x²) + eps). Saves rstd[rows]. w NULL (and dw NULL
+ * backward): no weight. */
 void k_rmsnorm_forward(int64_t rows, int64_t C, const act_t *x, const act_t *w, real eps, act_t *y, real *rstd);
 /* dx = rstd·(w·dy - x̂·mean_C(w·dy·x̂)), x̂ = x·rstd; dw += Σ_rows dy·x̂. */
 void k_rmsnorm_backward(int64_t rows, int64_t C, const act_t *x, const act_t *w, const real *rstd, const act_t *dy,

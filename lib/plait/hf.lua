@@ -147,6 +147,21 @@ end
 
 hf.families = {}
 
+-- The size settings of the Llama-like configs, with transformers' defaults d (one family's differ from
+-- another's), followed by `more` entries.
+local function llama_sizes(d, more)
+  local out = {
+    { hf = "vocab_size", plait = "vocab", hf_default = d.vocab },
+    { hf = "max_position_embeddings", plait = "seq", at_least = true, hf_default = d.seq },
+    { hf = "hidden_size", plait = "hidden", hf_default = d.hidden },
+    { hf = "intermediate_size", plait = "ffn", hf_default = d.ffn },
+    { hf = "num_hidden_layers", plait = "layers", hf_default = d.layers },
+    { hf = "num_attention_heads", plait = "heads", hf_default = d.heads },
+  }
+  for _, e in ipairs(more) do out[#out + 1] = e end
+  return out
+end
+
 -- GPT-2 (GPT2LMHeadModel): learned positions, pre-LayerNorm blocks, GeLU (tanh) MLP, biases everywhere,
 -- tied embeddings; attention and MLP weights are Conv1D, stored [in, out], and c_attn is q, k and v
 -- side by side. Also the family of models/gpt.lua and models/tiny.lua.
@@ -210,13 +225,7 @@ hf.families.gpt2 = hf.family {
 -- models/llama.lua's block.
 hf.families.llama = hf.family {
   name = "llama", architecture = "LlamaForCausalLM", model_type = "llama", base_prefix = "model.",
-  config = {
-    { hf = "vocab_size", plait = "vocab", hf_default = 32000 },
-    { hf = "max_position_embeddings", plait = "seq", at_least = true, hf_default = 2048 },
-    { hf = "hidden_size", plait = "hidden", hf_default = 4096 },
-    { hf = "intermediate_size", plait = "ffn", hf_default = 11008 },
-    { hf = "num_hidden_layers", plait = "layers", hf_default = 32 },
-    { hf = "num_attention_heads", plait = "heads", hf_default = 32 },
+  config = llama_sizes({ vocab = 32000, seq = 2048, hidden = 4096, ffn = 11008, layers = 32, heads = 32 }, {
     { hf = "num_key_value_heads", plait = "kv_heads", default = function(c) return c.heads end,
       hf_default = function(c) return c.num_attention_heads or 32 end },
     { hf = "rms_norm_eps", plait = "norm_eps", default = 1e-5, hf_default = 1e-6 },
@@ -227,7 +236,7 @@ hf.families.llama = hf.family {
       derive = function(model) return model.params["lm_head.weight"] == nil end },
     { hf = "attention_bias", plait = "bias", default = true, hf_default = false },
     { hf = "mlp_bias", plait = "bias", default = true, hf_default = false },
-    { hf = "head_dim", value = function(c) return c.hidden // c.heads end,
+    { hf = "head_dim", plait = "head_dim", default = function(c) return c.hidden // c.heads end,
       hf_default = function(c) return (c.hidden_size or 4096) // (c.num_attention_heads or 32) end },
     { hf = "rope_scaling", value = json.null, hf_default = json.null },
     { hf = "rope_parameters.rope_type", value = "default", hf_default = "default" },
@@ -237,7 +246,7 @@ hf.families.llama = hf.family {
     { plait = "positions", value = "rope", default = "learned" },
     { plait = "norm", value = "rmsnorm", default = "layernorm" },
     { plait = "causal", value = true, default = true },
-  },
+  }),
   tensors = {
     { hf = "model.embed_tokens.weight", plait = "wte" },
     { hf = "model.norm.weight", plait = "ln_f.weight" },
@@ -270,16 +279,29 @@ hf.families.llama = hf.family {
 hf.families.qwen2 = hf.extend("llama", {
   name = "qwen2", architecture = "Qwen2ForCausalLM", model_type = "qwen2",
   drop = { "attention_bias", "mlp_bias", "pretraining_tp" },
-  config = {
-    { hf = "vocab_size", plait = "vocab", hf_default = 151936 },
-    { hf = "max_position_embeddings", plait = "seq", at_least = true, hf_default = 32768 },
-    { hf = "hidden_size", plait = "hidden", hf_default = 4096 },
-    { hf = "intermediate_size", plait = "ffn", hf_default = 22016 },
-    { hf = "num_hidden_layers", plait = "layers", hf_default = 32 },
+  config = llama_sizes({ vocab = 151936, seq = 32768, hidden = 4096, ffn = 22016, layers = 32, heads = 32 }, {
     { plait = "qkv_bias", value = true, default = function(c) return c.bias ~= false end },
     { plait = "bias", value = false, default = true },
     { hf = "use_sliding_window", value = false, hf_default = false },
-  },
+  }),
+})
+
+-- Gemma (GemmaForCausalLM): Llama's tensors (no biases, tied by default) with heads of head_dim wide, RMS
+-- norms that scale by 1 + weight, the embedding scaled by √hidden and a GeGLU MLP of the tanh GeLU (older
+-- configs say hidden_act "gelu" and mean the same).
+hf.families.gemma = hf.extend("llama", {
+  name = "gemma", architecture = "GemmaForCausalLM", model_type = "gemma",
+  drop = { "mlp_bias", "pretraining_tp" },
+  config = llama_sizes({ vocab = 256000, seq = 8192, hidden = 3072, ffn = 24576, layers = 28, heads = 16 }, {
+    { hf = "head_dim", plait = "head_dim", default = function(c) return c.hidden // c.heads end, hf_default = 256 },
+    { hf = "hidden_act", also = { "hidden_activation" }, plait = "activation", default = "gelu",
+      hf_default = "gelu_pytorch_tanh", values = { geglu = { "gelu_pytorch_tanh", "gelu" } } },
+    { hf = "tie_word_embeddings", plait = "tied", hf_default = true,
+      derive = function(model) return model.params["lm_head.weight"] == nil end },
+    { hf = "use_bidirectional_attention", value = false, hf_default = false },
+    { plait = "norm_offset", value = 1 },
+    { plait = "scale_embedding", value = true, default = false },
+  }),
 })
 
 ---------------------------------------------------------------------------------------------------
@@ -409,7 +431,7 @@ end
 
 local function check_fixed(e, model, hc)
   local want, hv = evaluate(e.value, model.config), get_path(hc, e.hf)
-  if hv == nil then hv = evaluate(e.hf_default, hc) end
+  if hv == nil or (hv == json.null and want ~= json.null) then hv = evaluate(e.hf_default, hc) end
   if hv == nil or same(hv, want) then return nil end
   return string.format("config.json has %s = %s, which plait does not compute (the %s family takes %s)", e.hf,
                        show(hv), model.family_name, show(want))

@@ -109,7 +109,8 @@ function plait.matmul(a, b, opts)
   return wrap(core.matmul(operand(a, "matmul"), operand(b, "matmul"), opts.transpose and true or false))
 end
 
--- kind "layer" (weight and bias) or "rms" (weight only), over the last axis.
+-- kind "layer" (weight and bias) or "rms" (weight only), over the last axis; without weight (and bias),
+-- the norm alone.
 function plait.norm(kind, x, weight, bias, eps)
   return wrap(core.norm(kind, x, weight, bias, eps or 1e-5))
 end

@@ -22,29 +22,35 @@ local function check_tensor(x, what)
   if not plait.is_tensor(x) then fail("%s expects a tensor, got %s", what, type(x)) end
 end
 
--- Token embedding (vocab-parallel table "wte"), learned positions "wpe" unless config.positions ~= "learned",
--- then dropout.
+-- Token embedding (vocab-parallel table "wte"; scaled by √hidden when config.scale_embedding, as Gemma
+-- scales it), learned positions "wpe" unless config.positions ~= "learned", then dropout.
 function nn.embedding(S, tokens, opts)
   check_tensor(tokens, "nn.embedding")
   local vocab = plait.vocab(setting(opts, S, "vocab"))
   local hidden = setting(opts, S, "hidden")
   local wte = S:param("wte", { vocab, hidden }, { shard = "vocab", std = setting(opts, S, "init_std", 0.02) })
   local x = plait.embedding(tokens, wte)
+  if setting(opts, S, "scale_embedding", false) then x = x * math.sqrt(hidden) end
   if setting(opts, S, "positions", "learned") == "learned" then
     x = x + S:param("wpe", { "seq", hidden }, { std = setting(opts, S, "init_std", 0.02) })
   end
   return plait.dropout(x, setting(opts, S, "dropout", 0))
 end
 
--- Layer norm (weight and bias) or RMS norm (weight) over the last axis.
+-- Layer norm (weight and bias) or RMS norm (weight) over the last axis. With config.norm_offset = c (Gemma:
+-- 1) the weight starts at zero and scales by c + weight: the norm alone times (c + w), as Gemma computes it.
 local function norm(kind, S, ...)
   local name, x, opts = named(...)
   check_tensor(x, "nn." .. kind .. "norm")
   local s = S:child(name, kind == "layer" and "ln" or "rms")
   local width = x:size(-1)
-  local w = s:param("weight", { width }, { init = "ones", decay = false })
+  local offset = setting(opts, S, "norm_offset")
+  local eps = setting(opts, S, "norm_eps", 1e-5)
+  local w = s:param("weight", { width }, { init = offset and "zeros" or "ones", decay = false })
   local b = kind == "layer" and s:param("bias", { width }, { init = "zeros", decay = false }) or nil
-  return plait.norm(kind, x, w, b, setting(opts, S, "norm_eps", 1e-5))
+  if not offset then return plait.norm(kind, x, w, b, eps) end
+  local y = plait.norm(kind, x, nil, nil, eps) * (offset + w)
+  return b and y + b or y
 end
 
 function nn.layernorm(S, ...) return norm("layer", S, ...) end

@@ -21,11 +21,11 @@ CPU_WIDE static double norm_square_deviations(int64_t C, const real *x, double m
   return sum;
 }
 
-/* y = (x − mean)·rstd·w (+ b when given), in double, rounded once. */
+/* y = (x − mean)·rstd·w (+ b when given; no w: 1), in double, rounded once. */
 CPU_WIDE static void norm_apply(int64_t C, const real *x, double mean, double rstd, const real *w, const real *b,
                                 real *y) {
 #pragma omp simd
-  for (int64_t c = 0; c < C; c++) y[c] = (real)((x[c] - mean) * rstd * w[c] + (b ? b[c] : 0));
+  for (int64_t c = 0; c < C; c++) y[c] = (real)((x[c] - mean) * rstd * (w ? w[c] : 1) + (b ? b[c] : 0));
 }
 
 /* Per row: mean = Σx/C, var = Σ(x − mean)²/C (a second pass, free of cancellation), rstd = 1/sqrt(var + eps),
@@ -54,7 +54,7 @@ void k_rmsnorm_forward(int64_t rows, int64_t C, const real *x, const real *w, re
   }
 }
 
-/* One row of dx, with g = w·dy and x̂ = (x − mean)·rstd:
+/* One row of dx, with g = w·dy (dy without a weight) and x̂ = (x − mean)·rstd:
  *   dx = rstd·(g − mean_C(g) − x̂·mean_C(g·x̂))   (layer norm; the RMS norm has mean 0 and no mean_C(g) term),
  * both means in double. */
 CPU_WIDE static void norm_row_grad(int64_t C, const real *x, const real *w, const real *dy, real mean, real rstd,
@@ -62,13 +62,13 @@ CPU_WIDE static void norm_row_grad(int64_t C, const real *x, const real *w, cons
   double sum_g = 0, sum_gx = 0;
 #pragma omp simd reduction(+ : sum_g, sum_gx)
   for (int64_t c = 0; c < C; c++) {
-    real g = w[c] * dy[c];
+    real g = (w ? w[c] : 1) * dy[c];
     sum_g += g;
     sum_gx += g * ((x[c] - mean) * rstd);
   }
   real mean_g = centred ? (real)(sum_g / C) : 0, mean_gx = (real)(sum_gx / C);
 #pragma omp simd
-  for (int64_t c = 0; c < C; c++) dx[c] = rstd * (w[c] * dy[c] - mean_g - (x[c] - mean) * rstd * mean_gx);
+  for (int64_t c = 0; c < C; c++) dx[c] = rstd * ((w ? w[c] : 1) * dy[c] - mean_g - (x[c] - mean) * rstd * mean_gx);
 }
 
 /* dw[c] += Σ_r dy·x̂ and, when db is given, db[c] += Σ_r dy, with x̂ = (x − mean)·rstd (mean NULL: 0).
@@ -93,6 +93,7 @@ CPU_WIDE static void norm_param_block(int64_t rows, int64_t C, int64_t c0, int64
 
 static void norm_param_grads(int64_t rows, int64_t C, const real *x, const real *mean, const real *rstd,
                              const real *dy, real *dw, real *db) {
+  if (!dw) return; /* a norm without weight (and bias) */
   int64_t blocks = (C + CPU_COLUMN_BLOCK - 1) / CPU_COLUMN_BLOCK;
 #pragma omp parallel for schedule(static)
   for (int64_t blk = 0; blk < blocks; blk++) {

@@ -31,6 +31,17 @@ static __device__ __forceinline__ void store_vec(__nv_bfloat16 *p, const float *
 
 enum { ROWS_PER_BLOCK = 8 }; /* warps of 32 in a block of 256 */
 
+/* The weights of columns c..c+VEC, or ones for a norm without weight (w NULL). */
+template <int VEC>
+static __device__ __forceinline__ void load_weight(const __nv_bfloat16 *w, int64_t c, float *out) {
+  if (w) {
+    load_vec<VEC>(w + c, out);
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < VEC; k++) out[k] = 1.0f;
+}
+
 /* Per row (layer norm when centred, RMS norm otherwise):
  *   mean = Σx/C (0 for RMS), var = Σ(x − mean)²/C, rstd = 1/sqrt(var + eps)
  *   y = (x − mean)·rstd·w + b   (no b for RMS)
@@ -59,10 +70,10 @@ __global__ void norm_forward_kernel(int64_t rows, int64_t C, const __nv_bfloat16
   for (int64_t c = lane * VEC; c < C; c += 32 * VEC) {
     float wv[VEC], bv[VEC], out[VEC];
     load_vec<VEC>(xr + c, v);
-    load_vec<VEC>(w + c, wv);
-    if (CENTRED) load_vec<VEC>(b + c, bv);
+    load_weight<VEC>(w, c, wv);
+    if (b) load_vec<VEC>(b + c, bv);
 #pragma unroll
-    for (int k = 0; k < VEC; k++) out[k] = (v[k] - mean) * rstd * wv[k] + (CENTRED ? bv[k] : 0.0f);
+    for (int k = 0; k < VEC; k++) out[k] = (v[k] - mean) * rstd * wv[k] + (b ? bv[k] : 0.0f);
     store_vec<VEC>(y + r * C + c, out);
   }
   if (lane == 0) {
@@ -85,7 +96,7 @@ __global__ void norm_backward_kernel(int64_t rows, int64_t C, const __nv_bfloat1
   float xv[VEC], wv[VEC], gv[VEC];
   for (int64_t c = lane * VEC; c < C; c += 32 * VEC) {
     load_vec<VEC>(xr + c, xv);
-    load_vec<VEC>(w + c, wv);
+    load_weight<VEC>(w, c, wv);
     load_vec<VEC>(dyr + c, gv);
 #pragma unroll
     for (int k = 0; k < VEC; k++) {
@@ -98,7 +109,7 @@ __global__ void norm_backward_kernel(int64_t rows, int64_t C, const __nv_bfloat1
   for (int64_t c = lane * VEC; c < C; c += 32 * VEC) {
     float out[VEC];
     load_vec<VEC>(xr + c, xv);
-    load_vec<VEC>(w + c, wv);
+    load_weight<VEC>(w, c, wv);
     load_vec<VEC>(dyr + c, gv);
 #pragma unroll
     for (int k = 0; k < VEC; k++) out[k] = rstd * (wv[k] * gv[k] - mean_g - (xv[k] - mean) * rstd * mean_gx);
@@ -136,7 +147,7 @@ static void norm_forward(int64_t rows, int64_t C, const act_t *x, const act_t *w
                          real *mean, real *rstd) {
   if (rows <= 0 || C <= 0) return;
   unsigned blocks = gpu_blocks(rows, ROWS_PER_BLOCK);
-  if (wide(C, x, w, CENTRED ? b : w, y))
+  if (wide(C, x, w, b, y))
     norm_forward_kernel<8, CENTRED><<<blocks, 256, 0, gpu_stream()>>>(rows, C, x, w, b, eps, y, mean, rstd);
   else
     norm_forward_kernel<1, CENTRED><<<blocks, 256, 0, gpu_stream()>>>(rows, C, x, w, b, eps, y, mean, rstd);
@@ -154,6 +165,7 @@ static void norm_backward(int64_t rows, int64_t C, const act_t *x, const act_t *
   else
     norm_backward_kernel<1, CENTRED><<<blocks, 256, 0, stream>>>(rows, C, x, w, mean, rstd, dy, dx);
   gpu_check_launch("norm_backward_kernel");
+  if (!dw) return; /* a norm without weight (and bias) */
   int64_t chunks = gpu_row_chunks(rows);
   float *dw_partial = (float *)gpu_scratch(GPU_SCRATCH_A, (size_t)(chunks * C) * sizeof(float));
   float *db_partial = CENTRED ? (float *)gpu_scratch(GPU_SCRATCH_B, (size_t)(chunks * C) * sizeof(float)) : NULL;

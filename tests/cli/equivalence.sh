@@ -82,6 +82,14 @@ else
   fail reference_primitives "$(tail -c 500 "$TMP/primitives.log")"
 fi
 
+# Gemma's norms without weight, times 1 + w, and its scaled embedding, under tp 2 and pp 2
+GEMMA="models/gemma.lua --set layers=4 hidden=64 heads=4 kv_heads=2 head_dim=32 ffn=96 seq=32 vocab=256 --mbs 2 --gbs 8"
+if run gemma "$GEMMA" ""; then
+  for layout in "--tp 2 --sequence-parallel" "--pp 2"; do check_layout gemma "$GEMMA" "$layout"; done
+else
+  fail reference_gemma "$(tail -c 500 "$TMP/gemma.log")"
+fi
+
 # The Llama model's gradient norm of every step, in double precision. In single precision, layouts that
 # sum in another order (TP, DP) give norms that drift from one rank's beyond 1e-5 after a few steps
 # (measured: 1e-4 to 8e-3, at a gradient spike) while the losses stay within 1e-5: an element whose

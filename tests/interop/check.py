@@ -58,6 +58,12 @@ FAMILIES = [
                                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
                                     rms_norm_eps=1e-5, rope_theta=10000.0),
            ["layers=2", "hidden=64", "heads=4", "kv_heads=2", "ffn=96", "seq=%d" % SEQ, "vocab=256"], rotary=True),
+    Family("Gemma", transformers.GemmaForCausalLM, "models/gemma.lua",
+           transformers.GemmaConfig(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                    num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                                    max_position_embeddings=64, rms_norm_eps=1e-6),
+           ["layers=2", "hidden=64", "heads=4", "kv_heads=2", "head_dim=32", "ffn=96", "seq=%d" % SEQ, "vocab=256"],
+           rotary=True),
     Family("Qwen2", transformers.Qwen2ForCausalLM, "models/qwen2.lua",
            transformers.Qwen2Config(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
@@ -91,8 +97,9 @@ def plait_eval(train, ckpt_flag, ckpt, eval_bin, log):
 
 def rotary_in_double(model):
     """transformers' Llama-like models compute their rotary tables and their RMS norms in float32 even in a
-    float64 model; plait's double build computes everything in double. For the float64 comparison both are
-    computed in float64 here (the formulas as transformers writes them, in the input's dtype)."""
+    float64 model, and Gemma keeps its embedding scale √hidden as a float32 number; plait's double build
+    computes everything in double. For the float64 comparison these are computed in float64 here (the
+    formulas as transformers writes them, in the input's dtype)."""
     def rotary(self, x, position_ids):
         dim = self.inv_freq.shape[0] * 2
         theta = self.config.rope_parameters["rope_theta"]
@@ -105,10 +112,17 @@ def rotary_in_double(model):
         variance = x.pow(2).mean(-1, keepdim=True)
         return self.weight * (x * torch.rsqrt(variance + self.variance_epsilon))
 
+    def gemma_norm(self, x):  # the norm alone, times 1 + weight
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * (1.0 + self.weight)
+
     model.model.rotary_emb.forward = rotary.__get__(model.model.rotary_emb)
     for module in model.modules():
-        if type(module).__name__.endswith("RMSNorm"):
-            module.forward = rms_norm.__get__(module)
+        name = type(module).__name__
+        if name.endswith("RMSNorm"):
+            module.forward = (gemma_norm if name.startswith("Gemma") else rms_norm).__get__(module)
+    scale = getattr(model.model.embed_tokens, "embed_scale", None)
+    if scale is not None:
+        scale.fill_(model.config.hidden_size ** 0.5)
 
 
 def hf_eval(model, tokens):
