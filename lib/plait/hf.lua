@@ -304,6 +304,24 @@ hf.families.gemma = hf.extend("llama", {
   }),
 })
 
+-- OLMo-2 (Olmo2ForCausalLM): Llama's tensors with the norms after the attention and the MLP
+-- (post_attention_layernorm, post_feedforward_layernorm) and none before, and RMS norms of the whole q and
+-- k projections; the names follow models/olmo2.lua.
+hf.families.olmo2 = hf.extend("llama", {
+  name = "olmo2", architecture = "Olmo2ForCausalLM", model_type = "olmo2",
+  drop = { "mlp_bias", "pretraining_tp", "head_dim", "model.layers.%d.input_layernorm.weight",
+           "model.layers.%d.post_attention_layernorm.weight" },
+  config = llama_sizes({ vocab = 50304, seq = 2048, hidden = 4096, ffn = 11008, layers = 32, heads = 32 }, {
+    { hf = "rms_norm_eps", plait = "norm_eps", default = 1e-5, hf_default = 1e-5 },
+  }),
+  layer = {
+    { hf = "model.layers.%d.self_attn.q_norm.weight", plait = "attn.q_norm.weight" },
+    { hf = "model.layers.%d.self_attn.k_norm.weight", plait = "attn.k_norm.weight" },
+    { hf = "model.layers.%d.post_attention_layernorm.weight", plait = "attn_norm.weight" },
+    { hf = "model.layers.%d.post_feedforward_layernorm.weight", plait = "mlp_norm.weight" },
+  },
+})
+
 ---------------------------------------------------------------------------------------------------
 -- What import and export ask (called by the compiler with the model record and its tensors).
 

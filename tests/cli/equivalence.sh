@@ -44,7 +44,7 @@ check_layout() { # model-name model layout launcher...
   worst=$(same_steps "$tag" "$name") || { fail "equivalent_$name" "losses differ from one rank by $worst (relative)"; return; }
   # the gradient norm of every step; the Llama model's under TP or DP in single precision only its first
   # step's (the count alone: same weights, same batch), every step's in double precision below
-  steps=10; case "$tag $layout" in "llama "*--tp*|"llama "*--dp*) steps=1 ;; esac
+  steps=10; case "$tag $layout" in "llama "*--tp*|"llama "*--dp*|"olmo "*--tp*|"olmo "*--dp*) steps=1 ;; esac
   head -n $steps "$TMP/$tag.grad_norm" >"$TMP/ref.grad_norm"; head -n $steps "$TMP/$name.grad_norm" >"$TMP/this.grad_norm"
   norms=$(near "$TMP/ref.grad_norm" "$TMP/this.grad_norm" $steps) ||
     { fail "equivalent_$name" "gradient norms differ from one rank by $norms (relative)"; return; }
@@ -88,6 +88,15 @@ if run gemma "$GEMMA" ""; then
   for layout in "--tp 2 --sequence-parallel" "--pp 2"; do check_layout gemma "$GEMMA" "$layout"; done
 else
   fail reference_gemma "$(tail -c 500 "$TMP/gemma.log")"
+fi
+
+# OLMo-2's norms of the whole q and k (gathered under tp) and after the attention and the MLP (its gradient
+# norms under tp compared at step 1, as the Llama model's: see below)
+OLMO="models/olmo2.lua --set layers=4 hidden=64 heads=4 kv_heads=2 ffn=96 seq=32 vocab=256 --mbs 2 --gbs 8"
+if run olmo "$OLMO" ""; then
+  for layout in "--tp 2" "--pp 2"; do check_layout olmo "$OLMO" "$layout"; done
+else
+  fail reference_olmo "$(tail -c 500 "$TMP/olmo.log")"
 fi
 
 # The Llama model's gradient norm of every step, in double precision. In single precision, layouts that

@@ -163,6 +163,9 @@ round_trip() {
 # Qwen2: Llama's tensors with biases on q, k and v and none on the output projection
 round_trip qwen2 models/qwen2.lua "layers=2 hidden=32 heads=4 kv_heads=2 ffn=48 seq=16 vocab=256" Qwen2ForCausalLM \
   'model.layers.1.self_attn.k_proj.bias F32 \[16\]' o_proj.bias
+# OLMo-2: norms after the attention and the MLP, and of the whole q and k
+round_trip olmo2 models/olmo2.lua "layers=2 hidden=32 heads=4 kv_heads=2 ffn=48 seq=16 vocab=256" Olmo2ForCausalLM \
+  'model.layers.1.self_attn.k_norm.weight F32 \[16\]' input_layernorm
 # Gemma: heads of head_dim wider than hidden/heads, (1 + w) norms, tied (no lm_head)
 round_trip gemma models/gemma.lua "layers=2 hidden=32 heads=4 kv_heads=2 head_dim=16 ffn=48 seq=16 vocab=256" \
   GemmaForCausalLM 'model.layers.0.self_attn.q_proj.weight F32 \[64, 32\]' lm_head
@@ -229,7 +232,7 @@ nothing_written config_disagreement "$TMP/out.ckpt"
 # shellcheck disable=SC2086
 expect_error another_architecture "config.json is of LlamaForCausalLM \\(model_type llama\\), the model.s family gpt2 reads GPT2LMHeadModel" \
   $PLAIT import models/tiny.lua "$TMP/llama.hf" -o "$TMP/out.ckpt" --set $G
-expect_error unknown_family "model 'tiny' names an unknown Hugging Face family 'neox' \\(plait knows gemma, gpt2, llama, qwen2\\)" \
+expect_error unknown_family "model 'tiny' names an unknown Hugging Face family 'neox' \\(plait knows gemma, gpt2, llama, olmo2, qwen2\\)" \
   $PLAIT import tests/cli/models/unknown_family.lua "$TMP/gpt.hf" -o "$TMP/out.ckpt"
 expect_error no_family "model 'bert' declares no Hugging Face family" \
   $PLAIT export models/bert.lua "$TMP/gpt.ckpt" -o "$TMP/out.hf"
