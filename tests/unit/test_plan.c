@@ -93,6 +93,10 @@ static void reference_parameter_counts(void) {
     CHECK(p.cost.params_total == 8537680896LL, "Gemma-7B: %lld, expected 8,537,680,896", (long long)p.cost.params_total);
     plan_free(&p);
   } else CHECK(0, "%s", d.msg);
+  if (plan_of("models/llama3.lua", &p, &d) == 0) {
+    CHECK(p.cost.params_total == 8030261248LL, "Llama-3-8B: %lld, expected 8,030,261,248", (long long)p.cost.params_total);
+    plan_free(&p);
+  } else CHECK(0, "%s", d.msg);
   if (plan_of("models/olmo2.lua", &p, &d) == 0) {
     CHECK(p.cost.params_total == 7298617344LL, "OLMo-2-7B: %lld, expected 7,298,617,344", (long long)p.cost.params_total);
     plan_free(&p);
