@@ -284,6 +284,18 @@ static int attention_backward(Grad *c, const Node *n, const int *dy) {
   return 0;
 }
 
+/* The rotation is orthogonal: dx is dy turned back by the same angles. */
+static int rope_backward(Grad *c, const Node *n, const int *dy) {
+  if (!c->needs_grad[n->in[0]]) return 0;
+  Node b = node_new(OP_ROPE, 1, dy);
+  b.a.rope = n->a.rope;
+  b.a.rope.inverse = !n->a.rope.inverse;
+  b.nout = 1;
+  b.out[0] = new_grad(c, n->in[0], layout_r());
+  if (emit(c, &b)) return -1;
+  return add_contrib(c, n->in[0], b.out[0]);
+}
+
 static int embedding_backward(Grad *c, const Node *n, const int *dy) {
   int in[2] = {n->in[0], dy[0]};
   Node b = node_new(OP_EMBEDDING_BWD, 2, in);
@@ -343,6 +355,7 @@ static int backward_node(Grad *c, const Node *n, int is_loss) {
   case OP_NORM: return norm_backward(c, n, dy);
   case OP_ATTENTION: return attention_backward(c, n, dy);
   case OP_EMBEDDING: return embedding_backward(c, n, dy);
+  case OP_ROPE: return rope_backward(c, n, dy);
   case OP_ALLREDUCE: case OP_ALLGATHER: case OP_REDUCESCATTER: case OP_SLICE: return collective_backward(c, n, dy);
   default: return diag(c->d, "autodiff: no backward rule for %s", op_name(n->op));
   }

@@ -289,6 +289,11 @@ static int l_norm(lua_State *L) {
   n.a.norm.kind = kind;
   n.a.norm.eps = luaL_checknumber(L, 5);
   n.a.norm.weighted = with_weight;
+  n.a.norm.group = (int)luaL_optinteger(L, 6, 0);
+  const Tensor *x = &b->graph->tensors[in[0]];
+  int64_t width = b->model->dims[x->dims[x->ndim - 1]].size;
+  if (n.a.norm.group < 0 || (n.a.norm.group && width % n.a.norm.group != 0))
+    return fail(L, "a norm over groups of %d does not divide the width %lld", n.a.norm.group, (long long)width);
   return add_node(L, b, &n);
 }
 
@@ -302,6 +307,14 @@ static int l_attention(lua_State *L) {
   at->causal = lua_toboolean(L, 6);
   at->rope = lua_toboolean(L, 7);
   at->rope_theta = luaL_checknumber(L, 8);
+  at->window = luaL_optinteger(L, 9, 0);
+  at->softcap = luaL_optnumber(L, 10, 0);
+  at->scale = luaL_optnumber(L, 11, 0);
+  if (at->window < 0 || (at->window > 0 && !at->causal))
+    return fail(L, "attention: a sliding window is a whole number of keys (%lld given) over causal attention",
+                (long long)at->window);
+  if (at->softcap < 0 || at->scale < 0)
+    return fail(L, "attention: softcap and scale are positive numbers (or 0 for none and 1/√head_dim)");
   const Tensor *q = &b->graph->tensors[in[0]];
   int64_t width = b->model->dims[q->dims[q->ndim - 1]].size;
   if (at->heads < 1 || at->kv_heads < 1 || at->heads % at->kv_heads != 0 || width % at->heads != 0)
@@ -309,6 +322,34 @@ static int l_attention(lua_State *L) {
                 (long long)width);
   at->head_dim = (int)(width / at->heads);
   if (at->rope && at->head_dim % 2 != 0) return fail(L, "attention: RoPE needs an even head_dim, not %d", at->head_dim);
+  return add_node(L, b, &n);
+}
+
+/* core.rope(x, head_dim, rotary, interleaved, theta, scaling, factor, low_freq_factor, high_freq_factor,
+ * original_positions): lib/plait has checked the options; the sizes are checked against x here. */
+static int l_rope(lua_State *L) {
+  Builder *b = builder(L);
+  int in = tensor_arg(L, b, 1);
+  Node n = node_new(OP_ROPE, 1, &in);
+  RopeAttr *r = &n.a.rope;
+  r->head_dim = (int)luaL_checkinteger(L, 2);
+  r->rotary = (int)luaL_checkinteger(L, 3);
+  r->interleaved = lua_toboolean(L, 4);
+  r->theta = luaL_checknumber(L, 5);
+  static const char *const scalings[] = {"none", "linear", "llama3", NULL};
+  r->scaling = (RopeScaling)luaL_checkoption(L, 6, "none", scalings);
+  r->factor = luaL_optnumber(L, 7, 1);
+  r->low_freq_factor = luaL_optnumber(L, 8, 1);
+  r->high_freq_factor = luaL_optnumber(L, 9, 4);
+  r->original_positions = luaL_optnumber(L, 10, 8192);
+  const Tensor *x = &b->graph->tensors[in];
+  int64_t width = b->model->dims[x->dims[x->ndim - 1]].size;
+  if (x->ndim != 3) return fail(L, "rope takes [batch, seq, heads·head_dim], not a tensor of %d axes", x->ndim);
+  if (r->head_dim < 2 || width % r->head_dim != 0)
+    return fail(L, "rope: head_dim %d does not divide the width %lld", r->head_dim, (long long)width);
+  if (r->rotary < 2 || r->rotary > r->head_dim || r->rotary % 2 != 0)
+    return fail(L, "rope: the rotated part must be an even number of dims from 2 to head_dim %d, not %d", r->head_dim,
+                r->rotary);
   return add_node(L, b, &n);
 }
 
@@ -458,6 +499,7 @@ static const luaL_Reg core_functions[] = {
     {"param", l_param},     {"param_ref", l_param_ref}, {"ew", l_ew},
     {"dropout", l_dropout}, {"matmul", l_matmul},       {"norm", l_norm},
     {"attention", l_attention}, {"embedding", l_embedding}, {"xent", l_xent},
+    {"rope", l_rope},
     {"shape", l_shape},     {"stage", l_stage},         {"output", l_output},
     {"overrides", l_overrides}, {"consume", l_consume}, {"set_config", l_set_config},
     {"where", l_where}, {"model_dir", l_model_dir}, {"beside", l_beside},

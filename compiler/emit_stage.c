@@ -191,8 +191,13 @@ static const char *norm_out(const StageWriter *w, const Node *n, int k, int back
   return backward && k > 0 && !n->a.norm.weighted ? "NULL" : out(w, n, k);
 }
 
+/* The width a norm normalises: the last dim, or its groups (a norm per head). */
+static int64_t norm_width(const StageWriter *w, const Node *n) {
+  return n->a.norm.group ? n->a.norm.group : last_dim(w, n->in[0]);
+}
+
 static void norm(const StageWriter *w, const Node *n) {
-  int64_t C = last_dim(w, n->in[0]), rows = local(w, n->in[0]) / C;
+  int64_t C = norm_width(w, n), rows = local(w, n->in[0]) / C;
   char eps[32];
   expr_number_text(n->a.norm.eps, eps, sizeof eps);
   if (n->a.norm.kind == NORM_LAYER)
@@ -205,7 +210,7 @@ static void norm(const StageWriter *w, const Node *n) {
 }
 
 static void norm_backward(const StageWriter *w, const Node *n) {
-  int64_t C = last_dim(w, n->in[0]), rows = local(w, n->in[0]) / C;
+  int64_t C = norm_width(w, n), rows = local(w, n->in[0]) / C;
   if (n->a.norm.kind == NORM_LAYER)
     fprintf(w->f, "  k_layernorm_backward(%lld, %lld, %s, %s, %s, %s, %s, %s, %s, %s);", (long long)rows, (long long)C,
             norm_in(w, n, 0, 1), norm_in(w, n, 1, 1), norm_in(w, n, 2, 1), norm_in(w, n, 3, 1), norm_in(w, n, 4, 1),
@@ -220,9 +225,22 @@ static void attention_shape(const StageWriter *w, const Node *n) {
   const Tensor *q = tensor(w, n->in[0]);
   const AttnAttr *a = &n->a.attn;
   int share = q->layout.kind == LAYOUT_S ? w->e->plan->par.tp : 1;
-  fprintf(w->f, "  {\n    const AttnShape shape = {%lld, %lld, %d, %d, %d, %d, %d, %g};\n  ",
+  char theta[32], number[32];
+  expr_number_text(a->rope_theta, theta, sizeof theta);
+  fprintf(w->f, "  {\n    const AttnShape shape = {.B = %lld, .T = %lld, .Hq = %d, .Hkv = %d, .D = %d, .causal = %d",
           (long long)emit_local_dim(w->e->plan, q, 0), (long long)emit_local_dim(w->e->plan, q, 1), a->heads / share,
-          a->kv_heads / share, a->head_dim, a->causal, a->rope, a->rope_theta);
+          a->kv_heads / share, a->head_dim, a->causal);
+  if (a->rope) fprintf(w->f, ", .rope = 1, .rope_theta = %s", theta);
+  if (a->window) fprintf(w->f, ", .window = %lld", (long long)a->window);
+  if (a->softcap > 0) {
+    expr_number_text(a->softcap, number, sizeof number);
+    fprintf(w->f, ", .softcap = %s", number);
+  }
+  if (a->scale > 0) {
+    expr_number_text(a->scale, number, sizeof number);
+    fprintf(w->f, ", .scale = %s", number);
+  }
+  fprintf(w->f, "};\n  ");
 }
 
 static void attention(const StageWriter *w, const Node *n) {
@@ -235,6 +253,30 @@ static void attention_backward(const StageWriter *w, const Node *n) {
   attention_shape(w, n);
   fprintf(w->f, "  k_attention_backward(&shape, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n  }", in(w, n, 0), in(w, n, 1),
           in(w, n, 2), in(w, n, 3), in(w, n, 4), in(w, n, 5), out(w, n, 0), out(w, n, 1), out(w, n, 2));
+}
+
+/* Rotary positions (or, backward, the turn back) over the local heads. */
+static void rope(const StageWriter *w, const Node *n) {
+  static const char *const scalings[] = {[ROPE_PLAIN] = "ROPE_SCALING_NONE", [ROPE_LINEAR] = "ROPE_SCALING_LINEAR",
+                                         [ROPE_LLAMA3] = "ROPE_SCALING_LLAMA3"};
+  const Tensor *x = tensor(w, n->in[0]);
+  const RopeAttr *a = &n->a.rope;
+  char theta[32], factor[32], low[32], high[32], positions[32];
+  expr_number_text(a->theta, theta, sizeof theta);
+  expr_number_text(a->factor, factor, sizeof factor);
+  expr_number_text(a->low_freq_factor, low, sizeof low);
+  expr_number_text(a->high_freq_factor, high, sizeof high);
+  expr_number_text(a->original_positions, positions, sizeof positions);
+  fprintf(w->f, "  {\n    const RopeShape shape = {.B = %lld, .T = %lld, .heads = %lld, .head_dim = %d, .rotary = %d, "
+          ".interleaved = %d, .inverse = %d,\n                             .theta = %s, .scaling = %s",
+          (long long)emit_local_dim(w->e->plan, x, 0), (long long)emit_local_dim(w->e->plan, x, 1),
+          (long long)(emit_local_dim(w->e->plan, x, 2) / a->head_dim), a->head_dim, a->rotary, a->interleaved,
+          a->inverse, theta, scalings[a->scaling]);
+  if (a->scaling != ROPE_PLAIN) fprintf(w->f, ", .factor = %s", factor);
+  if (a->scaling == ROPE_LLAMA3)
+    fprintf(w->f, ",\n                             .low_freq_factor = %s, .high_freq_factor = %s, "
+            ".original_positions = %s", low, high, positions);
+  fprintf(w->f, "};\n    k_rope(&shape, %s, %s);\n  }", in(w, n, 0), out(w, n, 0));
 }
 
 static void embedding(const StageWriter *w, const Node *n, int backward) {
@@ -279,6 +321,7 @@ static void node(const StageWriter *w, int index) {
   case OP_ATTENTION: attention(w, n); break;
   case OP_ATTENTION_BWD: attention_backward(w, n); break;
   case OP_EMBEDDING: embedding(w, n, 0); break;
+  case OP_ROPE: rope(w, n); break;
   case OP_EMBEDDING_BWD: embedding(w, n, 1); break;
   case OP_XENT: xent(w, n, 0); break;
   case OP_XENT_BWD: xent(w, n, 1); break;

@@ -121,6 +121,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_MATMUL] = "matmul",         [OP_EW] = "ew",
     [OP_REDUCE] = "reduce",         [OP_NORM] = "norm",
     [OP_ATTENTION] = "attention",   [OP_EMBEDDING] = "embedding",
+    [OP_ROPE] = "rope",
     [OP_XENT] = "xent",             [OP_ALLREDUCE] = "allreduce",
     [OP_ALLGATHER] = "allgather",   [OP_REDUCESCATTER] = "reducescatter",
     [OP_SLICE] = "slice",           [OP_NORM_BWD] = "norm_bwd",

@@ -58,6 +58,7 @@ typedef enum {
   OP_ATTENTION,   /* softmax(q·kᵀ/√d)·v per head: out o, lse */
   OP_EMBEDDING,   /* rows of a table picked by integer ids */
   OP_XENT,        /* softmax cross entropy summed over tokens, times the loss scale: out loss, lse */
+  OP_ROPE,        /* rotary positions: each head's first dims turned by angles of the position (or back) */
   /* collectives over the tensor-parallel group, and the local slice */
   OP_ALLREDUCE,     /* P -> R */
   OP_ALLGATHER,     /* S(axis) -> R */
@@ -80,13 +81,30 @@ typedef struct {
   NormKind kind;
   double eps;
   int weighted; /* multiplied by a weight (and, for a layer norm, shifted by a bias); else the norm alone */
+  int group;    /* 0: over the whole last dim; else over each run of `group` elements of it (a norm per
+                   head: QK-norm), the weight `group` wide and shared by the runs */
 } NormAttr;
 
 typedef struct {
   int heads, kv_heads, head_dim; /* logical counts; local counts follow from the layout */
   int causal, rope;
   double rope_theta;
+  int64_t window;  /* causal: a query sees itself and the window − 1 keys before it; 0: every earlier key */
+  double softcap;  /* scores capped to softcap·tanh(score/softcap); 0: not capped */
+  double scale;    /* scores are q·k·scale; 0: 1/√head_dim */
 } AttnAttr;
+
+/* Rotary positions over [b, seq, heads·head_dim]: in each head, pairs of the first `rotary` dims turn by
+ * t·freq_i at position t. Pairs are (i, i + rotary/2) (rotate half) or (2i, 2i + 1) (interleaved);
+ * freq_i = theta^(−2i/rotary), then scaled: ROPE_LINEAR divides it by factor, ROPE_LLAMA3 divides the
+ * low frequencies by factor and blends the middle ones (Llama 3.1). inverse turns back (the gradient). */
+typedef enum { ROPE_PLAIN, ROPE_LINEAR, ROPE_LLAMA3 } RopeScaling;
+typedef struct {
+  int head_dim, rotary, interleaved, inverse;
+  double theta;
+  RopeScaling scaling;
+  double factor, low_freq_factor, high_freq_factor, original_positions;
+} RopeAttr;
 
 typedef struct {
   int64_t vocab;        /* real vocabulary: logits at or beyond it are padding and left out */
@@ -106,6 +124,7 @@ typedef struct {
     MatmulAttr mm;
     NormAttr norm;
     AttnAttr attn;
+    RopeAttr rope;
     XentAttr xent;
     CollAttr coll;
   } a;

@@ -76,17 +76,34 @@ static int infer_ew(Model *m, const Graph *g, const Node *n, Shapes *s, Diag *d)
   return 0;
 }
 
+/* The width a norm normalises: the last dim, or its groups. */
+static int64_t norm_width(const Model *m, const Tensor *x, const NormAttr *a) {
+  return a->group ? a->group : dim_size(m, last(x));
+}
+
+/* x -> y like x, and the statistics per row: [leading dims], or with groups [leading dims, groups]. */
 static int infer_norm(Model *m, const Graph *g, const Node *n, Shapes *s, Diag *d) {
   const Tensor *x = input(g, n, 0);
+  const NormAttr *a = &n->a.norm;
   for (int i = 1; i < n->nin; i++) {
     const Tensor *p = input(g, n, i);
-    if (p->ndim != 1 || dim_size(m, p->dims[0]) != dim_size(m, last(x)))
-      return mismatch(m, g, n, 0, i, "the norm's weight must match the last dim", d);
+    if (p->ndim != 1 || dim_size(m, p->dims[0]) != norm_width(m, x, a))
+      return mismatch(m, g, n, 0, i, a->group ? "the norm's weight must match its group" : "the norm's weight must match the last dim", d);
   }
   set_out(s, 0, x->ndim, x->dims, DT_REAL);
+  int stats[MAX_DIMS], nstats = x->ndim - 1;
+  memcpy(stats, x->dims, sizeof stats);
+  if (a->group) {
+    const Dim *w = &m->dims[last(x)];
+    char name[NAME_LEN];
+    snprintf(name, sizeof name, "%.40s/%d", w->name, a->group);
+    int64_t granule = w->granule % a->group == 0 ? w->granule / a->group : 1;
+    if ((stats[nstats++] = model_dim(m, name, w->size / a->group, granule)) < 0)
+      return diag(d, "%s: norm: a dim named '%s' already has another size", n->where, name);
+  }
   int k = 1;
-  if (n->a.norm.kind == NORM_LAYER) set_out(s, k++, x->ndim - 1, x->dims, DT_STATS); /* mean */
-  set_out(s, k, x->ndim - 1, x->dims, DT_STATS);                                     /* rstd */
+  if (a->kind == NORM_LAYER) set_out(s, k++, nstats, stats, DT_STATS); /* mean */
+  set_out(s, k, nstats, stats, DT_STATS);                              /* rstd */
   return 0;
 }
 
@@ -103,11 +120,24 @@ static int infer_attention(Model *m, const Graph *g, const Node *n, Shapes *s, D
     return mismatch(m, g, n, 0, 1, "q's width is not heads·head_dim", d);
   if (dim_size(m, last(k)) != (int64_t)at->kv_heads * at->head_dim || dim_size(m, last(v)) != dim_size(m, last(k)))
     return mismatch(m, g, n, 1, 2, "k and v must be kv_heads·head_dim wide", d);
+  if (at->window > dim_size(m, q->dims[1]))
+    return diag(d, "%s: attention: a sliding window of %lld positions is longer than the sequence (%lld); choose a "
+                   "window of at most %lld (equal to the sequence: plain causal attention)", n->where,
+                (long long)at->window, (long long)dim_size(m, q->dims[1]), (long long)dim_size(m, q->dims[1]));
   set_out(s, 0, 3, q->dims, DT_REAL);
   int heads = model_dim(m, "heads", at->heads, 1);
   if (heads < 0) return diag(d, "%s: attention: a dim named 'heads' already has another size", n->where);
   int lse[3] = {q->dims[0], heads, q->dims[1]};
   set_out(s, 1, 3, lse, DT_STATS);
+  return 0;
+}
+
+/* x [b, s, heads·head_dim] -> like x. */
+static int infer_rope(Model *m, const Graph *g, const Node *n, Shapes *s, Diag *d) {
+  const Tensor *x = input(g, n, 0);
+  if (x->ndim != 3 || dim_size(m, last(x)) % n->a.rope.head_dim != 0)
+    return mismatch(m, g, n, 0, 0, "rope takes [batch, seq, heads·head_dim]", d);
+  set_out(s, 0, 3, x->dims, DT_REAL);
   return 0;
 }
 
@@ -141,6 +171,7 @@ int shape_infer(Model *m, const Graph *g, const Node *n, Shapes *out, Diag *d) {
   case OP_NORM: return infer_norm(m, g, n, out, d);
   case OP_ATTENTION: return infer_attention(m, g, n, out, d);
   case OP_EMBEDDING: return infer_embedding(m, g, n, out, d);
+  case OP_ROPE: return infer_rope(m, g, n, out, d);
   case OP_XENT: return infer_xent(m, g, n, out, d);
   case OP_ALLREDUCE: case OP_ALLGATHER: case OP_REDUCESCATTER: case OP_SLICE: {
     const Tensor *x = input(g, n, 0);

@@ -81,9 +81,9 @@ int shard_output_layouts(const Model *m, const Graph *g, const Node *n, Layout *
   case OP_MATMUL: return matmul_layout(g, n, &out[0]);
   case OP_EW: out[0] = ew_layout(g, n, g->tensors[n->out[0]].ndim); return 0;
   case OP_REDUCE: out[0] = reduce_layout(g, n); return 0;
-  case OP_NORM:
+  case OP_NORM: /* a norm by groups keeps a split by whole groups; its statistics split alike */
     out[0] = x;
-    out[1] = out[2] = rows_layout(x, last_axis(g, n->in[0]));
+    out[1] = out[2] = n->a.norm.group && is_split(x, last_axis(g, n->in[0])) ? x : rows_layout(x, last_axis(g, n->in[0]));
     return 0;
   case OP_ATTENTION:
     out[0] = x;
@@ -95,11 +95,12 @@ int shard_output_layouts(const Model *m, const Graph *g, const Node *n, Layout *
     return 0;
   }
   case OP_XENT: out[0] = out[1] = layout_r(); return 0;
+  case OP_ROPE: out[0] = x; return 0;
   case OP_ALLREDUCE: case OP_ALLGATHER: out[0] = layout_r(); return 0;
   case OP_REDUCESCATTER: case OP_SLICE: out[0] = layout_s(n->a.coll.axis); return 0;
   case OP_NORM_BWD: {
     Layout dy = tensor_layout(g, n->in[n->nin - 1]);
-    Layout dw = x.kind == LAYOUT_S && x.axis < last_axis(g, n->in[0]) ? layout_p() : layout_r();
+    Layout dw = x.kind == LAYOUT_S && (x.axis < last_axis(g, n->in[0]) || n->a.norm.group) ? layout_p() : layout_r();
     out[0] = dy;
     out[1] = out[2] = dw;
     return 0;
@@ -205,6 +206,13 @@ static void attention_needs(const Graph *g, const Node *n, Layout *need) {
   for (int i = 0; i < 3; i++) need[i] = heads_split ? layout_s(last_axis(g, n->in[i])) : layout_r();
 }
 
+/* A norm by groups over a split last dim: each rank holds whole groups (the split's granule, a head,
+ * is a multiple of the group). */
+static int whole_groups(const Shard *c, const Graph *g, const Node *n) {
+  const Tensor *x = &g->tensors[n->in[0]];
+  return n->a.norm.group && c->m->dims[x->dims[x->ndim - 1]].granule % n->a.norm.group == 0;
+}
+
 static void input_needs(const Shard *c, const Graph *g, const Node *n, Layout *need) {
   for (int i = 0; i < n->nin; i++) need[i] = tensor_layout(g, n->in[i]);
   Layout x = n->nin ? tensor_layout(g, n->in[0]) : layout_r();
@@ -212,11 +220,16 @@ static void input_needs(const Shard *c, const Graph *g, const Node *n, Layout *n
   case OP_MATMUL: matmul_needs(c, g, n, need); break;
   case OP_EW: ew_needs(c, g, n, need); break;
   case OP_NORM:
-    need[0] = x.kind == LAYOUT_P ? resolve_partial(c, g, n->in[0]) : is_split(x, last_axis(g, n->in[0])) ? layout_r() : x;
+    need[0] = x.kind == LAYOUT_P                                                     ? resolve_partial(c, g, n->in[0])
+              : is_split(x, last_axis(g, n->in[0])) && !whole_groups(c, g, n) ? layout_r()
+                                                                                       : x;
     for (int i = 1; i < n->nin; i++) need[i] = layout_r();
     break;
   case OP_ATTENTION: attention_needs(g, n, need); break;
   case OP_EMBEDDING: need[0] = layout_r(); break;
+  case OP_ROPE: /* by heads, each position whole: a sequence split is gathered */
+    need[0] = is_split(x, last_axis(g, n->in[0])) ? x : layout_r();
+    break;
   case OP_XENT:
     need[0] = is_split(x, last_axis(g, n->in[0])) ? x : layout_r();
     need[1] = layout_r();

@@ -53,20 +53,44 @@ void k_rmsnorm_backward(int64_t rows, int64_t C, const act_t *x, const act_t *w,
 /* Attention over B sequences of T positions. q: [B, T, Hq·D]; k, v: [B, T, Hkv·D] (head h of q reads
  * kv head h / (Hq/Hkv): grouped-query attention; Hq is a multiple of Hkv, and D is even with rope);
  * out: [B, T, Hq·D]; lse: [B, Hq, T], the log of each softmax row's normaliser, kept for the backward
- * pass. Scores q·k/sqrt(D), causal: position t sees t' ≤ t. With rope, q and k are first rotated: the
- * pair (i, i + D/2) of position t turns by the angle t·theta^(-2i/D) (the "rotate half" convention).
- * No T×T matrix is stored. */
+ * pass. Scores q·k·scale (scale 0: 1/sqrt(D)), capped to softcap·tanh(score/softcap) when softcap > 0
+ * (Gemma-2); causal: position t sees t' ≤ t, and with a window w > 0 only t − w < t' ≤ t (sliding window:
+ * Mistral, Gemma-2). With rope, q and k are first rotated: the pair (i, i + D/2) of position t turns by
+ * the angle t·theta^(-2i/D) (the "rotate half" convention). No T×T matrix is stored. */
 typedef struct {
   int64_t B, T;
   int Hq, Hkv, D;
   int causal, rope;
   double rope_theta;
+  int64_t window;
+  double softcap, scale;
 } AttnShape;
 
 void k_attention_forward(const AttnShape *s, const act_t *q, const act_t *k, const act_t *v, act_t *out, real *lse);
 /* dq, dk, dv are overwritten (dk, dv summed over the query heads that share a kv head). */
 void k_attention_backward(const AttnShape *s, const act_t *q, const act_t *k, const act_t *v, const act_t *out,
                           const real *lse, const act_t *dout, act_t *dq, act_t *dk, act_t *dv);
+
+/* Rotary positions over B sequences of T positions, x and y [B, T, H·D] (y may be x): in each head the
+ * first `rotary` dims turn, pair i by the angle t·freq_i at position t (inverse: by −t·freq_i, the
+ * transpose, which carries the gradient back). Pairs are (i, i + rotary/2) (rotate half: Llama, NeoX)
+ * or (2i, 2i + 1) when interleaved (GPT-J); the dims past `rotary` pass through. freq_i =
+ * theta^(−2i/rotary), scaled as rope_frequencies says. */
+typedef enum { ROPE_SCALING_NONE, ROPE_SCALING_LINEAR, ROPE_SCALING_LLAMA3 } RopeScalingKind;
+typedef struct {
+  int64_t B, T;
+  int heads, head_dim, rotary, interleaved, inverse;
+  double theta;
+  RopeScalingKind scaling;
+  double factor, low_freq_factor, high_freq_factor, original_positions;
+} RopeShape;
+
+/* freq[i] for i < rotary/2, in double. Linear scaling divides every frequency by factor (positions
+ * stretched). Llama 3's keeps the frequencies whose wavelength 2π/f is under original_positions /
+ * high_freq_factor, divides those over original_positions / low_freq_factor by factor, and blends
+ * between: f·((1 − a)/factor + a), a = (original_positions/wavelength − low) / (high − low). */
+void rope_frequencies(const RopeShape *s, double *freq);
+void k_rope(const RopeShape *s, const act_t *x, act_t *y);
 
 /* Embedding over a shard of the table holding rows [row0, row0 + rows) of the whole vocabulary:
  * out[n, :] = table[ids[n] - row0, :] for ids in the shard, 0 for the others (summed over the shards

@@ -70,7 +70,7 @@ static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t
   k_gemm(0, 1, 1024, 768, 768, 1, t0, w[L_ATTN_V_WEIGHT], 0, t7); /* models/gpt2.lua:10 */
   ew_1(786432, 768, t7, w[L_ATTN_V_BIAS], 768, t8); /* models/gpt2.lua:10 */
   {
-    const AttnShape shape = {1, 1024, 12, 12, 64, 1, 0, 10000};
+    const AttnShape shape = {.B = 1, .T = 1024, .Hq = 12, .Hkv = 12, .D = 64, .causal = 1};
     k_attention_forward(&shape, t4, t6, t8, t9, t10);
   } /* models/gpt2.lua:10 */
   k_gemm(0, 1, 1024, 768, 768, 1, t9, w[L_ATTN_PROJ_WEIGHT], 0, t11); /* models/gpt2.lua:10 */
@@ -127,7 +127,7 @@ static void block_backward(Run *r, int layer, const act_t *x, act_t *saved, cons
   k_gemm(0, 0, 1024, 768, 768, 1, dt13_51, w[L_ATTN_PROJ_WEIGHT], 0, dt9);
   k_gemm_grad(1, 0, 768, 768, 1024, dt13_51, t9, g[L_ATTN_PROJ_WEIGHT]);
   {
-    const AttnShape shape = {1, 1024, 12, 12, 64, 1, 0, 10000};
+    const AttnShape shape = {.B = 1, .T = 1024, .Hq = 12, .Hkv = 12, .D = 64, .causal = 1};
     k_attention_backward(&shape, t4, t6, t8, t9, t10, dt9, dt4, dt6, dt8);
   }
   k_sum_rows(1024, 768, dt8, g[L_ATTN_V_BIAS]);

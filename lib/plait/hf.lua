@@ -53,6 +53,7 @@ local function fail(fmt, ...) error(string.format(fmt, ...), 0) end
 local family_fields = { name = "string", architecture = "string", model_type = "string", base_prefix = "string",
                         config = "table", tensors = "table", layer = "table", ignore = "table" }
 local config_fields = { hf = "string", also = "table", plait = "string", default = true, hf_default = true,
+                        when = "function",
                         values = "table", at_least = "boolean", check = "boolean", derive = "function", value = true }
 local tensor_fields = { hf = "string", plait = true, transpose = "boolean", groups = true, rows = "string" }
 
@@ -147,6 +148,10 @@ end
 
 hf.families = {}
 
+-- Settings that apply to a model with scaled rotary frequencies (config.rope_scaling), or Llama 3's.
+local function scaled(c) return c.rope_scaling ~= nil and c.rope_scaling ~= "none" end
+local function llama3_scaled(c) return c.rope_scaling == "llama3" end
+
 -- The size settings of the Llama-like configs, with transformers' defaults d (one family's differ from
 -- another's), followed by `more` entries.
 local function llama_sizes(d, more)
@@ -238,8 +243,15 @@ hf.families.llama = hf.family {
     { hf = "mlp_bias", plait = "bias", default = true, hf_default = false },
     { hf = "head_dim", plait = "head_dim", default = function(c) return c.hidden // c.heads end,
       hf_default = function(c) return (c.hidden_size or 4096) // (c.num_attention_heads or 32) end },
-    { hf = "rope_scaling", value = json.null, hf_default = json.null },
-    { hf = "rope_parameters.rope_type", value = "default", hf_default = "default" },
+    { hf = "rope_parameters.rope_type", also = { "rope_scaling.rope_type", "rope_scaling.type" }, plait = "rope_scaling",
+      default = "none", hf_default = "default", values = { none = "default", linear = "linear", llama3 = "llama3" } },
+    { hf = "rope_parameters.factor", also = { "rope_scaling.factor" }, plait = "rope_factor", when = scaled },
+    { hf = "rope_parameters.low_freq_factor", also = { "rope_scaling.low_freq_factor" }, plait = "rope_low_freq_factor",
+      when = llama3_scaled },
+    { hf = "rope_parameters.high_freq_factor", also = { "rope_scaling.high_freq_factor" },
+      plait = "rope_high_freq_factor", when = llama3_scaled },
+    { hf = "rope_parameters.original_max_position_embeddings", also = { "rope_scaling.original_max_position_embeddings" },
+      plait = "rope_original_positions", when = llama3_scaled },
     { hf = "pretraining_tp", value = 1, hf_default = 1, check = false },
     { hf = "attention_dropout", value = 0.0, check = false },
     { hf = "initializer_range", plait = "init_std", default = 0.02, check = false },
@@ -321,6 +333,99 @@ hf.families.olmo2 = hf.extend("llama", {
     { hf = "model.layers.%d.post_feedforward_layernorm.weight", plait = "mlp_norm.weight" },
   },
 })
+
+-- Mistral (MistralForCausalLM): Llama's tensors without biases, grouped-query attention over a sliding
+-- window (config sliding_window; null: none).
+hf.families.mistral = hf.extend("llama", {
+  name = "mistral", architecture = "MistralForCausalLM", model_type = "mistral",
+  drop = { "attention_bias", "mlp_bias", "pretraining_tp" },
+  config = llama_sizes({ vocab = 32000, seq = 131072, hidden = 4096, ffn = 14336, layers = 32, heads = 32 }, {
+    { hf = "sliding_window", plait = "sliding_window", default = json.null, hf_default = 4096 },
+    { hf = "num_key_value_heads", plait = "kv_heads", default = function(c) return c.heads end, hf_default = 8 },
+    { hf = "head_dim", plait = "head_dim", default = function(c) return c.hidden // c.heads end,
+      hf_default = function(c) return (c.hidden_size or 4096) // (c.num_attention_heads or 32) end },
+    { plait = "bias", value = false, default = true },
+  }),
+})
+
+-- Qwen3 (Qwen3ForCausalLM): Llama's tensors with RMS norms of each head of q and k (q_norm, k_norm,
+-- head_dim wide), heads of head_dim (128 by default), no sliding window.
+hf.families.qwen3 = hf.extend("llama", {
+  name = "qwen3", architecture = "Qwen3ForCausalLM", model_type = "qwen3",
+  drop = { "mlp_bias", "pretraining_tp" },
+  config = llama_sizes({ vocab = 151936, seq = 32768, hidden = 4096, ffn = 22016, layers = 32, heads = 32 }, {
+    { hf = "head_dim", plait = "head_dim", default = function(c) return c.hidden // c.heads end, hf_default = 128 },
+    { hf = "use_sliding_window", value = false, hf_default = false },
+    { plait = "qk_norm", value = true, default = false },
+  }),
+  layer = {
+    { hf = "model.layers.%d.self_attn.q_norm.weight", plait = "attn.q_norm.weight" },
+    { hf = "model.layers.%d.self_attn.k_norm.weight", plait = "attn.k_norm.weight" },
+  },
+})
+
+-- Phi (PhiForCausalLM, Phi-1 to Phi-2): a parallel block with one layer norm (input_layernorm), rotary
+-- positions over a part of each head (partial_rotary_factor), q, k, v and dense with biases, an MLP of
+-- fc1 and fc2 with the tanh GeLU, a final layer norm and an untied output layer with a bias; the names
+-- follow models/phi2.lua.
+hf.families.phi = hf.family {
+  name = "phi", architecture = "PhiForCausalLM", model_type = "phi", base_prefix = "model.",
+  config = {
+    { hf = "vocab_size", plait = "vocab", hf_default = 51200 },
+    { hf = "max_position_embeddings", plait = "seq", at_least = true, hf_default = 2048 },
+    { hf = "hidden_size", plait = "hidden", hf_default = 2048 },
+    { hf = "intermediate_size", plait = "ffn", hf_default = 8192 },
+    { hf = "num_hidden_layers", plait = "layers", hf_default = 24 },
+    { hf = "num_attention_heads", plait = "heads", hf_default = 32 },
+    { hf = "num_key_value_heads", plait = "kv_heads", default = function(c) return c.heads end,
+      hf_default = function(c) return c.num_attention_heads or 32 end },
+    { hf = "layer_norm_eps", plait = "norm_eps", default = 1e-5, hf_default = 1e-5 },
+    { hf = "rope_theta", also = { "rope_parameters.rope_theta" }, plait = "rope_theta", default = 10000,
+      hf_default = 10000 },
+    { hf = "partial_rotary_factor", also = { "rope_parameters.partial_rotary_factor" }, plait = "rotary_fraction",
+      default = 1, hf_default = 0.5 },
+    { hf = "hidden_act", plait = "activation", default = "gelu", hf_default = "gelu_new",
+      values = { gelu = { "gelu_new", "gelu_pytorch_tanh" } } },
+    { hf = "tie_word_embeddings", plait = "tied", hf_default = false,
+      derive = function(model) return model.params["lm_head.weight"] == nil end },
+    { hf = "qk_layernorm", value = false, hf_default = false },
+    { hf = "rope_scaling", value = json.null, hf_default = json.null },
+    { hf = "rope_parameters.rope_type", value = "default", hf_default = "default" },
+    { hf = "resid_pdrop", plait = "dropout", default = 0, check = false },
+    { hf = "embd_pdrop", plait = "dropout", default = 0, check = false },
+    { hf = "attention_dropout", value = 0.0, check = false },
+    { hf = "initializer_range", plait = "init_std", default = 0.02, check = false },
+    { plait = "positions", value = "rope", default = "learned" },
+    { plait = "norm", value = "layernorm", default = "layernorm" },
+    { plait = "bias", value = true, default = true },
+    { plait = "head_bias", value = true, default = false },
+    { plait = "causal", value = true, default = true },
+  },
+  tensors = {
+    { hf = "model.embed_tokens.weight", plait = "wte" },
+    { hf = "model.final_layernorm.weight", plait = "ln_f.weight" },
+    { hf = "model.final_layernorm.bias", plait = "ln_f.bias" },
+    { hf = "lm_head.weight", plait = "lm_head.weight" },
+    { hf = "lm_head.bias", plait = "lm_head.bias" },
+  },
+  layer = {
+    { hf = "model.layers.%d.input_layernorm.weight", plait = "ln.weight" },
+    { hf = "model.layers.%d.input_layernorm.bias", plait = "ln.bias" },
+    { hf = "model.layers.%d.self_attn.q_proj.weight", plait = "attn.q.weight" },
+    { hf = "model.layers.%d.self_attn.q_proj.bias", plait = "attn.q.bias" },
+    { hf = "model.layers.%d.self_attn.k_proj.weight", plait = "attn.k.weight" },
+    { hf = "model.layers.%d.self_attn.k_proj.bias", plait = "attn.k.bias" },
+    { hf = "model.layers.%d.self_attn.v_proj.weight", plait = "attn.v.weight" },
+    { hf = "model.layers.%d.self_attn.v_proj.bias", plait = "attn.v.bias" },
+    { hf = "model.layers.%d.self_attn.dense.weight", plait = "attn.proj.weight" },
+    { hf = "model.layers.%d.self_attn.dense.bias", plait = "attn.proj.bias" },
+    { hf = "model.layers.%d.mlp.fc1.weight", plait = "mlp.fc.weight" },
+    { hf = "model.layers.%d.mlp.fc1.bias", plait = "mlp.fc.bias" },
+    { hf = "model.layers.%d.mlp.fc2.weight", plait = "mlp.proj.weight" },
+    { hf = "model.layers.%d.mlp.fc2.bias", plait = "mlp.proj.bias" },
+  },
+  ignore = { "model.layers.%d.self_attn.rotary_emb.inv_freq" },
+}
 
 ---------------------------------------------------------------------------------------------------
 -- What import and export ask (called by the compiler with the model record and its tensors).
@@ -499,7 +604,7 @@ function hf._check_config(model, dir)
   local problems = {}
   local function add(line) if line then problems[#problems + 1] = line end end
   for _, e in ipairs(f.config) do
-    if e.check ~= false then
+    if e.check ~= false and (not e.when or e.when(model.config)) then
       if e.hf and e.plait then add(check_mapped(e, model, hc))
       elseif e.hf then add(check_fixed(e, model, hc))
       else add(check_required(e, model)) end
@@ -518,7 +623,8 @@ function hf._config_text(model, dtype)
   local out = { architectures = json.array { f.architecture }, model_type = f.model_type,
                 torch_dtype = dtype_names[dtype], dtype = dtype_names[dtype] }
   for _, e in ipairs(f.config) do
-    if e.hf and e.plait then
+    if e.when and not e.when(model.config) then -- a setting of another kind of model
+    elseif e.hf and e.plait then
       local pv = plait_value(e, model)
       local values = pv ~= nil and hf_values(e, pv)
       if pv == nil then fail("the model's config has no %s, which the %s family writes as %s", e.plait, f.name, e.hf) end

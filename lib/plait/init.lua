@@ -109,16 +109,84 @@ function plait.matmul(a, b, opts)
   return wrap(core.matmul(operand(a, "matmul"), operand(b, "matmul"), opts.transpose and true or false))
 end
 
--- kind "layer" (weight and bias) or "rms" (weight only), over the last axis; without weight (and bias),
--- the norm alone.
-function plait.norm(kind, x, weight, bias, eps)
-  return wrap(core.norm(kind, x, weight, bias, eps or 1e-5))
+-- kind "layer" (weight and bias) or "rms" (weight only), over the last axis, or with group = g over each
+-- run of g elements of it (a norm per head: QK-norm), the weight g wide; without weight (and bias), the
+-- norm alone.
+function plait.norm(kind, x, weight, bias, eps, group)
+  return wrap(core.norm(kind, x, weight, bias, eps or 1e-5, group))
 end
 
--- q: [b, seq, heads·head_dim], k and v: [b, seq, kv_heads·head_dim]; opts: heads, kv_heads, causal, rope, rope_theta.
+-- Rotary positions on x [b, seq, heads·head_dim]: in each head of opts.head_dim dims the first
+-- opts.rotary (default: opts.fraction of the head, else all of it) turn by t·freq_i at position t, pairs
+-- (i, i + rotary/2) (rotate half: Llama, NeoX) or, with opts.interleaved, (2i, 2i + 1) (GPT-J);
+-- freq_i = theta^(−2i/rotary) (opts.theta, default 10000), scaled by opts.scaling: { type = "linear",
+-- factor = f } or { type = "llama3", factor = 8, low_freq_factor = 1, high_freq_factor = 4,
+-- original_positions = 8192 } (Llama 3.1's values by default).
+local scaling_defaults = { linear = { factor = 1 },
+                           llama3 = { factor = 8, low_freq_factor = 1, high_freq_factor = 4, original_positions = 8192 } }
+
+local function positive(v, what)
+  if type(v) ~= "number" or v <= 0 then fail("rope: %s must be a positive number, got %s", what, tostring(v)) end
+  return v
+end
+
+local function rope_scaling(sc)
+  if sc == nil then return "none" end
+  if type(sc) ~= "table" then fail("rope: scaling must be a table such as { type = \"llama3\", factor = 8 }") end
+  local defaults = scaling_defaults[sc.type]
+  if not defaults then fail("rope: unknown scaling type '%s' (linear, llama3)", tostring(sc.type)) end
+  local v = {}
+  for k, d in pairs(defaults) do v[k] = positive(sc[k] == nil and d or sc[k], "scaling." .. k) end
+  for k in pairs(sc) do
+    if k ~= "type" and defaults[k] == nil then fail("rope: scaling %s takes no field '%s'", sc.type, tostring(k)) end
+  end
+  if sc.type == "llama3" and v.high_freq_factor <= v.low_freq_factor then
+    fail("rope: llama3 scaling needs high_freq_factor > low_freq_factor, got %s and %s", v.high_freq_factor, v.low_freq_factor)
+  end
+  return sc.type, v.factor, v.low_freq_factor, v.high_freq_factor, v.original_positions
+end
+
+function plait.rope(x, opts)
+  opts = opts or {}
+  local head_dim = opts.head_dim
+  if type(head_dim) ~= "number" or head_dim < 2 or head_dim ~= math.floor(head_dim) then
+    fail("rope needs head_dim, a whole number of at least 2, got %s", tostring(head_dim))
+  end
+  local rotary = opts.rotary
+  if rotary == nil then
+    local fraction = opts.fraction or 1
+    if type(fraction) ~= "number" or fraction <= 0 or fraction > 1 then
+      fail("rope: fraction must be in (0, 1], got %s", tostring(fraction))
+    end
+    rotary = math.floor(head_dim * fraction)
+  end
+  return wrap(core.rope(operand(x, "rope"), head_dim, math.tointeger(rotary) or rotary, opts.interleaved and true or false,
+                        positive(opts.theta or 10000, "theta"), rope_scaling(opts.scaling)))
+end
+Tensor.rope = plait.rope
+
+-- q: [b, seq, heads·head_dim], k and v: [b, seq, kv_heads·head_dim]; opts: heads, kv_heads, causal, rope
+-- (true: rotary positions over whole heads inside the attention kernel; a table: plait.rope's options,
+-- applied to q and k first), rope_theta, window (causal: each query sees itself and the window − 1
+-- positions before it: Mistral's sliding window), softcap (scores capped to c·tanh(s/c): Gemma-2), scale
+-- (scores q·k·scale; default 1/√head_dim).
 function plait.attention(q, k, v, opts)
+  local rope = opts.rope
+  if type(rope) == "table" then
+    local ropts = { theta = opts.rope_theta }
+    for key, value in pairs(rope) do ropts[key] = value end
+    ropts.head_dim = ropts.head_dim or q:size(-1) // opts.heads
+    q, k, rope = plait.rope(q, ropts), plait.rope(k, ropts), false
+  end
+  for _, key in ipairs({ "window", "softcap", "scale" }) do
+    local x = opts[key]
+    if x ~= nil and (type(x) ~= "number" or x <= 0 or (key == "window" and x ~= math.floor(x))) then
+      fail("attention: %s must be a positive %s, got %s", key, key == "window" and "whole number" or "number", tostring(x))
+    end
+  end
   return wrap(core.attention(q, k, v, opts.heads, opts.kv_heads or opts.heads,
-    opts.causal and true or false, opts.rope and true or false, opts.rope_theta or 10000))
+    opts.causal and true or false, rope and true or false, opts.rope_theta or 10000, opts.window and math.tointeger(opts.window),
+    opts.softcap, opts.scale))
 end
 
 function plait.embedding(ids, table_) return wrap(core.embedding(ids, table_)) end

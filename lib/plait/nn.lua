@@ -37,18 +37,22 @@ function nn.embedding(S, tokens, opts)
   return plait.dropout(x, setting(opts, S, "dropout", 0))
 end
 
--- Layer norm (weight and bias) or RMS norm (weight) over the last axis. With config.norm_offset = c (Gemma:
--- 1) the weight starts at zero and scales by c + weight: the norm alone times (c + w), as Gemma computes it.
+-- Layer norm (weight and bias) or RMS norm (weight) over the last axis, or with opts.group = g over each
+-- run of g elements (a norm per head, its weight g wide: Qwen3's QK-norm). With config.norm_offset = c
+-- (Gemma: 1) the weight starts at zero and scales by c + weight: the norm alone times (c + w), as Gemma
+-- computes it.
 local function norm(kind, S, ...)
   local name, x, opts = named(...)
   check_tensor(x, "nn." .. kind .. "norm")
   local s = S:child(name, kind == "layer" and "ln" or "rms")
-  local width = x:size(-1)
+  local group = opts and opts.group
+  local width = group or x:size(-1)
   local offset = setting(opts, S, "norm_offset")
   local eps = setting(opts, S, "norm_eps", 1e-5)
   local w = s:param("weight", { width }, { init = offset and "zeros" or "ones", decay = false })
   local b = kind == "layer" and s:param("bias", { width }, { init = "zeros", decay = false }) or nil
-  if not offset then return plait.norm(kind, x, w, b, eps) end
+  if not offset then return plait.norm(kind, x, w, b, eps, group) end
+  if group then fail("nn.%snorm: norm_offset with groups is not supported; write the norm with plait.norm", kind) end
   local y = plait.norm(kind, x, nil, nil, eps) * (offset + w)
   return b and y + b or y
 end
@@ -82,12 +86,35 @@ function nn.linear(S, ...)
   return y
 end
 
+-- Rotary positions as the config asks: over whole heads (true: inside the attention kernel), or a part
+-- of each head (config.rotary_fraction: Phi-2's 0.4, NeoX's 0.25), interleaved pairs
+-- (config.rope_interleaved), or scaled frequencies (config.rope_scaling = "linear" or "llama3" with
+-- rope_factor, rope_low_freq_factor, rope_high_freq_factor, rope_original_positions).
+local function rope_options(opts, S)
+  local fraction = setting(opts, S, "rotary_fraction", 1)
+  local interleaved = setting(opts, S, "rope_interleaved", false)
+  local kind = setting(opts, S, "rope_scaling", "none")
+  if fraction == 1 and not interleaved and kind == "none" then return true end
+  local scaling
+  if kind ~= "none" then
+    scaling = { type = kind, factor = setting(opts, S, "rope_factor") }
+    if kind == "llama3" then
+      scaling.low_freq_factor = setting(opts, S, "rope_low_freq_factor")
+      scaling.high_freq_factor = setting(opts, S, "rope_high_freq_factor")
+      scaling.original_positions = setting(opts, S, "rope_original_positions")
+    end
+  end
+  return { fraction = fraction, interleaved = interleaved, scaling = scaling }
+end
+
 -- Multi-head attention with its projections: q, k, v (column-parallel, split by heads), the attention
 -- itself (causal unless config.causal == false; RoPE with config.positions == "rope"; grouped-query
 -- with config.kv_heads < heads), and the output projection (row-parallel), then dropout. Heads are
 -- hidden/heads wide unless config.head_dim says otherwise (Gemma's 256 beside a hidden of 3072); q, k
 -- and v have biases when config.qkv_bias (default: config.bias, itself true by default), the output
--- projection when config.proj_bias (default: config.bias).
+-- projection when config.proj_bias (default: config.bias). config.sliding_window, attn_softcap and
+-- attn_scale are plait.attention's window, softcap and scale. With config.qk_norm, q and k are RMS-normed
+-- per head before the rotary positions (Qwen3's QK-norm: "q_norm", "k_norm", head_dim wide).
 function nn.attention(S, ...)
   local name, x, opts = named(...)
   check_tensor(x, "nn.attention")
@@ -110,12 +137,19 @@ function nn.attention(S, ...)
   local qkv = { bias = setting(opts, S, "qkv_bias", bias) }
   local q = nn.linear(s, "q", x, qdim, "column", qkv)
   local k = nn.linear(s, "k", x, kvdim, "column", qkv)
+  if setting(opts, S, "qk_norm", false) then
+    q = nn.rmsnorm(s, "q_norm", q, { group = head_dim })
+    k = nn.rmsnorm(s, "k_norm", k, { group = head_dim })
+  end
   local v = nn.linear(s, "v", x, kvdim, "column", qkv)
   local o = plait.attention(q, k, v, {
     heads = heads, kv_heads = kv_heads,
     causal = setting(opts, S, "causal", true),
-    rope = setting(opts, S, "positions", "learned") == "rope",
+    rope = setting(opts, S, "positions", "learned") == "rope" and rope_options(opts, S),
     rope_theta = setting(opts, S, "rope_theta", 10000),
+    window = setting(opts, S, "sliding_window"),
+    softcap = setting(opts, S, "attn_softcap"),
+    scale = setting(opts, S, "attn_scale"),
   })
   local y = nn.linear(s, "proj", o, hidden, "row", { bias = setting(opts, S, "proj_bias", bias), residual = true })
   return plait.dropout(y, setting(opts, S, "dropout", 0))
@@ -150,7 +184,7 @@ function nn.dropout(S, x, p)
 end
 
 -- The logits of x against the output matrix: the embedding table when tied (config.tied, default true),
--- else a vocab-parallel "lm_head.weight".
+-- else a vocab-parallel "lm_head.weight", plus "lm_head.bias" when config.head_bias (Phi-2).
 local function logits(S, x, opts)
   local vocab = plait.vocab(setting(opts, S, "vocab"))
   local w
@@ -159,7 +193,11 @@ local function logits(S, x, opts)
   else
     w = S:param("lm_head.weight", { vocab, x:size(-1) }, { shard = "vocab", std = setting(opts, S, "init_std", 0.02) })
   end
-  return plait.matmul(x, w, { transpose = true }), vocab
+  local z = plait.matmul(x, w, { transpose = true })
+  if setting(opts, S, "head_bias", false) then
+    z = z + S:param("lm_head.bias", { vocab }, { init = "zeros", shard = "vocab" })
+  end
+  return z, vocab
 end
 
 -- Language-model head: final norm "ln_f", logits, softmax cross entropy against the next tokens.

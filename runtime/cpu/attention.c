@@ -2,11 +2,12 @@
 #include "cpu.h"
 #include "kernels.h"
 
-/* Causal or not, grouped-query, rotary positions; no T×T matrix is ever stored. Per head, with scores
- * S = Q·Kᵀ/√D (masked causally) and P = softmax(S) by rows:
+/* Causal or not, sliding window, grouped-query, rotary positions, capped scores; no T×T matrix is ever
+ * stored. Per head, with scores S = cap(Q·Kᵀ·scale) (masked causally, and outside the window), cap(s) =
+ * c·tanh(s/c) or s, and P = softmax(S) by rows:
  *   forward   O = P·V, lse = log Σ_t' exp(S)                      (P never stored: online softmax)
- *   backward  P = exp(S − lse) recomputed, dP = dO·Vᵀ, D_t = Σ_e dO·O, dS = P·(dP − D),
- *             dQ = dS·K/√D, dK = dSᵀ·Q/√D, dV = Pᵀ·dO
+ *   backward  P = exp(S − lse) recomputed, dP = dO·Vᵀ, D_t = Σ_e dO·O, dS = P·(dP − D)·cap'(s),
+ *             cap' = 1 − (S/c)², dQ = dS·K·scale, dK = dSᵀ·Q·scale, dV = Pᵀ·dO
  * Dot products over D and sums within one tile are in `real`, split across vector lanes; the sums over
  * tiles (O, dQ, dK, dV, the softmax normaliser) are in double. */
 
@@ -19,7 +20,8 @@ typedef struct {
   const AttnShape *s;
   int group;                   /* query heads per kv head */
   int64_t q_stride, kv_stride; /* from one position to the next: Hq·D and Hkv·D */
-  real scale;                  /* 1/sqrt(D) */
+  real scale;                  /* the shape's, or 1/sqrt(D) */
+  int64_t window;              /* keys seen back from a query, itself included (T: every one) */
   const real *q, *k;           /* the queries and keys the scores use: rotated copies under rope */
   real *rotated;               /* those copies (NULL without rope) */
   real *cos, *sin;             /* [T][D/2] rotary tables (NULL without rope) */
@@ -83,7 +85,8 @@ static void attn_init(Attn *a, const AttnShape *s, const real *q, const real *k)
   a->group = s->Hq / s->Hkv;
   a->q_stride = (int64_t)s->Hq * s->D;
   a->kv_stride = (int64_t)s->Hkv * s->D;
-  a->scale = (real)(1 / sqrt((double)s->D));
+  a->scale = (real)(s->scale > 0 ? s->scale : 1 / sqrt((double)s->D));
+  a->window = s->window > 0 && s->window < s->T ? s->window : s->T;
   a->q = q, a->k = k, a->rotated = a->cos = a->sin = NULL;
   if (!s->rope) return;
   int half = s->D / 2;
@@ -194,28 +197,45 @@ static void store_panel(const double *acc, int n, int D, real mul, int64_t t0, r
     for (int e = 0; e < D; e++) head[(t0 + c) * stride + e] = (real)(acc[e * W + c] * mul);
 }
 
+/* ---- masks and caps ---------------------------------------------------------------------------- */
+
+/* Scores of one tile capped in place: s ← c·tanh(s/c) over rows r < n. */
+static void cap_tile(const AttnShape *s, int n, real *sc) {
+  if (s->softcap <= 0) return;
+  real c = (real)s->softcap;
+  for (int i = 0; i < n * W; i++) sc[i] = c * tanh(sc[i] / c);
+}
+
+/* The first key query t sees: t − window + 1 (0 at least), 0 without a causal mask. */
+static int64_t first_key(const Attn *a, int64_t t) {
+  return a->s->causal && t - a->window + 1 > 0 ? t - a->window + 1 : 0;
+}
+
 /* ---- forward ----------------------------------------------------------------------------------- */
 
 /* Online softmax over one tile: s[j][c] holds the score of key j0 + j (j < n) for query t0 + c.
- * Per query: m' = max(m, max_j s), s ← exp(s − m') (0 where unseen: causal j0 + j > t0 + c),
- * l ← l·exp(m − m') + Σ_j s, rescale = exp(m − m'). Vectorised across queries. */
-CPU_WIDE static void softmax_tile(const AttnShape *s, int64_t t0, int64_t j0, int n, real *sc, double *m,
-                                  double *l, double *rescale) {
+ * Per query: m' = max(m, max_j s), s ← exp(s − m') (0 where unseen: causal j0 + j > t0 + c, or the key
+ * out of the window, j0 + j ≤ t0 + c − window), l ← l·exp(m − m') + Σ_j s, rescale = exp(m − m').
+ * Vectorised across queries. */
+CPU_WIDE static void softmax_tile(const Attn *a, int64_t t0, int64_t j0, int n, real *sc, double *m, double *l,
+                                  double *rescale) {
   real top[W], sum[W] = {0};
   for (int c = 0; c < W; c++) top[c] = (real)m[c];
   for (int j = 0; j < n; j++) {
     const real *row = sc + j * W;
-    int64_t first = s->causal ? j0 + j - t0 : 0; /* the first query that sees key j0 + j */
+    int64_t first = a->s->causal ? j0 + j - t0 : 0; /* the queries that see key j0 + j: first ≤ c < last */
+    int64_t last = a->s->causal ? first + a->window : W;
 #pragma omp simd
-    for (int c = 0; c < W; c++) top[c] = c >= first && row[c] > top[c] ? row[c] : top[c];
+    for (int c = 0; c < W; c++) top[c] = c >= first && c < last && row[c] > top[c] ? row[c] : top[c];
   }
   for (int j = 0; j < n; j++) {
     real *row = sc + j * W;
-    int64_t first = s->causal ? j0 + j - t0 : 0;
+    int64_t first = a->s->causal ? j0 + j - t0 : 0;
+    int64_t last = a->s->causal ? first + a->window : W;
 #pragma omp simd
     for (int c = 0; c < W; c++) {
       real e = cpu_exp(row[c] - top[c]);
-      row[c] = c >= first ? e : 0;
+      row[c] = c >= first && c < last ? e : 0;
       sum[c] += row[c];
     }
   }
@@ -226,7 +246,7 @@ CPU_WIDE static void softmax_tile(const AttnShape *s, int64_t t0, int64_t j0, in
   }
 }
 
-/* Queries t0..t0+W of head h in sequence b: out = Σ_j softmax_j(q·k_j/√D)·v_j and lse = log Σ_j exp(q·k_j/√D),
+/* Queries t0..t0+W of head h in sequence b: out = Σ_j softmax_j(S_j)·v_j and lse = log Σ_j exp(S_j), S_j = cap(q·k_j·scale),
  * R keys at a time: Sᵀ = K·Qᵀ, online softmax, Oᵀ ← Oᵀ·rescale + Vᵀ·P (Oᵀ in double). */
 static void forward_tile(const Attn *a, Tiles *w, int64_t b, int h, int64_t t0, const real *v, real *out,
                          real *lse) {
@@ -237,11 +257,12 @@ static void forward_tile(const Attn *a, Tiles *w, int64_t b, int h, int64_t t0, 
   for (int c = 0; c < W; c++) w->m[c] = -INFINITY, w->l[c] = 0;
   memset(w->acc, 0, (size_t)D * W * sizeof(double));
   int64_t keys = s->causal ? t0 + nq : s->T;
-  for (int64_t j0 = 0; j0 < keys; j0 += R) {
+  for (int64_t j0 = first_key(a, t0); j0 < keys; j0 += R) {
     int nk = (int)cpu_min(R, keys - j0);
     const real *kt = a->k + kv_head + j0 * a->kv_stride, *vt = v + kv_head + j0 * a->kv_stride;
     tile_products(nk, D, kt, a->kv_stride, w->panel, w->s);
-    softmax_tile(s, t0, j0, nk, w->s, w->m, w->l, w->rescale);
+    cap_tile(s, nk, w->s);
+    softmax_tile(a, t0, j0, nk, w->s, w->m, w->l, w->rescale);
     tile_sums(nk, D, vt, a->kv_stride, w->s, w->part);
     tile_accumulate(D, w->rescale, w->part, w->acc);
   }
@@ -294,39 +315,42 @@ static real *attn_deltas(const Attn *a, const real *out, const real *dout) {
   return delta;
 }
 
-/* One tile of scores s and of dP = dO·v in ds, rows j < n and columns c of the panel: P = exp(s − lse)
- * (0 where the query does not see the key, or past the last column nc) replaces s, and
- * dS = P·(dP − delta) replaces ds. When rows_are_keys, row j is key r0 + j and column c query c0 + c,
- * with lse and delta per column; otherwise row j is query r0 + j, column c key c0 + c, lse and delta
- * per row. */
-CPU_WIDE static void grad_tile(const AttnShape *s, int rows_are_keys, int64_t r0, int n, int64_t c0, int nc,
+/* One tile of scores s and of dP = dO·v in ds, rows j < n and columns c of the panel: S = cap(s),
+ * P = exp(S − lse) (0 where the query does not see the key, or past the last column nc) replaces s, and
+ * dS = P·(dP − delta)·cap'(s) replaces ds. When rows_are_keys, row j is key r0 + j and column c query
+ * c0 + c, with lse and delta per column; otherwise row j is query r0 + j, column c key c0 + c, lse and
+ * delta per row. */
+CPU_WIDE static void grad_tile(const Attn *a, int rows_are_keys, int64_t r0, int n, int64_t c0, int nc,
                                const real *lse, const real *delta, real *sc, real *ds) {
+  const AttnShape *s = a->s;
+  real inverse_cap = s->softcap > 0 ? (real)(1 / s->softcap) : 0; /* cap'(s) = 1 − (S/c)², 1 uncapped */
+  cap_tile(s, n, sc);
   for (int j = 0; j < n; j++) {
     real *p = sc + j * W, *g = ds + j * W;
-    /* The columns this row pairs with: causally, a key row meets the queries from itself on, a query
-     * row the keys up to itself. */
+    /* The columns this row pairs with: causally, a key row meets the queries from itself to the end of
+     * its window, a query row the keys of its window up to itself. */
     int64_t diagonal = r0 + j - c0;
-    int lo = (int)(rows_are_keys && s->causal ? diagonal : 0);
-    int hi = (int)(!rows_are_keys && s->causal ? cpu_min(nc, diagonal + 1) : nc);
+    int64_t lo = !s->causal ? 0 : rows_are_keys ? diagonal : diagonal - a->window + 1;
+    int64_t hi = !s->causal ? nc : rows_are_keys ? cpu_min(nc, diagonal + a->window) : cpu_min(nc, diagonal + 1);
     if (rows_are_keys) {
 #pragma omp simd
       for (int c = 0; c < W; c++) {
-        real e = cpu_exp(p[c] - lse[c]);
+        real e = cpu_exp(p[c] - lse[c]), slope = 1 - (p[c] * inverse_cap) * (p[c] * inverse_cap);
         p[c] = c >= lo && c < hi ? e : 0;
-        g[c] = p[c] * (g[c] - delta[c]);
+        g[c] = p[c] * (g[c] - delta[c]) * slope;
       }
     } else {
 #pragma omp simd
       for (int c = 0; c < W; c++) {
-        real e = cpu_exp(p[c] - lse[j]);
-        p[c] = c < hi ? e : 0;
-        g[c] = p[c] * (g[c] - delta[j]);
+        real e = cpu_exp(p[c] - lse[j]), slope = 1 - (p[c] * inverse_cap) * (p[c] * inverse_cap);
+        p[c] = c >= lo && c < hi ? e : 0;
+        g[c] = p[c] * (g[c] - delta[j]) * slope;
       }
     }
   }
 }
 
-/* dq of queries t0..t0+W of head h in sequence b: dq = (1/√D)·Σ_j dS_j·k_j over the keys they see,
+/* dq of queries t0..t0+W of head h in sequence b: dq = scale·Σ_j dS_j·k_j over the keys they see,
  * R keys at a time, with Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ recomputed and dqᵀ += Kᵀ·dS in double. */
 static void dq_tile(const Attn *a, Tiles *w, int64_t b, int h, int64_t t0, const real *v, const real *lse,
                     const real *delta, const real *dout, real *dq) {
@@ -340,12 +364,12 @@ static void dq_tile(const Attn *a, Tiles *w, int64_t b, int h, int64_t t0, const
   load_panel(dout + q_head, a->q_stride, t0, nq, D, 1, w->panel2);
   memset(w->acc, 0, (size_t)D * W * sizeof(double));
   int64_t keys = s->causal ? t0 + nq : s->T;
-  for (int64_t j0 = 0; j0 < keys; j0 += R) {
+  for (int64_t j0 = first_key(a, t0); j0 < keys; j0 += R) {
     int nk = (int)cpu_min(R, keys - j0);
     const real *kt = a->k + kv_head + j0 * a->kv_stride, *vt = v + kv_head + j0 * a->kv_stride;
     tile_products(nk, D, kt, a->kv_stride, w->panel, w->s);
     tile_products(nk, D, vt, a->kv_stride, w->panel2, w->ds);
-    grad_tile(s, 1, j0, nk, t0, nq, lse_c, delta_c, w->s, w->ds);
+    grad_tile(a, 1, j0, nk, t0, nq, lse_c, delta_c, w->s, w->ds);
     tile_sums(nk, D, kt, a->kv_stride, w->ds, w->part);
     tile_accumulate(D, NULL, w->part, w->acc);
   }
@@ -353,8 +377,8 @@ static void dq_tile(const Attn *a, Tiles *w, int64_t b, int h, int64_t t0, const
 }
 
 /* dk and dv of keys j0..j0+W of kv head g in sequence b, summed over the query heads of its group and
- * every query that sees them, R queries at a time in a fixed order: S = Q·(Kᵀ/√D), dP = dO·Vᵀ,
- * dvᵀ += dOᵀ·P and dkᵀ += Qᵀ·dS/√D in double. */
+ * every query that sees them, R queries at a time in a fixed order: S = Q·Kᵀ·scale, dP = dO·Vᵀ,
+ * dvᵀ += dOᵀ·P and dkᵀ += Qᵀ·dS·scale in double. */
 static void dkv_tile(const Attn *a, Tiles *w, int64_t b, int g, int64_t j0, const real *v, const real *lse,
                      const real *delta, const real *dout, real *dk, real *dv) {
   const AttnShape *s = a->s;
@@ -364,14 +388,16 @@ static void dkv_tile(const Attn *a, Tiles *w, int64_t b, int g, int64_t j0, cons
   load_panel(v + kv_head, a->kv_stride, j0, nk, D, 1, w->panel2);
   memset(w->acc, 0, (size_t)D * W * sizeof(double));
   memset(w->acc2, 0, (size_t)D * W * sizeof(double));
+  /* the queries that see these keys: from j0 to the last key's window's end */
+  int64_t queries = s->causal ? cpu_min(s->T, j0 + nk - 1 + a->window) : s->T;
   for (int h = g * a->group; h < (g + 1) * a->group; h++)
-    for (int64_t t0 = s->causal ? j0 : 0; t0 < s->T; t0 += R) {
-      int n = (int)cpu_min(R, s->T - t0);
+    for (int64_t t0 = s->causal ? j0 : 0; t0 < queries; t0 += R) {
+      int n = (int)cpu_min(R, queries - t0);
       int64_t q_rows = attn_q_head(a, b, h) + t0 * a->q_stride, rows = (b * s->Hq + h) * s->T + t0;
       const real *qt = a->q + q_rows, *gt = dout + q_rows;
       tile_products(n, D, qt, a->q_stride, w->panel, w->s);
       tile_products(n, D, gt, a->q_stride, w->panel2, w->ds);
-      grad_tile(s, 0, t0, n, j0, nk, lse + rows, delta + rows, w->s, w->ds);
+      grad_tile(a, 0, t0, n, j0, nk, lse + rows, delta + rows, w->s, w->ds);
       tile_sums(n, D, gt, a->q_stride, w->s, w->part);
       tile_accumulate(D, NULL, w->part, w->acc2);
       tile_sums(n, D, qt, a->q_stride, w->ds, w->part);

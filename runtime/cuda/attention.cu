@@ -10,10 +10,11 @@
 
 using namespace nvcuda;
 
-/* Per head, with scores S = Q·Kᵀ/√D (masked causally) and P = softmax(S) by rows:
+/* Per head, with scores S = cap(Q·Kᵀ·scale) (masked causally, and outside a sliding window), cap(s) =
+ * c·tanh(s/c) or s, and P = softmax(S) by rows:
  *   forward   O = P·V, lse = log Σ_t' exp(S)            (online: running max m and sum l per row)
- *   backward  P = exp(S − lse) recomputed, dP = dO·Vᵀ, Δ_t = Σ_e dO·O, dS = P·(dP − Δ),
- *             dQ = dS·K/√D, dK = dSᵀ·Q/√D, dV = Pᵀ·dO
+ *   backward  P = exp(S − lse) recomputed, dP = dO·Vᵀ, Δ_t = Σ_e dO·O, dS = P·(dP − Δ)·(1 − (S/c)²),
+ *             dQ = dS·K·scale, dK = dSᵀ·Q·scale, dV = Pᵀ·dO
  * Under rope, Q and K are rotated as they are loaded, and dQ and dK turned back before they are stored. */
 
 enum { TILE = 64, WARPS = 4, THREADS = 32 * WARPS }; /* a block: 64 rows, 16 per warp */
@@ -27,7 +28,9 @@ typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> FragC;
 typedef struct {
   int64_t B, T, q_stride, kv_stride; /* from one position to the next: Hq·D and Hkv·D */
   int Hq, Hkv, group, causal;
-  float scale; /* 1/√D */
+  int64_t window; /* causal: the keys a query sees back from itself, itself included (T: all) */
+  float scale;    /* the shape's, or 1/√D */
+  float softcap;  /* 0: scores not capped */
   const __nv_bfloat16 *q, *k, *v, *out, *dout;
   const float *lse, *delta, *cos_t, *sin_t;
   __nv_bfloat16 *out_w, *dq, *dk, *dv;
@@ -48,6 +51,27 @@ __global__ void rope_table_kernel(int64_t T, int D, double theta, float *cos_t, 
   double angle = (double)(idx / half) * pow(theta, -2.0 * (double)(idx % half) / D);
   cos_t[idx] = (float)cos(angle);
   sin_t[idx] = (float)sin(angle);
+}
+
+/* Whether query sees key: both inside the sequence and, causally, key in (query − window, query]. */
+static __device__ __forceinline__ bool sees(const Attn &a, int64_t query, int64_t key) {
+  return key < a.T && query < a.T && (!a.causal || (key <= query && key > query - a.window));
+}
+
+/* A scaled score capped: c·tanh(s/c), or s uncapped. */
+static __device__ __forceinline__ float cap(const Attn &a, float s) {
+  return a.softcap > 0 ? a.softcap * tanhf(s / a.softcap) : s;
+}
+
+/* dS through the cap at capped score S: 1 − (S/c)², or 1. */
+static __device__ __forceinline__ float cap_slope(const Attn &a, float capped) {
+  return a.softcap > 0 ? 1 - (capped / a.softcap) * (capped / a.softcap) : 1.0f;
+}
+
+/* The first key tile a query tile starting at q0 sees: keys before q0 − window + 1 are out of every
+ * window of the tile. */
+static __device__ __forceinline__ int64_t first_key_tile(const Attn &a, int64_t q0) {
+  return a.causal && q0 - a.window + 1 > 0 ? (q0 - a.window + 1) / TILE * TILE : 0;
 }
 
 /* tile[row][e] = x[t0 + row][e] of one head (bf16, 64 rows, zeros past T). With rotary tables the pair
@@ -119,8 +143,8 @@ static __device__ void scores(const FragA *a, const __nv_bfloat16 *tile, float *
 /* ---- forward ----------------------------------------------------------------------------------- */
 
 /* Block (sequence·head, query tile): queries q0…q0+63 of head h. Per key tile j0: S = Q·Kᵀ (tensor
- * cores, into the warp's F), then per row m' = max(m, max_j S/√D), P = exp(S/√D − m') (0 where masked),
- * l ← l·exp(m − m') + Σ P, O ← O·exp(m − m') + P·V. Finally out = O/l and lse = m + log l. Causal
+ * cores, into the warp's F), then per row m' = max(m, max_j cap(S·scale)), P = exp(cap(S·scale) − m')
+ * (0 where masked), l ← l·exp(m − m') + Σ P, O ← O·exp(m − m') + P·V. Finally out = O/l and lse = m + log l. Causal
  * blocks with more keys start first. */
 template <int D>
 __global__ void __launch_bounds__(THREADS) attention_forward_kernel(Attn a) {
@@ -147,7 +171,7 @@ __global__ void __launch_bounds__(THREADS) attention_forward_kernel(Attn a) {
   float o[HALF], m = -INFINITY, l = 0;
 #pragma unroll
   for (int e = 0; e < HALF; e++) o[e] = 0;
-  for (int64_t j0 = 0; j0 < keys; j0 += TILE) {
+  for (int64_t j0 = first_key_tile(a, q0); j0 < keys; j0 += TILE) {
     __syncthreads(); /* every warp is done with the previous K and V */
     load_tile<D>(k_head, a.kv_stride, j0, a.T, a.cos_t, a.sin_t, Ks);
     load_tile<D>(v_head, a.kv_stride, j0, a.T, NULL, NULL, Vs);
@@ -158,8 +182,7 @@ __global__ void __launch_bounds__(THREADS) attention_forward_kernel(Attn a) {
 #pragma unroll
     for (int c = 0; c < 32; c++) {
       int64_t key = j0 + half * 32 + c;
-      bool seen = key < a.T && query < a.T && (!a.causal || key <= query);
-      s[c] = seen ? F[r * SLD + half * 32 + c] * a.scale : -INFINITY;
+      s[c] = sees(a, query, key) ? cap(a, F[r * SLD + half * 32 + c] * a.scale) : -INFINITY;
       top = fmaxf(top, s[c]);
     }
     top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
@@ -218,8 +241,8 @@ __global__ void attention_delta_kernel(Attn a, int D, float *delta) {
 }
 
 /* Block (sequence·head, query tile): dQ of queries q0…q0+63 of head h, over the key tiles they see:
- * S = Q·Kᵀ and dP = dO·Vᵀ recomputed, P = exp(S/√D − lse), dS = P·(dP − Δ) (bf16), dQ += dS·K
- * (fragments, fp32), and dQ/√D stored. */
+ * S = Q·Kᵀ and dP = dO·Vᵀ recomputed, P = exp(cap(S·scale) − lse), dS = P·(dP − Δ)·cap' (bf16),
+ * dQ += dS·K (fragments, fp32), and dQ·scale stored. */
 template <int D>
 __global__ void __launch_bounds__(THREADS) attention_dq_kernel(Attn a) {
   constexpr int LD = Layout<D>::LD, SLD = Layout<D>::SLD, PLD = Layout<D>::PLD;
@@ -249,7 +272,7 @@ __global__ void __launch_bounds__(THREADS) attention_dq_kernel(Attn a) {
   int64_t query = q0 + warp * 16 + r, keys = a.causal ? min(a.T, q0 + TILE) : a.T;
   float lse = query < a.T ? a.lse[(b * a.Hq + h) * a.T + query] : 0.0f;
   float delta = query < a.T ? a.delta[(b * a.Hq + h) * a.T + query] : 0.0f;
-  for (int64_t j0 = 0; j0 < keys; j0 += TILE) {
+  for (int64_t j0 = first_key_tile(a, q0); j0 < keys; j0 += TILE) {
     __syncthreads();
     load_tile<D>(k_head, a.kv_stride, j0, a.T, a.cos_t, a.sin_t, Ks);
     load_tile<D>(v_head, a.kv_stride, j0, a.T, NULL, NULL, Vs);
@@ -261,9 +284,9 @@ __global__ void __launch_bounds__(THREADS) attention_dq_kernel(Attn a) {
     for (int c = 0; c < 32; c++) {
       int col = half * 32 + c;
       int64_t key = j0 + col;
-      bool seen = key < a.T && query < a.T && (!a.causal || key <= query);
-      float p = seen ? expf(S[r * SLD + col] * a.scale - lse) : 0.0f;
-      dS[r * PLD + col] = st(p * (dP[r * SLD + col] - delta));
+      float capped = cap(a, S[r * SLD + col] * a.scale);
+      float p = sees(a, query, key) ? expf(capped - lse) : 0.0f;
+      dS[r * PLD + col] = st(p * (dP[r * SLD + col] - delta) * cap_slope(a, capped));
     }
     __syncwarp();
 #pragma unroll
@@ -285,8 +308,8 @@ __global__ void __launch_bounds__(THREADS) attention_dq_kernel(Attn a) {
 
 /* Block (sequence·kv head, key tile): dK and dV of keys j0…j0+63 of kv head g, summed over the query
  * heads of its group and the query tiles that see the keys, in order. Per query tile, with the keys as
- * rows: Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ, Pᵀ = exp(Sᵀ/√D − lse), dSᵀ = Pᵀ·(dPᵀ − Δ), then dV += Pᵀ·dO and
- * dK += dSᵀ·Q, accumulated in the warp's fp32 rows in shared memory; dK/√D stored. */
+ * rows: Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ, Pᵀ = exp(cap(Sᵀ·scale) − lse), dSᵀ = Pᵀ·(dPᵀ − Δ)·cap', then dV += Pᵀ·dO and
+ * dK += dSᵀ·Q, accumulated in the warp's fp32 rows in shared memory; dK·scale stored. */
 template <int D>
 __global__ void __launch_bounds__(THREADS) attention_dkv_kernel(Attn a) {
   constexpr int LD = Layout<D>::LD, PLD = Layout<D>::PLD, FLD = TILE + 4, ALD = Layout<D>::SLD;
@@ -315,7 +338,9 @@ __global__ void __launch_bounds__(THREADS) attention_dkv_kernel(Attn a) {
   int64_t key = j0 + warp * 16 + r;
   for (int h = g * a.group; h < (g + 1) * a.group; h++) {
     int64_t q_offset = b * a.T * a.q_stride + (int64_t)h * D, stats = (b * a.Hq + h) * a.T;
-    for (int64_t t0 = a.causal ? j0 : 0; t0 < a.T; t0 += TILE) {
+    /* the queries that see these keys: up to the window's end of the tile's last key */
+    int64_t queries = a.causal ? min(a.T, j0 + TILE - 1 + a.window) : a.T;
+    for (int64_t t0 = a.causal ? j0 : 0; t0 < queries; t0 += TILE) {
       __syncthreads(); /* every warp is done with the previous queries */
       load_tile<D>(a.q + q_offset, a.q_stride, t0, a.T, a.cos_t, a.sin_t, Qs);
       load_tile<D>(a.dout + q_offset, a.q_stride, t0, a.T, NULL, NULL, dOs);
@@ -331,10 +356,10 @@ __global__ void __launch_bounds__(THREADS) attention_dkv_kernel(Attn a) {
       for (int c = 0; c < 32; c++) {
         int col = half * 32 + c;
         int64_t query = t0 + col;
-        bool seen = key < a.T && query < a.T && (!a.causal || key <= query);
-        float p = seen ? expf(St[r * FLD + col] * a.scale - lse_s[col]) : 0.0f;
+        float capped = cap(a, St[r * FLD + col] * a.scale);
+        float p = sees(a, query, key) ? expf(capped - lse_s[col]) : 0.0f;
         Pt[r * PLD + col] = st(p);
-        dSt[r * PLD + col] = st(p * (dPt[r * FLD + col] - delta_s[col]));
+        dSt[r * PLD + col] = st(p * (dPt[r * FLD + col] - delta_s[col]) * cap_slope(a, capped));
       }
       __syncwarp();
 #pragma unroll
@@ -398,7 +423,9 @@ static Attn attn_setup(const AttnShape *s) {
   Attn a = {};
   a.B = s->B, a.T = s->T, a.Hq = s->Hq, a.Hkv = s->Hkv, a.group = s->Hq / s->Hkv, a.causal = s->causal;
   a.q_stride = (int64_t)s->Hq * s->D, a.kv_stride = (int64_t)s->Hkv * s->D;
-  a.scale = (float)(1 / sqrt((double)s->D));
+  a.scale = (float)(s->scale > 0 ? s->scale : 1 / sqrt((double)s->D));
+  a.window = s->window > 0 && s->window < s->T ? s->window : s->T;
+  a.softcap = (float)s->softcap;
   if (s->rope) {
     int64_t n = s->T * (s->D / 2);
     float *tables = (float *)gpu_scratch(GPU_SCRATCH_A, (size_t)(2 * n) * sizeof(float));

@@ -44,6 +44,7 @@ gpt2 models/gpt2.lua
 llama models/llama.lua --set layers=2 kv_heads=8 --tp 2
 bert models/bert.lua --set layers=2
 primitives tests/cli/models/primitives.lua --tp 2
+attention-options tests/cli/models/attention_options.lua --set hidden=64 --tp 2
 gemma models/gemma.lua --set layers=2 hidden=64 heads=4 kv_heads=2 head_dim=32 ffn=96 seq=32 vocab=256 --tp 2
 MODELS
 PLAIT_CACHE_DIR="$TMP/cache" "$B/tests/cuda/nvrtc_check" 90 "$TMP"/nvrtc-*/kernels_cuda.c >"$TMP/nvrtc.out" 2>&1

@@ -82,6 +82,15 @@ else
   fail reference_primitives "$(tail -c 500 "$TMP/primitives.log")"
 fi
 
+# Attention options written from primitives (tests/cli/models/attention_options.lua: partial, interleaved
+# and scaled rotary positions) under tp 2 with sequence parallelism and pp 2
+OPTIONS="tests/cli/models/attention_options.lua --set layers=4 --mbs 2 --gbs 8"
+if run options "$OPTIONS" ""; then
+  for layout in "--tp 2 --sequence-parallel" "--pp 2"; do check_layout options "$OPTIONS" "$layout"; done
+else
+  fail reference_options "$(tail -c 500 "$TMP/options.log")"
+fi
+
 # Gemma's norms without weight, times 1 + w, and its scaled embedding, under tp 2 and pp 2
 GEMMA="models/gemma.lua --set layers=4 hidden=64 heads=4 kv_heads=2 head_dim=32 ffn=96 seq=32 vocab=256 --mbs 2 --gbs 8"
 if run gemma "$GEMMA" ""; then

@@ -61,3 +61,10 @@ expect_error unknown_machine "--machine tpu: unknown machine" $PLAIT plan models
 expect_error unknown_print "--print fuse2: unknown pass" $PLAIT plan models/tiny.lua --print fuse2
 expect_error unwritable_output "cannot write /nonexistent/plan.txt: No such file or directory; check that its folder exists" $PLAIT plan models/tiny.lua -o /nonexistent/plan.txt
 expect_error unknown_command "unknown command 'plna'" $PLAIT plna models/tiny.lua
+# attention options and rotary positions a layout or a size cannot serve
+expect_error window_longer_than_seq "^plait: models/llama_block.lua:[0-9]+: attention: a sliding window of 4096 positions is longer than the sequence \(2048\); choose a window of at most 2048" \
+  $PLAIT plan models/mistral.lua --set seq=2048
+expect_error rotary_part_odd "^plait: models/phi2.lua:[0-9]+: rope: the rotated part must be an even number of dims from 2 to head_dim 80, not 25$" \
+  $PLAIT plan models/phi2.lua --set rotary_fraction=0.3125
+expect_error qk_norm_heads_vs_tp "llama_block.lua:[0-9]+: 8 attention heads \(kvdim = 8 heads × head_dim 128\) are not divisible by tp = 16" \
+  $PLAIT plan models/qwen3.lua --tp 16

@@ -23,6 +23,7 @@ gradcheck gpt models/gpt.lua --set $SMALL ffn=64 dropout=0.1 --mbs 2 --gbs 4
 gradcheck llama models/llama.lua --set $SMALL heads=4 kv_heads=2 ffn=48 --mbs 2 --gbs 4
 gradcheck bert models/bert.lua --set $SMALL ffn=64 --mbs 2 --gbs 4
 gradcheck primitives tests/cli/models/primitives.lua --mbs 2 --gbs 4
+gradcheck attention_options tests/cli/models/attention_options.lua --mbs 2 --gbs 4
 gradcheck gemma models/gemma.lua --set $SMALL heads=4 kv_heads=2 head_dim=16 ffn=48 --mbs 2 --gbs 4
 
 # tiny: the loss falls over 30 steps

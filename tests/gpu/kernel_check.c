@@ -230,12 +230,15 @@ static void norm_case(Check *c, int rms, int64_t rows, int64_t C) {
   device_free(mean), device_free(rstd), device_free(dw), device_free(db);
 }
 
-/* Forward, then backward from the forward's own output and log-normalisers. */
-static void attention_case(Check *c, int64_t B, int64_t T, int Hq, int Hkv, int D, int causal, int rope) {
-  AttnShape s = {B, T, Hq, Hkv, D, causal, rope, 10000};
-  char tag[96], name[160];
-  snprintf(tag, sizeof tag, "B%lld_T%lld_H%d_KV%d_D%d%s%s", (long long)B, (long long)T, Hq, Hkv, D,
-           causal ? "_causal" : "", rope ? "_rope" : "");
+/* Forward, then backward from the forward's own output and log-normalisers; with a sliding window,
+ * capped scores and a scale of one's own where asked. */
+static void attention_case_with(Check *c, int64_t B, int64_t T, int Hq, int Hkv, int D, int causal, int rope,
+                                int64_t window, double softcap, double scale) {
+  AttnShape s = {.B = B, .T = T, .Hq = Hq, .Hkv = Hkv, .D = D, .causal = causal, .rope = rope, .rope_theta = 10000,
+                 .window = window, .softcap = softcap, .scale = scale};
+  char tag[128], name[200];
+  snprintf(tag, sizeof tag, "B%lld_T%lld_H%d_KV%d_D%d%s%s_w%lld_cap%g_scale%g", (long long)B, (long long)T, Hq, Hkv, D,
+           causal ? "_causal" : "", rope ? "_rope" : "", (long long)window, softcap, scale);
   int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D;
   act_t *q = act_input(c, "attn.q", nq, -2, 2), *k = act_input(c, "attn.k", nkv, -2, 2);
   act_t *v = act_input(c, "attn.v", nkv, -1, 1), *dout = act_input(c, "attn.dout", nq, -1, 1);
@@ -255,6 +258,31 @@ static void attention_case(Check *c, int64_t B, int64_t T, int Hq, int Hkv, int 
   check_act(c, name, dv, nkv, tolerance[BF16]);
   device_free(q), device_free(k), device_free(v), device_free(dout), device_free(out);
   device_free(dq), device_free(dk), device_free(dv), device_free(lse);
+}
+
+static void attention_case(Check *c, int64_t B, int64_t T, int Hq, int Hkv, int D, int causal, int rope) {
+  attention_case_with(c, B, T, Hq, Hkv, D, causal, rope, 0, 0, 0);
+}
+
+/* Rotary positions over part of each head, both pairings, scaled frequencies, and back. */
+static void rope_case(Check *c, int64_t B, int64_t T, int heads, int D, int rotary, int interleaved,
+                      RopeScalingKind scaling) {
+  RopeShape s = {.B = B, .T = T, .heads = heads, .head_dim = D, .rotary = rotary, .interleaved = interleaved,
+                 .theta = 10000, .scaling = scaling, .factor = 8, .low_freq_factor = 1, .high_freq_factor = 4,
+                 .original_positions = 64};
+  char name[128];
+  int64_t n = B * T * heads * D;
+  act_t *x = act_input(c, "rope.x", n, -2, 2), *y = act_output(n), *back = act_output(n);
+  k_rope(&s, x, y);
+  snprintf(name, sizeof name, "rope_B%lld_T%lld_H%d_D%d_r%d_i%d_s%d", (long long)B, (long long)T, heads, D, rotary,
+           interleaved, (int)scaling);
+  check_act(c, name, y, n, tolerance[BF16]);
+  s.inverse = 1;
+  k_rope(&s, y, back);
+  snprintf(name, sizeof name, "rope_inverse_B%lld_T%lld_H%d_D%d_r%d_i%d_s%d", (long long)B, (long long)T, heads, D,
+           rotary, interleaved, (int)scaling);
+  check_act(c, name, back, n, tolerance[BF16]);
+  device_free(x), device_free(y), device_free(back);
 }
 
 /* A shard of rows [row0, row0 + rows) of a small vocabulary, so that tokens repeat and some fall outside. */
@@ -364,6 +392,14 @@ int main(int argc, char **argv) {
   attention_case(&c, 1, 1, 2, 1, 16, 1, 1);  /* one position */
   attention_case(&c, 1, 65, 4, 1, 64, 0, 1); /* four query heads to a kv head, one tile and a row */
   attention_case(&c, 1, 70, 8, 2, 16, 1, 1);
+  attention_case_with(&c, 2, 200, 4, 2, 64, 1, 1, 70, 0, 0);    /* a sliding window across tiles */
+  attention_case_with(&c, 1, 130, 2, 1, 128, 1, 0, 5, 0, 0);    /* a window shorter than a tile */
+  attention_case_with(&c, 1, 100, 4, 2, 32, 1, 1, 0, 1.5, 0.1); /* capped scores, a scale of one's own */
+  attention_case_with(&c, 1, 90, 2, 2, 16, 0, 0, 0, 2.0, 0);    /* capped, not causal */
+  rope_case(&c, 2, 100, 4, 64, 64, 0, ROPE_SCALING_NONE);
+  rope_case(&c, 1, 70, 3, 80, 32, 0, ROPE_SCALING_NONE); /* Phi-2's partial rotary */
+  rope_case(&c, 1, 50, 2, 64, 64, 1, ROPE_SCALING_LINEAR);
+  rope_case(&c, 2, 90, 2, 128, 128, 0, ROPE_SCALING_LLAMA3);
   embedding_case(&c, 300, 64, 50, 0, 50);
   embedding_case(&c, 500, 96, 120, 40, 60);
   xent_case(&c, 64, 300, 0, 300);

@@ -10,7 +10,9 @@ downloaded) and saved with save_pretrained; then, for plait's programs at one ra
   - a model trained by plait and exported with `plait export` loads in transformers and gives plait's
     `--eval` loss (within 1e-6).
 It needs torch, transformers and safetensors (pip install torch transformers safetensors); without them
-it says so in one line and exits 0. Usage: check.py BUILD_DIR (the folder holding plait).
+it says so in one line and exits 0. Usage: check.py BUILD_DIR [FAMILY...] (the folder holding plait, and
+the families to check by their first word, GPT-2 Llama Gemma OLMo-2 Qwen2 Mistral Qwen3 Phi-2; all by
+default).
 """
 import json
 import math
@@ -58,6 +60,15 @@ FAMILIES = [
                                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
                                     rms_norm_eps=1e-5, rope_theta=10000.0),
            ["layers=2", "hidden=64", "heads=4", "kv_heads=2", "ffn=96", "seq=%d" % SEQ, "vocab=256"], rotary=True),
+    Family("Llama-3.1", transformers.LlamaForCausalLM, "models/llama.lua",
+           transformers.LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                    rms_norm_eps=1e-5,
+                                    rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+                                                     "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                                     "original_max_position_embeddings": 16}),
+           ["layers=2", "hidden=64", "heads=4", "kv_heads=2", "ffn=96", "seq=%d" % SEQ, "vocab=256",
+            "rope_theta=500000", "rope_scaling=llama3", "rope_original_positions=16"], rotary=True),
     Family("Gemma", transformers.GemmaForCausalLM, "models/gemma.lua",
            transformers.GemmaConfig(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                                     num_attention_heads=4, num_key_value_heads=2, head_dim=32,
@@ -74,6 +85,24 @@ FAMILIES = [
                                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
                                     rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=False),
            ["layers=2", "hidden=64", "heads=4", "kv_heads=2", "ffn=96", "seq=%d" % SEQ, "vocab=256"], rotary=True),
+    Family("Mistral", transformers.MistralForCausalLM, "models/mistral.lua",
+           transformers.MistralConfig(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                      max_position_embeddings=64, rms_norm_eps=1e-5, sliding_window=12),
+           ["layers=2", "hidden=64", "heads=4", "kv_heads=2", "ffn=96", "seq=%d" % SEQ, "vocab=256",
+            "sliding_window=12"], rotary=True),
+    Family("Qwen3", transformers.Qwen3ForCausalLM, "models/qwen3.lua",
+           transformers.Qwen3Config(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                    num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                                    max_position_embeddings=64, rms_norm_eps=1e-6, rope_theta=1000000.0,
+                                    tie_word_embeddings=False),
+           ["layers=2", "hidden=64", "heads=4", "kv_heads=2", "head_dim=32", "ffn=96", "seq=%d" % SEQ, "vocab=256"],
+           rotary=True),
+    Family("Phi-2", transformers.PhiForCausalLM, "models/phi2.lua",
+           transformers.PhiConfig(vocab_size=256, hidden_size=80, intermediate_size=160, num_hidden_layers=2,
+                                  num_attention_heads=4, max_position_embeddings=64, partial_rotary_factor=0.4,
+                                  resid_pdrop=0.0, embd_pdrop=0.0),
+           ["layers=2", "hidden=80", "heads=4", "ffn=160", "seq=%d" % SEQ, "vocab=256"], rotary=True),
 ]
 
 
@@ -105,10 +134,21 @@ def rotary_in_double(model):
     float64 model, and Gemma keeps its embedding scale √hidden as a float32 number; plait's double build
     computes everything in double. For the float64 comparison these are computed in float64 here (the
     formulas as transformers writes them, in the input's dtype)."""
+    def llama3(inv_freq, p):  # Llama 3.1's scaled frequencies, by wavelength
+        low, high, old = p["low_freq_factor"], p["high_freq_factor"], p["original_max_position_embeddings"]
+        wavelength = 2 * math.pi / inv_freq
+        scaled = torch.where(wavelength > old / low, inv_freq / p["factor"], inv_freq)
+        smooth = (old / wavelength - low) / (high - low)
+        smoothed = (1 - smooth) * scaled / p["factor"] + smooth * scaled
+        medium = (wavelength >= old / high) & (wavelength <= old / low)
+        return torch.where(medium, smoothed, scaled)
+
     def rotary(self, x, position_ids):
         dim = self.inv_freq.shape[0] * 2
-        theta = self.config.rope_parameters["rope_theta"]
-        inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+        params = self.config.rope_parameters
+        inv_freq = 1.0 / (params["rope_theta"] ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+        if params.get("rope_type") == "llama3":
+            inv_freq = llama3(inv_freq, params)
         freqs = position_ids[..., None].double() * inv_freq
         emb = torch.cat((freqs, freqs), dim=-1)
         return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
@@ -193,7 +233,7 @@ def first_moment_checkpoint(src, dst):
 
 
 def check_family(fam, plait, tmp, eval_tokens, step_tokens, results):
-    d = os.path.join(tmp, fam.name.split()[0].lower())
+    d = os.path.join(tmp, fam.name.split()[0].lower().replace(".", ""))
     os.makedirs(d)
     torch.manual_seed(1234)
     model_class = fam.model_class
@@ -249,8 +289,10 @@ def main():
     step_tokens = list(text[5000:5000 + SEQ + 1])  # one window: every sample of the step reads it
     results = []
     with tempfile.TemporaryDirectory() as tmp:
+        wanted = sys.argv[2:]  # names of families to check (all by default)
         for fam in FAMILIES:
-            check_family(fam, plait, tmp, eval_tokens, step_tokens, results)
+            if not wanted or fam.name.split()[0] in wanted:
+                check_family(fam, plait, tmp, eval_tokens, step_tokens, results)
     limits = (1e-6, 1e-12, 1e-5, 1e-6)
     print("transformers %s, torch %s; %d tokens evaluated, windows of %d" % (transformers.__version__,
           torch.__version__, len(eval_tokens) - 1, SEQ))

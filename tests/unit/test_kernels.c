@@ -271,7 +271,8 @@ typedef struct {
 } Attention;
 
 static Attention attention_new(int64_t B, int64_t T, int Hq, int Hkv, int D, int causal, int rope) {
-  Attention a = {{B, T, Hq, Hkv, D, causal, rope, 10000.0}, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  Attention a = {{.B = B, .T = T, .Hq = Hq, .Hkv = Hkv, .D = D, .causal = causal, .rope = rope, .rope_theta = 10000.0},
+                 0, 0, 0, 0, 0, 0, 0, 0, 0};
   int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D;
   a.q = random_tensor(nq), a.k = random_tensor(nkv), a.v = random_tensor(nkv);
   for (int64_t i = 0; i < nq; i++) a.q[i] *= 2; /* peakier softmax rows */
@@ -294,6 +295,17 @@ static void reference_rope(const AttnShape *s, int64_t t, real *x) {
   }
 }
 
+/* Whether query t sees key u: every key, or causally u ≤ t within the window. */
+static int reference_sees(const AttnShape *s, int64_t t, int64_t u) {
+  return !s->causal || (u <= t && (s->window == 0 || u > t - s->window));
+}
+
+/* A score as the shape asks: q·k·scale (1/√D by default), capped by c·tanh(s/c). */
+static double reference_score(const AttnShape *s, const real *q, const real *k) {
+  double x = dot(q, k, s->D) * (s->scale > 0 ? s->scale : 1 / sqrt(s->D));
+  return s->softcap > 0 ? s->softcap * tanh(x / s->softcap) : x;
+}
+
 /* Attention with an explicit T×T score matrix per head. */
 static void reference_attention(const Attention *a, real *out, real *lse) {
   const AttnShape *s = &a->s;
@@ -312,11 +324,11 @@ static void reference_attention(const Attention *a, real *out, real *lse) {
       for (int64_t t = 0; t < T; t++) {
         double top = -INFINITY, sum = 0;
         for (int64_t u = 0; u < T; u++) {
-          scores[t * T + u] = dot(qr + t * D, kr + u * D, D) / sqrt(D);
-          if (!s->causal || u <= t) top = fmax(top, scores[t * T + u]);
+          scores[t * T + u] = reference_score(s, qr + t * D, kr + u * D);
+          if (reference_sees(s, t, u)) top = fmax(top, scores[t * T + u]);
         }
         for (int64_t u = 0; u < T; u++) {
-          scores[t * T + u] = !s->causal || u <= t ? exp(scores[t * T + u] - top) : 0;
+          scores[t * T + u] = reference_sees(s, t, u) ? exp(scores[t * T + u] - top) : 0;
           sum += scores[t * T + u];
         }
         real *o = out + ((b * T + t) * s->Hq + h) * D;
@@ -344,14 +356,25 @@ static void attention_backward(void *ctx) {
 }
 
 static const char *attention_name(const AttnShape *s) {
-  static char name[96];
-  snprintf(name, sizeof name, "B=%ld T=%ld Hq=%d Hkv=%d D=%d%s%s", (long)s->B, (long)s->T, s->Hq, s->Hkv, s->D,
-           s->causal ? " causal" : "", s->rope ? " rope" : "");
+  static char name[160];
+  snprintf(name, sizeof name, "B=%ld T=%ld Hq=%d Hkv=%d D=%d%s%s window=%ld softcap=%g scale=%g", (long)s->B,
+           (long)s->T, s->Hq, s->Hkv, s->D, s->causal ? " causal" : "", s->rope ? " rope" : "", (long)s->window,
+           s->softcap, s->scale);
   return name;
 }
 
-static void check_attention_forward(int64_t B, int64_t T, int Hq, int Hkv, int D, int causal, int rope) {
+/* The options of Mistral and Gemma-2: a sliding window, capped scores, a scale of one's own. */
+typedef struct {
+  int64_t window;
+  double softcap, scale;
+} AttnOptions;
+
+static const AttnOptions plain = {0, 0, 0};
+
+static void check_attention_forward_with(int64_t B, int64_t T, int Hq, int Hkv, int D, int causal, int rope,
+                                         AttnOptions o) {
   Attention a = attention_new(B, T, Hq, Hkv, D, causal, rope);
+  a.s.window = o.window, a.s.softcap = o.softcap, a.s.scale = o.scale;
   int64_t n = B * T * Hq * D;
   real *out = random_tensor(n), *lse = random_tensor(B * Hq * T);
   k_attention_forward(&a.s, a.q, a.k, a.v, a.out, a.lse);
@@ -362,6 +385,10 @@ static void check_attention_forward(int64_t B, int64_t T, int Hq, int Hkv, int D
   attention_free(&a);
 }
 
+static void check_attention_forward(int64_t B, int64_t T, int Hq, int Hkv, int D, int causal, int rope) {
+  check_attention_forward_with(B, T, Hq, Hkv, D, causal, rope, plain);
+}
+
 static void test_attention_forward(void) {
   for (int causal = 0; causal < 2; causal++)
     for (int rope = 0; rope < 2; rope++) {
@@ -369,10 +396,18 @@ static void test_attention_forward(void) {
       check_attention_forward(1, 3, 2, 2, 64, causal, rope);  /* one partial tile */
     }
   check_attention_forward(2, 65, 3, 1, 5, 1, 0); /* odd head size, three query heads on one kv head */
+  /* windows shorter than a tile, across tiles and of one key; capped scores; a scale of one's own */
+  const AttnOptions options[] = {{5, 0, 0}, {40, 0, 0}, {1, 0, 0}, {0, 0.5, 0}, {0, 0, 0.3}, {37, 0.7, 0.2}};
+  for (size_t i = 0; i < sizeof options / sizeof *options; i++) {
+    check_attention_forward_with(2, 150, 4, 2, 16, 1, 1, options[i]);
+    if (options[i].window == 0) check_attention_forward_with(1, 70, 2, 1, 8, 0, 0, options[i]);
+  }
 }
 
-static void check_attention_grads(int64_t B, int64_t T, int Hq, int Hkv, int D, int causal, int rope) {
+static void check_attention_grads_with(int64_t B, int64_t T, int Hq, int Hkv, int D, int causal, int rope,
+                                       AttnOptions o) {
   Attention a = attention_new(B, T, Hq, Hkv, D, causal, rope);
+  a.s.window = o.window, a.s.softcap = o.softcap, a.s.scale = o.scale;
   attention_backward(&a);
   int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D;
   real *dq = copy_tensor(a.dq, nq), *dk = copy_tensor(a.dk, nkv), *dv = copy_tensor(a.dv, nkv);
@@ -385,6 +420,10 @@ static void check_attention_grads(int64_t B, int64_t T, int Hq, int Hkv, int D, 
   attention_free(&a);
 }
 
+static void check_attention_grads(int64_t B, int64_t T, int Hq, int Hkv, int D, int causal, int rope) {
+  check_attention_grads_with(B, T, Hq, Hkv, D, causal, rope, plain);
+}
+
 static void test_attention_grads(void) {
   for (int causal = 0; causal < 2; causal++)
     for (int rope = 0; rope < 2; rope++) {
@@ -393,6 +432,9 @@ static void test_attention_grads(void) {
     }
   check_attention_grads(1, 33, 2, 2, 6, 1, 1); /* one kv head per query head */
   check_attention_grads(1, 41, 3, 1, 5, 1, 0); /* odd head size and sequence length */
+  check_attention_grads_with(1, 5, 4, 2, 4, 1, 1, (AttnOptions){2, 0.8, 0.4});  /* every element */
+  check_attention_grads_with(2, 150, 4, 2, 8, 1, 0, (AttnOptions){37, 0, 0});   /* windows across tiles */
+  check_attention_grads_with(1, 70, 2, 1, 8, 0, 1, (AttnOptions){0, 0.6, 0.5}); /* not causal, capped */
 }
 
 static void test_attention_threads(void) {
@@ -404,6 +446,72 @@ static void test_attention_threads(void) {
   CHECK(same_bits_across_threads(attention_backward, &a, a.dk, nkv), "dk differs across thread counts");
   CHECK(same_bits_across_threads(attention_backward, &a, a.dv, nkv), "dv differs across thread counts");
   attention_free(&a);
+}
+
+/* ---- rotary positions -------------------------------------------------------------------------- */
+
+/* Frequency i as transformers' Llama-3 rule states it: by wavelength, kept above original/high, divided
+ * by factor below original/low, in between smoothed with (original/wavelength − low)/(high − low). */
+static double reference_frequency(const RopeShape *s, int i) {
+  double f = 1 / pow(s->theta, 2.0 * i / s->rotary);
+  if (s->scaling == ROPE_SCALING_LINEAR) return f / s->factor;
+  if (s->scaling != ROPE_SCALING_LLAMA3) return f;
+  double wavelength = 2 * M_PI / f, smooth = (s->original_positions / wavelength - s->low_freq_factor) /
+                                              (s->high_freq_factor - s->low_freq_factor);
+  if (wavelength > s->original_positions / s->low_freq_factor) return f / s->factor;
+  if (wavelength < s->original_positions / s->high_freq_factor) return f;
+  return (1 - smooth) * f / s->factor + smooth * f;
+}
+
+/* y = x with each head's pairs turned, written from the definition element by element. */
+static void reference_rotary(const RopeShape *s, const real *x, real *y) {
+  int64_t width = (int64_t)s->heads * s->head_dim;
+  memcpy(y, x, (size_t)(s->B * s->T * width) * sizeof(real));
+  for (int64_t p = 0; p < s->B * s->T; p++)
+    for (int h = 0; h < s->heads; h++)
+      for (int i = 0; i < s->rotary / 2; i++) {
+        int64_t base = p * width + (int64_t)h * s->head_dim;
+        int64_t a = base + (s->interleaved ? 2 * i : i), b = base + (s->interleaved ? 2 * i + 1 : i + s->rotary / 2);
+        double angle = (double)(p % s->T) * reference_frequency(s, i) * (s->inverse ? -1 : 1);
+        y[a] = x[a] * cos(angle) - x[b] * sin(angle);
+        y[b] = x[b] * cos(angle) + x[a] * sin(angle);
+      }
+}
+
+static void check_rope(RopeShape s) {
+  int64_t n = s.B * s.T * s.heads * s.head_dim;
+  real *x = random_tensor(n), *y = random_tensor(n), *want = random_tensor(n), *back = random_tensor(n);
+  k_rope(&s, x, y);
+  reference_rotary(&s, x, want);
+  s.inverse = 1;
+  k_rope(&s, y, back);
+  double ey = max_abs_diff(y, want, n), eb = max_abs_diff(back, x, n);
+  CHECK(ey < 1e-12 && eb < 1e-12, "rope rotary %d of %d, interleaved %d, scaling %d: error %g, turned back %g",
+        s.rotary, s.head_dim, s.interleaved, (int)s.scaling, ey, eb);
+  free(x), free(y), free(want), free(back);
+}
+
+/* Whole and partial heads, both pairings, every scaling (Llama 3's three bands reached with a short
+ * original length), and turning back restores x. */
+static void test_rope(void) {
+  RopeShape s = {.B = 2, .T = 40, .heads = 3, .head_dim = 16, .rotary = 16, .theta = 10000, .factor = 1};
+  check_rope(s);
+  s.rotary = 6, s.interleaved = 1;
+  check_rope(s);
+  s.interleaved = 0, s.scaling = ROPE_SCALING_LINEAR, s.factor = 4;
+  check_rope(s);
+  s.rotary = 16, s.scaling = ROPE_SCALING_LLAMA3, s.factor = 8, s.low_freq_factor = 1, s.high_freq_factor = 4;
+  s.original_positions = 64;
+  check_rope(s);
+  double freq[8];
+  rope_frequencies(&s, freq);
+  int kept = 0, divided = 0, blended = 0;
+  for (int i = 0; i < 8; i++) {
+    double plain = pow(s.theta, -2.0 * i / s.rotary);
+    kept += freq[i] == plain, divided += fabs(freq[i] - plain / 8) < 1e-15 * plain;
+    blended += freq[i] < plain && freq[i] > plain / 8;
+  }
+  CHECK(kept && divided && blended, "llama3 bands: %d kept, %d divided, %d blended", kept, divided, blended);
 }
 
 /* ---- embedding --------------------------------------------------------------------------------- */
@@ -570,6 +678,7 @@ int main(void) {
   RUN(test_attention_forward);
   RUN(test_attention_grads);
   RUN(test_attention_threads);
+  RUN(test_rope);
   RUN(test_embedding);
   RUN(test_xent);
   RUN(test_xent_threads);

@@ -70,7 +70,7 @@ static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t
   k_gemm(0, 1, 16384, 2048, 2048, 1, t0, w[L_ATTN_V_WEIGHT], 0, t7); /* models/gpt.lua:12 */
   ew_0(33554432, 2048, t7, w[L_ATTN_V_BIAS], 2048, t8); /* models/gpt.lua:12 */
   {
-    const AttnShape shape = {8, 2048, 16, 16, 128, 1, 0, 10000};
+    const AttnShape shape = {.B = 8, .T = 2048, .Hq = 16, .Hkv = 16, .D = 128, .causal = 1};
     k_attention_forward(&shape, t4, t6, t8, t9, t10);
   } /* models/gpt.lua:12 */
   k_gemm(0, 1, 16384, 2048, 2048, 1, t9, w[L_ATTN_PROJ_WEIGHT], 0, t11); /* models/gpt.lua:12 */
@@ -127,7 +127,7 @@ static void block_backward(Run *r, int layer, const act_t *x, act_t *saved, cons
   k_gemm(0, 0, 16384, 2048, 2048, 1, dt13_51, w[L_ATTN_PROJ_WEIGHT], 0, dt9);
   k_gemm_grad(1, 0, 2048, 2048, 16384, dt13_51, t9, g[L_ATTN_PROJ_WEIGHT]);
   {
-    const AttnShape shape = {8, 2048, 16, 16, 128, 1, 0, 10000};
+    const AttnShape shape = {.B = 8, .T = 2048, .Hq = 16, .Hkv = 16, .D = 128, .causal = 1};
     k_attention_backward(&shape, t4, t6, t8, t9, t10, dt9, dt4, dt6, dt8);
   }
   k_sum_rows(16384, 2048, dt8, g[L_ATTN_V_BIAS]);

@@ -83,7 +83,7 @@ static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t
   k_gemm(0, 1, 256, 128, 128, 1, t0, w[L_ATTN_V_WEIGHT], 0, t7); /* models/tiny.lua:10 */
   ew_2(32768, 128, t7, w[L_ATTN_V_BIAS], 128, t8); /* models/tiny.lua:10 */
   {
-    const AttnShape shape = {4, 64, 4, 4, 32, 1, 0, 10000};
+    const AttnShape shape = {.B = 4, .T = 64, .Hq = 4, .Hkv = 4, .D = 32, .causal = 1};
     k_attention_forward(&shape, t4, t6, t8, t9, t10);
   } /* models/tiny.lua:10 */
   k_gemm(0, 1, 256, 128, 128, 1, t9, w[L_ATTN_PROJ_WEIGHT], 0, t11); /* models/tiny.lua:10 */
@@ -162,7 +162,7 @@ static void block_backward(Run *r, int layer, const act_t *x, act_t *saved, cons
   k_gemm(0, 0, 256, 128, 128, 1, dt13, w[L_ATTN_PROJ_WEIGHT], 0, dt9);
   k_gemm_grad(1, 0, 128, 128, 256, dt13, t9, g[L_ATTN_PROJ_WEIGHT]);
   {
-    const AttnShape shape = {4, 64, 4, 4, 32, 1, 0, 10000};
+    const AttnShape shape = {.B = 4, .T = 64, .Hq = 4, .Hkv = 4, .D = 32, .causal = 1};
     k_attention_backward(&shape, t4, t6, t8, t9, t10, dt9, dt4, dt6, dt8);
   }
   k_sum_rows(256, 128, dt8, g[L_ATTN_V_BIAS]);
