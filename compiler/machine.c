@@ -158,13 +158,17 @@ static int evaluate(const char *text, size_t len, const char *chunk, const char 
   LuaLimits limits;
   lua_State *L = lua_limits_state(&limits, MACHINE_INSTRUCTIONS, MACHINE_MEMORY_MB);
   if (!L) return diag(d, "out of memory reading machine %s", origin);
+  limits.what = "the machine file", limits.raise = "; a machine file is a table of numbers";
   int status = luaL_loadbufferx(L, text, len, chunk, "t");
   if (status == LUA_OK) {
     lua_newtable(L);
     lua_setupvalue(L, -2, 1);
     status = lua_pcall(L, 0, 1, 0);
   }
-  if (status != LUA_OK) diag(d, "machine %s: %s", origin, lua_tostring(L, -1));
+  if (status != LUA_OK && limits.memory_exceeded)
+    diag(d, "machine %s: the machine file used more than %d MB of Lua memory; a machine file is a table of numbers",
+         origin, MACHINE_MEMORY_MB);
+  else if (status != LUA_OK) diag(d, "machine %s: %s", origin, lua_tostring(L, -1));
   else status = read_machine(L, origin, m, d);
   lua_close(L);
   return status ? -1 : 0;

@@ -48,6 +48,14 @@ expect_error machine_syntax_error "^plait: machine $TMP/syntax.lua: $TMP/syntax.
 echo 'return { name = io.open("/etc/passwd") }' >"$TMP/reads.lua"
 expect_error machine_has_no_libraries "attempt to index a nil value \(global 'io'\)" \
   $PLAIT plan models/tiny.lua --machine "$TMP/reads.lua"
+echo 'while true do end' >"$TMP/loop.lua"
+within machine_loop_ends 30 expect_error machine_loop \
+  "^plait: machine $TMP/loop.lua: $TMP/loop.lua:1: the machine file ran more than 10000000 Lua instructions \(a loop that does not end\?\); a machine file is a table of numbers$" \
+  timeout 60 $PLAIT plan models/tiny.lua --machine "$TMP/loop.lua"
+echo 'local t = {} for i = 1, 1e9 do t[i] = i end return t' >"$TMP/big.lua"
+within machine_memory_ends 30 expect_error machine_memory \
+  "^plait: machine $TMP/big.lua: the machine file used more than 16 MB of Lua memory; a machine file is a table of numbers$" \
+  timeout 60 $PLAIT plan models/tiny.lua --machine "$TMP/big.lua"
 expect_error machine_file_absent "^plait: --machine $TMP/absent.lua: cannot read the machine file" \
   $PLAIT plan models/tiny.lua --machine "$TMP/absent.lua"
 
