@@ -83,7 +83,7 @@ static int model_costs(const Options *o, const Schedule *s, Costs *costs, Diag *
   }
   Plan p;
   int status = plan_build(&plan_options, &p, stdout, d);
-  if (status == 0) plan_costs(&p, costs);
+  if (status == 0) plan_costs(&p, costs, 0);
   plan_free(&p);
   return status;
 }

@@ -36,8 +36,8 @@ static void count(lua_State *L, lua_Debug *ar) {
   limits->instructions_used += HOOK_EVERY;
   if (limits->instructions_used <= limits->instructions) return;
   lua_getinfo(L, "Sl", ar);
-  lua_pushfstring(L, "%s:%d: the model file ran more than %I Lua instructions (a loop that does not end?); raise the "
-                  "limit with --lua-instructions N", ar->short_src, ar->currentline, (lua_Integer)limits->instructions);
+  lua_pushfstring(L, "%s:%d: %s ran more than %I Lua instructions (a loop that does not end?)%s", ar->short_src,
+                  ar->currentline, limits->what, (lua_Integer)limits->instructions, limits->raise);
   lua_error(L);
 }
 
@@ -45,6 +45,7 @@ lua_State *lua_limits_state(LuaLimits *limits, long long instructions, long long
   limits->instructions = instructions > 0 ? instructions : LUA_DEFAULT_INSTRUCTIONS;
   limits->memory = (size_t)(memory_mb > 0 ? memory_mb : LUA_DEFAULT_MEMORY_MB) << 20;
   limits->instructions_used = 0, limits->memory_used = 0, limits->memory_exceeded = 0;
+  limits->what = "the model file", limits->raise = "; raise the limit with --lua-instructions N";
   lua_State *L = lua_newstate(allocate, limits);
   if (L) lua_sethook(L, count, LUA_MASKCOUNT, HOOK_EVERY);
   return L;

@@ -1,23 +1,229 @@
-/* machine.c: the table of machines (datasheet rates; efficiency is an assumption, stated per entry). */
+/* machine.c: reading a machine file (Lua, evaluated with no libraries, text only) into a Machine, every
+ * field checked: present, a number, positive (latencies and overheads may be zero). */
 #include "machine.h"
 
+#include <lauxlib.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-static const Machine machines[] = {
-    {"a100", "NVIDIA A100 SXM 80GB (DGX A100): bf16 312 TFLOP/s, NVLink 300 GB/s, 8x200 Gb/s InfiniBand per node",
-     312e12, 0.5, 300e9, 25e9, 5e-6, 2.0e12, 8, 2},
-    {"h100", "NVIDIA H100 SXM (DGX H100): bf16 989 TFLOP/s, NVLink 450 GB/s, 8x400 Gb/s InfiniBand per node",
-     989e12, 0.5, 450e9, 50e9, 5e-6, 3.35e12, 8, 2},
-    {"h200", "NVIDIA H200 SXM: bf16 989 TFLOP/s, NVLink 450 GB/s, 8x400 Gb/s InfiniBand per node",
-     989e12, 0.5, 450e9, 50e9, 5e-6, 4.8e12, 8, 2},
-    {"cpu", "a small CPU node: 100 GFLOP/s fp32 GEMMs at 60%, 5 GB/s memory for other kernels and between ranks",
-     100e9, 0.6, 5e9, 5e9, 1e-6, 5e9, 1 << 20, 4},
-};
+#include "lua_limits.h"
+#include "lualib.h"
 
-const Machine *machine_find(const char *name) {
-  for (unsigned i = 0; i < sizeof machines / sizeof *machines; i++)
-    if (strcmp(machines[i].name, name) == 0) return &machines[i];
+enum { MACHINE_INSTRUCTIONS = 10000000, MACHINE_MEMORY_MB = 16 };
+
+typedef struct {
+  const char *section, *key; /* device.memory_bandwidth */
+  size_t offset;             /* of the double in Machine */
+  int may_be_zero;
+  int whole;                 /* a count: a whole number */
+  const char *what;          /* for the message naming a missing field */
+} Field;
+
+#define F(section, key, member, zero, whole, what) {section, key, offsetof(Machine, member), zero, whole, what}
+static const Field fields[] = {
+    F("device", "gemm_efficiency", gemm_efficiency, 0, 0, "the largest measured GEMM rate over peak, at most 1"),
+    F("device", "memory_bandwidth", memory_bandwidth, 0, 0, "bytes/s of the device's memory"),
+    F("device", "memory_efficiency", memory_efficiency, 0, 0, "the share of that bandwidth streaming kernels reach"),
+    F("device", "memory", memory_bytes, 0, 0, "bytes of device memory"),
+    F("device", "compute_units", compute_units, 0, 1, "SMs or cores"),
+    F("device", "launch_overhead", launch_overhead, 1, 0, "seconds per kernel launch"),
+    F("node", "devices", devices_per_node, 0, 1, "devices per node"),
+    F("node", "link_bandwidth", link_bandwidth, 0, 0, "bytes/s of a collective's bus bandwidth inside a node"),
+    F("node", "link_latency", link_latency, 1, 0, "seconds per ring step inside a node"),
+    F("network", "nics", nics, 0, 1, "network adapters per node"),
+    F("network", "nic_bandwidth", nic_bandwidth, 0, 0, "bytes/s of one network adapter"),
+    F("network", "nic_latency", nic_latency, 1, 0, "seconds per ring step between nodes"),
+};
+#undef F
+
+/* The value at the top of the stack as a checked number for `path`; pops it. */
+static int take_number(lua_State *L, const char *origin, const char *path, const char *what, int may_be_zero,
+                       int whole, double *out, Diag *d) {
+  int isnum;
+  double v = lua_tonumberx(L, -1, &isnum);
+  int missing = lua_isnil(L, -1);
+  lua_pop(L, 1);
+  if (missing) return diag(d, "machine %s: %s is missing (%s); add it to the machine file", origin, path, what);
+  if (!isnum) return diag(d, "machine %s: %s must be a number (%s)", origin, path, what);
+  if (!(v > 0 || (may_be_zero && v == 0)))
+    return diag(d, "machine %s: %s is %g; it must be %s (%s)", origin, path, v, may_be_zero ? "zero or more" : "positive",
+                what);
+  if (whole && v != (double)(long long)v) return diag(d, "machine %s: %s is %g; it must be a whole number", origin, path, v);
+  *out = v;
+  return 0;
+}
+
+/* Pushes t[section] (a table) or reports it missing. */
+static int section_table(lua_State *L, int t, const char *origin, const char *section, Diag *d) {
+  lua_getfield(L, t, section);
+  if (lua_istable(L, -1)) return 0;
+  lua_pop(L, 1);
+  return diag(d, "machine %s: the table %s is missing; a machine file returns { device = {...}, node = {...}, "
+              "network = {...}, ... } (see docs/cost-model.md)", origin, section);
+}
+
+static int read_field(lua_State *L, int t, const char *origin, const Field *f, Machine *m, Diag *d) {
+  if (section_table(L, t, origin, f->section, d)) return -1;
+  lua_getfield(L, -1, f->key);
+  char path[96];
+  snprintf(path, sizeof path, "%s.%s", f->section, f->key);
+  int status = take_number(L, origin, path, f->what, f->may_be_zero, f->whole, (double *)((char *)m + f->offset), d);
+  lua_pop(L, 1);
+  return status;
+}
+
+static int read_string(lua_State *L, int t, const char *origin, const char *key, char *out, size_t len, Diag *d) {
+  lua_getfield(L, t, key);
+  const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+  if (s) snprintf(out, len, "%s", s);
+  lua_pop(L, 1);
+  return s ? 0 : diag(d, "machine %s: %s is missing (a string); add it to the machine file", origin, key);
+}
+
+/* precision names the training precision; device.flops[precision] is its peak. */
+static int read_precision(lua_State *L, int t, const char *origin, Machine *m, Diag *d) {
+  char precision[16];
+  if (read_string(L, t, origin, "precision", precision, sizeof precision, d)) return -1;
+  if (strcmp(precision, "bf16") && strcmp(precision, "fp16") && strcmp(precision, "fp32"))
+    return diag(d, "machine %s: precision \"%s\" is not one plait trains in (bf16, fp16, fp32)", origin, precision);
+  m->activation_bytes = strcmp(precision, "fp32") == 0 ? 4 : 2;
+  if (section_table(L, t, origin, "device", d)) return -1;
+  lua_getfield(L, -1, "flops");
+  int ok = lua_istable(L, -1);
+  if (ok) lua_getfield(L, -1, precision);
+  else lua_pushnil(L);
+  char path[64];
+  snprintf(path, sizeof path, "device.flops.%s", precision);
+  int status = take_number(L, origin, path, "dense FLOP/s of one device in the training precision", 0, 0,
+                           &m->peak_flops, d);
+  lua_pop(L, 2);
+  return status;
+}
+
+static int read_tile(lua_State *L, int t, const char *origin, Machine *m, Diag *d) {
+  if (section_table(L, t, origin, "device", d)) return -1;
+  lua_getfield(L, -1, "gemm_tile");
+  int status = lua_istable(L, -1) ? 0 : -1;
+  if (status == 0) {
+    lua_geti(L, -1, 1);
+    status = take_number(L, origin, "device.gemm_tile[1]", "rows of a GEMM output tile", 0, 1, &m->gemm_tile_m, d);
+    lua_geti(L, -1, 2);
+    if (status == 0)
+      status = take_number(L, origin, "device.gemm_tile[2]", "columns of a GEMM output tile", 0, 1, &m->gemm_tile_n, d);
+    else lua_pop(L, 1);
+  } else {
+    diag(d, "machine %s: device.gemm_tile is missing ({rows, columns} of a GEMM output tile)", origin);
+  }
+  lua_pop(L, 2);
+  return status;
+}
+
+/* kernels.attention: "materialised" (the s×s scores stored) or "fused"; kernels.attention_dropout. */
+static int read_kernels(lua_State *L, int t, const char *origin, Machine *m, Diag *d) {
+  char attention[32];
+  if (section_table(L, t, origin, "kernels", d)) return -1;
+  int k = lua_gettop(L);
+  int status = read_string(L, k, origin, "attention", attention, sizeof attention, d);
+  if (status == 0 && strcmp(attention, "materialised") && strcmp(attention, "fused"))
+    status = diag(d, "machine %s: kernels.attention is \"%s\"; it must be \"materialised\" or \"fused\"", origin, attention);
+  m->materialised_attention = status == 0 && strcmp(attention, "materialised") == 0;
+  if (status == 0) {
+    lua_getfield(L, k, "attention_dropout");
+    status = take_number(L, origin, "kernels.attention_dropout", "the dropout rate on the attention scores", 1, 0,
+                         &m->attention_dropout, d);
+  }
+  lua_pop(L, 1);
+  return status;
+}
+
+static int read_machine(lua_State *L, const char *origin, Machine *m, Diag *d) {
+  int t = lua_gettop(L);
+  if (!lua_istable(L, t)) return diag(d, "machine %s: the file must return a table (see docs/cost-model.md)", origin);
+  if (read_string(L, t, origin, "name", m->name, sizeof m->name, d) ||
+      read_string(L, t, origin, "about", m->about, sizeof m->about, d) || read_precision(L, t, origin, m, d) ||
+      read_tile(L, t, origin, m, d) || read_kernels(L, t, origin, m, d))
+    return -1;
+  for (size_t i = 0; i < sizeof fields / sizeof *fields; i++)
+    if (read_field(L, t, origin, &fields[i], m, d)) return -1;
+  if (m->gemm_efficiency > 1 || m->memory_efficiency > 1)
+    return diag(d, "machine %s: an efficiency above 1 (gemm_efficiency %g, memory_efficiency %g); they are shares of the "
+                "peak", origin, m->gemm_efficiency, m->memory_efficiency);
+  return 0;
+}
+
+/* Runs the chunk with an empty environment and reads what it returns. */
+static int evaluate(const char *text, size_t len, const char *chunk, const char *origin, Machine *m, Diag *d) {
+  LuaLimits limits;
+  lua_State *L = lua_limits_state(&limits, MACHINE_INSTRUCTIONS, MACHINE_MEMORY_MB);
+  if (!L) return diag(d, "out of memory reading machine %s", origin);
+  limits.what = "the machine file", limits.raise = "; a machine file is a table of numbers";
+  int status = luaL_loadbufferx(L, text, len, chunk, "t");
+  if (status == LUA_OK) {
+    lua_newtable(L);
+    lua_setupvalue(L, -2, 1);
+    status = lua_pcall(L, 0, 1, 0);
+  }
+  if (status != LUA_OK && limits.memory_exceeded)
+    diag(d, "machine %s: the machine file used more than %d MB of Lua memory; a machine file is a table of numbers",
+         origin, MACHINE_MEMORY_MB);
+  else if (status != LUA_OK) diag(d, "machine %s: %s", origin, lua_tostring(L, -1));
+  else status = read_machine(L, origin, m, d);
+  lua_close(L);
+  return status ? -1 : 0;
+}
+
+static const LuaSource *builtin(const char *name) {
+  char module[96];
+  snprintf(module, sizeof module, "plait.machines.%s", name);
+  for (int i = 0; plait_lua_sources[i].module; i++)
+    if (strcmp(plait_lua_sources[i].module, module) == 0) return &plait_lua_sources[i];
   return NULL;
 }
 
-const char *machine_names(void) { return "a100, h100, h200, cpu"; }
+static void builtin_names(char *buf, size_t len) {
+  size_t at = 0;
+  buf[0] = 0;
+  for (int i = 0; plait_lua_sources[i].module && at < len; i++)
+    if (strncmp(plait_lua_sources[i].module, "plait.machines.", 15) == 0)
+      at += (size_t)snprintf(buf + at, len - at, "%s%s", at ? ", " : "", plait_lua_sources[i].module + 15);
+}
+
+static int load_file(const char *path, Machine *m, Diag *d) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return diag(d, "--machine %s: cannot read the machine file (no such file?)", path);
+  char *text = malloc(1 << 16);
+  size_t len = fread(text, 1, 1 << 16, f);
+  int too_long = !feof(f);
+  fclose(f);
+  char chunk[300];
+  snprintf(chunk, sizeof chunk, "@%s", path);
+  int status = too_long ? diag(d, "--machine %s: larger than 64 KB; is it a machine file?", path)
+                        : evaluate(text, len, chunk, path, m, d);
+  free(text);
+  return status;
+}
+
+static int is_path(const char *name) {
+  size_t n = strlen(name);
+  return strchr(name, '/') || (n > 4 && strcmp(name + n - 4, ".lua") == 0);
+}
+
+int machine_load(const char *name, Machine *m, Diag *d) {
+  memset(m, 0, sizeof *m);
+  if (is_path(name)) {
+    snprintf(m->origin, sizeof m->origin, "%s", name);
+    return load_file(name, m, d);
+  }
+  const LuaSource *s = builtin(name);
+  if (!s) {
+    char names[128];
+    builtin_names(names, sizeof names);
+    return diag(d, "--machine %s: unknown machine (built-in: %s; or a machine file, NAME.lua)", name, names);
+  }
+  snprintf(m->origin, sizeof m->origin, "built-in");
+  char chunk[128];
+  snprintf(chunk, sizeof chunk, "@%s", s->path);
+  return evaluate(s->text, s->len, chunk, name, m, d);
+}

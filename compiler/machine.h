@@ -1,23 +1,41 @@
-/* machine.h: the machines plans are costed on: a small table of peak rate, link bandwidths and latency. */
+/* machine.h: the machine a plan is costed on, read from a Lua machine file (a built-in one, a100, h100,
+ * h200 or cpu, carried inside the binary as lib/plait/machines/NAME.lua, or the user's --machine FILE):
+ * per device its peak rate, memory and GEMM tiles; per node its devices and link; between nodes its NICs;
+ * and which attention kernel the software runs. docs/cost-model.md says where each built-in number is from. */
 #ifndef PLAIT_MACHINE_H
 #define PLAIT_MACHINE_H
 
+#include "diag.h"
+
 typedef struct {
-  const char *name;
-  const char *about;
-  double flops;          /* peak dense FLOP/s of one device in the training precision */
-  double efficiency;     /* the fraction of that peak the time estimates assume GEMMs reach */
-  double intra_node_bw;  /* bytes/s one device sends to a peer in its node (NVLink) */
-  double inter_node_bw;  /* bytes/s one device sends to a peer in another node (InfiniBand) */
-  double latency;        /* seconds per message */
-  double memory_bw;      /* bytes/s of the device's memory: the pace of kernels that are not GEMMs */
-  int devices_per_node;
-  int activation_bytes;  /* bytes per activation element in the training precision */
+  char name[64];
+  char about[256];
+  char origin[256];          /* "built-in" or the machine file's path */
+  int activation_bytes;      /* the training precision: 2 (bf16, fp16) or 4 (fp32) */
+  /* one device */
+  double peak_flops;         /* dense FLOP/s in the training precision (device.flops[precision]) */
+  double gemm_efficiency;    /* the largest GEMM rate measured on it, over peak_flops: the ceiling */
+  double gemm_tile_m, gemm_tile_n; /* the largest output tile one compute unit works on */
+  double memory_bandwidth;   /* bytes/s */
+  double memory_efficiency;  /* the share of it streaming kernels reach */
+  double memory_bytes;       /* capacity */
+  double compute_units;      /* SMs, or cores */
+  double launch_overhead;    /* seconds per kernel */
+  /* one node */
+  double devices_per_node;
+  double link_bandwidth;     /* bus bandwidth of a collective inside a node, bytes/s */
+  double link_latency;       /* seconds per ring step inside a node */
+  /* between nodes */
+  double nics;               /* per node */
+  double nic_bandwidth;      /* bytes/s, one direction */
+  double nic_latency;        /* seconds per ring step between nodes */
+  /* the software's kernels */
+  int materialised_attention; /* the attention kernel stores the s×s scores (Megatron-LM 2021) */
+  double attention_dropout;   /* dropout on those scores */
 } Machine;
 
-/* The machine of that name, or NULL. */
-const Machine *machine_find(const char *name);
-/* "a100, h100, h200, cpu" for messages. */
-const char *machine_names(void);
+/* `name` is a built-in machine's name or a machine file's path (one with a '/' or ending in .lua).
+ * Returns 0, or -1 with one line in d naming the machine or file, the field and the fix. */
+int machine_load(const char *name, Machine *m, Diag *d);
 
 #endif

@@ -14,7 +14,7 @@ static const Command commands[] = {
     {"plan", cmd_plan,
      "plait plan MODEL.lua [--tp N --pp N --vpp N --dp N --mbs N --gbs N --schedule NAME|FILE\n"
      "           --recompute none|full --sequence-parallel --partition balanced|uniform --set key=value ...]\n"
-     "           [--format text|json|dot|trace|svg] [--machine NAME] [--unit-costs] [--print PASS] [-o FILE]\n"
+     "           [--format text|json|dot|trace|svg] [--machine NAME|FILE.lua] [--unit-costs] [--print PASS] [-o FILE]\n"
      "           [--lua-instructions N] [--lua-memory MB]   (the model file's limits; also for build, import, export)"},
     {"build", cmd_build,
      "plait build MODEL.lua [layout flags and --set as for plan] -o DIR [--emit-only] [--double]"},

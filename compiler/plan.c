@@ -13,18 +13,18 @@
 static int printing(const Options *o, const char *pass) { return o->print && strcmp(o->print, pass) == 0; }
 
 static int check_print_option(const Options *o, Diag *d) {
-  static const char *const passes[] = {"shapes", "shard", "autodiff", "fuse", "partition", "memory", "schedule", NULL};
+  static const char *const passes[] = {"shapes", "shard",    "autodiff", "fuse",
+                                       "partition", "memory", "schedule", "costs", NULL};
   if (!o->print) return 0;
   for (int i = 0; passes[i]; i++)
     if (strcmp(passes[i], o->print) == 0) return 0;
-  return diag(d, "--print %s: unknown pass (shapes, shard, autodiff, fuse, partition, memory, schedule)", o->print);
+  return diag(d, "--print %s: unknown pass (shapes, shard, autodiff, fuse, partition, memory, schedule, costs)",
+              o->print);
 }
 
 static int choose_machine(const Options *o, Plan *p, Diag *d) {
-  const char *name = o->machine ? o->machine : "a100";
-  p->machine = machine_find(name);
-  if (!p->machine) return diag(d, "--machine %s: unknown machine (%s)", name, machine_names());
-  p->precision = p->machine->activation_bytes == 2 ? PRECISION_BF16 : PRECISION_FP32;
+  if (machine_load(o->machine ? o->machine : "a100", &p->machine, d)) return -1;
+  p->precision = p->machine.activation_bytes == 2 ? PRECISION_BF16 : PRECISION_FP32;
   return 0;
 }
 
@@ -128,7 +128,7 @@ static void rank_memory(const Plan *p, int rank, RankMemory *r) {
     if (ch->has_head) r->params += ch->has_embed ? c->head.params_local : c->head.params_local_used;
   }
   r->activation_elems = (int64_t)elems;
-  r->activations = elems * p->machine->activation_bytes;
+  r->activations = elems * p->machine.activation_bytes;
   r->peak_inflight = p->timeline.peak_inflight_microbatches[rank];
   double n = (double)r->params;
   r->weights[PRECISION_FP32] = 4 * n, r->gradients[PRECISION_FP32] = 4 * n, r->optimizer[PRECISION_FP32] = 8 * n;
@@ -148,7 +148,7 @@ static void rank_traffic(Plan *p, int rank) {
     double summed = ch->layers * c->block.tp_summed_bytes + (ch->has_embed ? c->embed.tp_summed_bytes : 0) +
                     (ch->has_head ? c->head.tp_summed_bytes : 0);
     tp += cost_ring_allreduce(summed, p->par.tp); /* once per iteration */
-    double io = (double)p->io_elems * p->machine->activation_bytes;
+    double io = (double)p->io_elems * p->machine.activation_bytes;
     if (k + 1 < p->nchunks && p->chunks[k + 1].rank != rank) pp += m * io; /* activations */
     if (k > 0 && p->chunks[k - 1].rank != rank) pp += m * io;               /* gradients */
   }
@@ -169,7 +169,9 @@ static int run_passes(const Options *o, Plan *p, FILE *out, Diag *d) {
   if (printing(o, "autodiff")) return graph_print(m, out), 1;
   fuse_model(m);
   if (printing(o, "fuse")) return graph_print(m, out), 1;
-  cost_model(m, &p->par, p->machine->activation_bytes, &p->cost);
+  cost_model(m, &p->par, p->machine.activation_bytes, &p->cost);
+  const Graph *stages[3] = {&m->embed, &m->block, &m->head};
+  for (int s = 0; s < 3; s++) stage_time(m, stages[s], &p->par, &p->machine, &p->times[s]);
   if (cut_chunks(p, d)) return -1;
   if (printing(o, "partition")) return print_partition(p, out), 1;
   if (plan_memory(p, d) || plan_schedule(p, d)) return -1;
@@ -179,6 +181,7 @@ static int run_passes(const Options *o, Plan *p, FILE *out, Diag *d) {
   p->ranks = calloc((size_t)p->par.pp, sizeof *p->ranks);
   for (int r = 0; r < p->par.pp; r++) rank_memory(p, r, &p->ranks[r]);
   for (int r = 0; r < p->par.pp; r++) rank_traffic(p, r);
+  if (printing(o, "costs")) return plan_print_costs(p, out), 1;
   return 0;
 }
 
@@ -196,6 +199,7 @@ int plan_build(const Options *o, Plan *p, FILE *out, Diag *d) {
 void plan_free(Plan *p) {
   plan_free_schedule(p);
   for (int s = 0; s < 3; s++) memplan_free(&p->memory[s]);
+  for (int s = 0; s < 3; s++) stage_time_free(&p->times[s]);
   free(p->chunk_memory);
   model_free(&p->model);
   free(p->chunks);

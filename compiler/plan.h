@@ -15,6 +15,7 @@
 #include "schedule.h"
 #include "simulate.h"
 #include "slots.h"
+#include "stage_time.h"
 
 enum { PRECISION_FP32, PRECISION_BF16, PRECISIONS };
 
@@ -44,12 +45,20 @@ typedef struct {
   double total;                    /* all of it, in the machine's precision */
 } RankMemory;
 
+/* Where an iteration's time goes on the rank that finishes last: its compute (kernels), the TP
+ * collectives inside it, the pipeline's bubble, waits for pipeline transfers, the data-parallel reduction
+ * left after the last backward, and the optimizer step. They add up to the iteration time. */
+typedef struct {
+  double compute, tp, bubble, pp, dp, optimizer;
+} IterationTime;
+
 typedef struct {
   Model model;
   Parallel par;
-  const Machine *machine;
+  Machine machine;
   int precision;                   /* PRECISION_BF16 when the machine trains in bf16, else PRECISION_FP32 */
   ModelCost cost;
+  StageTime times[3];              /* embed, block (one layer), head: every kernel timed on the machine */
   int microbatches;
   int nchunks;
   Chunk *chunks;                   /* pp·vpp, chunk c on rank c mod pp */
@@ -65,10 +74,11 @@ typedef struct {
   Timeline timeline;               /* the simulated iteration */
   int unit_costs;                  /* simulated with forward 1, backward 2, communication free */
   double bytes_tp, bytes_pp, bytes_dp, bytes_embed; /* bytes one rank sends per iteration (the busiest) */
+  IterationTime time;              /* where the iteration's time goes */
 } Plan;
 
 /* Runs the passes for `o` (model file, layout flags, --set). With o->print naming a pass (shapes, shard,
- * autodiff, fuse, partition, memory, schedule), prints that pass's form to `out` and stops there,
+ * autodiff, fuse, partition, memory, schedule, costs), prints that pass's form to `out` and stops there,
  * returning 1. Returns 0 with the plan built, or -1 with the reason in d. */
 int plan_build(const Options *o, Plan *p, FILE *out, Diag *d);
 void plan_free(Plan *p);
@@ -85,8 +95,16 @@ void plan_write_svg(const Plan *p, FILE *f);
  * simulated iteration; what both hold freed. */
 int plan_schedule(Plan *p, Diag *d);
 int plan_simulate(Plan *p, Diag *d);
-/* The per-chunk costs the simulation takes, from the cost model on the plan's machine. */
-void plan_costs(const Plan *p, Costs *costs);
+/* The per-chunk costs the simulation takes, from the kernels' times on the plan's machine; with
+ * `pipeline_free`, pipeline transfers take no time (to tell their share of the iteration). */
+void plan_costs(const Plan *p, Costs *costs, int pipeline_free);
+/* plan_costs_print.c: --print costs: each chunk's kernels with their times and bounds, the iteration's
+ * time by where it goes. */
+void plan_print_costs(const Plan *p, FILE *f);
+/* One line: the iteration's time by where it goes, and the FLOP/s per device it comes to. */
+void plan_print_time_breakdown(const Plan *p, FILE *f);
+/* The model's FLOPs per iteration (Eq. 3's count) over the iteration time and the devices. */
+double plan_device_flops(const Plan *p);
 void plan_free_schedule(Plan *p);
 
 /* Human-readable sizes for the text plan: "1.23 GB", "5.6 TFLOP". */

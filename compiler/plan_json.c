@@ -47,7 +47,7 @@ static void rank(const Plan *p, int r, FILE *f) {
   fprintf(f, "], \"embed\": %s, \"head\": %s, \"params\": %lld, \"memory_bytes\": %.0f,\n",
           p->chunks[r].has_embed ? "true" : "false", p->chunks[p->nchunks - 1].rank == r ? "true" : "false",
           (long long)m->params, m->total);
-  fprintf(f, "     \"activation_bytes_per_microbatch\": %.0f,\n", per_microbatch * p->machine->activation_bytes);
+  fprintf(f, "     \"activation_bytes_per_microbatch\": %.0f,\n", per_microbatch * p->machine.activation_bytes);
   fprintf(f, "     \"memory\": {\"weights\": %.0f, \"gradients\": %.0f, \"optimizer\": %.0f, \"activations\": %.0f, "
              "\"fp32_total\": %.0f, \"bf16_total\": %.0f}, \"peak_inflight_microbatches\": %.6g",
           m->weights[p->precision], m->gradients[p->precision], m->optimizer[p->precision], m->activations,
@@ -69,9 +69,13 @@ void plan_write_json(const Plan *p, FILE *f) {
   fprintf(f, "{\n");
   model(p, f);
   layout(p, f);
-  fprintf(f, "  \"machine\": \"%s\",\n", p->machine->name);
+  fprintf(f, "  \"machine\": \"%s\",\n", p->machine.name);
   fprintf(f, "  \"bubble_fraction\": %.17g,\n  \"iteration_time\": %.17g,\n  \"time_unit\": \"%s\",\n",
           p->timeline.bubble_fraction, p->timeline.iteration, p->unit_costs ? "unit" : "s");
+  if (!p->unit_costs)
+    fprintf(f, "  \"time\": {\"compute\": %.17g, \"tp\": %.17g, \"bubble\": %.17g, \"pp\": %.17g, \"dp\": %.17g, "
+               "\"optimizer\": %.17g},\n  \"flops_per_device\": %.17g,\n",
+            p->time.compute, p->time.tp, p->time.bubble, p->time.pp, p->time.dp, p->time.optimizer, plan_device_flops(p));
   fprintf(f, "  \"params_total\": %lld,\n  \"params_padded\": %lld,\n", (long long)c->params_total,
           (long long)c->params_padded);
   fprintf(f, "  \"flops_per_iteration\": %.17g,\n  \"flops\": {\"forward\": %.17g, \"backward\": %.17g, "

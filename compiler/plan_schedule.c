@@ -3,56 +3,103 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernel_time.h"
 #include "plan.h"
 
 /* ---- costs ---------------------------------------------------------------------------------- */
 
-/* Bytes per second between members of a group whose ranks lie `stride` apart in a group of n. */
-static double bandwidth(const Machine *m, int stride, int n) {
-  return (long long)stride * n <= m->devices_per_node ? m->intra_node_bw : m->inter_node_bw;
+/* Seconds of one microbatch through a chunk, by pass: its layers' kernels and its embedding's and head's,
+ * each TP collective blocking the kernels around it; recomputation runs each layer's forward again
+ * before its backward. `tp` gets the part that is TP collectives. */
+static double chunk_seconds(const Plan *p, const Chunk *c, int pass, double *tp) {
+  const StageTime *t = p->times;
+  double seconds = c->layers * t[1].seconds[pass], comm = c->layers * t[1].tp_seconds[pass];
+  if (pass == PASS_BACKWARD && p->par.recompute)
+    seconds += c->layers * t[1].seconds[PASS_FORWARD], comm += c->layers * t[1].tp_seconds[PASS_FORWARD];
+  if (c->has_embed) seconds += t[0].seconds[pass], comm += t[0].tp_seconds[pass];
+  if (c->has_head) seconds += t[2].seconds[pass], comm += t[2].tp_seconds[pass];
+  if (tp) *tp = comm;
+  return seconds;
 }
 
-/* One microbatch through chunk c: its GEMM and attention FLOPs on one TP rank over the rate, plus its
- * tensor-parallel collectives (which block the compute they sit in). */
-static void chunk_times(const Plan *p, const Chunk *c, double *forward, double *backward) {
+/* The parameter elements a chunk holds, one TP rank's share. */
+static double chunk_params(const Plan *p, const Chunk *c) {
   const ModelCost *k = &p->cost;
-  const Machine *m = p->machine;
-  double rate = m->flops * m->efficiency, tp = p->par.tp, link = bandwidth(m, 1, p->par.tp);
-  double bf = c->layers * k->block.bytes[0] + (c->has_embed ? k->embed.bytes[0] : 0) + (c->has_head ? k->head.bytes[0] : 0);
-  double bb = c->layers * k->block.bytes[1] + (c->has_embed ? k->embed.bytes[1] : 0) + (c->has_head ? k->head.bytes[1] : 0);
-  if (p->par.recompute) bb += c->layers * k->block.bytes[0];
-  double f = c->layers * k->block.flops[0] + (c->has_embed ? k->embed.flops[0] : 0) + (c->has_head ? k->head.flops[0] : 0);
-  double b = c->layers * k->block.flops[1] + (c->has_embed ? k->embed.flops[1] : 0) + (c->has_head ? k->head.flops[1] : 0);
-  if (p->par.recompute) b += c->layers * k->block.flops[0];
-  double tf = c->layers * k->block.tp_bytes[0] + (c->has_embed ? k->embed.tp_bytes[0] : 0) + (c->has_head ? k->head.tp_bytes[0] : 0);
-  double tb = c->layers * k->block.tp_bytes[1] + (c->has_embed ? k->embed.tp_bytes[1] : 0) + (c->has_head ? k->head.tp_bytes[1] : 0);
-  if (p->par.recompute) tb += c->layers * k->block.tp_bytes[0];
-  *forward = f / tp / rate + bf / m->memory_bw + tf / link;
-  *backward = b / tp / rate + bb / m->memory_bw + tb / link;
+  return c->layers * (double)k->block.params_local + (c->has_embed ? k->embed.params_local : 0) +
+         (c->has_head ? (c->has_embed ? k->head.params_local : k->head.params_local_used) : 0);
 }
 
-/* The fp32 gradients a chunk reduces over DP, one TP rank's share. */
-static double chunk_grad_bytes(const Plan *p, const Chunk *c) {
-  const ModelCost *k = &p->cost;
-  double params = c->layers * (double)k->block.params_local + (c->has_embed ? k->embed.params_local : 0) +
-                  (c->has_head ? (c->has_embed ? k->head.params_local : k->head.params_local_used) : 0);
-  return 4 * params;
+/* The chunk's fp32 gradients all-reduced over DP in buckets of one layer (the runtime's), and the
+ * replicated parameters' gradients summed over TP. */
+static void chunk_reduce(const Plan *p, const Chunk *c, StageCost *s) {
+  const Parallel *par = &p->par;
+  Link dp = kernel_group_link(&p->machine, par->tp, par->dp), tp = kernel_group_link(&p->machine, 1, par->tp);
+  double grads = 4 * chunk_params(p, c);
+  double summed = c->layers * (double)p->cost.block.tp_summed_bytes;
+  s->reduce = kernel_ring(&dp, RING_ALLREDUCE, grads, par->dp).seconds + kernel_ring(&tp, RING_ALLREDUCE, summed, par->tp).seconds;
+  if (par->dp == 1 || c->layers == 0) return;
+  double layer_share = (double)p->cost.block.params_local / chunk_params(p, c);
+  s->reduce_tail = s->reduce * (1 - (c->layers - 1) * layer_share);
+  s->reduce_overlap = s->backward * (c->layers - 1) / c->layers;
 }
 
-void plan_costs(const Plan *p, Costs *costs) {
-  const Machine *m = p->machine;
+/* Adam over the rank's parameters, memory-bound: per parameter the fp32 gradient read, m, v and the
+ * fp32 master weight read and written, the training-precision weight written, the gradient zeroed. */
+static double optimizer_seconds(const Plan *p) {
+  double most = 0;
+  for (int r = 0; r < p->par.pp; r++) {
+    double params = 0;
+    for (int c = r; c < p->nchunks; c += p->par.pp) params += chunk_params(p, &p->chunks[c]);
+    if (params > most) most = params;
+  }
+  double bytes_per_param = 4 + 3 * 8 + (p->machine.activation_bytes == 2 ? 2 : 0) + 4;
+  return kernel_stream(&p->machine, most * bytes_per_param).seconds;
+}
+
+void plan_costs(const Plan *p, Costs *costs, int pipeline_free) {
+  const Machine *m = &p->machine;
   const Parallel *par = &p->par;
   double io = (double)p->io_elems * m->activation_bytes;
-  double pp_link = bandwidth(m, par->tp * par->dp, par->pp), dp_link = bandwidth(m, par->tp, par->dp);
+  Link pp = kernel_p2p_link(m, par->tp * par->dp);
   simulate_costs_init(costs, p->nchunks);
   for (int s = 0; s < p->nchunks; s++) {
     StageCost *c = &costs->stage[s];
-    chunk_times(p, &p->chunks[s], &c->forward, &c->backward);
-    c->send_forward = c->send_backward = io / pp_link + m->latency;
-    c->reduce = cost_ring_allreduce(chunk_grad_bytes(p, &p->chunks[s]), par->dp) / dp_link;
+    c->forward = chunk_seconds(p, &p->chunks[s], PASS_FORWARD, NULL);
+    c->backward = chunk_seconds(p, &p->chunks[s], PASS_BACKWARD, NULL);
+    c->send_forward = c->send_backward = pipeline_free ? 0 : kernel_p2p(&pp, io).seconds;
+    chunk_reduce(p, &p->chunks[s], c);
     c->activation_bytes = (double)p->chunk_memory[s].size * m->activation_bytes;
   }
-  costs->embed_reduce = cost_ring_allreduce((double)p->cost.tied_bytes, 2) / m->inter_node_bw + m->latency;
+  Link ends = kernel_p2p_link(m, (par->pp - 1) * par->tp * par->dp);
+  costs->embed_reduce = kernel_ring(&ends, RING_ALLREDUCE, (double)p->cost.tied_bytes, 2).seconds;
+  costs->optimizer = optimizer_seconds(p);
+}
+
+/* The iteration split by where its time goes, on the rank that finishes last: the pipeline's share is
+ * what the same schedule loses when transfers take no time. */
+static void plan_iteration_time(Plan *p, const Timeline *pipeline_free) {
+  const Timeline *t = &p->timeline;
+  IterationTime *it = &p->time;
+  double busiest = 0, tp = 0;
+  for (int r = 0; r < p->par.pp; r++) {
+    double rank_tp = 0;
+    for (int c = r; c < p->nchunks; c += p->par.pp) {
+      double f, b;
+      chunk_seconds(p, &p->chunks[c], PASS_FORWARD, &f);
+      chunk_seconds(p, &p->chunks[c], PASS_BACKWARD, &b);
+      rank_tp += p->microbatches * (f + b);
+    }
+    if (t->busy[r] >= busiest) busiest = t->busy[r], tp = rank_tp;
+  }
+  Costs costs;
+  plan_costs(p, &costs, 0);
+  it->tp = tp;
+  it->compute = t->ideal - tp;
+  it->pp = t->flush - pipeline_free->flush;
+  it->bubble = pipeline_free->flush - t->ideal;
+  it->optimizer = costs.optimizer;
+  it->dp = t->iteration - t->flush - it->optimizer;
+  simulate_costs_free(&costs);
 }
 
 /* ---- the schedule --------------------------------------------------------------------------- */
@@ -77,9 +124,16 @@ int plan_schedule(Plan *p, Diag *d) {
 int plan_simulate(Plan *p, Diag *d) {
   Costs costs;
   if (p->unit_costs) simulate_costs_unit(&costs, p->nchunks);
-  else plan_costs(p, &costs);
+  else plan_costs(p, &costs, 0);
   int status = simulate_schedule(&p->schedule, &costs, &p->timeline, d);
   simulate_costs_free(&costs);
+  if (status || p->unit_costs) return status;
+  Timeline pipeline_free;
+  plan_costs(p, &costs, 1);
+  status = simulate_schedule(&p->schedule, &costs, &pipeline_free, d);
+  simulate_costs_free(&costs);
+  if (status == 0) plan_iteration_time(p, &pipeline_free);
+  simulate_timeline_free(&pipeline_free);
   return status;
 }
 

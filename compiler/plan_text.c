@@ -32,7 +32,7 @@ static void print_layout(const Plan *p, FILE *f) {
              "per pipeline\n            %s schedule, recompute %s, sequence parallel %s, partition %s\n",
           par->tp, par->pp, par->dp, par->tp * par->pp * par->dp, par->vpp, par->mbs, par->gbs, p->microbatches,
           par->schedule, par->recompute ? "full" : "none", par->sequence_parallel ? "on" : "off", par->partition);
-  fprintf(f, "machine     %s: %s\n", p->machine->name, p->machine->about);
+  fprintf(f, "machine     %s: %s\n", p->machine.name, p->machine.about);
 }
 
 static void print_costs(const Plan *p, FILE *f) {
@@ -118,8 +118,9 @@ static void print_schedule(const Plan *p, FILE *f) {
   const Timeline *t = &p->timeline;
   fprintf(f, "pipeline    bubble %.4f of the ideal time (busiest rank's compute); iteration %.4g %s", t->bubble_fraction,
           t->iteration, p->unit_costs ? "units (forward 1, backward 2 per chunk, communication free)" : "s");
-  if (!p->unit_costs) fprintf(f, " on %s at %.0f%% of peak", p->machine->name, 100 * p->machine->efficiency);
+  if (!p->unit_costs) fprintf(f, " on %s", p->machine.name);
   fprintf(f, "\n");
+  if (!p->unit_costs) plan_print_time_breakdown(p, f);
   schedule_write_text(&p->schedule, f, 0);
 }
 

@@ -40,6 +40,7 @@ typedef struct {
   double *comm_done;    /* [rank]: the latest end of its transfers and reductions */
   double *reduce_free;  /* [rank]: when its reduction track is free */
   double *link_free;    /* [rank·2 + 0 forward, 1 backward]: when its outgoing link is free */
+  double *backward_end; /* [stage]: the end of its latest backward */
 } Sim;
 
 static const Action *at(const Schedule *s, int rank, int step) { return &s->rank[rank].action[step]; }
@@ -127,12 +128,18 @@ static void compute(Sim *m, int r, int i) {
   m->t->span[r][i] = (Span){start, start + seconds};
   m->clock[r] = start + seconds;
   m->t->busy[r] += seconds;
-  if (a->kind == ACTION_B) m->t->flush = max2(m->t->flush, m->clock[r]);
+  if (a->kind != ACTION_B) return;
+  m->t->flush = max2(m->t->flush, m->clock[r]);
+  m->backward_end[a->stage] = m->clock[r];
 }
 
+/* With buckets, the reduction starts during the stage's last backward and its last bucket follows it. */
 static void reduce(Sim *m, int r, int i) {
-  double start = max2(m->clock[r], m->reduce_free[r]);
-  double end = start + m->c->stage[at(m->s, r, i)->stage].reduce;
+  int stage = at(m->s, r, i)->stage;
+  const StageCost *cost = &m->c->stage[stage];
+  double ready = cost->reduce_overlap > 0 ? m->backward_end[stage] - cost->reduce_overlap : m->clock[r];
+  double start = max2(ready, m->reduce_free[r]);
+  double end = max2(start + cost->reduce, m->backward_end[stage] + cost->reduce_tail);
   m->t->span[r][i] = (Span){start, end};
   m->reduce_free[r] = end;
   m->comm_done[r] = max2(m->comm_done[r], end);
@@ -219,6 +226,7 @@ static void sim_init(Sim *m, const Schedule *s, const Costs *c, Timeline *t) {
   m->comm_done = schedule_alloc(pp, sizeof *m->comm_done);
   m->reduce_free = schedule_alloc(pp, sizeof *m->reduce_free);
   m->link_free = schedule_alloc(2 * pp, sizeof *m->link_free);
+  m->backward_end = schedule_alloc((size_t)s->stages, sizeof *m->backward_end);
   pair_all(m);
 }
 
@@ -237,6 +245,7 @@ static void sim_free(Sim *m) {
   free(m->comm_done);
   free(m->reduce_free);
   free(m->link_free);
+  free(m->backward_end);
 }
 
 static int run(Sim *m) {

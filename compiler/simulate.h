@@ -14,6 +14,10 @@ typedef struct {
   double send_forward;      /* seconds to send its output activation to the next stage */
   double send_backward;     /* seconds to send the gradient of its input to the previous stage */
   double reduce;            /* seconds of its data-parallel gradient reduction */
+  double reduce_overlap;    /* seconds before the end of its last backward that the reduction may start
+                               (buckets of one layer, each sent as that layer's backward ends); 0: it
+                               starts after the rank's compute before it */
+  double reduce_tail;       /* seconds of its last bucket, which waits for the end of that backward */
   double activation_bytes;  /* bytes kept per microbatch from its forward until its backward */
 } StageCost;
 

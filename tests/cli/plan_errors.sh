@@ -57,7 +57,7 @@ expect_error bad_flag_value "--tp takes a positive integer, not 'zero'" $PLAIT p
 expect_error unknown_set_key "--set layerz: the model has no config key 'layerz'" $PLAIT plan models/tiny.lua --set layerz=3
 expect_error bad_set_value "--set layers=many: layers takes a number" $PLAIT plan models/tiny.lua --set layers=many
 expect_error unknown_format "--format yaml: unknown format" $PLAIT plan models/tiny.lua --format yaml
-expect_error unknown_machine "--machine tpu: unknown machine" $PLAIT plan models/tiny.lua --machine tpu
+expect_error unknown_machine "^plait: --machine tpu: unknown machine \(built-in: a100, cpu, h100, h200; or a machine file, NAME.lua\)$" $PLAIT plan models/tiny.lua --machine tpu
 expect_error unknown_print "--print fuse2: unknown pass" $PLAIT plan models/tiny.lua --print fuse2
 expect_error unwritable_output "cannot write /nonexistent/plan.txt: No such file or directory; check that its folder exists" $PLAIT plan models/tiny.lua -o /nonexistent/plan.txt
 expect_error unknown_command "unknown command 'plna'" $PLAIT plna models/tiny.lua

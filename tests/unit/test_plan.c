@@ -233,7 +233,7 @@ static void communication_volumes(void) {
     Plan p;
     Diag diag;
     if (plan_of(cmd, &p, &diag)) { CHECK(0, "%s: %s", cmd, diag.msg); continue; }
-    double bytes = p.machine->activation_bytes, layer_elems = (p.cost.block.tp_bytes[0] + p.cost.block.tp_bytes[1]) / bytes;
+    double bytes = p.machine.activation_bytes, layer_elems = (p.cost.block.tp_bytes[0] + p.cost.block.tp_bytes[1]) / bytes;
     CHECK(fabs(layer_elems - 8 * b * s * h * (t - 1) / t) < 0.5, "%s: a layer moves %.0f elements over TP, want %.0f", cmd,
           layer_elems, 8 * b * s * h * (t - 1) / t);
     double pp_elems = p.bytes_pp / bytes, want_pp = 2 * m * b * s * h / (sp ? t : 1);

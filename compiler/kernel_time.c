@@ -1,0 +1,80 @@
+/* kernel_time.c: the time of one kernel on a machine (a roofline per kernel, with wave quantisation of
+ * GEMM tiles over the compute units) and of one collective (α–β ring). */
+#include "kernel_time.h"
+
+#include <math.h>
+
+static const char *const bound_names[BOUNDS] = {"compute", "quantisation", "memory", "latency", "communication"};
+
+const char *kernel_bound_name(Bound b) { return bound_names[b]; }
+
+static double max2(double a, double b) { return a > b ? a : b; }
+
+/* A GEMM computes its output in tiles, one tile per compute unit at a time, each tile's K loop at the
+ * unit's share of the ceiling rate: the time is whole waves of tiles. Libraries pick a smaller tile
+ * when it wastes less; the tiles tried are the machine's largest, then halved in rows, then in both
+ * (smaller ones would wait on their operands: too few FLOPs per byte loaded). */
+static double gemm_compute_seconds(const Machine *m, double batch, double M, double N, double K) {
+  static const double shrink[][2] = {{1, 1}, {2, 1}, {2, 2}};
+  double unit_rate = m->peak_flops * m->gemm_efficiency / m->compute_units, best = INFINITY;
+  for (unsigned i = 0; i < sizeof shrink / sizeof *shrink; i++) {
+    double tm = fmax(1, floor(m->gemm_tile_m / shrink[i][0])), tn = fmax(1, floor(m->gemm_tile_n / shrink[i][1]));
+    double waves = ceil(batch * ceil(M / tm) * ceil(N / tn) / m->compute_units);
+    best = fmin(best, waves * 2 * tm * tn * K / unit_rate);
+  }
+  return best;
+}
+
+KernelTime kernel_gemm(const Machine *m, double batch, double M, double N, double K, double c_bytes) {
+  KernelTime k;
+  k.flops = 2 * batch * M * N * K;
+  k.bytes = batch * ((M * K + K * N) * m->activation_bytes + M * N * c_bytes);
+  double ideal = k.flops / (m->peak_flops * m->gemm_efficiency);
+  double compute = gemm_compute_seconds(m, batch, M, N, K);
+  double memory = k.bytes / (m->memory_bandwidth * m->memory_efficiency);
+  k.seconds = max2(compute, memory) + m->launch_overhead;
+  if (m->launch_overhead > max2(compute, memory)) k.bound = BOUND_LATENCY;
+  else if (memory > compute) k.bound = BOUND_MEMORY;
+  else k.bound = compute > 1.2 * ideal ? BOUND_QUANTISATION : BOUND_COMPUTE;
+  return k;
+}
+
+KernelTime kernel_stream(const Machine *m, double bytes) {
+  double memory = bytes / (m->memory_bandwidth * m->memory_efficiency);
+  return (KernelTime){memory + m->launch_overhead, 0, bytes, m->launch_overhead > memory ? BOUND_LATENCY : BOUND_MEMORY};
+}
+
+void kernel_add(KernelTime *a, KernelTime b) {
+  if (b.seconds > a->seconds) a->bound = b.bound;
+  a->seconds += b.seconds, a->flops += b.flops, a->bytes += b.bytes;
+}
+
+Link kernel_group_link(const Machine *m, int stride, int n) {
+  if ((double)stride * n <= m->devices_per_node || n <= 1) return (Link){m->link_bandwidth, m->link_latency, 0};
+  double members_per_node = fmax(1, floor(m->devices_per_node / stride));
+  double groups_per_node = m->devices_per_node / members_per_node;
+  double share = m->nics * m->nic_bandwidth / groups_per_node;
+  return (Link){fmin(m->link_bandwidth, share), m->nic_latency, 1};
+}
+
+Link kernel_p2p_link(const Machine *m, int distance) {
+  if (distance < m->devices_per_node) return (Link){m->link_bandwidth, m->link_latency, 0};
+  double share = m->nics * m->nic_bandwidth / m->devices_per_node;
+  return (Link){share, m->nic_latency, 1};
+}
+
+/* Ring all-reduce: 2(n-1) steps each moving 1/n of the tensor; all-gather and reduce-scatter n-1. The bus
+ * bandwidth is what nccl-tests reports as busbw: time = steps · α + steps/n · bytes / busbw. */
+KernelTime kernel_ring(const Link *link, RingKind kind, double bytes, int n) {
+  if (n <= 1) return (KernelTime){0, 0, 0, BOUND_COMMUNICATION};
+  double steps = kind == RING_ALLREDUCE ? 2.0 * (n - 1) : n - 1.0;
+  double moved = steps / n * bytes;
+  double seconds = steps * link->latency + moved / link->bandwidth;
+  return (KernelTime){seconds, 0, moved, steps * link->latency > moved / link->bandwidth ? BOUND_LATENCY
+                                                                                         : BOUND_COMMUNICATION};
+}
+
+KernelTime kernel_p2p(const Link *link, double bytes) {
+  double wire = bytes / link->bandwidth;
+  return (KernelTime){link->latency + wire, 0, bytes, link->latency > wire ? BOUND_LATENCY : BOUND_COMMUNICATION};
+}

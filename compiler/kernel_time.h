@@ -1,0 +1,46 @@
+/* kernel_time.h: how long one kernel takes on a machine, and what bounds it: GEMMs from their shapes
+ * (compute in waves of output tiles over the compute units against the bytes they move), streaming
+ * kernels from their bytes, and collectives from the α–β model of a ring on the link they cross. */
+#ifndef PLAIT_KERNEL_TIME_H
+#define PLAIT_KERNEL_TIME_H
+
+#include "machine.h"
+
+typedef enum { BOUND_COMPUTE, BOUND_QUANTISATION, BOUND_MEMORY, BOUND_LATENCY, BOUND_COMMUNICATION, BOUNDS } Bound;
+
+typedef struct {
+  double seconds;
+  double flops, bytes; /* what it computes and moves (one device) */
+  Bound bound;
+} KernelTime;
+
+/* "compute", "quantisation", "memory", "latency", "communication". */
+const char *kernel_bound_name(Bound b);
+
+/* `batch` GEMMs of M×K by K×N on one device; `c_bytes`: bytes of output traffic per element (the
+ * activation precision to write it, 8 to accumulate into an fp32 gradient). */
+KernelTime kernel_gemm(const Machine *m, double batch, double M, double N, double K, double c_bytes);
+/* A kernel that reads and writes `bytes` once each way, at the memory's streaming rate. */
+KernelTime kernel_stream(const Machine *m, double bytes);
+/* Adds b to a (seconds, FLOPs, bytes); the bound of the longer. */
+void kernel_add(KernelTime *a, KernelTime b);
+
+typedef enum { RING_ALLREDUCE, RING_ALLGATHER, RING_REDUCESCATTER, RING_KINDS } RingKind;
+
+/* Where a group of `n` ranks lies, `stride` ranks apart (ranks are numbered node by node): its ring's
+ * bus bandwidth and per-step latency. Inside a node, the node's link; across nodes, the share of the
+ * node's NICs its members on that node get while every group of its kind runs at once. */
+typedef struct {
+  double bandwidth, latency;
+  int inter_node;
+} Link;
+Link kernel_group_link(const Machine *m, int stride, int n);
+/* Point to point between ranks `distance` apart. */
+Link kernel_p2p_link(const Machine *m, int distance);
+
+/* A ring collective over n ranks of a tensor of `bytes` bytes (the whole tensor, before the split). */
+KernelTime kernel_ring(const Link *link, RingKind kind, double bytes, int n);
+/* One message of `bytes` bytes. */
+KernelTime kernel_p2p(const Link *link, double bytes);
+
+#endif

@@ -1,0 +1,164 @@
+/* stage_time.c: the kernels of one stage graph on a machine: each node's shape read off its local
+ * (tensor-parallel) tensors, timed by kernel_time, summed per pass. */
+#include "stage_time.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  const Model *m;
+  const Graph *g;
+  const Machine *mc;
+  int tp;
+  StageTime *t;
+  int cap;
+} Walk;
+
+static void add_kernel(Walk *w, int node, const char *part, KernelTime k, int communication) {
+  if (w->t->count == w->cap) {
+    w->cap = w->cap ? 2 * w->cap : 64;
+    w->t->kernels = realloc(w->t->kernels, (size_t)w->cap * sizeof *w->t->kernels);
+  }
+  w->t->kernels[w->t->count++] = (KernelCost){node, part, k};
+  int pass = w->g->nodes[node].backward ? PASS_BACKWARD : PASS_FORWARD;
+  w->t->seconds[pass] += k.seconds;
+  if (communication) w->t->tp_seconds[pass] += k.seconds;
+}
+
+static void add(Walk *w, int node, const char *part, KernelTime k) { add_kernel(w, node, part, k, 0); }
+
+static const Tensor *tensor(const Walk *w, int id) { return &w->g->tensors[id]; }
+
+/* A dim's size on one TP rank. */
+static double local_dim(const Walk *w, const Tensor *t, int axis) {
+  double n = (double)w->m->dims[t->dims[axis]].size;
+  return t->layout.kind == LAYOUT_S && t->layout.axis == axis ? n / w->tp : n;
+}
+
+static double local_elems(const Walk *w, int id) { return (double)tensor_local_elems(w->m, tensor(w, id), w->tp); }
+
+/* Each input read once, each output written once (a gradient accumulated: read and written in fp32). */
+static double node_bytes(const Walk *w, const Node *n) {
+  double bytes = 0;
+  for (int k = 0; k < n->nin; k++) bytes += local_elems(w, n->in[k]) * w->mc->activation_bytes;
+  for (int k = 0; k < n->nout; k++)
+    bytes += local_elems(w, n->out[k]) * (tensor(w, n->out[k])->kind == T_PARAM_GRAD ? 8 : w->mc->activation_bytes);
+  return bytes;
+}
+
+/* C = op(A)·op(B): N is the output's last dim, M the rest of it, K the contraction on A's side. */
+static void matmul(Walk *w, int i) {
+  const Node *n = &w->g->nodes[i];
+  const Tensor *a = tensor(w, n->in[0]), *c = tensor(w, n->out[0]);
+  double N = local_dim(w, c, c->ndim - 1), M = local_elems(w, n->out[0]) / N;
+  double last = local_dim(w, a, a->ndim - 1);
+  double K = n->a.mm.trans_a ? local_elems(w, n->in[0]) / last : last;
+  double c_bytes = c->kind == T_PARAM_GRAD ? 8 : w->mc->activation_bytes;
+  add(w, i, NULL, kernel_gemm(w->mc, 1, M, N, K, c_bytes));
+}
+
+typedef struct {
+  double heads, seq, head_dim; /* heads: batch × local heads */
+} AttentionShape;
+
+static AttentionShape attention_shape(const Walk *w, const Node *n) {
+  const Tensor *q = tensor(w, n->in[0]);
+  AttentionShape s;
+  s.seq = (double)w->m->dims[q->dims[1]].size;
+  s.head_dim = n->a.attn.head_dim;
+  s.heads = local_elems(w, n->in[0]) / (s.seq * s.head_dim);
+  return s;
+}
+
+/* Megatron-LM's 2021 attention: q·kᵀ stored (s×s per head), a fused scale-mask-softmax over it, dropout
+ * with a byte mask, then p·v; the backward retraces it. */
+static void attention_materialised(Walk *w, int i, int backward) {
+  AttentionShape s = attention_shape(w, &w->g->nodes[i]);
+  const Machine *mc = w->mc;
+  double scores = s.heads * s.seq * s.seq, ab = mc->activation_bytes, dropout = mc->attention_dropout > 0;
+  KernelTime scores_gemm = kernel_gemm(mc, s.heads, s.seq, s.seq, s.head_dim, ab);
+  KernelTime value_gemm = kernel_gemm(mc, s.heads, s.seq, s.head_dim, s.seq, ab);
+  KernelTime dropout_pass = kernel_stream(mc, scores * (2 * ab + 1));
+  if (!backward) {
+    add(w, i, "q·kᵀ", scores_gemm);
+    add(w, i, "scale, mask, softmax", kernel_stream(mc, 2 * scores * ab));
+    if (dropout) add(w, i, "dropout on the scores", dropout_pass);
+    add(w, i, "p·v", value_gemm);
+    return;
+  }
+  add(w, i, "dv = pᵀ·do", value_gemm);
+  add(w, i, "dp = do·vᵀ", scores_gemm);
+  if (dropout) add(w, i, "dropout backward", dropout_pass);
+  add(w, i, "softmax backward", kernel_stream(mc, 3 * scores * ab));
+  add(w, i, "dq = ds·k", value_gemm);
+  add(w, i, "dk = dsᵀ·q", value_gemm);
+}
+
+/* A fused attention kernel (no stored scores): its GEMMs' FLOPs at the ceiling, its inputs and outputs
+ * from memory; the backward does twice the forward's work. */
+static void attention_fused(Walk *w, int i, int backward) {
+  AttentionShape s = attention_shape(w, &w->g->nodes[i]);
+  KernelTime k = kernel_gemm(w->mc, s.heads, s.seq, s.seq, s.head_dim, 0);
+  KernelTime v = kernel_gemm(w->mc, s.heads, s.seq, s.head_dim, s.seq, 0);
+  double compute = (k.seconds + v.seconds - 2 * w->mc->launch_overhead) * (backward ? 2 : 1);
+  KernelTime io = kernel_stream(w->mc, node_bytes(w, &w->g->nodes[i]));
+  KernelTime t = {compute > io.seconds ? compute + w->mc->launch_overhead : io.seconds, (k.flops + v.flops) * (backward ? 2 : 1),
+                  io.bytes, compute > io.seconds ? BOUND_COMPUTE : io.bound};
+  add(w, i, NULL, t);
+}
+
+static RingKind ring_kind(OpKind op) {
+  return op == OP_ALLREDUCE ? RING_ALLREDUCE : op == OP_ALLGATHER ? RING_ALLGATHER : RING_REDUCESCATTER;
+}
+
+static void collective(Walk *w, int i) {
+  const Node *n = &w->g->nodes[i];
+  Link link = kernel_group_link(w->mc, 1, w->tp);
+  double bytes = (double)tensor_elems(w->m, tensor(w, n->in[0])) * w->mc->activation_bytes;
+  add_kernel(w, i, NULL, kernel_ring(&link, ring_kind(n->op), bytes, w->tp), 1);
+}
+
+/* Vocab-parallel cross entropy all-reduces the max, the target logit and the sum of exponentials. */
+static void xent(Walk *w, int i) {
+  const Node *n = &w->g->nodes[i];
+  add(w, i, NULL, kernel_stream(w->mc, node_bytes(w, n)));
+  if (tensor(w, n->in[0])->layout.kind != LAYOUT_S) return;
+  Link link = kernel_group_link(w->mc, 1, w->tp);
+  KernelTime one = kernel_ring(&link, RING_ALLREDUCE, local_elems(w, n->in[1]) * 4, w->tp);
+  KernelTime three = one;
+  kernel_add(&three, one);
+  kernel_add(&three, one);
+  add_kernel(w, i, "vocab all-reduces", three, 1);
+}
+
+static void node(Walk *w, int i) {
+  const Node *n = &w->g->nodes[i];
+  if (n->op == OP_MATMUL) matmul(w, i);
+  else if (n->op == OP_ATTENTION || n->op == OP_ATTENTION_BWD) {
+    if (w->mc->materialised_attention) attention_materialised(w, i, n->op == OP_ATTENTION_BWD);
+    else attention_fused(w, i, n->op == OP_ATTENTION_BWD);
+  } else if (op_is_collective(n->op)) collective(w, i);
+  else if (n->op == OP_XENT) xent(w, i);
+  else add(w, i, NULL, kernel_stream(w->mc, node_bytes(w, n)));
+}
+
+void stage_time(const Model *m, const Graph *g, const Parallel *par, const Machine *machine, StageTime *t) {
+  memset(t, 0, sizeof *t);
+  Walk w = {m, g, machine, par->tp, t, 0};
+  for (int i = 0; i < g->nnodes; i++) node(&w, i);
+}
+
+void stage_time_free(StageTime *t) {
+  free(t->kernels);
+  memset(t, 0, sizeof *t);
+}
+
+void stage_time_print(const Graph *g, const StageTime *t, FILE *f) {
+  for (int i = 0; i < t->count; i++) {
+    const KernelCost *k = &t->kernels[i];
+    const Node *n = &g->nodes[k->node];
+    fprintf(f, "  %-3s %-14s %-24s %-22s %10.1f µs  %-13s %9.3g FLOP %9.3g B\n", n->backward ? "bwd" : "fwd",
+            op_name(n->op), g->tensors[n->out[0]].name, k->part ? k->part : "", k->time.seconds * 1e6,
+            kernel_bound_name(k->time.bound), k->time.flops, k->time.bytes);
+  }
+}

@@ -1,0 +1,73 @@
+# machines.sh: machines as data. A machine file read with --machine FILE costs a plan as the built-in of
+# the same numbers does; each field it lacks or has negative is named in one line; the clock follows the
+# file's numbers (a faster device, a faster plan); --print costs lists every kernel with its time and
+# bound, and the iteration's parts add up to its time.
+. "$(dirname "$0")/lib.sh"
+cd "$PLAIT_ROOT" || exit 1
+GPT="models/gpt.lua --set layers=4 hidden=1024 heads=16 --tp 2 --pp 2 --gbs 16 --recompute full"
+
+# the built-in a100 written out as a file gives the same plan
+cp lib/plait/machines/a100.lua "$TMP/a100.lua"
+# shellcheck disable=SC2086
+$PLAIT plan $GPT --format json >"$TMP/builtin.json" && $PLAIT plan $GPT --machine "$TMP/a100.lua" --format json >"$TMP/file.json"
+if cmp -s "$TMP/builtin.json" "$TMP/file.json"; then pass machine_file_as_builtin
+else fail machine_file_as_builtin "$(diff "$TMP/builtin.json" "$TMP/file.json" | head -c 600)"; fi
+
+# twice the memory bandwidth and peak rate: every kernel faster, so the iteration is shorter
+sed -e 's/bf16 = 312e12/bf16 = 624e12/' -e 's/memory_bandwidth = 2.039e12/memory_bandwidth = 4.078e12/' \
+  lib/plait/machines/a100.lua >"$TMP/fast.lua"
+iteration() { sed -n 's/.*"iteration_time": \([0-9.e+-]*\),.*/\1/p' "$1"; }
+# shellcheck disable=SC2086
+$PLAIT plan $GPT --machine "$TMP/fast.lua" --format json >"$TMP/fast.json"
+if awk -v a="$(iteration "$TMP/builtin.json")" -v b="$(iteration "$TMP/fast.json")" 'BEGIN { exit !(b > 0 && b < 0.7 * a) }'; then
+  pass machine_file_numbers_used
+else fail machine_file_numbers_used "a100 $(iteration "$TMP/builtin.json") s, twice as fast $(iteration "$TMP/fast.json") s"; fi
+
+# every field missing, or negative, is named
+for field in gemm_efficiency memory_bandwidth memory_efficiency memory compute_units launch_overhead devices \
+             link_bandwidth link_latency nics nic_bandwidth nic_latency; do
+  grep -v "^ *$field = " lib/plait/machines/a100.lua >"$TMP/missing.lua"
+  expect_error "machine_missing_$field" "^plait: machine $TMP/missing.lua: [a-z]*\.$field is missing \(.*\); add it to the machine file$" \
+    $PLAIT plan models/tiny.lua --machine "$TMP/missing.lua"
+  sed "s/^\( *$field = \)/\1-/" lib/plait/machines/a100.lua >"$TMP/negative.lua"
+  expect_error "machine_negative_$field" "^plait: machine $TMP/negative.lua: [a-z]*\.$field is -[0-9.e+-]*; it must be (positive|zero or more)" \
+    $PLAIT plan models/tiny.lua --machine "$TMP/negative.lua"
+done
+sed 's/bf16 = 312e12, //' lib/plait/machines/a100.lua >"$TMP/no_rate.lua"
+expect_error machine_missing_rate "^plait: machine $TMP/no_rate.lua: device.flops.bf16 is missing" \
+  $PLAIT plan models/tiny.lua --machine "$TMP/no_rate.lua"
+sed 's/attention = "materialised"/attention = "paged"/' lib/plait/machines/a100.lua >"$TMP/attention.lua"
+expect_error machine_attention_kind "kernels.attention is \"paged\"; it must be \"materialised\" or \"fused\"$" \
+  $PLAIT plan models/tiny.lua --machine "$TMP/attention.lua"
+echo 'return 42' >"$TMP/number.lua"
+expect_error machine_not_a_table "^plait: machine $TMP/number.lua: the file must return a table" \
+  $PLAIT plan models/tiny.lua --machine "$TMP/number.lua"
+echo 'return { name = ' >"$TMP/syntax.lua"
+expect_error machine_syntax_error "^plait: machine $TMP/syntax.lua: $TMP/syntax.lua:[0-9]+: unexpected symbol" \
+  $PLAIT plan models/tiny.lua --machine "$TMP/syntax.lua"
+echo 'return { name = io.open("/etc/passwd") }' >"$TMP/reads.lua"
+expect_error machine_has_no_libraries "attempt to index a nil value \(global 'io'\)" \
+  $PLAIT plan models/tiny.lua --machine "$TMP/reads.lua"
+echo 'while true do end' >"$TMP/loop.lua"
+within machine_loop_ends 30 expect_error machine_loop \
+  "^plait: machine $TMP/loop.lua: $TMP/loop.lua:1: the machine file ran more than 10000000 Lua instructions \(a loop that does not end\?\); a machine file is a table of numbers$" \
+  timeout 60 $PLAIT plan models/tiny.lua --machine "$TMP/loop.lua"
+echo 'local t = {} for i = 1, 1e9 do t[i] = i end return t' >"$TMP/big.lua"
+within machine_memory_ends 30 expect_error machine_memory \
+  "^plait: machine $TMP/big.lua: the machine file used more than 16 MB of Lua memory; a machine file is a table of numbers$" \
+  timeout 60 $PLAIT plan models/tiny.lua --machine "$TMP/big.lua"
+expect_error machine_file_absent "^plait: --machine $TMP/absent.lua: cannot read the machine file" \
+  $PLAIT plan models/tiny.lua --machine "$TMP/absent.lua"
+
+# --print costs: every kernel with a bound; the parts of the iteration add up to it
+# shellcheck disable=SC2086
+if $PLAIT plan $GPT --print costs >"$TMP/costs"; then
+  kernels=$(grep -c ' µs ' "$TMP/costs")
+  unbound=$(grep ' µs ' "$TMP/costs" | grep -c -v -E 'µs  (compute|quantisation|memory|latency|communication) ')
+  allreduces=$(sed -n '/^block/,/^head/p' "$TMP/costs" | grep -c -E 'allreduce .* (communication|latency) ')
+  [ "$kernels" -gt 20 ] && [ "$unbound" = 0 ] && [ "$allreduces" = 4 ] && pass print_costs_kernels ||
+    fail print_costs_kernels "$kernels kernels, $unbound without a bound, $allreduces TP all-reduces in the block (4 expected)"
+  if awk '/^iteration/ { gsub(/[=+;]/, " "); s = $5 + $7 + $9 + $11 + $13 + $15 - $2; exit !(s * s < 1e-6 * $2 * $2) }' "$TMP/costs" &&
+     grep -q '^iteration' "$TMP/costs"; then pass print_costs_breakdown_adds_up
+  else fail print_costs_breakdown_adds_up "$(grep '^iteration' "$TMP/costs")"; fi
+else fail print_costs_kernels "plan --print costs failed"; fi
