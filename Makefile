@@ -144,7 +144,7 @@ bench: all
 
 # plait against transformers on the same weights and tokens: import, --eval, one step's gradients, export
 # (needs pip install torch transformers safetensors; says so and passes without them; not part of test).
-interop-check: all
+interop-check: all $(B)/tools/mlm_batch
 	@python3 tests/interop/check.py $(B)
 
 clean:

@@ -296,6 +296,31 @@ static int rope_backward(Grad *c, const Node *n, const int *dy) {
   return add_contrib(c, n->in[0], b.out[0]);
 }
 
+/* A part's gradient is the whole's with zeros in the other parts: a one-part concat. */
+static int split_backward(Grad *c, const Node *n, const int *dy) {
+  if (!c->needs_grad[n->in[0]]) return 0;
+  Node b = node_new(OP_CONCAT, 1, dy);
+  b.a.parts = n->a.parts;
+  b.nout = 1;
+  b.out[0] = new_grad(c, n->in[0], layout_r());
+  if (emit(c, &b)) return -1;
+  return add_contrib(c, n->in[0], b.out[0]);
+}
+
+/* Each joined tensor's gradient is its part of the whole's. */
+static int concat_backward(Grad *c, const Node *n, const int *dy) {
+  for (int i = 0; i < n->nin; i++) {
+    if (!c->needs_grad[n->in[i]]) continue;
+    Node b = node_new(OP_SPLIT, 1, dy);
+    b.a.parts = n->a.parts;
+    b.a.parts.part = i;
+    b.nout = 1;
+    b.out[0] = new_grad(c, n->in[i], layout_r());
+    if (emit(c, &b) || add_contrib(c, n->in[i], b.out[0])) return -1;
+  }
+  return 0;
+}
+
 static int embedding_backward(Grad *c, const Node *n, const int *dy) {
   int in[2] = {n->in[0], dy[0]};
   Node b = node_new(OP_EMBEDDING_BWD, 2, in);
@@ -356,6 +381,8 @@ static int backward_node(Grad *c, const Node *n, int is_loss) {
   case OP_ATTENTION: return attention_backward(c, n, dy);
   case OP_EMBEDDING: return embedding_backward(c, n, dy);
   case OP_ROPE: return rope_backward(c, n, dy);
+  case OP_SPLIT: return split_backward(c, n, dy);
+  case OP_CONCAT: return concat_backward(c, n, dy);
   case OP_ALLREDUCE: case OP_ALLGATHER: case OP_REDUCESCATTER: case OP_SLICE: return collective_backward(c, n, dy);
   default: return diag(c->d, "autodiff: no backward rule for %s", op_name(n->op));
   }

@@ -118,15 +118,13 @@ static int write_text(const char *dir, const char *name, const char *text, Diag 
 
 /* One link's Hugging Face tensor: its parts read from the checkpoint and joined. */
 static int write_link(Export *e, const Family *f, const FamilyLink *l, CkptWriter *w, Diag *d) {
-  int64_t rows[FAMILY_MAX_PARTS], cols = 1, n = family_link_elems(l);
-  const FamilyTensor *first = &f->tensors[l->parts[0]];
-  for (int a = 1; a < first->ndim; a++) cols *= first->shape[a];
+  int64_t rows[FAMILY_MAX_PARTS], cols = family_link_cols(f, l), n = family_link_elems(l);
   double *hf = malloc(sizeof *hf * (size_t)(n + 1)), *parts[FAMILY_MAX_PARTS];
   int64_t total_rows = 0;
   int status = 0;
   for (int p = 0; p < l->nparts; p++) {
     const FamilyTensor *t = &f->tensors[l->parts[p]];
-    rows[p] = t->ndim ? t->shape[0] : 1;
+    rows[p] = family_part_rows(l, t);
     total_rows += rows[p];
     parts[p] = malloc(sizeof **parts * (size_t)(family_tensor_elems(t) + 1));
     if (status == 0 && ckpt_read(&e->ckpt, t->name, t->ndim, t->shape, parts[p])) status = diag(d, "%s", e->ckpt.error);

@@ -202,12 +202,11 @@ static CkptMeta *metadata(const Model *m, const char *source, char (*keys)[NAME_
 static int write_link(Source *s, const Family *f, const FamilyLink *l, CkptWriter *w, Diag *d) {
   Found found = find(s, f, l->name);
   Ckpt *c = &s->files[found.file];
-  int64_t rows[FAMILY_MAX_PARTS], cols = 1, hf_elems = 1;
+  int64_t rows[FAMILY_MAX_PARTS], cols = family_link_cols(f, l), hf_elems = 1;
   for (int a = 0; a < found.tensor->ndim; a++) hf_elems *= found.tensor->shape[a];
-  for (int a = 1; a < f->tensors[l->parts[0]].ndim; a++) cols *= f->tensors[l->parts[0]].shape[a];
   double *hf = malloc(sizeof *hf * (size_t)(hf_elems + 1)), *parts[FAMILY_MAX_PARTS];
   for (int p = 0; p < l->nparts; p++) {
-    rows[p] = f->tensors[l->parts[p]].ndim ? f->tensors[l->parts[p]].shape[0] : 1;
+    rows[p] = family_part_rows(l, &f->tensors[l->parts[p]]);
     parts[p] = malloc(sizeof **parts * (size_t)(family_tensor_elems(&f->tensors[l->parts[p]]) + 1));
   }
   int status = ckpt_read(c, found.tensor->name, found.tensor->ndim, found.tensor->shape, hf) ? diag(d, "%s", c->error) : 0;

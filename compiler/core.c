@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layers.h"
 #include "shape.h"
 
 static Builder *builder(lua_State *L) { return lua_touserdata(L, lua_upvalueindex(1)); }
@@ -187,6 +188,17 @@ static int param_tensor(Builder *b, int p) {
   return t;
 }
 
+/* Another layer's parameter: layer 0's of that name, of the same shape. */
+static int layer_param(lua_State *L, Builder *b, const Param *p) {
+  int found = find_param(b->model, p->name, p->scope);
+  if (found < 0) return fail(L, "parameter '%s' is made by this layer but not by layer 0; layers share their parameters' names", p->name);
+  const Param *q = &b->model->params[found];
+  if (q->ndim != p->ndim || memcmp(q->dims, p->dims, (size_t)p->ndim * sizeof *p->dims) != 0)
+    return fail(L, "parameter '%s' has another shape in this layer than in layer 0", p->name);
+  lua_pushinteger(L, param_tensor(b, found));
+  return 1;
+}
+
 static int l_param(lua_State *L) {
   static const char *const inits[] = {"normal", "zeros", "ones", NULL};
   static const char *const hints[] = {"replicated", "column", "row", "vocab", NULL};
@@ -204,6 +216,7 @@ static int l_param(lua_State *L) {
   p.decay = lua_toboolean(L, 6);
   p.scope = b->scope;
   core_user_where(L, p.where, sizeof p.where);
+  if (b->tracing_variant) return layer_param(L, b, &p);
   if (find_param(b->model, p.name, p.scope) >= 0)
     return fail(L, "parameter '%s' is defined twice; give each layer its own name", p.name);
   if ((p.hint == HINT_ROW && p.ndim != 2) || ((p.hint == HINT_COLUMN || p.hint == HINT_VOCAB) && p.ndim < 1))
@@ -310,6 +323,8 @@ static int l_attention(lua_State *L) {
   at->window = luaL_optinteger(L, 9, 0);
   at->softcap = luaL_optnumber(L, 10, 0);
   at->scale = luaL_optnumber(L, 11, 0);
+  at->alibi = lua_toboolean(L, 12);
+  at->per_layer = -1;
   if (at->window < 0 || (at->window > 0 && !at->causal))
     return fail(L, "attention: a sliding window is a whole number of keys (%lld given) over causal attention",
                 (long long)at->window);
@@ -353,6 +368,57 @@ static int l_rope(lua_State *L) {
   return add_node(L, b, &n);
 }
 
+/* Reads the part sizes at `arg` (a list of positive integers) into a. */
+static int part_sizes(lua_State *L, int arg, PartAttr *a) {
+  luaL_checktype(L, arg, LUA_TTABLE);
+  a->nparts = (int)lua_rawlen(L, arg);
+  if (a->nparts < 1 || a->nparts > MAX_PARTS) return fail(L, "split: 1 to %d parts, not %d", MAX_PARTS, a->nparts);
+  for (int i = 0; i < a->nparts; i++) {
+    lua_rawgeti(L, arg, i + 1);
+    a->sizes[i] = lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    if (a->sizes[i] < 1) return fail(L, "split: part %d's size must be a positive whole number", i + 1);
+  }
+  return 0;
+}
+
+/* core.split(x, groups, sizes, part): part `part` (from 0) of each of x's groups along its last dim. */
+static int l_split(lua_State *L) {
+  Builder *b = builder(L);
+  int in = tensor_arg(L, b, 1);
+  Node n = node_new(OP_SPLIT, 1, &in);
+  n.a.parts.groups = (int)luaL_checkinteger(L, 2);
+  part_sizes(L, 3, &n.a.parts);
+  n.a.parts.part = (int)luaL_checkinteger(L, 4);
+  return add_node(L, b, &n);
+}
+
+/* core.concat(list, groups): the tensors joined group by group along their last dim. */
+static int l_concat(lua_State *L) {
+  Builder *b = builder(L);
+  luaL_checktype(L, 1, LUA_TTABLE);
+  int count = (int)lua_rawlen(L, 1), in[MAX_PARTS];
+  if (count < 1 || count > MAX_PARTS) return fail(L, "concat: 1 to %d tensors, not %d", MAX_PARTS, count);
+  Node n = node_new(OP_CONCAT, 0, NULL);
+  n.a.parts.groups = (int)luaL_checkinteger(L, 2);
+  n.a.parts.nparts = count;
+  n.a.parts.part = -1;
+  for (int i = 0; i < count; i++) {
+    lua_rawgeti(L, 1, i + 1);
+    in[i] = tensor_arg(L, b, lua_gettop(L));
+    lua_pop(L, 1);
+    const Tensor *t = &b->graph->tensors[in[i]];
+    int64_t width = b->model->dims[t->dims[t->ndim - 1]].size;
+    if (n.a.parts.groups < 1 || width % n.a.parts.groups != 0)
+      return fail(L, "concat: tensor %d's last dim (%lld) is not a whole number of %d groups", i + 1, (long long)width,
+                  n.a.parts.groups);
+    n.a.parts.sizes[i] = width / n.a.parts.groups;
+  }
+  n.nin = count;
+  memcpy(n.in, in, sizeof(int) * (size_t)count);
+  return add_node(L, b, &n);
+}
+
 static int l_embedding(lua_State *L) {
   Builder *b = builder(L);
   int in[2] = {tensor_arg(L, b, 1), tensor_arg(L, b, 2)};
@@ -391,13 +457,53 @@ static int l_shape(lua_State *L) {
   return 1;
 }
 
+/* core.stage(name): "embed", "block", "head", or "block_variant": another layer's block, traced afresh
+ * from the dropout sites layer 0 began with. */
 static int l_stage(lua_State *L) {
   Builder *b = builder(L);
   const char *name = luaL_checkstring(L, 1);
   Model *m = b->model;
-  b->graph = strcmp(name, "embed") == 0 ? &m->embed : strcmp(name, "block") == 0 ? &m->block : &m->head;
-  b->scope = b->graph == &m->block ? SCOPE_BLOCK : SCOPE_MODEL;
+  b->tracing_variant = strcmp(name, "block_variant") == 0;
+  if (b->tracing_variant) {
+    graph_free(&b->variant);
+    graph_init(&b->variant, "block");
+    b->graph = &b->variant;
+    b->dropout_sites = b->block_first_site;
+  } else {
+    b->graph = strcmp(name, "embed") == 0 ? &m->embed : strcmp(name, "block") == 0 ? &m->block : &m->head;
+  }
+  if (b->graph == &m->block) b->block_first_site = b->dropout_sites;
+  b->scope = b->graph == &m->head || b->graph == &m->embed ? SCOPE_MODEL : SCOPE_BLOCK;
   b->ntensor_names = 0;
+  return 0;
+}
+
+/* core.variant_output(y, layer): ends another layer's trace and compares it with layer 0's. */
+static int l_variant_output(lua_State *L) {
+  Builder *b = builder(L);
+  int y = tensor_arg(L, b, 1);
+  int layer = (int)luaL_checkinteger(L, 2);
+  b->variant.output = y;
+  b->variant.nforward = b->variant.nnodes;
+  Diag d;
+  if (layers_compare(b->model, &b->variant, layer, &d)) {
+    lua_pushstring(L, d.msg);
+    return lua_error(L);
+  }
+  if (y != b->model->block.output)
+    return fail(L, "layer %d's block returns another tensor than layer 0's; layers may differ only in their "
+                   "attention's window, softcap, scale and rope_theta", layer);
+  return 0;
+}
+
+/* core.variant_done(): every layer compared; the dropout sites continue after the block's. */
+static int l_variant_done(lua_State *L) {
+  Builder *b = builder(L);
+  layers_finish(b->model);
+  graph_free(&b->variant);
+  memset(&b->variant, 0, sizeof b->variant);
+  b->tracing_variant = 0;
+  b->dropout_sites = b->block_end_site;
   return 0;
 }
 
@@ -406,6 +512,7 @@ static int l_output(lua_State *L) {
   Graph *g = b->graph;
   g->output = tensor_arg(L, b, 1);
   g->nforward = g->nnodes;
+  if (g == &b->model->block) b->block_end_site = b->dropout_sites;
   const Tensor *t = &g->tensors[g->output];
   if (g == &b->model->embed) {
     if (t->ndim != 3) return fail(L, "embed must return [batch, seq, hidden], not %d axes", t->ndim);
@@ -499,7 +606,7 @@ static const luaL_Reg core_functions[] = {
     {"param", l_param},     {"param_ref", l_param_ref}, {"ew", l_ew},
     {"dropout", l_dropout}, {"matmul", l_matmul},       {"norm", l_norm},
     {"attention", l_attention}, {"embedding", l_embedding}, {"xent", l_xent},
-    {"rope", l_rope},
+    {"rope", l_rope}, {"split", l_split}, {"concat", l_concat}, {"variant_output", l_variant_output}, {"variant_done", l_variant_done},
     {"shape", l_shape},     {"stage", l_stage},         {"output", l_output},
     {"overrides", l_overrides}, {"consume", l_consume}, {"set_config", l_set_config},
     {"where", l_where}, {"model_dir", l_model_dir}, {"beside", l_beside},

@@ -22,6 +22,10 @@ typedef struct {
   int tp;           /* the vocabulary is padded to a multiple of 128·tp */
   int dropout_sites;
   int ntensor_names;
+  Graph variant;          /* another layer's block, traced to be compared with layer 0's */
+  int tracing_variant;    /* parameters are layer 0's, looked up by name */
+  int block_first_site;   /* the dropout sites of a block start here */
+  int block_end_site;     /* and end here */
   Override overrides[MAX_OVERRIDES];
   int noverrides;
 } Builder;

@@ -221,25 +221,50 @@ static void norm_backward(const StageWriter *w, const Node *n) {
             norm_out(w, n, 1, 1));
 }
 
+/* Whether field k (window, softcap, scale, rope_theta) of row `row` of the per-layer options differs
+ * between layers. */
+static int field_differs(const Model *m, int row, int k) {
+  const LayerAttn *o = &m->layer_attn[row * m->layers];
+  for (int l = 1; l < m->layers; l++) {
+    double a[4] = {(double)o[0].window, o[0].softcap, o[0].scale, o[0].rope_theta};
+    double b[4] = {(double)o[l].window, o[l].softcap, o[l].scale, o[l].rope_theta};
+    if (a[k] != b[k]) return 1;
+  }
+  return 0;
+}
+
+/* Option k of an attention (window, softcap, scale, rope_theta) when set: its value, or where it varies
+ * by layer, its layer's entry of the table layer_tables wrote. The first option starts a line. */
+static void attention_option(const StageWriter *w, const Node *n, int k, double value, int *count) {
+  static const char *const fields[] = {"window", "softcap", "scale", "rope_theta"};
+  static const char *const upper[] = {"WINDOW", "SOFTCAP", "SCALE", "ROPE_THETA"};
+  int row = n->a.attn.per_layer, differs = row >= 0 && field_differs(&w->e->plan->model, row, k);
+  if (value == 0 && !differs) return;
+  fprintf(w->f, "%s%s.%s = ", (*count)++ ? ", " : ",\n                             ", k == 3 ? ".rope = 1, " : "",
+          fields[k]);
+  if (differs) {
+    fprintf(w->f, "ATTENTION_%d_%s[layer]", row, upper[k]);
+    return;
+  }
+  char number[32];
+  expr_number_text(value, number, sizeof number);
+  fprintf(w->f, "%s", number);
+}
+
 static void attention_shape(const StageWriter *w, const Node *n) {
   const Tensor *q = tensor(w, n->in[0]);
   const AttnAttr *a = &n->a.attn;
-  int share = q->layout.kind == LAYOUT_S ? w->e->plan->par.tp : 1;
-  char theta[32], number[32];
-  expr_number_text(a->rope_theta, theta, sizeof theta);
+  int share = q->layout.kind == LAYOUT_S ? w->e->plan->par.tp : 1, count = 0;
   fprintf(w->f, "  {\n    const AttnShape shape = {.B = %lld, .T = %lld, .Hq = %d, .Hkv = %d, .D = %d, .causal = %d",
           (long long)emit_local_dim(w->e->plan, q, 0), (long long)emit_local_dim(w->e->plan, q, 1), a->heads / share,
           a->kv_heads / share, a->head_dim, a->causal);
-  if (a->rope) fprintf(w->f, ", .rope = 1, .rope_theta = %s", theta);
-  if (a->window) fprintf(w->f, ", .window = %lld", (long long)a->window);
-  if (a->softcap > 0) {
-    expr_number_text(a->softcap, number, sizeof number);
-    fprintf(w->f, ", .softcap = %s", number);
-  }
-  if (a->scale > 0) {
-    expr_number_text(a->scale, number, sizeof number);
-    fprintf(w->f, ", .scale = %s", number);
-  }
+  if (a->rope) attention_option(w, n, 3, a->rope_theta, &count);
+  attention_option(w, n, 0, (double)a->window, &count);
+  attention_option(w, n, 1, a->softcap, &count);
+  attention_option(w, n, 2, a->scale, &count);
+  if (a->alibi) /* the slopes run over every rank's heads: this rank's start at its first head */
+    fprintf(w->f, ",\n                             .alibi = 1, .head0 = %s%d, .heads_total = %d",
+            share > 1 ? "r->tp_rank * " : "", share > 1 ? a->heads / share : 0, a->heads);
   fprintf(w->f, "};\n  ");
 }
 
@@ -277,6 +302,37 @@ static void rope(const StageWriter *w, const Node *n) {
     fprintf(w->f, ",\n                             .low_freq_factor = %s, .high_freq_factor = %s, "
             ".original_positions = %s", low, high, positions);
   fprintf(w->f, "};\n    k_rope(&shape, %s, %s);\n  }", in(w, n, 0), out(w, n, 0));
+}
+
+/* The parts' sizes as a C array, and this rank's groups: all, or its share when the last dim is split. */
+static int64_t parts_head(const StageWriter *w, const Node *n, const Tensor *whole) {
+  const PartAttr *a = &n->a.parts;
+  fprintf(w->f, "  {\n    const int64_t sizes[] = {");
+  for (int i = 0; i < a->nparts; i++) fprintf(w->f, "%s%lld", i ? ", " : "", (long long)a->sizes[i]);
+  fprintf(w->f, "};\n");
+  int split = whole->layout.kind == LAYOUT_S && whole->layout.axis == whole->ndim - 1;
+  return a->groups / (split ? w->e->plan->par.tp : 1);
+}
+
+/* A part of each group (the whole is the input). */
+static void split_part(const StageWriter *w, const Node *n) {
+  int64_t groups = parts_head(w, n, tensor(w, n->in[0]));
+  int64_t rows = local(w, n->in[0]) / last_dim(w, n->in[0]);
+  fprintf(w->f, "    k_split(%lld, %lld, %d, sizes, %d, %s, %s);\n  }", (long long)rows, (long long)groups,
+          n->a.parts.nparts, n->a.parts.part, in(w, n, 0), out(w, n, 0));
+}
+
+/* The parts joined (the whole is the output); a one-input concat fills the other parts with zeros. */
+static void concat_parts(const StageWriter *w, const Node *n) {
+  int64_t groups = parts_head(w, n, tensor(w, n->out[0]));
+  int64_t rows = local(w, n->out[0]) / last_dim(w, n->out[0]);
+  fprintf(w->f, "    const act_t *parts[] = {");
+  for (int i = 0; i < n->a.parts.nparts; i++) {
+    const char *part = n->nin == 1 ? (i == n->a.parts.part ? in(w, n, 0) : "NULL") : in(w, n, i);
+    fprintf(w->f, "%s%s", i ? ", " : "", part);
+  }
+  fprintf(w->f, "};\n    k_concat(%lld, %lld, %d, sizes, parts, %s);\n  }", (long long)rows, (long long)groups,
+          n->a.parts.nparts, out(w, n, 0));
 }
 
 static void embedding(const StageWriter *w, const Node *n, int backward) {
@@ -322,6 +378,8 @@ static void node(const StageWriter *w, int index) {
   case OP_ATTENTION_BWD: attention_backward(w, n); break;
   case OP_EMBEDDING: embedding(w, n, 0); break;
   case OP_ROPE: rope(w, n); break;
+  case OP_SPLIT: split_part(w, n); break;
+  case OP_CONCAT: concat_parts(w, n); break;
   case OP_EMBEDDING_BWD: embedding(w, n, 1); break;
   case OP_XENT: xent(w, n, 0); break;
   case OP_XENT_BWD: xent(w, n, 1); break;
@@ -409,7 +467,29 @@ static void function(StageWriter *w, int backward) {
   fprintf(w->f, "}\n\n");
 }
 
+/* The attention options that differ between layers, one table per attention node and option: the
+ * block function reads its layer's entry (0: no window, softcap or scale of its own). */
+static void layer_tables(const Model *m, FILE *f) {
+  static const char *const fields[] = {"window", "softcap", "scale", "rope_theta"};
+  static const char *const upper[] = {"WINDOW", "SOFTCAP", "SCALE", "ROPE_THETA"};
+  for (int row = 0; row < m->nlayer_attn; row++)
+    for (int k = 0; k < 4; k++) {
+      if (!field_differs(m, row, k)) continue;
+      fprintf(f, "/* attention %d's %s, layer by layer */\nstatic const %s ATTENTION_%d_%s[%d] = {", row, fields[k],
+              k == 0 ? "int64_t" : "double", row, upper[k], m->layers);
+      for (int l = 0; l < m->layers; l++) {
+        const LayerAttn *o = &m->layer_attn[row * m->layers + l];
+        double v[4] = {(double)o->window, o->softcap, o->scale, o->rope_theta};
+        char number[32];
+        expr_number_text(v[k], number, sizeof number);
+        fprintf(f, "%s%s%s", l ? "," : "", l % 16 ? " " : "\n  ", number);
+      }
+      fprintf(f, "\n};\n\n");
+    }
+}
+
 void emit_stages(const Emission *e, FILE *f) {
+  layer_tables(&e->plan->model, f);
   for (int s = 0; s < STAGES; s++) {
     StageWriter w = {.e = e, .stage = s, .g = e->stage[s], .mem = &e->memory[s], .f = f};
     char names[w.g->ntensors + 1][NAME_CHARS];

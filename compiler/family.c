@@ -168,3 +168,14 @@ static int64_t elems(int ndim, const int64_t *shape) {
 
 int64_t family_link_elems(const FamilyLink *l) { return elems(l->ndim, l->shape); }
 int64_t family_tensor_elems(const FamilyTensor *t) { return elems(t->ndim, t->shape); }
+
+int64_t family_part_rows(const FamilyLink *l, const FamilyTensor *t) {
+  if (t->ndim < l->ndim || t->ndim == 0) return 1;
+  return t->shape[0];
+}
+
+int64_t family_link_cols(const Family *f, const FamilyLink *l) {
+  const FamilyTensor *first = &f->tensors[l->parts[0]];
+  if (first->ndim < l->ndim) return family_tensor_elems(first);
+  return first->ndim ? elems(first->ndim - 1, first->shape + 1) : 1;
+}

@@ -57,5 +57,11 @@ int family_ignores(const Family *f, const char *name);
 /* Elements of a link's Hugging Face tensor, and of one of the model's tensors. */
 int64_t family_link_elems(const FamilyLink *l);
 int64_t family_tensor_elems(const FamilyTensor *t);
+/* A part's rows in its link's matrix: its first axis, or 1 for a vector kept as a row of a matrix (a part
+ * of one axis fewer than its link). */
+int64_t family_part_rows(const FamilyLink *l, const FamilyTensor *t);
+/* The link's columns in the model's orientation: its first part's axes after the first (or, for a vector
+ * kept as a row, all of them). */
+int64_t family_link_cols(const Family *f, const FamilyLink *l);
 
 #endif

@@ -121,7 +121,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_MATMUL] = "matmul",         [OP_EW] = "ew",
     [OP_REDUCE] = "reduce",         [OP_NORM] = "norm",
     [OP_ATTENTION] = "attention",   [OP_EMBEDDING] = "embedding",
-    [OP_ROPE] = "rope",
+    [OP_ROPE] = "rope",             [OP_SPLIT] = "split",           [OP_CONCAT] = "concat",
     [OP_XENT] = "xent",             [OP_ALLREDUCE] = "allreduce",
     [OP_ALLGATHER] = "allgather",   [OP_REDUCESCATTER] = "reducescatter",
     [OP_SLICE] = "slice",           [OP_NORM_BWD] = "norm_bwd",
@@ -155,7 +155,7 @@ int layout_equal(Layout a, Layout b) {
   return a.kind == b.kind && (a.kind != LAYOUT_S || a.axis == b.axis);
 }
 
-static void graph_free(Graph *g) {
+void graph_free(Graph *g) {
   free(g->tensors);
   free(g->nodes);
 }
@@ -167,6 +167,7 @@ void model_free(Model *m) {
   free(m->dims);
   free(m->params);
   free(m->config);
+  free(m->layer_attn);
   memset(m, 0, sizeof *m);
 }
 

@@ -16,6 +16,7 @@ typedef struct {
   int64_t size;      /* logical size, padding included */
   int64_t unpadded;  /* size before padding (the vocabulary before rounding up) */
   int64_t granule;   /* smallest piece a shard may hold: head_dim for a dim of heads·head_dim, else 1 */
+  int of_parts;      /* made by a split or concat: granule is one group's run */
 } Dim;
 
 /* Layout over the tensor-parallel group: replicated, split along one axis, or partial sums. */
@@ -59,6 +60,8 @@ typedef enum {
   OP_EMBEDDING,   /* rows of a table picked by integer ids */
   OP_XENT,        /* softmax cross entropy summed over tokens, times the loss scale: out loss, lse */
   OP_ROPE,        /* rotary positions: each head's first dims turned by angles of the position (or back) */
+  OP_SPLIT,       /* one part of each group of the last dim (a fused q, k, v taken apart) */
+  OP_CONCAT,      /* parts joined group by group along the last dim (the inverse of OP_SPLIT) */
   /* collectives over the tensor-parallel group, and the local slice */
   OP_ALLREDUCE,     /* P -> R */
   OP_ALLGATHER,     /* S(axis) -> R */
@@ -92,7 +95,16 @@ typedef struct {
   int64_t window;  /* causal: a query sees itself and the window − 1 keys before it; 0: every earlier key */
   double softcap;  /* scores capped to softcap·tanh(score/softcap); 0: not capped */
   double scale;    /* scores are q·k·scale; 0: 1/√head_dim */
+  int alibi;       /* scores less slope_h·|t − t'| (ALiBi), the slopes over every rank's heads */
+  int per_layer;   /* -1: the same in every layer; else the row of Model.layer_attn holding the options
+                      (window, softcap, scale, rope_theta) of each layer */
 } AttnAttr;
+
+/* The attention options a layer may set for itself (Gemma-2's sliding and global layers). */
+typedef struct {
+  int64_t window;
+  double softcap, scale, rope_theta;
+} LayerAttn;
 
 /* Rotary positions over [b, seq, heads·head_dim]: in each head, pairs of the first `rotary` dims turn by
  * t·freq_i at position t. Pairs are (i, i + rotary/2) (rotate half) or (2i, 2i + 1) (interleaved);
@@ -105,6 +117,16 @@ typedef struct {
   RopeScaling scaling;
   double factor, low_freq_factor, high_freq_factor, original_positions;
 } RopeAttr;
+
+/* The last dim as `groups` runs, each the parts' sizes one after another: [g0: p0 p1 …][g1: p0 p1 …]…
+ * (Megatron's fused q, k, v: groups = heads, parts of head_dim each, so that a column split by whole
+ * heads leaves every part of a head on its rank). OP_SPLIT takes part `part`; OP_CONCAT joins all its
+ * inputs, or with one input that is part `part` (a split's gradient), zeros in the other parts. */
+enum { MAX_PARTS = 8 };
+typedef struct {
+  int groups, nparts, part;
+  int64_t sizes[MAX_PARTS];
+} PartAttr;
 
 typedef struct {
   int64_t vocab;        /* real vocabulary: logits at or beyond it are padding and left out */
@@ -125,6 +147,7 @@ typedef struct {
     NormAttr norm;
     AttnAttr attn;
     RopeAttr rope;
+    PartAttr parts;
     XentAttr xent;
     CollAttr coll;
   } a;
@@ -187,6 +210,8 @@ typedef struct {
   int tied;        /* the head's output matrix is the embedding table */
   int masked_lm;   /* the loss ignores some targets: the data marks masked positions (BERT) */
   Graph embed, block, head;
+  LayerAttn *layer_attn; /* [row · layers + layer]: the options of attention nodes that differ by layer */
+  int nlayer_attn;       /* rows of layer_attn */
 } Model;
 
 /* dims */
@@ -196,6 +221,7 @@ int model_find_dim(const Model *m, const char *name);
 int model_param(Model *m, const Param *p);
 /* tensors and nodes */
 void graph_init(Graph *g, const char *name);
+void graph_free(Graph *g);
 int graph_tensor(Graph *g, TensorKind kind, DType dtype, int ndim, const int *dims, const char *name);
 int graph_node(Graph *g, const Node *n);
 Node node_new(OpKind op, int nin, const int *in);

@@ -252,6 +252,7 @@ static int run_model(const Options *o, const Parallel *flags, Parallel *par, Mod
   }
   if (status) lua_limits_explain(&limits, file, d);
   lua_close(L);
+  graph_free(&b.variant);
   return status;
 }
 

@@ -141,6 +141,59 @@ static int infer_rope(Model *m, const Graph *g, const Node *n, Shapes *s, Diag *
   return 0;
 }
 
+/* The dim of a part: "<dim>.<part>" of groups·size elements, a group's run its granule; or for a join,
+ * "<first dim>+" of groups·period. */
+static int part_dim(Model *m, const Dim *from, const char *suffix, int64_t size, int64_t granule) {
+  char name[NAME_LEN];
+  snprintf(name, sizeof name, "%.40s%.8s", from->name, suffix);
+  int d = model_dim(m, name, size, granule);
+  if (d >= 0) m->dims[d].of_parts = 1;
+  return d;
+}
+
+static int64_t part_period(const PartAttr *a) {
+  int64_t period = 0;
+  for (int i = 0; i < a->nparts; i++) period += a->sizes[i];
+  return period;
+}
+
+/* x [.., groups·period] -> part [.., groups·sizes[part]]. */
+static int infer_split(Model *m, const Graph *g, const Node *n, Shapes *s, Diag *d) {
+  const Tensor *x = input(g, n, 0);
+  const PartAttr *a = &n->a.parts;
+  int64_t width = dim_size(m, last(x));
+  if (a->groups < 1 || a->part < 0 || a->part >= a->nparts || width != a->groups * part_period(a))
+    return diag(d, "%s: split: the last dim (%lld) is not %d groups of the parts' %lld", n->where, (long long)width,
+                a->groups, (long long)part_period(a));
+  int dims[MAX_DIMS], partial = a->groups * (int)a->sizes[a->part];
+  memcpy(dims, x->dims, sizeof dims);
+  char suffix[16];
+  snprintf(suffix, sizeof suffix, ".%d", a->part);
+  if ((dims[x->ndim - 1] = part_dim(m, &m->dims[last(x)], suffix, partial, a->sizes[a->part])) < 0)
+    return diag(d, "%s: split: a dim named like its part already has another size", n->where);
+  set_out(s, 0, x->ndim, dims, DT_REAL);
+  return 0;
+}
+
+/* parts [.., groups·sizes[i]] (leading dims alike) -> [.., groups·period]. */
+static int infer_concat(Model *m, const Graph *g, const Node *n, Shapes *s, Diag *d) {
+  const Tensor *x = input(g, n, 0);
+  const PartAttr *a = &n->a.parts;
+  for (int i = 1; i < n->nin; i++) {
+    const Tensor *t = input(g, n, i);
+    if (t->ndim != x->ndim) return mismatch(m, g, n, 0, i, "concat: the tensors' axes differ", d);
+    for (int k = 0; k + 1 < x->ndim; k++)
+      if (dim_size(m, t->dims[k]) != dim_size(m, x->dims[k])) return mismatch(m, g, n, 0, i, "concat: leading dims differ", d);
+  }
+  int dims[MAX_DIMS];
+  memcpy(dims, x->dims, sizeof dims);
+  int64_t period = part_period(a);
+  if ((dims[x->ndim - 1] = part_dim(m, &m->dims[last(x)], "+", a->groups * period, period)) < 0)
+    return diag(d, "%s: concat: a dim named like its result already has another size", n->where);
+  set_out(s, 0, x->ndim, dims, DT_REAL);
+  return 0;
+}
+
 static int infer_embedding(Model *m, const Graph *g, const Node *n, Shapes *s, Diag *d) {
   const Tensor *ids = input(g, n, 0), *table = input(g, n, 1);
   if (ids->dtype != DT_INT) return mismatch(m, g, n, 0, 1, "ids must be integer tokens", d);
@@ -172,6 +225,8 @@ int shape_infer(Model *m, const Graph *g, const Node *n, Shapes *out, Diag *d) {
   case OP_ATTENTION: return infer_attention(m, g, n, out, d);
   case OP_EMBEDDING: return infer_embedding(m, g, n, out, d);
   case OP_ROPE: return infer_rope(m, g, n, out, d);
+  case OP_SPLIT: return infer_split(m, g, n, out, d);
+  case OP_CONCAT: return infer_concat(m, g, n, out, d);
   case OP_XENT: return infer_xent(m, g, n, out, d);
   case OP_ALLREDUCE: case OP_ALLGATHER: case OP_REDUCESCATTER: case OP_SLICE: {
     const Tensor *x = input(g, n, 0);

@@ -95,7 +95,7 @@ int shard_output_layouts(const Model *m, const Graph *g, const Node *n, Layout *
     return 0;
   }
   case OP_XENT: out[0] = out[1] = layout_r(); return 0;
-  case OP_ROPE: out[0] = x; return 0;
+  case OP_ROPE: case OP_SPLIT: case OP_CONCAT: out[0] = x; return 0;
   case OP_ALLREDUCE: case OP_ALLGATHER: out[0] = layout_r(); return 0;
   case OP_REDUCESCATTER: case OP_SLICE: out[0] = layout_s(n->a.coll.axis); return 0;
   case OP_NORM_BWD: {
@@ -213,6 +213,18 @@ static int whole_groups(const Shard *c, const Graph *g, const Node *n) {
   return n->a.norm.group && c->m->dims[x->dims[x->ndim - 1]].granule % n->a.norm.group == 0;
 }
 
+/* Parts of groups along the last dim: a split of the last dim stays (each rank holds whole groups: checked
+ * by check_parts), as does a split of a leading one; partial sums are summed first. A concat takes its
+ * inputs alike: split by the last dim when one of them is. */
+static void parts_needs(const Graph *g, const Node *n, Layout *need) {
+  Layout target = layout_r();
+  for (int i = 0; i < n->nin; i++) {
+    Layout l = tensor_layout(g, n->in[i]);
+    if (l.kind == LAYOUT_S && (is_split(l, last_axis(g, n->in[i])) || n->nin == 1)) target = l;
+  }
+  for (int i = 0; i < n->nin; i++) need[i] = target;
+}
+
 static void input_needs(const Shard *c, const Graph *g, const Node *n, Layout *need) {
   for (int i = 0; i < n->nin; i++) need[i] = tensor_layout(g, n->in[i]);
   Layout x = n->nin ? tensor_layout(g, n->in[0]) : layout_r();
@@ -230,6 +242,7 @@ static void input_needs(const Shard *c, const Graph *g, const Node *n, Layout *n
   case OP_ROPE: /* by heads, each position whole: a sequence split is gathered */
     need[0] = is_split(x, last_axis(g, n->in[0])) ? x : layout_r();
     break;
+  case OP_SPLIT: case OP_CONCAT: parts_needs(g, n, need); break;
   case OP_XENT:
     need[0] = is_split(x, last_axis(g, n->in[0])) ? x : layout_r();
     need[1] = layout_r();
@@ -246,6 +259,11 @@ static int check_split(const Shard *c, const Tensor *t, const char *what, const 
   int tp = c->par->tp;
   int64_t pieces = dim->size / dim->granule;
   if (pieces % tp == 0) return 0;
+  if (dim->of_parts)
+    return diag(c->d, "%s: %s = %lld is %lld group%s of %lld from a split or concat, which tp = %d cannot divide "
+                      "(the parts of a group would lie on different ranks); lay the fused tensor out in groups a "
+                      "multiple of tp (q, k, v by head: groups = heads, as Megatron lays them out)", where, dim->name,
+                (long long)dim->size, (long long)pieces, pieces == 1 ? "" : "s", (long long)dim->granule, tp);
   if (dim->granule > 1)
     return diag(c->d, "%s: %lld attention heads (%s = %lld heads × head_dim %lld) are not divisible by tp = %d; "
                       "choose a tp that divides %lld", where, (long long)pieces, dim->name, (long long)pieces,
@@ -276,6 +294,19 @@ static int layout_params(Shard *c) {
     if (check_split(c, &probe, p->name, p->where)) return -1;
   }
   return 0;
+}
+
+/* A split or concat over a last dim split by tp: each rank must hold whole groups (groups divisible by
+ * tp), else a part would straddle ranks. */
+static int check_parts(const Shard *c, const Graph *g, const Node *n) {
+  if (n->op != OP_SPLIT && n->op != OP_CONCAT) return 0;
+  const Tensor *x = &g->tensors[n->in[0]];
+  if (!is_split(x->layout, x->ndim - 1) || n->a.parts.groups % c->par->tp == 0) return 0;
+  return diag(c->d, "%s: %s of %d group%s along a dim split by tp = %d: the parts of a group would lie on "
+                    "different ranks; lay the tensor out in groups a multiple of tp (a fused q, k, v by head, "
+                    "groups = heads, as Megatron lays it out) or choose a tp that divides %d",
+              n->where, op_name(n->op), n->a.parts.groups, n->a.parts.groups == 1 ? "" : "s", c->par->tp,
+              n->a.parts.groups);
 }
 
 /* ---- partial sums kept partial -------------------------------------------------------------- */
@@ -411,6 +442,7 @@ static int emit_node(Shard *c, Graph *g, Node n) {
     n.in[i] = shard_convert(c->m, g, n.in[i], need[i], 0, n.where);
     if (check_split(c, &g->tensors[n.in[i]], g->tensors[n.in[i]].name, n.where)) return -1;
   }
+  if (check_parts(c, g, &n)) return -1;
   if (shard_output_layouts(c->m, g, &n, out))
     return diag(c->d, "%s: %s: no tensor-parallel layout fits its inputs", n.where, op_name(n.op));
   for (int k = 0; k < n.nout; k++) g->tensors[n.out[k]].layout = out[k];

@@ -55,7 +55,7 @@ void k_rmsnorm_backward(int64_t rows, int64_t C, const act_t *x, const act_t *w,
  * out: [B, T, Hq·D]; lse: [B, Hq, T], the log of each softmax row's normaliser, kept for the backward
  * pass. Scores q·k·scale (scale 0: 1/sqrt(D)), capped to softcap·tanh(score/softcap) when softcap > 0
  * (Gemma-2); causal: position t sees t' ≤ t, and with a window w > 0 only t − w < t' ≤ t (sliding window:
- * Mistral, Gemma-2). With rope, q and k are first rotated: the pair (i, i + D/2) of position t turns by
+ * Mistral, Gemma-2), and with alibi less slope_h·|t − t'|. With rope, q and k are first rotated: the pair (i, i + D/2) of position t turns by
  * the angle t·theta^(-2i/D) (the "rotate half" convention). No T×T matrix is stored. */
 typedef struct {
   int64_t B, T;
@@ -64,7 +64,13 @@ typedef struct {
   double rope_theta;
   int64_t window;
   double softcap, scale;
+  int alibi;              /* scores less slope_h·|t − t'| (ALiBi: BLOOM, MPT), head h = head0 + local head */
+  int head0, heads_total; /* this rank's first head and every rank's heads, for the slopes */
 } AttnShape;
+
+/* ALiBi's slope of head h of H: 2^(−8(h+1)/n) for h < n, n the largest power of 2 not above H, then the
+ * odd powers of 2^(−4/n) for the heads past n (Press et al. 2022, as BLOOM computes them). */
+double attention_alibi_slope(int H, int h);
 
 void k_attention_forward(const AttnShape *s, const act_t *q, const act_t *k, const act_t *v, act_t *out, real *lse);
 /* dq, dk, dv are overwritten (dk, dv summed over the query heads that share a kv head). */
@@ -91,6 +97,13 @@ typedef struct {
  * between: f·((1 − a)/factor + a), a = (original_positions/wavelength − low) / (high − low). */
 void rope_frequencies(const RopeShape *s, double *freq);
 void k_rope(const RopeShape *s, const act_t *x, act_t *y);
+
+/* The last dim as `groups` runs of parts, [g0: p0 p1 …][g1: p0 p1 …]…, over `rows` leading positions
+ * (a fused q, k, v laid out by head). k_split: y = part `part` of every group, [rows, groups·sizes[part]].
+ * k_concat: y = the parts joined group by group, [rows, groups·Σ sizes], from parts[i] of
+ * [rows, groups·sizes[i]]; a NULL part is zeros (a split's gradient). */
+void k_split(int64_t rows, int64_t groups, int nparts, const int64_t *sizes, int part, const act_t *x, act_t *y);
+void k_concat(int64_t rows, int64_t groups, int nparts, const int64_t *sizes, const act_t *const *parts, act_t *y);
 
 /* Embedding over a shard of the table holding rows [row0, row0 + rows) of the whole vocabulary:
  * out[n, :] = table[ids[n] - row0, :] for ids in the shard, 0 for the others (summed over the shards

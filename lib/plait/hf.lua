@@ -55,7 +55,8 @@ local family_fields = { name = "string", architecture = "string", model_type = "
 local config_fields = { hf = "string", also = "table", plait = "string", default = true, hf_default = true,
                         when = "function",
                         values = "table", at_least = "boolean", check = "boolean", derive = "function", value = true }
-local tensor_fields = { hf = "string", plait = true, transpose = "boolean", groups = true, rows = "string" }
+local tensor_fields = { hf = "string", plait = true, transpose = "boolean", groups = true, rows = "string",
+                        row = "boolean" }
 
 local function check_fields(t, fields, what)
   for k, v in pairs(t) do
@@ -316,6 +317,33 @@ hf.families.gemma = hf.extend("llama", {
   }),
 })
 
+-- Gemma-2 (Gemma2ForCausalLM): Gemma's tensors with a norm after the attention (post_attention_layernorm)
+-- and around the MLP (pre_ and post_feedforward_layernorm), scores scaled by query_pre_attn_scalar^−½
+-- and capped (attn_logit_softcapping), final logits capped (final_logit_softcapping), a sliding window on
+-- even layers (layer_types); the names follow models/gemma2.lua.
+local function gemma2_layer_types(c)
+  local types = {}
+  for i = 0, c.layers - 1 do types[#types + 1] = i % 2 == 0 and "sliding_attention" or "full_attention" end
+  return json.array(types)
+end
+
+hf.families.gemma2 = hf.extend("gemma", {
+  name = "gemma2", architecture = "Gemma2ForCausalLM", model_type = "gemma2",
+  drop = { "use_bidirectional_attention", "model.layers.%d.post_attention_layernorm.weight" },
+  config = llama_sizes({ vocab = 256000, seq = 8192, hidden = 2304, ffn = 9216, layers = 26, heads = 8 }, {
+    { hf = "query_pre_attn_scalar", plait = "query_pre_attn_scalar", hf_default = 256 },
+    { hf = "attn_logit_softcapping", plait = "attn_softcap", hf_default = 50 },
+    { hf = "final_logit_softcapping", plait = "logit_softcap", hf_default = 30 },
+    { hf = "sliding_window", plait = "sliding_window", hf_default = 4096 },
+    { hf = "layer_types", value = gemma2_layer_types, hf_default = gemma2_layer_types },
+  }),
+  layer = {
+    { hf = "model.layers.%d.post_attention_layernorm.weight", plait = "attn_post_norm.weight" },
+    { hf = "model.layers.%d.pre_feedforward_layernorm.weight", plait = "mlp_norm.weight" },
+    { hf = "model.layers.%d.post_feedforward_layernorm.weight", plait = "mlp_post_norm.weight" },
+  },
+})
+
 -- OLMo-2 (Olmo2ForCausalLM): Llama's tensors with the norms after the attention and the MLP
 -- (post_attention_layernorm, post_feedforward_layernorm) and none before, and RMS norms of the whole q and
 -- k projections; the names follow models/olmo2.lua.
@@ -333,6 +361,66 @@ hf.families.olmo2 = hf.extend("llama", {
     { hf = "model.layers.%d.post_feedforward_layernorm.weight", plait = "mlp_norm.weight" },
   },
 })
+
+-- BERT (BertForMaskedLM): learned positions and token type 0's vector added to the word embedding, then
+-- a layer norm; post-norm blocks with the exact GeLU; the masked-LM head (dense, GeLU, layer norm, the
+-- tied table and a bias). Export writes one token type (type_vocab_size 1); the pooler is passed over.
+hf.families.bert = hf.family {
+  name = "bert", architecture = "BertForMaskedLM", model_type = "bert", base_prefix = "bert.",
+  config = {
+    { hf = "vocab_size", plait = "vocab", hf_default = 30522 },
+    { hf = "max_position_embeddings", plait = "seq", at_least = true, hf_default = 512 },
+    { hf = "hidden_size", plait = "hidden", hf_default = 768 },
+    { hf = "num_hidden_layers", plait = "layers", hf_default = 12 },
+    { hf = "num_attention_heads", plait = "heads", hf_default = 12 },
+    { hf = "intermediate_size", plait = "ffn", default = function(c) return 4 * c.hidden end, hf_default = 3072 },
+    { hf = "hidden_act", plait = "activation", default = "gelu", hf_default = "gelu",
+      values = { gelu_exact = "gelu", gelu = { "gelu_new", "gelu_pytorch_tanh" }, relu = "relu" } },
+    { hf = "layer_norm_eps", plait = "norm_eps", default = 1e-5, hf_default = 1e-12 },
+    { hf = "type_vocab_size", value = 1, check = false },
+    { hf = "tie_word_embeddings", value = true, hf_default = true },
+    { hf = "is_decoder", value = false, hf_default = false },
+    { hf = "add_cross_attention", value = false, hf_default = false },
+    { hf = "hidden_dropout_prob", plait = "dropout", default = 0, check = false },
+    { hf = "attention_probs_dropout_prob", value = 0.0, check = false },
+    { hf = "initializer_range", plait = "init_std", default = 0.02, check = false },
+    { plait = "causal", value = false, default = true },
+    { plait = "positions", value = "learned", default = "learned" },
+    { plait = "bias", value = true, default = true },
+  },
+  tensors = {
+    { hf = "bert.embeddings.word_embeddings.weight", plait = "wte" },
+    { hf = "bert.embeddings.position_embeddings.weight", plait = "wpe", rows = "at_least" },
+    { hf = "bert.embeddings.token_type_embeddings.weight", plait = "wtt", row = true },
+    { hf = "bert.embeddings.LayerNorm.weight", plait = "ln_embed.weight" },
+    { hf = "bert.embeddings.LayerNorm.bias", plait = "ln_embed.bias" },
+    { hf = "cls.predictions.transform.dense.weight", plait = "mlm.dense.weight" },
+    { hf = "cls.predictions.transform.dense.bias", plait = "mlm.dense.bias" },
+    { hf = "cls.predictions.transform.LayerNorm.weight", plait = "mlm.ln.weight" },
+    { hf = "cls.predictions.transform.LayerNorm.bias", plait = "mlm.ln.bias" },
+    { hf = "cls.predictions.bias", plait = "mlm.bias" },
+  },
+  layer = {
+    { hf = "bert.encoder.layer.%d.attention.self.query.weight", plait = "attn.q.weight" },
+    { hf = "bert.encoder.layer.%d.attention.self.query.bias", plait = "attn.q.bias" },
+    { hf = "bert.encoder.layer.%d.attention.self.key.weight", plait = "attn.k.weight" },
+    { hf = "bert.encoder.layer.%d.attention.self.key.bias", plait = "attn.k.bias" },
+    { hf = "bert.encoder.layer.%d.attention.self.value.weight", plait = "attn.v.weight" },
+    { hf = "bert.encoder.layer.%d.attention.self.value.bias", plait = "attn.v.bias" },
+    { hf = "bert.encoder.layer.%d.attention.output.dense.weight", plait = "attn.proj.weight" },
+    { hf = "bert.encoder.layer.%d.attention.output.dense.bias", plait = "attn.proj.bias" },
+    { hf = "bert.encoder.layer.%d.attention.output.LayerNorm.weight", plait = "ln_1.weight" },
+    { hf = "bert.encoder.layer.%d.attention.output.LayerNorm.bias", plait = "ln_1.bias" },
+    { hf = "bert.encoder.layer.%d.intermediate.dense.weight", plait = "mlp.fc.weight" },
+    { hf = "bert.encoder.layer.%d.intermediate.dense.bias", plait = "mlp.fc.bias" },
+    { hf = "bert.encoder.layer.%d.output.dense.weight", plait = "mlp.proj.weight" },
+    { hf = "bert.encoder.layer.%d.output.dense.bias", plait = "mlp.proj.bias" },
+    { hf = "bert.encoder.layer.%d.output.LayerNorm.weight", plait = "ln_2.weight" },
+    { hf = "bert.encoder.layer.%d.output.LayerNorm.bias", plait = "ln_2.bias" },
+  },
+  ignore = { "cls.predictions.decoder.weight", "cls.predictions.decoder.bias", "bert.pooler.dense.weight",
+             "bert.pooler.dense.bias", "bert.embeddings.position_ids" },
+}
 
 -- Mistral (MistralForCausalLM): Llama's tensors without biases, grouped-query attention over a sliding
 -- window (config sliding_window; null: none).
@@ -647,6 +735,13 @@ local function as_list(v) return type(v) == "table" and v or { v } end
 -- A link: { hf = name, shape = {...} (as export writes it), transpose, groups, at_least, parts = {names} }.
 local function link_of(e, hf_name, names, model, problems)
   local first = model.params[names[1]]
+  if e.row then -- the model's vector is the first row of a matrix (BERT's token type 0)
+    if #names ~= 1 or #first ~= 1 then
+      problems[#problems + 1] = string.format("%s takes one vector as a row, not %s", hf_name, table.concat(names, ", "))
+      return nil
+    end
+    return { hf = hf_name, shape = { 1, first[1] }, transpose = false, groups = 1, at_least = true, parts = names }
+  end
   local rows, groups = 0, evaluate(e.groups, model.config) or 1
   for _, n in ipairs(names) do
     local s = model.params[n]

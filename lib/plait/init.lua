@@ -165,11 +165,46 @@ function plait.rope(x, opts)
 end
 Tensor.rope = plait.rope
 
+-- Parts along the last axis (axis -1, or the number of the last): x:split(-1, {a, b, c}) takes a tensor of
+-- a + b + c elements there apart; with opts.groups = g it is g runs of a + b + c and each part takes its
+-- run from every group (a fused q, k, v laid out by head, g = heads, as Megatron lays it out: a column
+-- split by whole heads then splits on each rank alone). plait.concat({a, b, c}, -1, {groups = g}) joins
+-- them back. Under tensor parallelism the groups must divide among the ranks.
+local function last_axis_only(x, axis, what)
+  local n = #x:shape()
+  if axis ~= -1 and axis ~= n then fail("%s: only along the last axis (-1 or %d), not %s", what, n, tostring(axis)) end
+end
+
+local function groups_of(opts, what)
+  local g = opts and opts.groups or 1
+  if type(g) ~= "number" or g < 1 or g ~= math.floor(g) then fail("%s: groups must be a positive whole number", what) end
+  return math.tointeger(g)
+end
+
+function plait.split(x, axis, sizes, opts)
+  operand(x, "split")
+  last_axis_only(x, axis, "split")
+  if type(sizes) ~= "table" or #sizes == 0 then fail("split takes a list of part sizes, such as {64, 64, 64}") end
+  local parts = {}
+  for i = 1, #sizes do parts[i] = wrap(core.split(x, groups_of(opts, "split"), sizes, i - 1)) end
+  return table.unpack(parts)
+end
+Tensor.split = plait.split
+
+function plait.concat(list, axis, opts)
+  if type(list) ~= "table" or #list == 0 then fail("concat takes a list of tensors") end
+  for i, t in ipairs(list) do
+    if not is_tensor(t) then fail("concat: element %d is a %s, not a tensor", i, type(t)) end
+  end
+  last_axis_only(list[1], axis, "concat")
+  return wrap(core.concat(list, groups_of(opts, "concat")))
+end
+
 -- q: [b, seq, heads·head_dim], k and v: [b, seq, kv_heads·head_dim]; opts: heads, kv_heads, causal, rope
 -- (true: rotary positions over whole heads inside the attention kernel; a table: plait.rope's options,
 -- applied to q and k first), rope_theta, window (causal: each query sees itself and the window − 1
 -- positions before it: Mistral's sliding window), softcap (scores capped to c·tanh(s/c): Gemma-2), scale
--- (scores q·k·scale; default 1/√head_dim).
+-- (scores q·k·scale; default 1/√head_dim), alibi (scores less slope_h·|t − t'|, BLOOM's slopes: ALiBi).
 function plait.attention(q, k, v, opts)
   local rope = opts.rope
   if type(rope) == "table" then
@@ -180,13 +215,14 @@ function plait.attention(q, k, v, opts)
   end
   for _, key in ipairs({ "window", "softcap", "scale" }) do
     local x = opts[key]
+    if x == false then x = nil end -- false: none (a layer without the window its config sets)
     if x ~= nil and (type(x) ~= "number" or x <= 0 or (key == "window" and x ~= math.floor(x))) then
       fail("attention: %s must be a positive %s, got %s", key, key == "window" and "whole number" or "number", tostring(x))
     end
   end
   return wrap(core.attention(q, k, v, opts.heads, opts.kv_heads or opts.heads,
-    opts.causal and true or false, rope and true or false, opts.rope_theta or 10000, opts.window and math.tointeger(opts.window),
-    opts.softcap, opts.scale))
+    opts.causal and true or false, rope and true or false, opts.rope_theta or 10000,
+    opts.window and math.tointeger(opts.window) or nil, opts.softcap or nil, opts.scale or nil, opts.alibi and true or false))
 end
 
 function plait.embedding(ids, table_) return wrap(core.embedding(ids, table_)) end
@@ -250,6 +286,7 @@ local function convert(key, text, default)
   if type(default) == "number" then
     local n = tonumber(text)
     if not n then fail("--set %s=%s: %s takes a number", key, text, key) end
+    if math.type(default) == "float" then return n + 0.0 end -- a fraction stays one: 30.0, not 30
     return n
   elseif type(default) == "boolean" then
     if text == "true" or text == "1" then return true end
@@ -295,16 +332,27 @@ end
 ---------------------------------------------------------------------------------------------------
 -- Scopes name parameters: "wte" at model scope, "attn.q.weight" inside a layer.
 
+-- Inside a block, L.layer is the layer's index (0 to layers − 1, as the parameters' "layers.N." names
+-- count); a block that reads it is traced once per layer, and its layers may differ in their attention's
+-- options (window, softcap, scale, rope_theta): Gemma-2's alternating sliding and global layers.
 local Scope = {}
-Scope.__index = Scope
 plait.Scope = Scope
+Scope.__index = function(self, key)
+  if key ~= "layer" then return Scope[key] end
+  local probe = rawget(self, "probe")
+  if probe then probe.read = true end
+  return rawget(self, "index")
+end
 
-function Scope.new(prefix, cfg, layers, block)
-  return setmetatable({ prefix = prefix, cfg = cfg, layers = layers, block = block, counts = {} }, Scope)
+-- probe: a table shared by a block's scopes, marked when one of them reads its layer.
+function Scope.new(prefix, cfg, layers, block, index, probe)
+  return setmetatable({ prefix = prefix, cfg = cfg, layers = layers, block = block, counts = {}, index = index,
+                        probe = probe }, Scope)
 end
 
 function Scope:sub(name)
-  return Scope.new(self.prefix .. name .. ".", self.cfg, self.layers, self.block)
+  return Scope.new(self.prefix .. name .. ".", self.cfg, self.layers, self.block, rawget(self, "index"),
+                   rawget(self, "probe"))
 end
 
 -- A child scope named `name`, or, when name is nil, kind_1, kind_2, ... in call order.
@@ -396,11 +444,20 @@ function plait._trace(m, mbs)
 
   core.stage("block")
   local xin = wrap(core.input("x", x_dims, "real"))
-  local y = expect_tensor(m.block(Scope.new("", cfg, m.layers, true), xin), "block")
+  local probe = {}
+  local y = expect_tensor(m.block(Scope.new("", cfg, m.layers, true, 0, probe), xin), "block")
   if shape_text(y) ~= shape_text(xin) then
     fail("block returns %s but takes %s; a block must keep its input's shape", shape_text(y), shape_text(xin))
   end
   core.output(y)
+  if probe.read then -- layers that differ: each traced and compared with layer 0
+    for layer = 1, m.layers - 1 do
+      core.stage("block_variant")
+      local xv = wrap(core.input("x", x_dims, "real"))
+      core.variant_output(expect_tensor(m.block(Scope.new("", cfg, m.layers, true, layer, {}), xv), "block"), layer)
+    end
+    core.variant_done()
+  end
 
   core.stage("head")
   local xh = wrap(core.input("x", x_dims, "real"))

@@ -113,7 +113,7 @@ end
 -- hidden/heads wide unless config.head_dim says otherwise (Gemma's 256 beside a hidden of 3072); q, k
 -- and v have biases when config.qkv_bias (default: config.bias, itself true by default), the output
 -- projection when config.proj_bias (default: config.bias). config.sliding_window, attn_softcap and
--- attn_scale are plait.attention's window, softcap and scale. With config.qk_norm, q and k are RMS-normed
+-- attn_scale are plait.attention's window, softcap and scale; config.positions = "alibi" gives ALiBi. With config.qk_norm, q and k are RMS-normed
 -- per head before the rotary positions (Qwen3's QK-norm: "q_norm", "k_norm", head_dim wide).
 function nn.attention(S, ...)
   local name, x, opts = named(...)
@@ -150,12 +150,14 @@ function nn.attention(S, ...)
     window = setting(opts, S, "sliding_window"),
     softcap = setting(opts, S, "attn_softcap"),
     scale = setting(opts, S, "attn_scale"),
+    alibi = setting(opts, S, "positions", "learned") == "alibi",
   })
   local y = nn.linear(s, "proj", o, hidden, "row", { bias = setting(opts, S, "proj_bias", bias), residual = true })
   return plait.dropout(y, setting(opts, S, "dropout", 0))
 end
 
--- The feed-forward block: activation "gelu" (fc, GeLU, proj), "relu", or "swiglu" (silu(gate)·up, down),
+-- The feed-forward block: activation "gelu" (fc, GeLU, proj; "gelu_exact" for the erf form), "relu", or
+-- "swiglu" (silu(gate)·up, down),
 -- of width opts.ffn or config.ffn; column-parallel in, row-parallel out; then dropout.
 function nn.mlp(S, ...)
   local name, x, opts = named(...)
@@ -170,10 +172,10 @@ function nn.mlp(S, ...)
     local gate = nn.linear(s, "gate", x, ffn, "column", lopts)
     local up = nn.linear(s, "up", x, ffn, "column", lopts)
     h = plait.silu(gate) * up
-  elseif activation == "gelu" or activation == "relu" then
+  elseif activation == "gelu" or activation == "gelu_exact" or activation == "relu" then
     h = plait[activation](nn.linear(s, "fc", x, ffn, "column", lopts))
   else
-    fail("unknown activation '%s' (gelu, relu, swiglu)", tostring(activation))
+    fail("unknown activation '%s' (gelu, gelu_exact, relu, swiglu)", tostring(activation))
   end
   local y = nn.linear(s, "proj", h, hidden, "row", { bias = lopts.bias, residual = true })
   return plait.dropout(y, setting(opts, S, "dropout", 0))
@@ -200,21 +202,26 @@ local function logits(S, x, opts)
   return z, vocab
 end
 
--- Language-model head: final norm "ln_f", logits, softmax cross entropy against the next tokens.
+-- Language-model head: final norm "ln_f", logits (capped to c·tanh(z/c) with config.logit_softcap = c:
+-- Gemma-2), softmax cross entropy against the next tokens.
 function nn.lm_head(S, x, targets, opts)
   check_tensor(x, "nn.lm_head")
   local h = nn.norm(S, "ln_f", x, opts)
   local z = logits(S, h, opts)
+  local cap = setting(opts, S, "logit_softcap")
+  if cap then z = plait.softcap(z, cap) end
   return plait.cross_entropy(z, targets, { vocab = setting(opts, S, "vocab") })
 end
 
--- Masked-LM head (BERT): dense + GeLU + layer norm "mlm", logits against the tied table plus a bias,
+-- Masked-LM head (BERT): dense + GeLU (the config's: "gelu_exact" for the erf form) + layer norm "mlm",
+-- logits against the tied table plus a bias,
 -- cross entropy over the masked positions only (targets equal to -1 count for nothing).
 function nn.mlm_head(S, x, targets, opts)
   check_tensor(x, "nn.mlm_head")
   local hidden = x:size(-1)
   local s = S:sub("mlm")
-  local h = plait.gelu(nn.linear(s, "dense", x, hidden, nil, { residual = false }))
+  local act = setting(opts, S, "activation", "gelu") == "gelu_exact" and plait.gelu_exact or plait.gelu
+  local h = act(nn.linear(s, "dense", x, hidden, nil, { residual = false }))
   h = nn.layernorm(s, "ln", h, opts)
   local z, vocab = logits(S, h, opts)
   z = z + s:param("bias", { vocab }, { init = "zeros", shard = "vocab" })

@@ -3,8 +3,8 @@
 #include "kernels.h"
 
 /* Causal or not, sliding window, grouped-query, rotary positions, capped scores; no T×T matrix is ever
- * stored. Per head, with scores S = cap(Q·Kᵀ·scale) (masked causally, and outside the window), cap(s) =
- * c·tanh(s/c) or s, and P = softmax(S) by rows:
+ * stored. Per head, with scores S = cap(Q·Kᵀ·scale) − slope·|t − t'| (masked causally, and outside the
+ * window; the ALiBi term only with alibi), cap(s) = c·tanh(s/c) or s, and P = softmax(S) by rows:
  *   forward   O = P·V, lse = log Σ_t' exp(S)                      (P never stored: online softmax)
  *   backward  P = exp(S − lse) recomputed, dP = dO·Vᵀ, D_t = Σ_e dO·O, dS = P·(dP − D)·cap'(s),
  *             cap' = 1 − (S/c)², dQ = dS·K·scale, dK = dSᵀ·Q·scale, dV = Pᵀ·dO
@@ -22,6 +22,7 @@ typedef struct {
   int64_t q_stride, kv_stride; /* from one position to the next: Hq·D and Hkv·D */
   real scale;                  /* the shape's, or 1/sqrt(D) */
   int64_t window;              /* keys seen back from a query, itself included (T: every one) */
+  real *slopes;                /* [Hq] ALiBi's slope of each local head, or NULL */
   const real *q, *k;           /* the queries and keys the scores use: rotated copies under rope */
   real *rotated;               /* those copies (NULL without rope) */
   real *cos, *sin;             /* [T][D/2] rotary tables (NULL without rope) */
@@ -87,6 +88,11 @@ static void attn_init(Attn *a, const AttnShape *s, const real *q, const real *k)
   a->kv_stride = (int64_t)s->Hkv * s->D;
   a->scale = (real)(s->scale > 0 ? s->scale : 1 / sqrt((double)s->D));
   a->window = s->window > 0 && s->window < s->T ? s->window : s->T;
+  a->slopes = NULL;
+  if (s->alibi) {
+    a->slopes = cpu_alloc((size_t)s->Hq, sizeof(real), "ALiBi slopes");
+    for (int h = 0; h < s->Hq; h++) a->slopes[h] = (real)attention_alibi_slope(s->heads_total, s->head0 + h);
+  }
   a->q = q, a->k = k, a->rotated = a->cos = a->sin = NULL;
   if (!s->rope) return;
   int half = s->D / 2;
@@ -118,6 +124,7 @@ static int64_t attn_kv_head(const Attn *a, int64_t b, int g) {
 }
 
 static void attn_free(Attn *a) {
+  free(a->slopes);
   free(a->rotated);
   free(a->cos);
 }
@@ -206,6 +213,18 @@ static void cap_tile(const AttnShape *s, int n, real *sc) {
   for (int i = 0; i < n * W; i++) sc[i] = c * tanh(sc[i] / c);
 }
 
+/* ALiBi over one tile of head h: s ← s − slope_h·|query − key|, rows being keys r0 + j (columns queries
+ * c0 + c) or queries (columns keys). */
+static void alibi_tile(const Attn *a, int h, int rows_are_keys, int64_t r0, int n, int64_t c0, real *sc) {
+  if (!a->slopes) return;
+  real slope = a->slopes[h];
+  for (int j = 0; j < n; j++)
+    for (int c = 0; c < W; c++) {
+      int64_t distance = rows_are_keys ? c0 + c - (r0 + j) : r0 + j - (c0 + c);
+      sc[j * W + c] -= slope * (real)(distance < 0 ? -distance : distance);
+    }
+}
+
 /* The first key query t sees: t − window + 1 (0 at least), 0 without a causal mask. */
 static int64_t first_key(const Attn *a, int64_t t) {
   return a->s->causal && t - a->window + 1 > 0 ? t - a->window + 1 : 0;
@@ -262,6 +281,7 @@ static void forward_tile(const Attn *a, Tiles *w, int64_t b, int h, int64_t t0, 
     const real *kt = a->k + kv_head + j0 * a->kv_stride, *vt = v + kv_head + j0 * a->kv_stride;
     tile_products(nk, D, kt, a->kv_stride, w->panel, w->s);
     cap_tile(s, nk, w->s);
+    alibi_tile(a, h, 1, j0, nk, t0, w->s);
     softmax_tile(a, t0, j0, nk, w->s, w->m, w->l, w->rescale);
     tile_sums(nk, D, vt, a->kv_stride, w->s, w->part);
     tile_accumulate(D, w->rescale, w->part, w->acc);
@@ -320,11 +340,12 @@ static real *attn_deltas(const Attn *a, const real *out, const real *dout) {
  * dS = P·(dP − delta)·cap'(s) replaces ds. When rows_are_keys, row j is key r0 + j and column c query
  * c0 + c, with lse and delta per column; otherwise row j is query r0 + j, column c key c0 + c, lse and
  * delta per row. */
-CPU_WIDE static void grad_tile(const Attn *a, int rows_are_keys, int64_t r0, int n, int64_t c0, int nc,
+CPU_WIDE static void grad_tile(const Attn *a, int h, int rows_are_keys, int64_t r0, int n, int64_t c0, int nc,
                                const real *lse, const real *delta, real *sc, real *ds) {
   const AttnShape *s = a->s;
   real inverse_cap = s->softcap > 0 ? (real)(1 / s->softcap) : 0; /* cap'(s) = 1 − (S/c)², 1 uncapped */
   cap_tile(s, n, sc);
+  real alibi = a->slopes ? a->slopes[h] : 0; /* ALiBi's slope: the score less alibi·|query − key| */
   for (int j = 0; j < n; j++) {
     real *p = sc + j * W, *g = ds + j * W;
     /* The columns this row pairs with: causally, a key row meets the queries from itself to the end of
@@ -335,14 +356,18 @@ CPU_WIDE static void grad_tile(const Attn *a, int rows_are_keys, int64_t r0, int
     if (rows_are_keys) {
 #pragma omp simd
       for (int c = 0; c < W; c++) {
-        real e = cpu_exp(p[c] - lse[c]), slope = 1 - (p[c] * inverse_cap) * (p[c] * inverse_cap);
+        int64_t distance = c - diagonal < 0 ? diagonal - c : c - diagonal;
+        real bias = -alibi * (real)distance;
+        real e = cpu_exp(p[c] + bias - lse[c]), slope = 1 - (p[c] * inverse_cap) * (p[c] * inverse_cap);
         p[c] = c >= lo && c < hi ? e : 0;
         g[c] = p[c] * (g[c] - delta[c]) * slope;
       }
     } else {
 #pragma omp simd
       for (int c = 0; c < W; c++) {
-        real e = cpu_exp(p[c] - lse[j]), slope = 1 - (p[c] * inverse_cap) * (p[c] * inverse_cap);
+        int64_t distance = c - diagonal < 0 ? diagonal - c : c - diagonal;
+        real bias = -alibi * (real)distance;
+        real e = cpu_exp(p[c] + bias - lse[j]), slope = 1 - (p[c] * inverse_cap) * (p[c] * inverse_cap);
         p[c] = c >= lo && c < hi ? e : 0;
         g[c] = p[c] * (g[c] - delta[j]) * slope;
       }
@@ -369,7 +394,7 @@ static void dq_tile(const Attn *a, Tiles *w, int64_t b, int h, int64_t t0, const
     const real *kt = a->k + kv_head + j0 * a->kv_stride, *vt = v + kv_head + j0 * a->kv_stride;
     tile_products(nk, D, kt, a->kv_stride, w->panel, w->s);
     tile_products(nk, D, vt, a->kv_stride, w->panel2, w->ds);
-    grad_tile(a, 1, j0, nk, t0, nq, lse_c, delta_c, w->s, w->ds);
+    grad_tile(a, h, 1, j0, nk, t0, nq, lse_c, delta_c, w->s, w->ds);
     tile_sums(nk, D, kt, a->kv_stride, w->ds, w->part);
     tile_accumulate(D, NULL, w->part, w->acc);
   }
@@ -397,7 +422,7 @@ static void dkv_tile(const Attn *a, Tiles *w, int64_t b, int g, int64_t j0, cons
       const real *qt = a->q + q_rows, *gt = dout + q_rows;
       tile_products(n, D, qt, a->q_stride, w->panel, w->s);
       tile_products(n, D, gt, a->q_stride, w->panel2, w->ds);
-      grad_tile(a, 0, t0, n, j0, nk, lse + rows, delta + rows, w->s, w->ds);
+      grad_tile(a, h, 0, t0, n, j0, nk, lse + rows, delta + rows, w->s, w->ds);
       tile_sums(n, D, gt, a->q_stride, w->s, w->part);
       tile_accumulate(D, NULL, w->part, w->acc2);
       tile_sums(n, D, qt, a->q_stride, w->ds, w->part);

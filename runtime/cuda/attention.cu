@@ -15,7 +15,8 @@ using namespace nvcuda;
  *   forward   O = P·V, lse = log Σ_t' exp(S)            (online: running max m and sum l per row)
  *   backward  P = exp(S − lse) recomputed, dP = dO·Vᵀ, Δ_t = Σ_e dO·O, dS = P·(dP − Δ)·(1 − (S/c)²),
  *             dQ = dS·K·scale, dK = dSᵀ·Q·scale, dV = Pᵀ·dO
- * Under rope, Q and K are rotated as they are loaded, and dQ and dK turned back before they are stored. */
+ * With ALiBi, scores less slope_h·|t − t'|. Under rope, Q and K are rotated as they are loaded, and dQ and dK
+ * turned back before they are stored. */
 
 enum { TILE = 64, WARPS = 4, THREADS = 32 * WARPS }; /* a block: 64 rows, 16 per warp */
 
@@ -31,6 +32,7 @@ typedef struct {
   int64_t window; /* causal: the keys a query sees back from itself, itself included (T: all) */
   float scale;    /* the shape's, or 1/√D */
   float softcap;  /* 0: scores not capped */
+  const float *slopes; /* [Hq] ALiBi's slope of each local head, or NULL */
   const __nv_bfloat16 *q, *k, *v, *out, *dout;
   const float *lse, *delta, *cos_t, *sin_t;
   __nv_bfloat16 *out_w, *dq, *dk, *dv;
@@ -61,6 +63,11 @@ static __device__ __forceinline__ bool sees(const Attn &a, int64_t query, int64_
 /* A scaled score capped: c·tanh(s/c), or s uncapped. */
 static __device__ __forceinline__ float cap(const Attn &a, float s) {
   return a.softcap > 0 ? a.softcap * tanhf(s / a.softcap) : s;
+}
+
+/* ALiBi's term of head h: −slope_h·|query − key|, or 0. */
+static __device__ __forceinline__ float alibi(const Attn &a, int h, int64_t query, int64_t key) {
+  return a.slopes ? -a.slopes[h] * (float)(query > key ? query - key : key - query) : 0.0f;
 }
 
 /* dS through the cap at capped score S: 1 − (S/c)², or 1. */
@@ -182,7 +189,7 @@ __global__ void __launch_bounds__(THREADS) attention_forward_kernel(Attn a) {
 #pragma unroll
     for (int c = 0; c < 32; c++) {
       int64_t key = j0 + half * 32 + c;
-      s[c] = sees(a, query, key) ? cap(a, F[r * SLD + half * 32 + c] * a.scale) : -INFINITY;
+      s[c] = sees(a, query, key) ? cap(a, F[r * SLD + half * 32 + c] * a.scale) + alibi(a, h, query, key) : -INFINITY;
       top = fmaxf(top, s[c]);
     }
     top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
@@ -285,7 +292,7 @@ __global__ void __launch_bounds__(THREADS) attention_dq_kernel(Attn a) {
       int col = half * 32 + c;
       int64_t key = j0 + col;
       float capped = cap(a, S[r * SLD + col] * a.scale);
-      float p = sees(a, query, key) ? expf(capped - lse) : 0.0f;
+      float p = sees(a, query, key) ? expf(capped + alibi(a, h, query, key) - lse) : 0.0f;
       dS[r * PLD + col] = st(p * (dP[r * SLD + col] - delta) * cap_slope(a, capped));
     }
     __syncwarp();
@@ -357,7 +364,7 @@ __global__ void __launch_bounds__(THREADS) attention_dkv_kernel(Attn a) {
         int col = half * 32 + c;
         int64_t query = t0 + col;
         float capped = cap(a, St[r * FLD + col] * a.scale);
-        float p = sees(a, query, key) ? expf(capped - lse_s[col]) : 0.0f;
+        float p = sees(a, query, key) ? expf(capped + alibi(a, h, query, key) - lse_s[col]) : 0.0f;
         Pt[r * PLD + col] = st(p);
         dSt[r * PLD + col] = st(p * (dPt[r * FLD + col] - delta_s[col]) * cap_slope(a, capped));
       }
@@ -426,6 +433,14 @@ static Attn attn_setup(const AttnShape *s) {
   a.scale = (float)(s->scale > 0 ? s->scale : 1 / sqrt((double)s->D));
   a.window = s->window > 0 && s->window < s->T ? s->window : s->T;
   a.softcap = (float)s->softcap;
+  if (s->alibi) {
+    float *host = (float *)malloc((size_t)s->Hq * sizeof(float));
+    for (int h = 0; h < s->Hq; h++) host[h] = (float)attention_alibi_slope(s->heads_total, s->head0 + h);
+    float *slopes = (float *)gpu_scratch(GPU_SCRATCH_C, (size_t)s->Hq * sizeof(float));
+    device_upload(slopes, host, (size_t)s->Hq * sizeof(float));
+    free(host);
+    a.slopes = slopes;
+  }
   if (s->rope) {
     int64_t n = s->T * (s->D / 2);
     float *tables = (float *)gpu_scratch(GPU_SCRATCH_A, (size_t)(2 * n) * sizeof(float));

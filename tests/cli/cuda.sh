@@ -45,6 +45,14 @@ llama models/llama.lua --set layers=2 kv_heads=8 --tp 2
 bert models/bert.lua --set layers=2
 primitives tests/cli/models/primitives.lua --tp 2
 attention-options tests/cli/models/attention_options.lua --set hidden=64 --tp 2
+fused-qkv tests/cli/models/fused_qkv.lua --set hidden=64 --tp 2
+mistral models/mistral.lua --set layers=2 hidden=64 heads=4 kv_heads=2 ffn=96 seq=32 vocab=256 sliding_window=12 --tp 2
+qwen2 models/qwen2.lua --set layers=2 hidden=64 heads=4 kv_heads=2 ffn=96 seq=32 vocab=256 --tp 2
+qwen3 models/qwen3.lua --set layers=2 hidden=64 heads=4 kv_heads=2 head_dim=16 ffn=96 seq=32 vocab=256 --tp 2
+olmo2 models/olmo2.lua --set layers=2 hidden=64 heads=4 kv_heads=2 ffn=96 seq=32 vocab=256 --tp 2
+phi2 models/phi2.lua --set layers=2 hidden=64 heads=4 ffn=128 seq=32 vocab=256 --tp 2
+llama31 models/llama.lua --set layers=2 hidden=64 heads=4 kv_heads=2 ffn=96 seq=32 vocab=256 rope_scaling=llama3 --tp 2
+gemma2 models/gemma2.lua --set layers=2 hidden=64 heads=4 kv_heads=2 head_dim=32 ffn=96 seq=32 vocab=256 sliding_window=12 --tp 2
 gemma models/gemma.lua --set layers=2 hidden=64 heads=4 kv_heads=2 head_dim=32 ffn=96 seq=32 vocab=256 --tp 2
 MODELS
 PLAIT_CACHE_DIR="$TMP/cache" "$B/tests/cuda/nvrtc_check" 90 "$TMP"/nvrtc-*/kernels_cuda.c >"$TMP/nvrtc.out" 2>&1

@@ -64,49 +64,51 @@ for tag in gpt llama; do
   done
 done
 
+# against_one_rank NAME MODEL LAYOUT...: trained at one rank, then under each layout, every step's loss
+# within 1e-5 of the single rank's
+against_one_rank() {
+  ref_name=$1 ref_model=$2; shift 2
+  if run "$ref_name" "$ref_model" ""; then
+    for ref_layout in "$@"; do check_layout "$ref_name" "$ref_model" "$ref_layout"; done
+  else
+    fail "reference_$ref_name" "$(tail -c 500 "$TMP/$ref_name.log")"
+  fi
+}
+
 # A parallel block (x + attention + MLP, tests/cli/models/custom_block.lua): its two partial sums are summed
 # before one reduction, the biases added after it; the losses are the single rank's
-PARALLEL="tests/cli/models/custom_block.lua --set layers=4 --mbs 2 --gbs 8"
-if run parallel "$PARALLEL" ""; then
-  for layout in "--tp 2" "--tp 2 --pp 2 --sequence-parallel"; do check_layout parallel "$PARALLEL" "$layout"; done
-else
-  fail reference_parallel "$(tail -c 500 "$TMP/parallel.log")"
-fi
+against_one_rank parallel "tests/cli/models/custom_block.lua --set layers=4 --mbs 2 --gbs 8" \
+  "--tp 2" "--tp 2 --pp 2 --sequence-parallel"
 
 # Every elementwise primitive (tests/cli/models/primitives.lua: exact GeLU, min, max, comparisons, clamp,
 # erf, sqrt, rsqrt, log, abs, softcapped logits) under tp 2 and pp 2
-PRIMITIVES="tests/cli/models/primitives.lua --set layers=4 --mbs 2 --gbs 8"
-if run primitives "$PRIMITIVES" ""; then
-  for layout in "--tp 2" "--pp 2"; do check_layout primitives "$PRIMITIVES" "$layout"; done
-else
-  fail reference_primitives "$(tail -c 500 "$TMP/primitives.log")"
-fi
+against_one_rank primitives "tests/cli/models/primitives.lua --set layers=4 --mbs 2 --gbs 8" "--tp 2" "--pp 2"
 
-# Attention options written from primitives (tests/cli/models/attention_options.lua: partial, interleaved
-# and scaled rotary positions) under tp 2 with sequence parallelism and pp 2
-OPTIONS="tests/cli/models/attention_options.lua --set layers=4 --mbs 2 --gbs 8"
-if run options "$OPTIONS" ""; then
-  for layout in "--tp 2 --sequence-parallel" "--pp 2"; do check_layout options "$OPTIONS" "$layout"; done
-else
-  fail reference_options "$(tail -c 500 "$TMP/options.log")"
-fi
+# Attention options written from primitives (tests/cli/models/attention_options.lua: norms per head,
+# partial, interleaved and scaled rotary positions, a sliding window, capped scores, a scale of its own)
+# under tp 2 with sequence parallelism and pp 2
+against_one_rank options "tests/cli/models/attention_options.lua --set layers=4 --mbs 2 --gbs 8" \
+  "--tp 2 --sequence-parallel" "--pp 2"
+
+# Gemma-2's layers that differ (a sliding window on even layers only), capped scores and logits, under
+# tp 2 with sequence parallelism and pp 2 (the layers' own options follow them to their pipeline stage)
+against_one_rank gemma2 "models/gemma2.lua --set layers=4 hidden=64 heads=4 kv_heads=2 head_dim=32 ffn=96 seq=32 vocab=256 sliding_window=9 attn_softcap=5 logit_softcap=3 --mbs 2 --gbs 8" \
+  "--tp 2 --sequence-parallel" "--pp 2"
+
+# Split and concat (tests/cli/models/fused_qkv.lua: q, k, v from a fused projection laid out by head, an
+# MLP joining two halves group by group) and ALiBi (each rank's heads their own slopes) under tp 2 with
+# sequence parallelism and pp 2
+against_one_rank fused "tests/cli/models/fused_qkv.lua --set layers=4 --mbs 2 --gbs 8" \
+  "--tp 2 --sequence-parallel" "--pp 2"
 
 # Gemma's norms without weight, times 1 + w, and its scaled embedding, under tp 2 and pp 2
-GEMMA="models/gemma.lua --set layers=4 hidden=64 heads=4 kv_heads=2 head_dim=32 ffn=96 seq=32 vocab=256 --mbs 2 --gbs 8"
-if run gemma "$GEMMA" ""; then
-  for layout in "--tp 2 --sequence-parallel" "--pp 2"; do check_layout gemma "$GEMMA" "$layout"; done
-else
-  fail reference_gemma "$(tail -c 500 "$TMP/gemma.log")"
-fi
+against_one_rank gemma "models/gemma.lua --set layers=4 hidden=64 heads=4 kv_heads=2 head_dim=32 ffn=96 seq=32 vocab=256 --mbs 2 --gbs 8" \
+  "--tp 2 --sequence-parallel" "--pp 2"
 
 # OLMo-2's norms of the whole q and k (gathered under tp) and after the attention and the MLP (its gradient
 # norms under tp compared at step 1, as the Llama model's: see below)
-OLMO="models/olmo2.lua --set layers=4 hidden=64 heads=4 kv_heads=2 ffn=96 seq=32 vocab=256 --mbs 2 --gbs 8"
-if run olmo "$OLMO" ""; then
-  for layout in "--tp 2" "--pp 2"; do check_layout olmo "$OLMO" "$layout"; done
-else
-  fail reference_olmo "$(tail -c 500 "$TMP/olmo.log")"
-fi
+against_one_rank olmo "models/olmo2.lua --set layers=4 hidden=64 heads=4 kv_heads=2 ffn=96 seq=32 vocab=256 --mbs 2 --gbs 8" \
+  "--tp 2" "--pp 2"
 
 # The Llama model's gradient norm of every step, in double precision. In single precision, layouts that
 # sum in another order (TP, DP) give norms that drift from one rank's beyond 1e-5 after a few steps

@@ -232,10 +232,10 @@ nothing_written config_disagreement "$TMP/out.ckpt"
 # shellcheck disable=SC2086
 expect_error another_architecture "config.json is of LlamaForCausalLM \\(model_type llama\\), the model.s family gpt2 reads GPT2LMHeadModel" \
   $PLAIT import models/tiny.lua "$TMP/llama.hf" -o "$TMP/out.ckpt" --set $G
-expect_error unknown_family "model 'tiny' names an unknown Hugging Face family 'neox' \\(plait knows gemma, gpt2, llama, mistral, olmo2, phi, qwen2, qwen3\\)" \
+expect_error unknown_family "model 'tiny' names an unknown Hugging Face family 'neox' \\(plait knows bert, gemma, gemma2, gpt2, llama, mistral, olmo2, phi, qwen2, qwen3\\)" \
   $PLAIT import tests/cli/models/unknown_family.lua "$TMP/gpt.hf" -o "$TMP/out.ckpt"
-expect_error no_family "model 'bert' declares no Hugging Face family" \
-  $PLAIT export models/bert.lua "$TMP/gpt.ckpt" -o "$TMP/out.hf"
+expect_error no_family "model 'primitives' declares no Hugging Face family" \
+  $PLAIT export tests/cli/models/primitives.lua "$TMP/gpt.ckpt" -o "$TMP/out.hf"
 nothing_written no_family "$TMP/out.hf"
 # shellcheck disable=SC2086
 expect_error import_over_its_source "-o .*gpt.hf is the Hugging Face folder itself" \

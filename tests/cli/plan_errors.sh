@@ -68,3 +68,10 @@ expect_error rotary_part_odd "^plait: models/phi2.lua:[0-9]+: rope: the rotated 
   $PLAIT plan models/phi2.lua --set rotary_fraction=0.3125
 expect_error qk_norm_heads_vs_tp "llama_block.lua:[0-9]+: 8 attention heads \(kvdim = 8 heads × head_dim 128\) are not divisible by tp = 16" \
   $PLAIT plan models/qwen3.lua --tp 16
+expect_error layers_differ_beyond_attention "^plait: tests/cli/models/layer_differs.lua:9: layer 1's block differs from layer 0's here \(ew\); layers may differ only in their attention's window, softcap, scale and rope_theta$" \
+  $PLAIT plan tests/cli/models/layer_differs.lua
+# a split or concat whose groups tp cannot divide: a fused q, k, v laid out [q; k; v] rather than by head
+expect_error split_groups_vs_tp "^plait: tests/cli/models/fused_qkv.lua:[0-9]+: qkv.0 = 32 is 1 group of 32 from a split or concat, which tp = 2 cannot divide .*groups = heads" \
+  $PLAIT plan tests/cli/models/fused_qkv.lua --set qkv_groups=1 --tp 2
+expect_error concat_groups_vs_tp "^plait: tests/cli/models/fused_qkv.lua:[0-9]+: .*from a split or concat, which tp = 2 cannot divide" \
+  $PLAIT plan tests/cli/models/fused_qkv.lua --set concat_groups=1 --tp 2

@@ -24,7 +24,11 @@ gradcheck llama models/llama.lua --set $SMALL heads=4 kv_heads=2 ffn=48 --mbs 2 
 gradcheck bert models/bert.lua --set $SMALL ffn=64 --mbs 2 --gbs 4
 gradcheck primitives tests/cli/models/primitives.lua --mbs 2 --gbs 4
 gradcheck attention_options tests/cli/models/attention_options.lua --mbs 2 --gbs 4
+gradcheck fused_qkv tests/cli/models/fused_qkv.lua --mbs 2 --gbs 4
 gradcheck gemma models/gemma.lua --set $SMALL heads=4 kv_heads=2 head_dim=16 ffn=48 --mbs 2 --gbs 4
+# Gemma-2's norms after the attention and the MLP see small vectors at init_std 0.02; at 0.1 finite differences stay accurate
+gradcheck gemma2 models/gemma2.lua --set $SMALL layers=3 heads=4 kv_heads=2 head_dim=16 ffn=48 sliding_window=5 \
+  query_pre_attn_scalar=24 attn_softcap=2 logit_softcap=4 init_std=0.1 --mbs 2 --gbs 4
 
 # tiny: the loss falls over 30 steps
 if $PLAIT build models/tiny.lua -o "$TMP/tiny" >"$TMP/build.log" 2>&1 &&

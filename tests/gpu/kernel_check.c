@@ -233,12 +233,13 @@ static void norm_case(Check *c, int rms, int64_t rows, int64_t C) {
 /* Forward, then backward from the forward's own output and log-normalisers; with a sliding window,
  * capped scores and a scale of one's own where asked. */
 static void attention_case_with(Check *c, int64_t B, int64_t T, int Hq, int Hkv, int D, int causal, int rope,
-                                int64_t window, double softcap, double scale) {
+                                int64_t window, double softcap, double scale, int alibi) {
   AttnShape s = {.B = B, .T = T, .Hq = Hq, .Hkv = Hkv, .D = D, .causal = causal, .rope = rope, .rope_theta = 10000,
-                 .window = window, .softcap = softcap, .scale = scale};
+                 .window = window, .softcap = softcap, .scale = scale, .alibi = alibi, .head0 = alibi ? Hq : 0,
+                 .heads_total = 2 * Hq}; /* with ALiBi: the second of two ranks' heads */
   char tag[128], name[200];
-  snprintf(tag, sizeof tag, "B%lld_T%lld_H%d_KV%d_D%d%s%s_w%lld_cap%g_scale%g", (long long)B, (long long)T, Hq, Hkv, D,
-           causal ? "_causal" : "", rope ? "_rope" : "", (long long)window, softcap, scale);
+  snprintf(tag, sizeof tag, "B%lld_T%lld_H%d_KV%d_D%d%s%s_w%lld_cap%g_scale%g%s", (long long)B, (long long)T, Hq, Hkv,
+           D, causal ? "_causal" : "", rope ? "_rope" : "", (long long)window, softcap, scale, alibi ? "_alibi" : "");
   int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D;
   act_t *q = act_input(c, "attn.q", nq, -2, 2), *k = act_input(c, "attn.k", nkv, -2, 2);
   act_t *v = act_input(c, "attn.v", nkv, -1, 1), *dout = act_input(c, "attn.dout", nq, -1, 1);
@@ -261,7 +262,7 @@ static void attention_case_with(Check *c, int64_t B, int64_t T, int Hq, int Hkv,
 }
 
 static void attention_case(Check *c, int64_t B, int64_t T, int Hq, int Hkv, int D, int causal, int rope) {
-  attention_case_with(c, B, T, Hq, Hkv, D, causal, rope, 0, 0, 0);
+  attention_case_with(c, B, T, Hq, Hkv, D, causal, rope, 0, 0, 0, 0);
 }
 
 /* Rotary positions over part of each head, both pairings, scaled frequencies, and back. */
@@ -283,6 +284,30 @@ static void rope_case(Check *c, int64_t B, int64_t T, int heads, int D, int rota
            rotary, interleaved, (int)scaling);
   check_act(c, name, back, n, tolerance[BF16]);
   device_free(x), device_free(y), device_free(back);
+}
+
+/* A fused tensor taken apart by groups of parts and joined back, with a missing part as zeros. */
+static void parts_case(Check *c, int64_t rows, int64_t groups) {
+  const int64_t sizes[3] = {24, 8, 40};
+  char name[96];
+  int64_t period = 72, n = rows * groups * period;
+  act_t *x = act_input(c, "parts.x", n, -1, 1), *joined = act_output(n), *lone = act_output(n);
+  act_t *part[3];
+  for (int i = 0; i < 3; i++) {
+    part[i] = act_output(rows * groups * sizes[i]);
+    k_split(rows, groups, 3, sizes, i, x, part[i]);
+    snprintf(name, sizeof name, "split_%lldx%lld_part%d", (long long)rows, (long long)groups, i);
+    check_act(c, name, part[i], rows * groups * sizes[i], tolerance[FP32]);
+  }
+  const act_t *all[3] = {part[0], part[1], part[2]}, *middle[3] = {NULL, part[1], NULL};
+  k_concat(rows, groups, 3, sizes, all, joined);
+  snprintf(name, sizeof name, "concat_%lldx%lld", (long long)rows, (long long)groups);
+  check_act(c, name, joined, n, tolerance[FP32]);
+  k_concat(rows, groups, 3, sizes, middle, lone);
+  snprintf(name, sizeof name, "concat_one_part_%lldx%lld", (long long)rows, (long long)groups);
+  check_act(c, name, lone, n, tolerance[FP32]);
+  device_free(x), device_free(joined), device_free(lone);
+  for (int i = 0; i < 3; i++) device_free(part[i]);
 }
 
 /* A shard of rows [row0, row0 + rows) of a small vocabulary, so that tokens repeat and some fall outside. */
@@ -392,14 +417,17 @@ int main(int argc, char **argv) {
   attention_case(&c, 1, 1, 2, 1, 16, 1, 1);  /* one position */
   attention_case(&c, 1, 65, 4, 1, 64, 0, 1); /* four query heads to a kv head, one tile and a row */
   attention_case(&c, 1, 70, 8, 2, 16, 1, 1);
-  attention_case_with(&c, 2, 200, 4, 2, 64, 1, 1, 70, 0, 0);    /* a sliding window across tiles */
-  attention_case_with(&c, 1, 130, 2, 1, 128, 1, 0, 5, 0, 0);    /* a window shorter than a tile */
-  attention_case_with(&c, 1, 100, 4, 2, 32, 1, 1, 0, 1.5, 0.1); /* capped scores, a scale of one's own */
-  attention_case_with(&c, 1, 90, 2, 2, 16, 0, 0, 0, 2.0, 0);    /* capped, not causal */
+  attention_case_with(&c, 2, 200, 4, 2, 64, 1, 1, 70, 0, 0, 0);    /* a sliding window across tiles */
+  attention_case_with(&c, 1, 130, 2, 1, 128, 1, 0, 5, 0, 0, 0);    /* a window shorter than a tile */
+  attention_case_with(&c, 1, 100, 4, 2, 32, 1, 1, 0, 1.5, 0.1, 0); /* capped scores, a scale of one's own */
+  attention_case_with(&c, 1, 90, 2, 2, 16, 0, 0, 0, 2.0, 0, 0);    /* capped, not causal */
+  attention_case_with(&c, 1, 150, 4, 4, 64, 1, 0, 0, 0, 0, 1);     /* ALiBi, a second rank's heads */
   rope_case(&c, 2, 100, 4, 64, 64, 0, ROPE_SCALING_NONE);
   rope_case(&c, 1, 70, 3, 80, 32, 0, ROPE_SCALING_NONE); /* Phi-2's partial rotary */
   rope_case(&c, 1, 50, 2, 64, 64, 1, ROPE_SCALING_LINEAR);
   rope_case(&c, 2, 90, 2, 128, 128, 0, ROPE_SCALING_LLAMA3);
+  parts_case(&c, 100, 4);
+  parts_case(&c, 7, 1);
   embedding_case(&c, 300, 64, 50, 0, 50);
   embedding_case(&c, 500, 96, 120, 40, 60);
   xent_case(&c, 64, 300, 0, 300);

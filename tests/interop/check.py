@@ -45,9 +45,10 @@ BETA1 = float(np.float32(1) - np.float32(0.9))  # plait's (1 - beta1) in float, 
 class Family:
     """A small configuration of one family: transformers' model and plait's model file with --set."""
 
-    def __init__(self, name, model_class, model_file, config, sets, rotary):
+    def __init__(self, name, model_class, model_file, config, sets, rotary, attention="sdpa", masked=False):
         self.name, self.model_class, self.model_file, self.config = name, model_class, model_file, config
-        self.sets, self.rotary = sets, rotary
+        self.sets, self.rotary, self.attention = sets, rotary, attention  # attention: transformers' kernel
+        self.masked = masked  # a masked-LM model: plait's masks (tests/tools/mlm_batch) fed to transformers
 
 
 FAMILIES = [
@@ -75,6 +76,19 @@ FAMILIES = [
                                     max_position_embeddings=64, rms_norm_eps=1e-6),
            ["layers=2", "hidden=64", "heads=4", "kv_heads=2", "head_dim=32", "ffn=96", "seq=%d" % SEQ, "vocab=256"],
            rotary=True),
+    Family("Gemma-2", transformers.Gemma2ForCausalLM, "models/gemma2.lua",
+           transformers.Gemma2Config(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
+                                     num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                     max_position_embeddings=64, rms_norm_eps=1e-6, query_pre_attn_scalar=24,
+                                     sliding_window=12, attn_logit_softcapping=5.0, final_logit_softcapping=3.0),
+           ["layers=4", "hidden=64", "heads=4", "kv_heads=2", "head_dim=16", "ffn=96", "seq=%d" % SEQ, "vocab=256",
+            "query_pre_attn_scalar=24", "sliding_window=12", "attn_softcap=5", "logit_softcap=3"], rotary=True,
+           attention="eager"),  # transformers' sdpa path does not cap scores
+    Family("BERT", transformers.BertForMaskedLM, "models/bert.lua",
+           transformers.BertConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                   intermediate_size=128, max_position_embeddings=64, hidden_dropout_prob=0.0,
+                                   attention_probs_dropout_prob=0.0),
+           ["layers=2", "hidden=64", "heads=4", "ffn=128", "seq=%d" % SEQ, "vocab=256"], rotary=False, masked=True),
     Family("OLMo-2", transformers.Olmo2ForCausalLM, "models/olmo2.lua",
            transformers.Olmo2Config(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
@@ -131,9 +145,10 @@ def plait_eval(train, ckpt_flag, ckpt, eval_bin, log):
 
 def rotary_in_double(model):
     """transformers' Llama-like models compute their rotary tables and their RMS norms in float32 even in a
-    float64 model, and Gemma keeps its embedding scale √hidden as a float32 number; plait's double build
-    computes everything in double. For the float64 comparison these are computed in float64 here (the
-    formulas as transformers writes them, in the input's dtype)."""
+    float64 model, Gemma keeps its embedding scale √hidden as a float32 number, and the eager attention
+    (Gemma-2's) takes its softmax in float32; plait's double build computes everything in double. For the
+    float64 comparison these are computed in float64 here (the formulas as transformers writes them, in
+    the input's dtype)."""
     def llama3(inv_freq, p):  # Llama 3.1's scaled frequencies, by wavelength
         low, high, old = p["low_freq_factor"], p["high_freq_factor"], p["original_max_position_embeddings"]
         wavelength = 2 * math.pi / inv_freq
@@ -160,6 +175,19 @@ def rotary_in_double(model):
     def gemma_norm(self, x):  # the norm alone, times 1 + weight
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * (1.0 + self.weight)
 
+    module = sys.modules[type(model).__module__]
+    eager = getattr(module, "eager_attention_forward", None)
+    if eager is not None and not getattr(eager, "in_input_dtype", False):
+        def eager_in_input_dtype(*args, **kwargs):  # the softmax in the scores' own dtype
+            softmax = torch.nn.functional.softmax
+            torch.nn.functional.softmax = lambda x, dim, dtype=None: softmax(x, dim=dim)
+            try:
+                return eager(*args, **kwargs)
+            finally:
+                torch.nn.functional.softmax = softmax
+        eager_in_input_dtype.in_input_dtype = True
+        module.eager_attention_forward = eager_in_input_dtype
+
     model.model.rotary_emb.forward = rotary.__get__(model.model.rotary_emb)
     for module in model.modules():
         name = type(module).__name__
@@ -184,25 +212,65 @@ def hf_eval(model, tokens):
     return total / count, count
 
 
+SEED, STEP_BATCH = 1234, 4  # the programs' default --seed; BATCH's --gbs
+
+
+def mlm_batch(tools, *args):
+    """plait's masked-LM inputs and targets (tests/tools/mlm_batch.c, built in `tools`): two lists."""
+    lines = run(os.path.join(tools, "mlm_batch"), *args).split("\n")
+    return [int(v) for v in lines[0].split()], [int(v) for v in lines[1].split()]
+
+
+def hf_eval_masked(model, tools, eval_bin):
+    """plait's masked-LM --eval in transformers: the file's positions masked as plait masks them, in
+    windows of SEQ (the last padded with token 0, predicting nothing), the loss over every masked target."""
+    inputs, targets = mlm_batch(tools, "eval", eval_bin, 256, SEED)
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for start in range(0, len(inputs), SEQ):
+            ids, labels = inputs[start:start + SEQ], targets[start:start + SEQ]
+            ids, labels = ids + [0] * (SEQ - len(ids)), labels + [-1] * (SEQ - len(labels))
+            logits = model(torch.tensor([ids])).logits[0].double()
+            total += torch.nn.functional.cross_entropy(logits, torch.tensor(labels), ignore_index=-1,
+                                                       reduction="sum").item()
+            count += sum(t >= 0 for t in labels)
+    return total / count, count
+
+
 def relative(a, b):
     return abs(a - b) / abs(b)
 
 
-def gradient_errors(model, tokens, exported):
-    """The step's gradient in transformers (mean loss over the window, clipped at norm 1 as plait clips)
-    against plait's first moment, exported under transformers' names: the largest ||a - b|| / ||b||."""
+def masked_step_loss(model, tools, step_bin):
+    """The first step's loss of a masked-LM program: its global batch as plait draws it, the mean over
+    every masked target of the batch."""
+    inputs, targets = mlm_batch(tools, "train", step_bin, 256, SEED, 0, SEQ, STEP_BATCH)
+    logits = model(torch.tensor(inputs).view(STEP_BATCH, SEQ)).logits.reshape(STEP_BATCH * SEQ, -1)
+    return torch.nn.functional.cross_entropy(logits, torch.tensor(targets), ignore_index=-1)
+
+
+def gradient_errors(model, tokens, exported, loss=None):
+    """The step's gradient in transformers (mean loss over the window, or the given loss; clipped at norm 1
+    as plait clips) against plait's first moment, exported under transformers' names: the largest
+    ||a - b|| / ||b||."""
     model.zero_grad()
-    ids = torch.tensor([tokens[:SEQ]])
-    loss = torch.nn.functional.cross_entropy(model(ids).logits[0], torch.tensor(tokens[1:SEQ + 1]))
+    if loss is None:
+        ids = torch.tensor([tokens[:SEQ]])
+        loss = torch.nn.functional.cross_entropy(model(ids).logits[0], torch.tensor(tokens[1:SEQ + 1]))
+    else:
+        loss = loss()
     loss.backward()
     grads = {n: p.grad.double() for n, p in model.named_parameters() if p.grad is not None}
     norm = math.sqrt(sum((g * g).sum().item() for g in grads.values()))
     coef = min(1.0, 1.0 / (norm + 1e-6))
     moments = load_file(os.path.join(exported, "model.safetensors"))
     worst, where = 0.0, ""
+    # a tensor whose gradient is zero in exact arithmetic (BERT's key bias: softmax ignores a score added to
+    # a whole row) is measured against a millionth of the whole clipped gradient instead of its own noise
+    floor = 1e-6 * norm * coef
     for name, m in moments.items():
         g = grads[name][:m.shape[0]] * coef  # positions beyond the model's sequence have no place in plait
-        err = ((m.double() / BETA1 - g).norm() / g.norm()).item()
+        err = ((m.double() / BETA1 - g).norm() / max(g.norm().item(), floor)).item()
         if err > worst:
             worst, where = err, name
     return worst, where
@@ -244,11 +312,18 @@ def check_family(fam, plait, tmp, eval_tokens, step_tokens, results):
     eval_bin, step_bin = os.path.join(d, "eval.bin"), os.path.join(d, "step.bin")
     token_file(eval_bin, eval_tokens)
     token_file(step_bin, step_tokens)
-    want32, count = hf_eval(hf, eval_tokens)
-    hf64 = model_class.from_pretrained(os.path.join(d, "hf"), dtype=torch.float64, attn_implementation="sdpa").eval()
+    tools = os.path.join(os.path.dirname(plait), "tools")
+
+    def evaluate(model):  # transformers' loss on the file, as plait's --eval computes it
+        return hf_eval_masked(model, tools, eval_bin) if fam.masked else hf_eval(model, eval_tokens)
+
+    step_loss = (lambda: masked_step_loss(hf, tools, step_bin)) if fam.masked else None
+    want32, count = evaluate(hf)
+    hf64 = model_class.from_pretrained(os.path.join(d, "hf"), dtype=torch.float64,
+                                       attn_implementation=fam.attention).eval()
     if fam.rotary:
         rotary_in_double(hf64)
-    want64, _ = hf_eval(hf64, eval_tokens)
+    want64, _ = evaluate(hf64)
     for layout, flags in LAYOUTS.items():
         tag = "".join(c for c in layout if c.isalnum())
         flags = flags + BATCH
@@ -268,7 +343,7 @@ def check_family(fam, plait, tmp, eval_tokens, step_tokens, results):
         run(plait, "export", fam.model_file, os.path.join(d, tag + "-moments"), "-o", os.path.join(d, tag + "-moments.hf"),
             *sets)
         hf.train()
-        grad_err, grad_where = gradient_errors(hf, step_tokens, os.path.join(d, tag + "-moments.hf"))
+        grad_err, grad_where = gradient_errors(hf, step_tokens, os.path.join(d, tag + "-moments.hf"), step_loss)
         hf.eval()
         # a model trained by plait, exported, read by transformers
         trained = os.path.join(d, tag + "-trained")
@@ -276,7 +351,7 @@ def check_family(fam, plait, tmp, eval_tokens, step_tokens, results):
             "--lr", "3e-3", "--save", trained)
         run(plait, "export", fam.model_file, trained, "-o", trained + ".hf", *sets)
         ours, _ = plait_eval(os.path.join(prog, "train"), "--load", trained, eval_bin, os.path.join(d, tag + "-t.json"))
-        theirs, _ = hf_eval(model_class.from_pretrained(trained + ".hf").eval(), eval_tokens)
+        theirs, _ = evaluate(model_class.from_pretrained(trained + ".hf").eval())
         results.append((fam.name, layout, want32, relative(loss32, want32), relative(loss64, want64), grad_err,
                         grad_where, relative(theirs, ours)))
 

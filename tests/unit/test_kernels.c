@@ -325,6 +325,7 @@ static void reference_attention(const Attention *a, real *out, real *lse) {
         double top = -INFINITY, sum = 0;
         for (int64_t u = 0; u < T; u++) {
           scores[t * T + u] = reference_score(s, qr + t * D, kr + u * D);
+          if (s->alibi) scores[t * T + u] -= attention_alibi_slope(s->heads_total, s->head0 + h) * fabs((double)(t - u));
           if (reference_sees(s, t, u)) top = fmax(top, scores[t * T + u]);
         }
         for (int64_t u = 0; u < T; u++) {
@@ -367,14 +368,20 @@ static const char *attention_name(const AttnShape *s) {
 typedef struct {
   int64_t window;
   double softcap, scale;
+  int alibi, head0, heads_total; /* ALiBi's slopes of heads head0.. of heads_total (a tensor-parallel rank's) */
 } AttnOptions;
 
-static const AttnOptions plain = {0, 0, 0};
+static const AttnOptions plain = {0, 0, 0, 0, 0, 0};
+
+static void set_options(AttnShape *s, AttnOptions o) {
+  s->window = o.window, s->softcap = o.softcap, s->scale = o.scale;
+  s->alibi = o.alibi, s->head0 = o.head0, s->heads_total = o.heads_total;
+}
 
 static void check_attention_forward_with(int64_t B, int64_t T, int Hq, int Hkv, int D, int causal, int rope,
                                          AttnOptions o) {
   Attention a = attention_new(B, T, Hq, Hkv, D, causal, rope);
-  a.s.window = o.window, a.s.softcap = o.softcap, a.s.scale = o.scale;
+  set_options(&a.s, o);
   int64_t n = B * T * Hq * D;
   real *out = random_tensor(n), *lse = random_tensor(B * Hq * T);
   k_attention_forward(&a.s, a.q, a.k, a.v, a.out, a.lse);
@@ -397,7 +404,9 @@ static void test_attention_forward(void) {
     }
   check_attention_forward(2, 65, 3, 1, 5, 1, 0); /* odd head size, three query heads on one kv head */
   /* windows shorter than a tile, across tiles and of one key; capped scores; a scale of one's own */
-  const AttnOptions options[] = {{5, 0, 0}, {40, 0, 0}, {1, 0, 0}, {0, 0.5, 0}, {0, 0, 0.3}, {37, 0.7, 0.2}};
+  const AttnOptions options[] = {{5, 0, 0, 0, 0, 0},   {40, 0, 0, 0, 0, 0},  {1, 0, 0, 0, 0, 0},
+                                 {0, 0.5, 0, 0, 0, 0}, {0, 0, 0.3, 0, 0, 0}, {37, 0.7, 0.2, 0, 0, 0},
+                                 {0, 0, 0, 1, 0, 4},   {0, 0, 0, 1, 2, 6}}; /* ALiBi: all heads; a rank's 4 of 6 */
   for (size_t i = 0; i < sizeof options / sizeof *options; i++) {
     check_attention_forward_with(2, 150, 4, 2, 16, 1, 1, options[i]);
     if (options[i].window == 0) check_attention_forward_with(1, 70, 2, 1, 8, 0, 0, options[i]);
@@ -407,7 +416,7 @@ static void test_attention_forward(void) {
 static void check_attention_grads_with(int64_t B, int64_t T, int Hq, int Hkv, int D, int causal, int rope,
                                        AttnOptions o) {
   Attention a = attention_new(B, T, Hq, Hkv, D, causal, rope);
-  a.s.window = o.window, a.s.softcap = o.softcap, a.s.scale = o.scale;
+  set_options(&a.s, o);
   attention_backward(&a);
   int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D;
   real *dq = copy_tensor(a.dq, nq), *dk = copy_tensor(a.dk, nkv), *dv = copy_tensor(a.dv, nkv);
@@ -432,9 +441,20 @@ static void test_attention_grads(void) {
     }
   check_attention_grads(1, 33, 2, 2, 6, 1, 1); /* one kv head per query head */
   check_attention_grads(1, 41, 3, 1, 5, 1, 0); /* odd head size and sequence length */
-  check_attention_grads_with(1, 5, 4, 2, 4, 1, 1, (AttnOptions){2, 0.8, 0.4});  /* every element */
-  check_attention_grads_with(2, 150, 4, 2, 8, 1, 0, (AttnOptions){37, 0, 0});   /* windows across tiles */
-  check_attention_grads_with(1, 70, 2, 1, 8, 0, 1, (AttnOptions){0, 0.6, 0.5}); /* not causal, capped */
+  check_attention_grads_with(1, 5, 4, 2, 4, 1, 1, (AttnOptions){2, 0.8, 0.4, 0, 0, 0});  /* every element */
+  check_attention_grads_with(2, 150, 4, 2, 8, 1, 0, (AttnOptions){37, 0, 0, 0, 0, 0});   /* windows across tiles */
+  check_attention_grads_with(1, 70, 2, 1, 8, 0, 1, (AttnOptions){0, 0.6, 0.5, 0, 0, 0}); /* not causal, capped */
+  check_attention_grads_with(1, 70, 4, 2, 8, 1, 0, (AttnOptions){0, 0, 0, 1, 4, 8});     /* ALiBi, heads 4-7 of 8 */
+  check_attention_grads_with(1, 40, 3, 3, 8, 0, 0, (AttnOptions){0, 0, 0, 1, 0, 3});     /* ALiBi, 3 heads, both ways */
+}
+
+/* BLOOM's slopes: 8 heads 2^-1 … 2^-8; 6 heads 2^-2, 2^-4, 2^-6, 2^-8, then 2^-1, 2^-3. */
+static void test_alibi_slopes(void) {
+  double six[6] = {0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125};
+  int ok = 1;
+  for (int h = 0; h < 8; h++) ok &= attention_alibi_slope(8, h) == pow(2.0, -(h + 1));
+  for (int h = 0; h < 6; h++) ok &= attention_alibi_slope(6, h) == six[h];
+  CHECK(ok, "ALiBi slopes differ from BLOOM's");
 }
 
 static void test_attention_threads(void) {
@@ -678,6 +698,7 @@ int main(void) {
   RUN(test_attention_forward);
   RUN(test_attention_grads);
   RUN(test_attention_threads);
+  RUN(test_alibi_slopes);
   RUN(test_rope);
   RUN(test_embedding);
   RUN(test_xent);
