@@ -37,3 +37,11 @@ if $PLAIT plan models/gpt.lua --set layers=2 hidden=256 heads=8 seq=128 --tp 2 -
 else
   fail dot_renders "$(cat "$TMP/err")"
 fi
+
+# Layers that differ: the plan says which attention option varies and which layers take each value
+want="layers      attention 0's window by layer: 4096 at 21 layers (0, 2, 4, …); none at 21 layers (1, 3, 5, …)"
+if $PLAIT plan models/gemma2.lua >"$TMP/gemma2.plan" 2>"$TMP/err" && grep -qxF "$want" "$TMP/gemma2.plan"; then
+  pass plan_layers_differ
+else
+  fail plan_layers_differ "$(grep '^layers' "$TMP/gemma2.plan") $(cat "$TMP/err")"
+fi
