@@ -1,6 +1,7 @@
 /* cmd_check.c: `plait check`: reads a schedule (text or CSV) or generates a named one, lowers it when it
  * is compute-only, validates it, simulates it (unit costs, or a model's costs with --model), and prints
- * the bubble and the peaks; or reads a trace (.json) and measures and draws it. */
+ * the bubble and the peaks; or reads a trace (.json) and measures and draws it; or sets a planned trace
+ * beside a measured one (two .json files). */
 #include <stdio.h>
 #include <string.h>
 
@@ -8,6 +9,7 @@
 #include "options.h"
 #include "outfile.h"
 #include "plan.h"
+#include "trace_compare.h"
 
 static const char *const check_flags[] = {"--unit-costs", "--pp", "--vpp", "--dp", "--mbs", "--gbs", "--tp",
                                           "--set", "--machine", "--model", "--sequence-parallel", "--recompute",
@@ -133,10 +135,13 @@ int cmd_check(int argc, char **argv) {
   Options o;
   Diag d;
   Schedule s;
-  int status = options_parse(argc, argv, 2, check_flags, 1, &o, &d);
+  int status = options_parse(argc, argv, 2, check_flags, 2, &o, &d);
   if (!status && !o.file)
     status = diag(&d, "check needs a schedule: plait check FILE (text or .csv), or plait check 1f1b --pp 4 --gbs 8");
-  if (!status && ends_with(o.file, ".json")) status = check_trace(&o, &d);
+  if (!status && o.second && !(ends_with(o.file, ".json") && ends_with(o.second, ".json")))
+    status = diag(&d, "check takes two files only as traces to compare: plait check PLANNED.json MEASURED.json");
+  if (!status && o.second) status = trace_compare(o.file, o.second, stdout, &d);
+  else if (!status && ends_with(o.file, ".json")) status = check_trace(&o, &d);
   else if (!status && !(status = load(&o, &s, &d))) {
     status = check(&o, &s, &d);
     schedule_free(&s);

@@ -122,7 +122,7 @@ int options_parse(int argc, char **argv, int first, const char *const *flags, in
     } else if (files == 2 && !o->second) {
       o->second = arg;
     } else {
-      return diag(d, "unexpected argument '%s' (%s)", arg, files == 2 ? "a model file and a folder only" : "one file only");
+      return diag(d, "unexpected argument '%s' (%s)", arg, files == 2 ? "two files at most" : "one file only");
     }
   }
   return 0;

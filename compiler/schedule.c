@@ -108,6 +108,8 @@ int schedule_peer(const Schedule *s, const Action *a) {
   return other < 0 || other >= s->stages ? -1 : other % s->pp;
 }
 
+const char *schedule_kind_name(ActionKind kind) { return kind_names[kind]; }
+
 int schedule_action_name(const Action *a, char *buf, size_t size) {
   if (a->kind >= ACTION_KINDS) return snprintf(buf, size, "?");
   if (a->kind == ACTION_STEP) return snprintf(buf, size, "STEP");

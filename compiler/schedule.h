@@ -80,6 +80,8 @@ int schedule_has_p2p(const Schedule *s);
 int schedule_peer(const Schedule *s, const Action *a);
 /* Writes the action's name ("3F12", "0REDUCE_GRAD", "STEP") into buf; returns its length. */
 int schedule_action_name(const Action *a, char *buf, size_t size);
+/* "F", "SEND_B", "STEP": how schedules spell an action kind. */
+const char *schedule_kind_name(ActionKind kind);
 
 /* ---- lower.c: compute-only lists to a plan that runs ---- */
 

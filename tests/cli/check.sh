@@ -83,3 +83,27 @@ then pass "trace is valid JSON with complete events"; else fail "trace is valid 
 expect_ok "svg" "$PLAIT" check interleaved --pp 4 --vpp 2 --gbs 8 --format svg -o "$TMP/t.svg"
 if rsvg-convert -o "$TMP/t.png" "$TMP/t.svg" 2>"$TMP/err" && [ -s "$TMP/t.png" ]; then pass "svg renders"
 else fail "svg renders" "$(cat "$TMP/err")"; fi
+
+# a planned trace beside a measured one: every action of both, each duration and the ratio
+cat /usr/share/common-licenses/GPL-3 > "$TMP/text.txt"
+if $PLAIT data --bytes "$TMP/text.txt" -o "$TMP/text.bin" >/dev/null &&
+   $PLAIT build models/tiny.lua --set layers=2 --pp 2 --mbs 2 --gbs 4 -o "$TMP/tiny" >/dev/null &&
+   $PLAIT plan models/tiny.lua --set layers=2 --pp 2 --mbs 2 --gbs 4 --machine cpu --format trace -o "$TMP/planned.json" &&
+   "$TMP/tiny/train" --data "$TMP/text.bin" --steps 2 --trace "$TMP/measured.json" >/dev/null &&
+   $PLAIT check "$TMP/planned.json" "$TMP/measured.json" >"$TMP/compare" 2>"$TMP/err"; then
+  actions=$(grep -c '^[01] ' "$TMP/compare")
+  want=$(grep -c '"ph":"X"' "$TMP/planned.json")
+  if [ "$actions" = "$want" ] && grep -q '^planned .*iteration [0-9.]* ms' "$TMP/compare" &&
+     grep -q '^measured .*(measured/planned [0-9.]*)' "$TMP/compare" && grep -q '^total F ' "$TMP/compare"; then
+    pass "planned beside measured ($actions actions)"
+  else
+    fail "planned beside measured" "$actions action lines for $want actions: $(head -c 400 "$TMP/compare")"
+  fi
+else
+  fail "planned beside measured" "$(cat "$TMP/err")"
+fi
+$PLAIT plan models/tiny.lua --set layers=2 --pp 2 --mbs 2 --gbs 8 --machine cpu --format trace -o "$TMP/planned8.json"
+expect_error "traces of different schedules" "ran different schedules .*compare the plan and the run of one layout" \
+  $PLAIT check "$TMP/planned8.json" "$TMP/measured.json"
+expect_error "two files that are not traces" "check takes two files only as traces to compare" \
+  $PLAIT check "$TMP/planned.json" models/tiny.lua
