@@ -32,7 +32,8 @@ static void mark_needs_grad(Grad *c) {
   Graph *g = c->g;
   for (int i = 0; i < g->ntensors; i++) {
     const Tensor *t = &g->tensors[i];
-    c->needs_grad[i] = t->dtype == DT_REAL && (t->kind == T_PARAM || t->kind == T_INPUT);
+    int frozen = t->kind == T_PARAM && !c->m->params[t->param].trainable;
+    c->needs_grad[i] = t->dtype == DT_REAL && (t->kind == T_PARAM || t->kind == T_INPUT) && !frozen;
   }
   for (int i = 0; i < g->nforward; i++) {
     const Node *n = &g->nodes[i];
@@ -258,8 +259,11 @@ static int ew_backward(Grad *c, const Node *n, const int *dy) {
   return 0;
 }
 
-/* dx, dw (+=), db (+=) from x, w, the saved statistics and dy (a norm without weight: dx alone). */
+/* dx, dw (+=), db (+=) from x, w, the saved statistics and dy (a norm without weight, or with a frozen
+ * weight and bias: dx alone). */
 static int norm_backward(Grad *c, const Node *n, const int *dy) {
+  int param_grads = 0;
+  for (int k = 1; k < n->nin; k++) param_grads |= c->needs_grad[n->in[k]];
   Node b = node_new(OP_NORM_BWD, 0, NULL);
   b.a.norm = n->a.norm;
   b.in[b.nin++] = n->in[0];
@@ -267,7 +271,7 @@ static int norm_backward(Grad *c, const Node *n, const int *dy) {
   for (int k = 1; k < n->nout; k++) b.in[b.nin++] = n->out[k]; /* [mean,] rstd */
   b.in[b.nin++] = dy[0];
   b.out[b.nout++] = new_grad(c, n->in[0], layout_r());
-  for (int k = 1; k < n->nin; k++) b.out[b.nout++] = param_grad(c, n->in[k]);
+  for (int k = 1; k < n->nin && param_grads; k++) b.out[b.nout++] = param_grad(c, n->in[k]);
   if (emit(c, &b)) return -1;
   return c->needs_grad[n->in[0]] ? add_contrib(c, n->in[0], b.out[0]) : 0;
 }
@@ -322,6 +326,7 @@ static int concat_backward(Grad *c, const Node *n, const int *dy) {
 }
 
 static int embedding_backward(Grad *c, const Node *n, const int *dy) {
+  if (!c->needs_grad[n->in[1]]) return 0;
   int in[2] = {n->in[0], dy[0]};
   Node b = node_new(OP_EMBEDDING_BWD, 2, in);
   b.nout = 1;

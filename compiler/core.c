@@ -214,6 +214,7 @@ static int l_param(lua_State *L) {
   p.std = luaL_checknumber(L, 4);
   p.hint = (ShardHint)luaL_checkoption(L, 5, NULL, hints);
   p.decay = lua_toboolean(L, 6);
+  p.trainable = lua_isnoneornil(L, 7) ? 1 : lua_toboolean(L, 7);
   p.scope = b->scope;
   core_user_where(L, p.where, sizeof p.where);
   if (b->tracing_variant) return layer_param(L, b, &p);

@@ -39,14 +39,14 @@ static void param_spec(const Plan *plan, int p, FILE *f) {
   for (int a = 0; a < q->ndim; a++) fprintf(f, "%s%lld", a ? ", " : "", (long long)m->dims[q->dims[a]].size);
   fprintf(f, "}, {");
   for (int a = 0; a < q->ndim; a++) fprintf(f, "%s%lld", a ? ", " : "", (long long)m->dims[q->dims[a]].unpadded);
-  fprintf(f, "}, %d, %s, %.9g, %d, %d, %d, %d},\n", q->layout.kind == LAYOUT_S ? q->layout.axis : -1, inits[q->init],
-          q->std, q->decay, q->grad_tp_sum, used_by(&m->embed, p), used_by(&m->head, p));
+  fprintf(f, "}, %d, %s, %.9g, %d, %d, %d, %d, %d},\n", q->layout.kind == LAYOUT_S ? q->layout.axis : -1,
+          inits[q->init], q->std, q->decay, q->grad_tp_sum, used_by(&m->embed, p), used_by(&m->head, p), q->trainable);
 }
 
 static void param_table(const Plan *plan, ParamScope scope, const char *name, FILE *f) {
   fprintf(f, "static const ParamSpec %s[] = {\n", name);
   fprintf(f, "  /* name, axes, shape, shape without padding, TP split axis, init, std, decay, TP-summed gradient,\n"
-             "     read by the embedding, read by the head */\n");
+             "     read by the embedding, read by the head, trained */\n");
   for (int p = 0; p < plan->model.nparams; p++)
     if (plan->model.params[p].scope == scope) param_spec(plan, p, f);
   fprintf(f, "};\n\n");

@@ -187,8 +187,9 @@ static const char *norm_in(const StageWriter *w, const Node *n, int i, int backw
   return in(w, n, i - absent);
 }
 
+/* Output k of a norm's backward: dx, then dw and db unless the norm has none (no weight, or frozen ones). */
 static const char *norm_out(const StageWriter *w, const Node *n, int k, int backward) {
-  return backward && k > 0 && !n->a.norm.weighted ? "NULL" : out(w, n, k);
+  return backward && k > 0 && k >= n->nout ? "NULL" : out(w, n, k);
 }
 
 /* The width a norm normalises: the last dim, or its groups (a norm per head). */

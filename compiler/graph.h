@@ -186,6 +186,7 @@ typedef struct {
   Layout layout;       /* from the hint, set by the shard pass */
   ParamScope scope;
   int decay;           /* weight decay applies (matrices and embeddings, not norms and biases) */
+  int trainable;       /* 0: frozen: no gradient is computed for it and the optimizer leaves it as it is */
   int grad_tp_sum;     /* autodiff: its gradient is a partial sum over the TP group (a replicated
                           parameter used on split activations), so it is all-reduced over TP */
   char where[WHERE_LEN]; /* model file:line that made it */

@@ -34,13 +34,22 @@ static double stencil(Trainer *t, const double *direction, double h) {
   return (-f[0] + 8 * f[1] - 8 * f[2] + f[3]) / (12 * h);
 }
 
+/* Direction i of k over this rank's elements: Philox normals, 0 on frozen parameters (no gradient). */
+static double direction_at(const Trainer *t, int k, int64_t i, const ParamSlot *s) {
+  if (!s->spec->trainable) return 0;
+  return philox_normal(t->seed, philox_stream_of("gradcheck-direction") + (uint64_t)k, (uint64_t)i);
+}
+
 /* d L along unit random directions (Philox normals, normalised) against g·d. */
 static double directional(Trainer *t, int directions) {
   int64_t n = t->params.elems;
   double *d = malloc((size_t)n * sizeof *d), worst = 0;
   for (int k = 0; k < directions; k++) {
     double norm = 0, dot = 0;
-    for (int64_t i = 0; i < n; i++) d[i] = philox_normal(t->seed, philox_stream_of("gradcheck-direction") + (uint64_t)k, (uint64_t)i), norm += d[i] * d[i];
+    int64_t i = 0;
+    for (int s = 0; s < t->params.count; s++)
+      for (int64_t e = 0; e < t->params.slot[s].n; e++, i++)
+        d[i] = direction_at(t, k, i, &t->params.slot[s]), norm += d[i] * d[i];
     norm = sqrt(norm);
     int64_t at = 0;
     for (int s = 0; s < t->params.count; s++)
@@ -52,10 +61,13 @@ static double directional(Trainer *t, int directions) {
   return worst;
 }
 
-/* The n-th checked element: spread over every parameter by Philox, in a fixed order. */
+/* The n-th checked element: spread over every trained parameter by Philox, in a fixed order. */
 static void pick(const Trainer *t, int64_t n, int *slot, int64_t *element) {
-  uint64_t u = philox_below(t->seed, philox_stream_of("gradcheck"), (uint64_t)n, (uint64_t)t->params.elems);
+  int64_t trained = 0;
+  for (int i = 0; i < t->params.count; i++) trained += t->params.slot[i].spec->trainable ? t->params.slot[i].n : 0;
+  uint64_t u = philox_below(t->seed, philox_stream_of("gradcheck"), (uint64_t)n, (uint64_t)trained);
   for (int i = 0; i < t->params.count; i++) {
+    if (!t->params.slot[i].spec->trainable) continue;
     if ((int64_t)u < t->params.slot[i].n) {
       *slot = i, *element = (int64_t)u;
       return;

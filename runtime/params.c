@@ -50,7 +50,7 @@ static void add_slot(Params *ps, const Program *prog, const ParamSpec *p, int la
   else snprintf(s->name, sizeof s->name, "%s", p->name);
   set_box(s, prog->tp, tp_rank);
   int tied_copy = layer < 0 && p->in_embed && chunk != 0; /* the head's copy of a tied table */
-  s->counted = !tied_copy && (p->split_axis >= 0 || tp_rank == 0);
+  s->counted = p->trainable && !tied_copy && (p->split_axis >= 0 || tp_rank == 0); /* frozen: never counted */
   ps->elems += s->n;
 }
 

@@ -19,7 +19,7 @@ typedef struct {
   real *master, *g, *m, *v; /* the weights (fp32 master copy), gradient, Adam m and v */
   act_t *w;          /* the weights as compute reads them: the master copy itself on the CPU, a bf16
                         copy refreshed after each step in the CUDA build */
-  int counted;       /* counts toward the global gradient norm here (once over TP and PP) */
+  int counted;       /* counts toward the global gradient norm here (once over TP and PP; frozen: never) */
 } ParamSlot;
 
 typedef struct {

@@ -25,6 +25,7 @@ typedef struct {
   int decay;                         /* AdamW weight decay applies */
   int tp_sum;                        /* its gradient is a partial sum over the TP group */
   int in_embed, in_head;             /* model scope: used by the embedding stage / the head */
+  int trainable;                     /* 0: frozen: left out of the gradient norm and the optimizer */
 } ParamSpec;
 
 typedef struct Run Run;

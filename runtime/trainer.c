@@ -95,6 +95,7 @@ static void optimizer_step(void *arg) {
   t->lr = optim_lr(&t->schedule, t->step);
   for (int i = 0; i < t->params.count; i++) {
     ParamSlot *s = &t->params.slot[i];
+    if (!s->spec->trainable) continue; /* frozen: left as it is */
     optim_adamw_step(&t->adamw, t->step + 1, t->lr, s->spec->decay, coef, s->n, s->master, s->g, s->m, s->v);
   }
   params_refresh(&t->params);

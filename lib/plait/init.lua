@@ -366,7 +366,9 @@ local hints = { column = true, row = true, vocab = true, replicated = true }
 local inits = { normal = true, zeros = true, ones = true }
 
 -- scope:param(name, shape, { init = "normal"|"zeros"|"ones", std = 0.02, shard = "column"|"row"|"vocab",
---                            decay = true for matrices })
+--                            decay = true for matrices, trainable = true })
+-- trainable = false freezes it: no gradient is computed for it and the optimizer leaves it as it is (it
+-- is saved and loaded with the others).
 function Scope:param(name, shape, opts)
   opts = opts or {}
   local init = opts.init or "normal"
@@ -375,7 +377,9 @@ function Scope:param(name, shape, opts)
   if not hints[shard] then fail("unknown shard hint '%s' (column, row, vocab, replicated)", tostring(shard)) end
   local decay = opts.decay
   if decay == nil then decay = #shape >= 2 end
-  return wrap(core.param(self.prefix .. name, dims_of(shape), init, opts.std or 0.02, shard, decay))
+  local trainable = opts.trainable ~= false
+  return wrap(core.param(self.prefix .. name, dims_of(shape), init, opts.std or 0.02, shard, decay and trainable,
+                         trainable))
 end
 
 -- A parameter made at model scope by another stage (the embedding table, for a tied head).

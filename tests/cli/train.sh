@@ -25,6 +25,24 @@ gradcheck bert models/bert.lua --set $SMALL ffn=64 --mbs 2 --gbs 4
 gradcheck primitives tests/cli/models/primitives.lua --mbs 2 --gbs 4
 gradcheck attention_options tests/cli/models/attention_options.lua --mbs 2 --gbs 4
 gradcheck fused_qkv tests/cli/models/fused_qkv.lua --mbs 2 --gbs 4
+gradcheck frozen tests/cli/models/frozen.lua --mbs 2 --gbs 4
+
+# frozen parameters stay as they were over training; the others move
+if $PLAIT build tests/cli/models/frozen.lua --mbs 2 --gbs 4 -o "$TMP/frozen" >"$TMP/build.log" 2>&1 &&
+   "$TMP/frozen/train" --data "$TMP/text.bin" --steps 1 --decay-steps 10 --save "$TMP/frozen1" >"$TMP/frozen.out" 2>&1 &&
+   "$TMP/frozen/train" --data "$TMP/text.bin" --load "$TMP/frozen1" --steps 4 --decay-steps 10 --save "$TMP/frozen4" \
+     >>"$TMP/frozen.out" 2>&1; then
+  moved=""
+  for name in wpe layers.0.ln_1.weight layers.1.ln_1.bias ln_f.weight ln_f.bias wte; do
+    a=$(python3 tests/tools/st.py digest "$TMP/frozen1/model.safetensors" "$name")
+    b=$(python3 tests/tools/st.py digest "$TMP/frozen4/model.safetensors" "$name")
+    [ "$a" = "$b" ] || moved="$moved $name"
+  done
+  if [ "$moved" = " ln_f.bias wte" ]; then pass "frozen_parameters_stay (moved:$moved)"
+  else fail frozen_parameters_stay "moved over three steps:$moved (want ln_f.bias and wte only)"; fi
+else
+  fail frozen_parameters_stay "$(tail -c 600 "$TMP/build.log") $(tail -c 600 "$TMP/frozen.out")"
+fi
 gradcheck gemma models/gemma.lua --set $SMALL heads=4 kv_heads=2 head_dim=16 ffn=48 --mbs 2 --gbs 4
 # Gemma-2's norms after the attention and the MLP see small vectors at init_std 0.02; at 0.1 finite differences stay accurate
 gradcheck gemma2 models/gemma2.lua --set $SMALL layers=3 heads=4 kv_heads=2 head_dim=16 ffn=48 sliding_window=5 \

@@ -12,7 +12,9 @@
   st.py flip FILE NAME             flips the lowest bit of tensor NAME's first byte in place (metadata as it was)
   st.py meta FILE KEY [VALUE]      rewrites FILE with metadata KEY set to VALUE, or without KEY
   st.py unsum FILE                 rewrites FILE without its checksums, as plait wrote files before them
+  st.py digest FILE NAME           the SHA-256 of tensor NAME's bytes (two files hold it alike or not)
 """
+import hashlib
 import json
 import signal
 import struct
@@ -126,6 +128,8 @@ def main(argv):
         perhead(*args)
     elif command == "flip":
         flip(*args)
+    elif command == "digest":
+        print(hashlib.sha256(read(args[0])[0][args[1]][2]).hexdigest())
     elif command == "unsum":
         tensors, meta = read(args[0])
         write(args[0], tensors, {k: v for k, v in meta.items() if not k.startswith("checksum.")})
