@@ -2,6 +2,7 @@
 #include "core.h"
 
 #include <lauxlib.h>
+#include <math.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -186,6 +187,72 @@ static int param_tensor(Builder *b, int p) {
   int t = graph_tensor(g, T_PARAM, DT_REAL, pm->ndim, pm->dims, pm->name);
   g->tensors[t].param = p;
   return t;
+}
+
+/* The stage's tensor of constant c (one per stage, made on first use). */
+static int constant_tensor(Builder *b, int c) {
+  Graph *g = b->graph;
+  for (int i = 0; i < g->ntensors; i++)
+    if (g->tensors[i].kind == T_CONST && g->tensors[i].param == c) return i;
+  const Constant *k = &b->model->constants[c];
+  int t = graph_tensor(g, T_CONST, DT_REAL, k->ndim, k->dims, k->name);
+  g->tensors[t].param = c;
+  return t;
+}
+
+/* The constant named `name`, or a new one from the values at stack index `arg` (a list of numbers). */
+static int find_or_make_constant(lua_State *L, Builder *b, const char *name, int ndim, const int *dims, int arg) {
+  Model *m = b->model;
+  int64_t count = 1;
+  for (int i = 0; i < ndim; i++) count *= m->dims[dims[i]].size;
+  for (int c = 0; c < m->nconstants; c++)
+    if (strcmp(m->constants[c].name, name) == 0) {
+      if (m->constants[c].count != count) return fail(L, "constant '%s' is made twice with different shapes", name);
+      return c;
+    }
+  if (count > CONSTANT_MAX_ELEMS)
+    return fail(L, "constant '%s' has %lld elements; a program carries at most %d: compute it from primitives, or make "
+                   "it a parameter with trainable = false", name, (long long)count, CONSTANT_MAX_ELEMS);
+  if ((int64_t)lua_rawlen(L, arg) != count)
+    return fail(L, "constant '%s' has %lld values for a shape of %lld elements", name, (long long)lua_rawlen(L, arg),
+                (long long)count);
+  Constant k = {.ndim = ndim, .count = count, .values = malloc((size_t)count * sizeof(double))};
+  snprintf(k.name, sizeof k.name, "%s", name);
+  memcpy(k.dims, dims, sizeof k.dims);
+  core_user_where(L, k.where, sizeof k.where);
+  for (int64_t i = 0; i < count; i++) {
+    lua_rawgeti(L, arg, i + 1);
+    int isnum;
+    k.values[i] = lua_tonumberx(L, -1, &isnum);
+    lua_pop(L, 1);
+    if (!isnum || !isfinite(k.values[i])) {
+      free(k.values);
+      return fail(L, "constant '%s': value %lld is not a finite number", name, (long long)i + 1);
+    }
+  }
+  m->constants = realloc(m->constants, (size_t)(m->nconstants + 1) * sizeof *m->constants);
+  m->constants[m->nconstants] = k;
+  return m->nconstants++;
+}
+
+/* core.dim_size(name): the size of a dim. */
+static int l_dim_size(lua_State *L) {
+  Builder *b = builder(L);
+  lua_pushinteger(L, b->model->dims[dim_arg(L, b, luaL_checkstring(L, 1))].size);
+  return 1;
+}
+
+/* core.constant(name, dims, values): a constant tensor of the model, computed by the model file. */
+static int l_constant(lua_State *L) {
+  Builder *b = builder(L);
+  check_graph(L, b);
+  const char *name = luaL_checkstring(L, 1);
+  if (strlen(name) >= NAME_LEN) return fail(L, "constant name '%s' is longer than %d characters", name, NAME_LEN - 1);
+  int dims[MAX_DIMS], ndim = dims_arg(L, b, 2, dims);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  int c = find_or_make_constant(L, b, name, ndim, dims, 3);
+  lua_pushinteger(L, constant_tensor(b, c));
+  return 1;
 }
 
 /* Another layer's parameter: layer 0's of that name, of the same shape. */
@@ -607,7 +674,7 @@ static const luaL_Reg core_functions[] = {
     {"param", l_param},     {"param_ref", l_param_ref}, {"ew", l_ew},
     {"dropout", l_dropout}, {"matmul", l_matmul},       {"norm", l_norm},
     {"attention", l_attention}, {"embedding", l_embedding}, {"xent", l_xent},
-    {"rope", l_rope}, {"split", l_split}, {"concat", l_concat}, {"variant_output", l_variant_output}, {"variant_done", l_variant_done},
+    {"rope", l_rope}, {"constant", l_constant}, {"dim_size", l_dim_size}, {"split", l_split}, {"concat", l_concat}, {"variant_output", l_variant_output}, {"variant_done", l_variant_done},
     {"shape", l_shape},     {"stage", l_stage},         {"output", l_output},
     {"overrides", l_overrides}, {"consume", l_consume}, {"set_config", l_set_config},
     {"where", l_where}, {"model_dir", l_model_dir}, {"beside", l_beside},

@@ -53,6 +53,8 @@ int emit_kernel_cuda_source(const Emission *e, int k, char *buf, int len);
 void emit_stages(const Emission *e, FILE *f);
 /* The enum constant naming parameter p in generated code: P_WTE, L_ATTN_Q_WEIGHT. */
 void emit_param_constant(const Model *m, int p, char *buf, int len);
+/* "C_POSITIONS": the enum constant of a model constant (r->constants[C_...]). */
+void emit_constant_enum(const Model *m, int c, char *buf, int len);
 
 /* Local (one TP rank's) size of axis a of tensor t. */
 int64_t emit_local_dim(const Plan *p, const Tensor *t, int a);

@@ -24,6 +24,40 @@ static void param_enum(const Model *m, ParamScope scope, FILE *f) {
   fprintf(f, "\n};\n");
 }
 
+/* ---- constants ------------------------------------------------------------------------------ */
+
+/* r->constants[C_...]: one enum constant per constant of the model. */
+static void constant_enum(const Model *m, FILE *f) {
+  fprintf(f, "/* The model's constants (r->constants[C_...]). */\nenum {");
+  for (int c = 0; c < m->nconstants; c++) {
+    char name[96];
+    emit_constant_enum(m, c, name, sizeof name);
+    fprintf(f, "%s%s", c == 0 ? "\n  " : c % 4 == 0 ? ",\n  " : ", ", name);
+  }
+  fprintf(f, "\n};\n\n");
+}
+
+/* Each constant's values as the model file computed them (shortest round-trip spelling), and the table. */
+static void constant_tables(const Model *m, FILE *f) {
+  for (int c = 0; c < m->nconstants; c++) {
+    const Constant *k = &m->constants[c];
+    char shape[200];
+    shape_string(m, k->ndim, k->dims, shape, sizeof shape);
+    fprintf(f, "/* %s %s (%s) */\nstatic const double constant_%d[%lld] = {", k->name, shape, k->where, c,
+            (long long)k->count);
+    for (int64_t i = 0; i < k->count; i++) {
+      char number[32];
+      expr_number_text(k->values[i], number, sizeof number);
+      fprintf(f, "%s%s%s", i ? "," : "", i % 8 ? " " : "\n  ", number);
+    }
+    fprintf(f, "\n};\n\n");
+  }
+  fprintf(f, "static const ConstantSpec constants[] = {\n");
+  for (int c = 0; c < m->nconstants; c++)
+    fprintf(f, "  {\"%s\", %lld, constant_%d},\n", m->constants[c].name, (long long)m->constants[c].count, c);
+  fprintf(f, "  {NULL, 0, NULL},\n};\n\n");
+}
+
 /* Which stages read a model-scope parameter. */
 static int used_by(const Graph *g, int param) {
   for (int t = 0; t < g->ntensors; t++)
@@ -258,6 +292,7 @@ static void program(const Emission *e, FILE *f) {
           (long long)m->dims[m->hidden_dim].size, m->layers);
   fprintf(f, "  .vocab = %lld, .vocab_padded = %lld,\n", (long long)(m->vocab_dim >= 0 ? m->dims[m->vocab_dim].unpadded : 0),
           (long long)(m->vocab_dim >= 0 ? m->dims[m->vocab_dim].size : 0));
+  if (m->nconstants) fprintf(f, "  .constants = constants, .nconstants = %d,\n", m->nconstants);
   fprintf(f, "  .recompute = %d, .sequence_parallel = %d, .masked_lm = %d,\n", p->par.recompute,
           p->par.sequence_parallel, p->masked_lm);
   fprintf(f, "  .config = config, .nconfig = %d,\n", m->nconfig);
@@ -278,6 +313,7 @@ static void model_c(const Emission *e, FILE *f) {
   param_enum(&p->model, SCOPE_MODEL, f);
   param_enum(&p->model, SCOPE_BLOCK, f);
   fprintf(f, "\n");
+  if (p->model.nconstants) constant_enum(&p->model, f);
   sizes(e, f);
   emit_stages(e, f);
   for (int c = 0; c < p->nchunks; c++) {
@@ -287,6 +323,7 @@ static void model_c(const Emission *e, FILE *f) {
   }
   param_table(p, SCOPE_MODEL, "model_params", f);
   param_table(p, SCOPE_BLOCK, "block_params", f);
+  if (p->model.nconstants) constant_tables(&p->model, f);
   chunk_table(e, f);
   emit_plan_tables(p, f);
   config_table(&p->model, f);

@@ -27,6 +27,11 @@ static void constant_name(const char *prefix, const char *name, char *buf, int l
   buf[n] = 0;
 }
 
+/* The enum constant of constant c: C_ and its name. */
+void emit_constant_enum(const Model *m, int c, char *buf, int len) {
+  constant_name("C_", m->constants[c].name, buf, len);
+}
+
 /* The enum constant of parameter p: P_ for model scope, L_ for a layer's. */
 void emit_param_constant(const Model *m, int p, char *buf, int len) {
   constant_name(m->params[p].scope == SCOPE_BLOCK ? "L_" : "P_", m->params[p].name, buf, len);
@@ -46,6 +51,13 @@ static void param_name(const StageWriter *w, const Tensor *x, char *buf, int len
   emit_param_constant(m, x->param, constant, sizeof constant);
   int layer = m->params[x->param].scope == SCOPE_BLOCK, grad = x->kind == T_PARAM_GRAD;
   snprintf(buf, len, "%s[%s]", layer ? (grad ? "g" : "w") : (grad ? "r->model_g" : "r->model_w"), constant);
+}
+
+/* Constants are r->constants[C_...], uploaded when the program starts. */
+static void constant_buffer_name(const StageWriter *w, const Tensor *x, char *buf, int len) {
+  char constant[96];
+  emit_constant_enum(&w->e->plan->model, x->param, constant, sizeof constant);
+  snprintf(buf, len, "r->constants[%s]", constant);
 }
 
 /* Names the stage functions' parameters and locals take; a tensor's own name yields to them. */
@@ -68,6 +80,7 @@ static void name_tensors(StageWriter *w) {
     const Tensor *x = &g->tensors[t];
     Region region = w->mem->region[t];
     if (region == REGION_PARAM || region == REGION_PARAM_GRAD) param_name(w, x, w->name[t], NAME_CHARS);
+    else if (region == REGION_CONST) constant_buffer_name(w, x, w->name[t], NAME_CHARS);
     else if (region == REGION_GRAD_OUT) snprintf(w->name[t], NAME_CHARS, "dy");
     else if (region == REGION_GRAD_IN) snprintf(w->name[t], NAME_CHARS, "dx");
     else if (region == REGION_INPUT || region == REGION_DATA) snprintf(w->name[t], NAME_CHARS, "%s", x->name);

@@ -168,6 +168,8 @@ void model_free(Model *m) {
   free(m->params);
   free(m->config);
   free(m->layer_attn);
+  for (int i = 0; i < m->nconstants; i++) free(m->constants[i].values);
+  free(m->constants);
   memset(m, 0, sizeof *m);
 }
 

@@ -32,6 +32,7 @@ typedef enum {
   T_ACT,        /* an activation produced by a forward node */
   T_GRAD,       /* a gradient of an activation or stage input, produced by a backward node */
   T_PARAM_GRAD, /* the gradient buffer of a parameter, accumulated into by backward nodes */
+  T_CONST,      /* a constant the model file computed at build time (Model.constants[param]) */
 } TensorKind;
 
 /* Activations (act_t in generated code: bf16 on GPUs), integer token ids, and statistics kept in the
@@ -45,7 +46,7 @@ typedef struct {
   int dims[MAX_DIMS];
   Layout layout;
   int producer; /* node id; -1 for stage inputs, parameters and parameter gradients */
-  int param;    /* parameter id for T_PARAM and T_PARAM_GRAD, else -1 */
+  int param;    /* parameter id for T_PARAM and T_PARAM_GRAD, constant id for T_CONST, else -1 */
   int grad_of;  /* for T_GRAD: the tensor this is the gradient of, else -1 */
   char name[NAME_LEN];
 } Tensor;
@@ -197,6 +198,17 @@ typedef struct {
   char value[NAME_LEN];
 } ConfigEntry;
 
+/* A tensor of values the model file computed when plait built it: not trained, not saved; the program
+ * carries the values (at most CONSTANT_MAX_ELEMS of them) and every rank holds all of them. */
+enum { CONSTANT_MAX_ELEMS = 65536 };
+typedef struct {
+  char name[NAME_LEN];
+  int ndim, dims[MAX_DIMS];
+  int64_t count;
+  double *values; /* row-major, count of them */
+  char where[WHERE_LEN];
+} Constant;
+
 typedef struct {
   char name[NAME_LEN];
   char file[WHERE_LEN];
@@ -211,6 +223,8 @@ typedef struct {
   int tied;        /* the head's output matrix is the embedding table */
   int masked_lm;   /* the loss ignores some targets: the data marks masked positions (BERT) */
   Graph embed, block, head;
+  Constant *constants;
+  int nconstants;
   LayerAttn *layer_attn; /* [row · layers + layer]: the options of attention nodes that differ by layer */
   int nlayer_attn;       /* rows of layer_attn */
 } Model;

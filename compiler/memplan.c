@@ -19,6 +19,7 @@ static int64_t room(const Model *m, const Tensor *t, int tp) {
 static int fixed_region(const Graph *g, int t) {
   const Tensor *x = &g->tensors[t];
   if (x->kind == T_PARAM) return REGION_PARAM;
+  if (x->kind == T_CONST) return REGION_CONST;
   if (x->kind == T_PARAM_GRAD) return REGION_PARAM_GRAD;
   if (x->dtype == DT_INT) return REGION_DATA;
   if (t == g->grad_output) return REGION_GRAD_OUT;

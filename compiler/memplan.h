@@ -21,6 +21,7 @@ typedef enum {
   REGION_PARAM_GRAD,/* a parameter's gradient (accumulated into) */
   REGION_DATA,      /* token ids and targets of the microbatch */
   REGION_LOSS,      /* the scalar loss, accumulated into the rank's total */
+  REGION_CONST,     /* a constant of the model, uploaded once when the program starts */
 } Region;
 
 typedef struct {

@@ -427,6 +427,7 @@ static void layout_leaves(Shard *c, Graph *g) {
   for (int i = 0; i < g->ntensors; i++) {
     Tensor *t = &g->tensors[i];
     if (t->kind == T_PARAM) t->layout = c->m->params[t->param].layout;
+    else if (t->kind == T_CONST) t->layout = layout_r(); /* every rank holds all of a constant */
     else if (t->kind == T_INPUT) t->layout = t->dtype == DT_INT ? layout_r() : c->residual;
   }
 }

@@ -28,6 +28,14 @@ typedef struct {
   int trainable;                     /* 0: frozen: left out of the gradient norm and the optimizer */
 } ParamSpec;
 
+/* A constant of the model: values computed by the model file when plait built the program; every rank
+ * holds all of them (r->constants[C_...]), and checkpoints do not. */
+typedef struct {
+  const char *name;
+  int64_t count;
+  const double *values;
+} ConstantSpec;
+
 typedef struct Run Run;
 
 typedef struct {
@@ -83,6 +91,8 @@ typedef struct {
   int nmodel_params;
   const ParamSpec *block_params;     /* one set per layer */
   int nblock_params;
+  const ConstantSpec *constants;
+  int nconstants;
   const ChunkSpec *chunks;           /* pp·vpp; chunk c on pipeline rank c mod pp */
   int nchunks;
   const Action *const *actions;      /* per pipeline rank */

@@ -18,6 +18,7 @@ struct Run {
   real **model_g;              /* their gradients */
   act_t ***layer_w;            /* [layer][block parameter index]; NULL for layers of other ranks */
   real ***layer_g;
+  act_t **constants;           /* the model's constants, by index (r->constants[C_...]) */
   act_t *scratch;              /* per-rank scratch region (program->scratch_elems) */
   act_t *recompute;            /* per-rank region a chunk's forward is re-run into */
   act_t *grad_a, *grad_b;      /* the gradient passed between layers in a chunk's backward */

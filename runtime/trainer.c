@@ -8,6 +8,7 @@
 
 #include "agree.h"
 #include "checkpoint.h"
+#include "constants.h"
 #include "clock.h"
 #include "device.h"
 #include "evaluate.h"
@@ -144,6 +145,7 @@ static void setup_run(Trainer *t) {
   params_create(&t->params, p, ri->pp_rank, ri->tp_rank, t->seed);
   r->model_w = t->params.model_w, r->model_g = t->params.model_g;
   r->layer_w = t->params.layer_w, r->layer_g = t->params.layer_g;
+  r->constants = constants_upload(p);
 }
 
 /* The plan's footprint in this build's types: per parameter element its weights (the master copy, and a
@@ -210,6 +212,7 @@ static void teardown(Trainer *t) {
   exec_free(&t->eval);
   exec_free(&t->exec);
   params_free(&t->params, t->prog);
+  constants_free(t->prog, t->run.constants);
   device_free(t->run.scratch);
   device_free(t->run.recompute);
   device_free(t->run.grad_a);

@@ -46,6 +46,8 @@ bert models/bert.lua --set layers=2
 primitives tests/cli/models/primitives.lua --tp 2
 attention-options tests/cli/models/attention_options.lua --set hidden=64 --tp 2
 fused-qkv tests/cli/models/fused_qkv.lua --set hidden=64 --tp 2
+constants tests/cli/models/constants.lua --set hidden=64 --tp 2
+frozen tests/cli/models/frozen.lua --set hidden=64 --tp 2
 mistral models/mistral.lua --set layers=2 hidden=64 heads=4 kv_heads=2 ffn=96 seq=32 vocab=256 sliding_window=12 --tp 2
 qwen2 models/qwen2.lua --set layers=2 hidden=64 heads=4 kv_heads=2 ffn=96 seq=32 vocab=256 --tp 2
 qwen3 models/qwen3.lua --set layers=2 hidden=64 heads=4 kv_heads=2 head_dim=16 ffn=96 seq=32 vocab=256 --tp 2

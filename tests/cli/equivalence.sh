@@ -106,6 +106,11 @@ against_one_rank fused "tests/cli/models/fused_qkv.lua --set layers=4 --mbs 2 --
 against_one_rank frozen "tests/cli/models/frozen.lua --set layers=4 --mbs 2 --gbs 8" \
   "--tp 2 --sequence-parallel" "--pp 2" "--dp 2"
 
+# Constants (tests/cli/models/constants.lua: fixed sinusoidal positions, a fixed channel scale sliced by
+# tensor parallelism) under tp 2 with sequence parallelism and pp 2
+against_one_rank constants "tests/cli/models/constants.lua --set layers=4 --mbs 2 --gbs 8" \
+  "--tp 2 --sequence-parallel" "--pp 2"
+
 # Gemma's norms without weight, times 1 + w, and its scaled embedding, under tp 2 and pp 2
 against_one_rank gemma "models/gemma.lua --set layers=4 hidden=64 heads=4 kv_heads=2 head_dim=32 ffn=96 seq=32 vocab=256 --mbs 2 --gbs 8" \
   "--tp 2 --sequence-parallel" "--pp 2"

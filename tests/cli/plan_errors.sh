@@ -75,3 +75,6 @@ expect_error split_groups_vs_tp "^plait: tests/cli/models/fused_qkv.lua:[0-9]+: 
   $PLAIT plan tests/cli/models/fused_qkv.lua --set qkv_groups=1 --tp 2
 expect_error concat_groups_vs_tp "^plait: tests/cli/models/fused_qkv.lua:[0-9]+: .*from a split or concat, which tp = 2 cannot divide" \
   $PLAIT plan tests/cli/models/fused_qkv.lua --set concat_groups=1 --tp 2
+# a constant beyond what a program carries
+expect_error constant_too_large "^plait: tests/cli/models/constants.lua:[0-9]+: constant 'positions' has 131072 elements; a program carries at most 65536" \
+  $PLAIT plan tests/cli/models/constants.lua --set seq=4096

@@ -26,6 +26,7 @@ gradcheck primitives tests/cli/models/primitives.lua --mbs 2 --gbs 4
 gradcheck attention_options tests/cli/models/attention_options.lua --mbs 2 --gbs 4
 gradcheck fused_qkv tests/cli/models/fused_qkv.lua --mbs 2 --gbs 4
 gradcheck frozen tests/cli/models/frozen.lua --mbs 2 --gbs 4
+gradcheck constants tests/cli/models/constants.lua --mbs 2 --gbs 4
 
 # frozen parameters stay as they were over training; the others move
 if $PLAIT build tests/cli/models/frozen.lua --mbs 2 --gbs 4 -o "$TMP/frozen" >"$TMP/build.log" 2>&1 &&
