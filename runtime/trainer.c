@@ -226,8 +226,7 @@ static void teardown(Trainer *t) {
 /* ---- the loop ------------------------------------------------------------------------------- */
 
 static void train_step(Trainer *t) {
-  trainer_load_batch(t, t->step, 0);
-  params_zero_grads(&t->params);
+  trainer_load_batch(t, t->step, 0); /* the gradients are zero: allocated so, and cleared by each AdamW step */
   t->run.step = t->step;
   t->run.loss = 0;
   double start = clock_seconds();
