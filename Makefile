@@ -138,7 +138,7 @@ $(B)/fuzz/fuzz_schedule_read: $(FUZZ_SRC) compiler/schedule.h compiler/simulate.
 fuzz: $(B)/fuzz/fuzz_schedule_read
 	$< -max_total_time=$(FUZZ_SECONDS) -timeout=10 -print_final_stats=1 $(B)/fuzz/corpus tests/fuzz/corpus
 
-bench: all
+bench: all $(B)/tools/membw $(B)/tools/llmc_checkpoint
 	@sh tests/bench/bench.sh
 
 # plait against transformers on the same weights and tokens: import, --eval, one step's gradients, export
