@@ -18,6 +18,7 @@ enum { ADAM_BLOCK = 1 << 14 }; /* elements a task updates at once */
 CPU_WIDE static void adamw_block(const AdamConstants *k, int64_t n, real *restrict param, real *restrict grad,
                                  real *restrict m, real *restrict v) {
   const AdamConstants c = *k;
+#pragma omp simd
   for (int64_t i = 0; i < n; i++) {
     real g = c.scale * grad[i];
     real mi = c.b1 * m[i] + (1 - c.b1) * g;

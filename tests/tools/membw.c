@@ -12,7 +12,7 @@ enum { REPEATS = 5 };
 
 /* a = b + s·c: 12 bytes an element (two reads, one write). */
 CPU_WIDE static void triad(int64_t n, float *restrict a, const float *restrict b, const float *restrict c, float s) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; i++) a[i] = b[i] + s * c[i];
 }
 
@@ -20,7 +20,7 @@ CPU_WIDE static void triad(int64_t n, float *restrict a, const float *restrict b
  * element):  m = β1·m + (1-β1)·g,  v = β2·v + (1-β2)·g²,  p -= lr·(m + v). */
 CPU_WIDE static void adam_streams(int64_t n, float *restrict p, const float *restrict g, float *restrict m,
                                   float *restrict v) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; i++) {
     float gi = g[i], mi = 0.9f * m[i] + 0.1f * gi, vi = 0.95f * v[i] + 0.05f * gi * gi;
     m[i] = mi;
