@@ -216,6 +216,15 @@ void exec_finish_reductions(Exec *e) {
 
 /* ---- the walk ------------------------------------------------------------------------------- */
 
+/* The optimizer step, once the data-parallel reductions in flight are done (waiting on them is
+ * communication in a profile; the step counts its own parts). */
+static void step(Exec *e) {
+  double start = e->run->profile ? profile_start(e->run->profile) : 0;
+  exec_finish_reductions(e);
+  if (e->run->profile) profile_add(e->run->profile, PROFILE_COMM, start, 0, 0);
+  if (e->step) e->step(e->step_arg);
+}
+
 static void record(Exec *e, int from, int to, double start) {
   if (!e->times) return;
   double end = clock_seconds();
@@ -240,7 +249,7 @@ void exec_iteration(Exec *e, const int32_t *tokens, const int32_t *targets) {
     case ACT_BACKWARD: backward(e, a, i); break;
     case ACT_REDUCE_GRAD: reduce_final(e, a->chunk, ANY_LAYER); break;
     case ACT_EMBED_REDUCE: reduce_tied(e); break;
-    case ACT_STEP: exec_finish_reductions(e); if (e->step) e->step(e->step_arg); break;
+    case ACT_STEP: step(e); break;
     default: next = group(e, i); break;
     }
     record(e, i, next, start);
