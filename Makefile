@@ -39,7 +39,11 @@ LUA_SOURCES  := $(wildcard lib/plait/*.lua lib/plait/machines/*.lua)
 RT_C     := $(wildcard runtime/*.c runtime/cpu/*.c)
 RT32_OBJ := $(RT_C:runtime/%.c=$(B)/rt32/%.o)
 RT64_OBJ := $(RT_C:runtime/%.c=$(B)/rt64/%.o)
-RT_CFLAGS := $(CFLAGS) -fopenmp $(MPI_INC) -Iruntime -Iruntime/cpu
+# The same with only the kernels' baseline x86-64 path (programs built under PLAIT_CPU=baseline; tests).
+RT32B_OBJ := $(RT_C:runtime/%.c=$(B)/rt32b/%.o)
+RT64B_OBJ := $(RT_C:runtime/%.c=$(B)/rt64b/%.o)
+# -fno-math-errno: sqrt is inlined and vectorised (errno is never read; the values are the same).
+RT_CFLAGS := $(CFLAGS) -fno-math-errno -fopenmp $(MPI_INC) -Iruntime -Iruntime/cpu
 
 # ---- tests --------------------------------------------------------------------------------------
 UNIT_C   := $(wildcard tests/unit/test_*.c)
@@ -47,7 +51,7 @@ UNIT_BIN := $(UNIT_C:tests/unit/%.c=$(B)/tests/%)
 TOOL_C   := $(wildcard tests/tools/*.c)
 TOOL_BIN := $(TOOL_C:tests/tools/%.c=$(B)/tools/%)
 
-.PHONY: all test demo bench clean fuzz interop-check
+.PHONY: all test demo bench clean fuzz interop-check baseline
 all: $(B)/plait $(B)/libplait_rt.a $(B)/libplait_rt64.a
 
 $(B)/plait: $(B)/compiler/main.o $(B)/libplaitc.a
@@ -104,6 +108,19 @@ $(B)/rt32/%.o: runtime/%.c
 $(B)/rt64/%.o: runtime/%.c
 	@mkdir -p $(@D)
 	$(CC) $(RT_CFLAGS) -DPLAIT_REAL_DOUBLE -c -o $@ $<
+$(B)/libplait_rt_baseline.a: $(RT32B_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(B)/libplait_rt64_baseline.a: $(RT64B_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(B)/rt32b/%.o: runtime/%.c
+	@mkdir -p $(@D)
+	$(CC) $(RT_CFLAGS) -DPLAIT_CPU_BASELINE -c -o $@ $<
+$(B)/rt64b/%.o: runtime/%.c
+	@mkdir -p $(@D)
+	$(CC) $(RT_CFLAGS) -DPLAIT_CPU_BASELINE -DPLAIT_REAL_DOUBLE -c -o $@ $<
+baseline: $(B)/libplait_rt_baseline.a $(B)/libplait_rt64_baseline.a
 
 # ---- tests: unit binaries link the compiler and the fp64 runtime; tests/run.sh runs everything ---
 $(B)/tests/%: tests/unit/%.c tests/unit/check.h $(B)/libplaitc.a $(B)/libplait_rt64.a
@@ -116,7 +133,7 @@ $(B)/tools/%: tests/tools/%.c $(B)/libplait_rt.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -fopenmp $(MPI_INC) -Iruntime -o $@ $< $(B)/libplait_rt.a $(RT_LIBS)
 
-test: all $(UNIT_BIN) $(TOOL_BIN)
+test: all baseline $(UNIT_BIN) $(TOOL_BIN)
 	@sh tests/run.sh $(B)
 
 # The main job: the tiny byte-level GPT trained on the fortunes of Debian's fortunes package for a few
@@ -139,7 +156,7 @@ $(B)/fuzz/fuzz_schedule_read: $(FUZZ_SRC) compiler/schedule.h compiler/simulate.
 fuzz: $(B)/fuzz/fuzz_schedule_read
 	$< -max_total_time=$(FUZZ_SECONDS) -timeout=10 -print_final_stats=1 $(B)/fuzz/corpus tests/fuzz/corpus
 
-bench: all
+bench: all $(B)/tools/membw $(B)/tools/llmc_checkpoint
 	@sh tests/bench/bench.sh
 
 # plait against transformers on the same weights and tokens: import, --eval, one step's gradients, export

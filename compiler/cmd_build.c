@@ -42,16 +42,32 @@ static int run_compiler(const char *command, const char *dir, Diag *d) {
   return 0;
 }
 
+/* PLAIT_CPU=baseline in the environment: the program's kernels and the runtime's only on their baseline
+ * x86-64 path (the one a CPU without AVX2 takes), to test it on any host; 1 then, 0 when unset, -1 (with
+ * a diagnostic) for any other value. */
+static int baseline_cpu(Diag *d) {
+  const char *cpu = getenv("PLAIT_CPU");
+  if (!cpu || !*cpu) return 0;
+  if (strcmp(cpu, "baseline") == 0) return 1;
+  diag(d, "PLAIT_CPU=%s: the one value it takes is baseline (the kernels' baseline x86-64 path); unset it for the "
+          "CPU's widest", cpu);
+  return -1;
+}
+
 /* DIR/train from DIR/model.c and DIR/kernels.c with the CPU runtime (fp32, or fp64 with --double). */
 static int compile_cpu(const Options *o, const char *dir, Diag *d) {
   char home[PATH_MAX], library[PATH_MAX + 64], command[4 * PATH_MAX + 512];
-  if (plait_home(home, sizeof home, d)) return -1;
-  snprintf(library, sizeof library, "%s/build/libplait_rt%s.a", home, o->double_precision ? "64" : "");
-  if (access(library, R_OK) != 0) return diag(d, "the runtime library %s is missing; run make in %s", library, home);
+  int baseline = baseline_cpu(d);
+  if (baseline < 0 || plait_home(home, sizeof home, d)) return -1;
+  snprintf(library, sizeof library, "%s/build/libplait_rt%s%s.a", home, o->double_precision ? "64" : "",
+           baseline ? "_baseline" : "");
+  if (access(library, R_OK) != 0)
+    return diag(d, "the runtime library %s is missing; run make%s in %s", library, baseline ? " baseline" : "", home);
   snprintf(command, sizeof command,
-           "mpicc -std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -fopenmp %s -I'%s/runtime' -I'%s/runtime/cpu' -I'%s' "
-           "'%s/model.c' '%s/kernels.c' '%s' %s -lm -o '%s/train.tmp'",
-           o->double_precision ? "-DPLAIT_REAL_DOUBLE" : "", home, home, dir, dir, dir, library, OPENBLAS, dir);
+           "mpicc -std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -fopenmp %s%s -I'%s/runtime' -I'%s/runtime/cpu' "
+           "-I'%s' '%s/model.c' '%s/kernels.c' '%s' %s -lm -o '%s/train.tmp'",
+           o->double_precision ? "-DPLAIT_REAL_DOUBLE " : "", baseline ? "-DPLAIT_CPU_BASELINE" : "", home, home, dir,
+           dir, dir, library, OPENBLAS, dir);
   return run_compiler(command, dir, d);
 }
 

@@ -187,16 +187,42 @@ static void chunk_comment(const Plan *p, int index, const ChunkMemory *s, FILE *
   fprintf(f, "\n * (-1: none). */\n");
 }
 
+/* Elements the fused elementwise kernels of a stage's forward (or backward) read and write: each
+ * kernel's output and its inputs that do not repeat (a repeating bias or table is read once). */
+static int64_t stage_elementwise(const Emission *e, int stage, int backward) {
+  const Graph *g = e->stage[stage];
+  int64_t elems = 0;
+  for (int i = backward ? g->nforward : 0; i < (backward ? g->nnodes : g->nforward); i++) {
+    int kernel = e->kernels.kernel_of[stage][i];
+    if (kernel < 0) continue;
+    const Node *n = &g->nodes[i];
+    elems += emit_local_elems(e->plan, &g->tensors[n->out[0]]);
+    for (int k = 0; k < n->nin; k++)
+      if (!e->kernels.kernels[kernel].broadcast[k]) elems += emit_local_elems(e->plan, &g->tensors[n->in[k]]);
+  }
+  return elems;
+}
+
+/* A chunk's: its stages' in one microbatch, the blocks' re-run forward counted in its backward. */
+static int64_t chunk_elementwise(const Emission *e, const Chunk *k, int backward) {
+  int64_t block = stage_elementwise(e, STAGE_BLOCK, backward);
+  if (backward && e->plan->par.recompute) block += stage_elementwise(e, STAGE_BLOCK, 0);
+  return (k->has_embed ? stage_elementwise(e, STAGE_EMBED, backward) : 0) + k->layers * block +
+         (k->has_head ? stage_elementwise(e, STAGE_HEAD, backward) : 0);
+}
+
 static void chunk_table(const Emission *e, FILE *f) {
   const Plan *p = e->plan;
   fprintf(f, "static const ChunkSpec chunks[] = {\n  /* first layer, layers, embed, head, slot elements, input, output, "
-             "gradient received, gradient sent, functions */\n");
+             "gradient received, gradient sent,\n     elements of fused elementwise kernels forward and backward, "
+             "functions */\n");
   for (int c = 0; c < p->nchunks; c++) {
     const Chunk *k = &p->chunks[c];
     const ChunkMemory *s = &p->chunk_memory[c];
-    fprintf(f, "  {%d, %d, %d, %d, %lld, %lld, %lld, %lld, %lld, chunk_%d_forward, chunk_%d_backward},\n", k->first_layer,
-            k->layers, k->has_embed, k->has_head, (long long)s->size, (long long)s->input, (long long)s->output,
-            (long long)s->grad_out, (long long)s->grad_in, c, c);
+    fprintf(f, "  {%d, %d, %d, %d, %lld, %lld, %lld, %lld, %lld, %lld, %lld, chunk_%d_forward, chunk_%d_backward},\n",
+            k->first_layer, k->layers, k->has_embed, k->has_head, (long long)s->size, (long long)s->input,
+            (long long)s->output, (long long)s->grad_out, (long long)s->grad_in,
+            (long long)chunk_elementwise(e, k, 0), (long long)chunk_elementwise(e, k, 1), c, c);
   }
   fprintf(f, "};\n\n");
 }
@@ -246,7 +272,8 @@ static void header(const Plan *p, FILE *f) {
              " * with plait build rather than editing. Sizes are one tensor-parallel rank's. */\n",
           p->model.name, p->model.file, par->tp, par->pp, par->dp, par->vpp, par->mbs, par->gbs, p->microbatches,
           par->schedule, par->recompute ? "full" : "none", par->sequence_parallel ? "on" : "off");
-  fprintf(f, "#include \"device.h\"\n#include \"kernels.h\"\n#include \"rt.h\"\n\n");
+  fprintf(f, "#include \"device.h\"\n#include \"kernels.h\"\n#include \"rt.h\"\n");
+  fprintf(f, "#include \"profiled.h\" /* under --profile, each runtime kernel's time, FLOPs and bytes */\n\n");
 }
 
 static void sizes(const Emission *e, FILE *f) {

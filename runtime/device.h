@@ -39,6 +39,8 @@ double device_peak_share(double process_peak, int ranks_on_machine);
 void *device_alloc(size_t bytes, const char *what);
 void device_free(void *p);
 void device_copy(void *dst, const void *src, size_t bytes);
+/* Returns once the work queued on the device is done (the CPU's is done when its call returns). */
+void device_sync(void);
 void device_zero(void *p, size_t bytes);
 void device_upload(void *dst, const void *host, size_t bytes);
 void device_download(void *host, const void *src, size_t bytes);

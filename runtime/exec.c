@@ -7,6 +7,7 @@
 
 #include "clock.h"
 #include "device.h"
+#include "profile.h"
 
 static void *zeroed(Exec *e, size_t count, size_t size) {
   void *p = calloc(count ? count : 1, size);
@@ -90,7 +91,9 @@ static void forward(Exec *e, const Action *a) {
                 (size_t)e->prog->io_elems * sizeof(act_t));
   e->run->sample0 = (int64_t)e->run->dp_rank * (e->prog->gbs / e->prog->dp) + (int64_t)a->microbatch * e->prog->mbs;
   int64_t at = (int64_t)a->microbatch * e->microbatch_tokens;
+  if (e->run->profile) profile_stage_begin(e->run->profile);
   c->forward(e->run, s, e->tokens ? e->tokens + at : NULL, e->targets ? e->targets + at : NULL);
+  if (e->run->profile) profile_stage_end(e->run->profile, (double)c->elementwise_forward * sizeof(act_t));
 }
 
 static void layer_grads_final(void *arg, int layer);
@@ -106,7 +109,9 @@ static void backward(Exec *e, const Action *a, int index) {
   int last = index == e->last_backward[a->chunk];
   e->run->layer_grads_final = last ? layer_grads_final : NULL;
   e->run->layer_grads_final_arg = e;
+  if (e->run->profile) profile_stage_begin(e->run->profile);
   c->backward(e->run, s, e->tokens ? e->tokens + at : NULL, e->targets ? e->targets + at : NULL);
+  if (e->run->profile) profile_stage_end(e->run->profile, (double)c->elementwise_backward * sizeof(act_t));
   e->run->layer_grads_final = NULL;
 }
 
@@ -187,7 +192,9 @@ static int chunk_of_layer(const Program *prog, int layer) {
 /* During a chunk's last backward: `layer` is done, so its gradients are. */
 static void layer_grads_final(void *arg, int layer) {
   Exec *e = arg;
+  double start = e->run->profile ? profile_start(e->run->profile) : 0;
   reduce_final(e, chunk_of_layer(e->prog, layer), layer);
+  if (e->run->profile) profile_add(e->run->profile, PROFILE_COMM, start, 0, 0);
 }
 
 /* The tied table's two copies (first and last stage) get the sum of both gradients, once the
@@ -208,6 +215,15 @@ void exec_finish_reductions(Exec *e) {
 }
 
 /* ---- the walk ------------------------------------------------------------------------------- */
+
+/* The optimizer step, once the data-parallel reductions in flight are done (waiting on them is
+ * communication in a profile; the step counts its own parts). */
+static void step(Exec *e) {
+  double start = e->run->profile ? profile_start(e->run->profile) : 0;
+  exec_finish_reductions(e);
+  if (e->run->profile) profile_add(e->run->profile, PROFILE_COMM, start, 0, 0);
+  if (e->step) e->step(e->step_arg);
+}
 
 static void record(Exec *e, int from, int to, double start) {
   if (!e->times) return;
@@ -233,10 +249,12 @@ void exec_iteration(Exec *e, const int32_t *tokens, const int32_t *targets) {
     case ACT_BACKWARD: backward(e, a, i); break;
     case ACT_REDUCE_GRAD: reduce_final(e, a->chunk, ANY_LAYER); break;
     case ACT_EMBED_REDUCE: reduce_tied(e); break;
-    case ACT_STEP: exec_finish_reductions(e); if (e->step) e->step(e->step_arg); break;
+    case ACT_STEP: step(e); break;
     default: next = group(e, i); break;
     }
     record(e, i, next, start);
+    if (e->run->profile && a->kind != ACT_FORWARD && a->kind != ACT_BACKWARD && a->kind != ACT_STEP)
+      profile_add(e->run->profile, PROFILE_COMM, start, 0, 0); /* reductions, sends and receives */
     i = next;
   }
 }

@@ -12,7 +12,7 @@
 const char *const flags_usage =
     "train --data FILE --steps N [--seed S] [--lr X] [--warmup N] [--decay-steps N] [--weight-decay X] [--grad-clip X] "
     "[--save DIR] [--save-every N] [--load DIR [--override-schedule] | --init DIR] [--eval-every N] [--eval-batches N] "
-    "[--val FILE] [--eval FILE] [--log-json FILE] [--sample N] [--trace FILE] [--gradcheck N]; "
+    "[--val FILE] [--eval FILE] [--log-json FILE] [--sample N] [--trace FILE] [--gradcheck N] [--profile]; "
     "or train --eval FILE [--load DIR | --init DIR] [--log-json FILE]";
 
 typedef enum {
@@ -69,6 +69,7 @@ static const TrainFlag train_flags[] = {
   {"--weight-decay", FLAG_REAL, FIELD(weight_decay), "", 0, 0, 0, GIVEN_WEIGHT_DECAY, AGREE_VALUE},
   {"--grad-clip", FLAG_REAL, FIELD(grad_clip), "", 0, 0, 1, 0, AGREE_VALUE},
   {"--override-schedule", FLAG_SWITCH, FIELD(override_schedule), "", 0, 0, 0, 0, AGREE_VALUE},
+  {"--profile", FLAG_SWITCH, FIELD(profile), "", 0, 0, 0, 0, AGREE_NONE},
 };
 #define TRAIN_FLAGS ((int)(sizeof train_flags / sizeof *train_flags))
 _Static_assert(sizeof train_flags / sizeof *train_flags <= FLAGS_MAX_SETTINGS, "room for every setting");

@@ -101,6 +101,7 @@ void log_finish(Trainer *t) {
   log_format_bytes(planned, planned_text, sizeof planned_text);
   printf("peak resident memory %s (this process); the plan's memory of its ranks %s (%s)\n", resident_text,
          planned_text, device_name());
+  if (t->run.profile) profile_print(t->run.profile, stdout, t->log_json ? t->log_json->file : NULL);
   fflush(stdout);
   if (t->log_json) {
     fprintf(t->log_json->file, "{\"peak_resident_bytes\": %.0f, \"planned_bytes\": %.0f}\n", resident, planned);

@@ -14,12 +14,14 @@ typedef struct {
 /* β1 0.9, β2 0.95, ε 1e-8, weight decay 0.01. */
 AdamW optim_adamw_default(void);
 
-/* One AdamW step t (1 for the first) over n elements of one tensor, in place on param, m and v:
+/* One AdamW step t (1 for the first) over n elements of one tensor, in place on param, m and v, in one
+ * pass that also clears the gradient (the next step's gradients accumulate from zero):
  *   g = grad_scale·grad          (grad_scale: the clip coefficient, times any loss scaling to undo)
  *   m = β1·m + (1-β1)·g,  v = β2·v + (1-β2)·g²
- *   param -= lr·( (m/(1-β1^t)) / (sqrt(v/(1-β2^t)) + ε) + wd·param ),  wd = weight_decay if decay else 0 */
+ *   param -= lr·( (m/(1-β1^t)) / (sqrt(v/(1-β2^t)) + ε) + wd·param ),  wd = weight_decay if decay else 0
+ *   grad = 0 */
 void optim_adamw_step(const AdamW *opt, int64_t t, double lr, int decay, double grad_scale, int64_t n, real *param,
-                      const real *grad, real *m, real *v);
+                      real *grad, real *m, real *v);
 
 /* Σ g² over n elements, accumulated in double in a fixed order (the same bits whatever the thread
  * count). Callers add these over their tensors, then across ranks, counting each parameter once. */

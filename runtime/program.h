@@ -46,6 +46,9 @@ typedef struct {
   int64_t output_offset;   /* the chunk's output activation (-1 for the last chunk: the loss) */
   int64_t grad_out_offset; /* the gradient of the output, received from the next chunk (-1: last) */
   int64_t grad_in_offset;  /* the gradient of the input, sent to the previous chunk (-1: chunk 0) */
+  /* Elements its fused elementwise kernels read and write in one microbatch's forward, and backward
+   * (with any forward it re-runs): what --profile rates them by. */
+  int64_t elementwise_forward, elementwise_backward;
   void (*forward)(Run *r, act_t *slot, const int32_t *tokens, const int32_t *targets);
   void (*backward)(Run *r, act_t *slot, const int32_t *tokens, const int32_t *targets);
 } ChunkSpec;

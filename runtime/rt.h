@@ -29,6 +29,7 @@ struct Run {
   real loss_scale;             /* 1 / the targets counted in the global batch */
   int training;                /* dropout drops only when training */
   double loss;                 /* the loss of the microbatches this rank's head ran, scaled */
+  struct Profile *profile;     /* --profile: where stage code's kernels add their time (NULL: not profiling) */
   /* Set by the plan's walk during a chunk's last backward: called as each layer's gradients become
    * final, to start their data-parallel reduction while the layers below it run backward. */
   void (*layer_grads_final)(void *arg, int layer);

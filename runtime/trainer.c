@@ -78,11 +78,15 @@ void trainer_load_batch(Trainer *t, int64_t step, int val) {
 /* The global gradient norm: each rank's counted parameters (split ones on every TP rank, replicated ones
  * on TP rank 0, a tied table on the first stage), summed over TP and PP; DP replicas hold the same. */
 static double global_grad_norm(Trainer *t) {
-  double sq = 0;
+  double sq = 0, start = t->run.profile ? profile_start(t->run.profile) : 0, elems = 0;
   for (int i = 0; i < t->params.count; i++)
-    if (t->params.slot[i].counted) sq += optim_norm_sq(t->params.slot[i].n, t->params.slot[i].g);
+    if (t->params.slot[i].counted) {
+      sq += optim_norm_sq(t->params.slot[i].n, t->params.slot[i].g);
+      elems += (double)t->params.slot[i].n;
+    }
   comm_allreduce(t->comm, GROUP_TP, &sq, 1, COMM_F64, COMM_SUM);
   comm_allreduce(t->comm, GROUP_PP, &sq, 1, COMM_F64, COMM_SUM);
+  if (t->run.profile) profile_add(t->run.profile, PROFILE_GRAD_NORM, start, 0, elems * sizeof(real));
   return sqrt(sq);
 }
 
@@ -94,12 +98,16 @@ static void optimizer_step(void *arg) {
                        "as it was; try a lower --lr)", (long long)t->step + 1, t->grad_norm);
   double coef = optim_clip_coef(t->grad_norm, t->args->grad_clip);
   t->lr = optim_lr(&t->schedule, t->step);
+  double start = t->run.profile ? profile_start(t->run.profile) : 0;
   for (int i = 0; i < t->params.count; i++) {
     ParamSlot *s = &t->params.slot[i];
     if (!s->spec->trainable) continue; /* frozen: left as it is */
     optim_adamw_step(&t->adamw, t->step + 1, t->lr, s->spec->decay, coef, s->n, s->master, s->g, s->m, s->v);
   }
   params_refresh(&t->params);
+  /* AdamW's streams: the weights, m and v read and written, the gradient read and cleared */
+  if (t->run.profile)
+    profile_add(t->run.profile, PROFILE_OPTIMIZER, start, 0, 8.0 * sizeof(real) * (double)t->params.elems);
 }
 
 /* ---- loss ----------------------------------------------------------------------------------- */
@@ -204,6 +212,7 @@ static void setup(Trainer *t, Comm *c, const TrainArgs *args) {
   if (args->init) checkpoint_init(t, args->init);
   t->run.seed = t->seed;
   if (args->trace) exec_record(&t->exec);
+  if (args->profile) t->run.profile = &t->profile;
   t->peak_flops = job_peak(t);
   if (comm_info(c)->rank == 0) log_open(t);
 }
@@ -230,8 +239,7 @@ static void teardown(Trainer *t) {
 /* ---- the loop ------------------------------------------------------------------------------- */
 
 static void train_step(Trainer *t) {
-  trainer_load_batch(t, t->step, 0);
-  params_zero_grads(&t->params);
+  trainer_load_batch(t, t->step, 0); /* the gradients are zero: allocated so, and cleared by each AdamW step */
   t->run.step = t->step;
   t->run.loss = 0;
   double start = clock_seconds();
@@ -240,6 +248,7 @@ static void train_step(Trainer *t) {
   if (!isfinite(loss))
     comm_fail_all(t->comm, "step %lld: the loss is %g; stopping (the last checkpoint stays as it was; try a lower --lr)",
               (long long)t->step + 1, loss);
+  if (t->run.profile) profile_step(t->run.profile, seconds);
   if (comm_info(t->comm)->rank == 0) log_step(t, loss, seconds);
 }
 

@@ -11,6 +11,7 @@
 #include "optim.h"
 #include "output.h"
 #include "params.h"
+#include "profile.h"
 #include "rt.h"
 
 /* The flags of the seed and schedule that the command line gave (TrainArgs.given): --load holds them
@@ -24,6 +25,7 @@ typedef struct {
   double lr, grad_clip, weight_decay;
   int given;             /* GIVEN_* */
   int override_schedule; /* --load takes the command line's seed and schedule over the checkpoint's */
+  int profile;           /* --profile: time, FLOPs and bytes by kind of work, printed at the end */
   double gemm_rate; /* this process's peak: its CPU cores' GEMM FLOP/s measured at start-up, a GPU's bf16 peak */
   char val_path[4096]; /* room for the validation file's name when it is found beside --data */
   const char *start_error; /* under a launcher: this process's start-up refusal, which the ranks tell once */
@@ -53,6 +55,7 @@ typedef struct {
   CommFailureHook log_hook; /* puts what the log holds in place when the run fails */
   double log_started;   /* rank 0: when the loop began, and at which step (the progress line's pace) */
   int64_t log_first_step;
+  Profile profile;      /* with --profile (run.profile points to it) */
 } Trainer;
 
 /* The bytes the plan puts on a rank of pipeline rank pp_rank (one TP rank's share). */

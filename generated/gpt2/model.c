@@ -4,6 +4,7 @@
 #include "device.h"
 #include "kernels.h"
 #include "rt.h"
+#include "profiled.h" /* under --profile, each runtime kernel's time, FLOPs and bytes */
 
 /* Parameters at model scope (r->model_w[P_...]) and of each layer (r->layer_w[layer][L_...]). */
 enum {
@@ -236,8 +237,9 @@ static const ParamSpec block_params[] = {
 };
 
 static const ChunkSpec chunks[] = {
-  /* first layer, layers, embed, head, slot elements, input, output, gradient received, gradient sent, functions */
-  {0, 12, 1, 1, 204478464, -1, -1, -1, -1, chunk_0_forward, chunk_0_backward},
+  /* first layer, layers, embed, head, slot elements, input, output, gradient received, gradient sent,
+     elements of fused elementwise kernels forward and backward, functions */
+  {0, 12, 1, 1, 204478464, -1, -1, -1, -1, 191102976, 207618048, chunk_0_forward, chunk_0_backward},
 };
 
 /* The plan: each pipeline rank's actions in order (schedule 1f1b, 1 microbatches). Fields: kind, joined

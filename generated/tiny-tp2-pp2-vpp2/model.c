@@ -4,6 +4,7 @@
 #include "device.h"
 #include "kernels.h"
 #include "rt.h"
+#include "profiled.h" /* under --profile, each runtime kernel's time, FLOPs and bytes */
 
 /* Parameters at model scope (r->model_w[P_...]) and of each layer (r->layer_w[layer][L_...]). */
 enum {
@@ -382,11 +383,12 @@ static const ParamSpec block_params[] = {
 };
 
 static const ChunkSpec chunks[] = {
-  /* first layer, layers, embed, head, slot elements, input, output, gradient received, gradient sent, functions */
-  {0, 1, 1, 0, 396288, -1, 330752, 363520, -1, chunk_0_forward, chunk_0_backward},
-  {1, 1, 0, 0, 429056, 0, 330752, 363520, 396288, chunk_1_forward, chunk_1_backward},
-  {2, 1, 0, 0, 429056, 0, 330752, 363520, 396288, chunk_2_forward, chunk_2_backward},
-  {3, 1, 0, 1, 463360, 0, -1, -1, 430592, chunk_3_forward, chunk_3_backward},
+  /* first layer, layers, embed, head, slot elements, input, output, gradient received, gradient sent,
+     elements of fused elementwise kernels forward and backward, functions */
+  {0, 1, 1, 0, 396288, -1, 330752, 363520, -1, 491520, 688128, chunk_0_forward, chunk_0_backward},
+  {1, 1, 0, 0, 429056, 0, 330752, 363520, 396288, 425984, 622592, chunk_1_forward, chunk_1_backward},
+  {2, 1, 0, 0, 429056, 0, 330752, 363520, 396288, 425984, 622592, chunk_2_forward, chunk_2_backward},
+  {3, 1, 0, 1, 463360, 0, -1, -1, 430592, 425984, 622592, chunk_3_forward, chunk_3_backward},
 };
 
 /* The plan: each pipeline rank's actions in order (schedule interleaved, 4 microbatches). Fields: kind, joined

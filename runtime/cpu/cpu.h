@@ -15,8 +15,10 @@
 enum { CPU_COLUMN_BLOCK = 64 };
 
 /* The hot loops are compiled for AVX-512, AVX2 and baseline x86-64 and the loader picks the one this
- * CPU runs (one choice per machine, so the bits are still the same for any thread count). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+ * CPU runs (one choice per machine, so the bits are still the same for any thread count). Built with
+ * PLAIT_CPU_BASELINE (plait build under PLAIT_CPU=baseline, with the runtime built alike), only the
+ * baseline path is compiled: what a CPU without AVX2 runs, tested on any host. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(PLAIT_CPU_BASELINE)
 #define CPU_WIDE __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define CPU_WIDE

@@ -127,6 +127,7 @@ void *device_alloc(size_t bytes, const char *what) {
 
 void device_free(void *p) { free(p); }
 void device_copy(void *dst, const void *src, size_t bytes) { memmove(dst, src, bytes); }
+void device_sync(void) {}
 void device_zero(void *p, size_t bytes) { memset(p, 0, bytes); }
 void device_upload(void *dst, const void *host, size_t bytes) { memcpy(dst, host, bytes); }
 void device_download(void *host, const void *src, size_t bytes) { memcpy(host, src, bytes); }

@@ -124,19 +124,26 @@ double k_gemm_rate(int64_t n, int repeats) {
   return best > 0 ? 2.0 * (double)n * (double)n * (double)n / best : 0;
 }
 
-/* out[c] = keep·out[c] + Σ_r x[r, c]: one block of columns per task, rows summed in order in double. */
+/* One block of `width` columns from c0: out[c] = keep·out[c] + Σ_r x[r, c], the rows summed in order in
+ * double, each column on its own (the same bits at any vector width). */
+CPU_WIDE static void sum_rows_block(int64_t rows, int64_t C, int64_t c0, int64_t width, const real *x, real *out,
+                                    int keep) {
+  double sum[CPU_COLUMN_BLOCK] = {0};
+  for (int64_t r = 0; r < rows; r++) {
+    const real *row = x + r * C + c0;
+#pragma omp simd
+    for (int64_t c = 0; c < width; c++) sum[c] += row[c];
+  }
+  for (int64_t c = 0; c < width; c++) out[c0 + c] = (real)((keep ? out[c0 + c] : 0) + sum[c]);
+}
+
+/* out[c] = keep·out[c] + Σ_r x[r, c]: one block of columns per task. */
 static void sum_rows(int64_t rows, int64_t C, const real *x, real *out, int keep) {
   int64_t blocks = (C + CPU_COLUMN_BLOCK - 1) / CPU_COLUMN_BLOCK;
 #pragma omp parallel for schedule(static)
   for (int64_t blk = 0; blk < blocks; blk++) {
-    int64_t c0 = blk * CPU_COLUMN_BLOCK, width = cpu_min(CPU_COLUMN_BLOCK, C - c0);
-    double sum[CPU_COLUMN_BLOCK] = {0};
-    for (int64_t r = 0; r < rows; r++) {
-      const real *row = x + r * C + c0;
-#pragma omp simd
-      for (int64_t c = 0; c < width; c++) sum[c] += row[c];
-    }
-    for (int64_t c = 0; c < width; c++) out[c0 + c] = (real)((keep ? out[c0 + c] : 0) + sum[c]);
+    int64_t c0 = blk * CPU_COLUMN_BLOCK;
+    sum_rows_block(rows, C, c0, cpu_min(CPU_COLUMN_BLOCK, C - c0), x, out, keep);
   }
 }
 

@@ -268,6 +268,7 @@ int gpu_is_device_memory(const void *p) {
 }
 
 void gpu_sync(const char *what) { gpu_check(cudaStreamSynchronize(gpu_stream()), what); }
+void device_sync(void) { gpu_sync("the work queued on the GPU"); }
 
 void *device_alloc(size_t bytes, const char *what) {
   GpuContext *c = gpu_context();

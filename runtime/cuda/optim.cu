@@ -5,9 +5,9 @@
 #include <math.h>
 
 /* g = s·grad; m = β1·m + (1−β1)·g; v = β2·v + (1−β2)·g²; p −= lr·(m·c1 / (sqrt(v·c2) + ε) + wd·p),
- * c1 and c2 the bias corrections 1/(1 − β^t). */
+ * c1 and c2 the bias corrections 1/(1 − β^t); grad = 0 (the next step accumulates from zero). */
 __global__ void adamw_kernel(int64_t n, float b1, float b2, float eps, float scale, float lr, float wd, float c1,
-                             float c2, float *param, const float *grad, float *m, float *v) {
+                             float c2, float *param, float *grad, float *m, float *v) {
   int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   float g = scale * grad[i];
@@ -16,10 +16,11 @@ __global__ void adamw_kernel(int64_t n, float b1, float b2, float eps, float sca
   m[i] = mi;
   v[i] = vi;
   param[i] -= lr * (mi * c1 / (sqrtf(vi * c2) + eps) + wd * param[i]);
+  grad[i] = 0;
 }
 
 void optim_adamw_step(const AdamW *opt, int64_t t, double lr, int decay, double grad_scale, int64_t n, real *param,
-                      const real *grad, real *m, real *v) {
+                      real *grad, real *m, real *v) {
   if (n <= 0) return;
   float c1 = (float)(1 / (1 - pow(opt->beta1, (double)t))), c2 = (float)(1 / (1 - pow(opt->beta2, (double)t)));
   adamw_kernel<<<gpu_blocks(n, 256), 256, 0, gpu_stream()>>>(n, (float)opt->beta1, (float)opt->beta2, (float)opt->eps,

@@ -1,12 +1,18 @@
 # bench.sh: benchmarks (make bench): ratios measured in the same run, never bare times in a test.
 #   Table 1 of Narayanan et al. (2021): the plan's TFLOP/s per GPU on the a100 machine against the paper's.
-#   GPT-2 124M at B=4, T=64 (llm.c's CPU reference configuration): tokens/s, and its model FLOPs over
-#   this machine's single-precision GEMM rate (measured by the program at start-up); peak resident
-#   memory against the plan's prediction.
+#   The machine: its single-precision GEMM rate (measured by each program at start-up) and its memory
+#   bandwidth (build/tools/membw: a STREAM-like triad, an Adam-like pass over seven streams).
+#   GPT-2 124M at B=4, T=64 (llm.c's CPU reference configuration): the step against its floor (its GEMM
+#   and attention FLOPs at the GEMM rate, the optimizer's bytes at the Adam-like rate, the other kernels'
+#   bytes at the triad's), its model FLOPs over the GEMM rate, the step by kind of work (--profile), and
+#   llm.c's train_gpt2.c on the same shape and tokens; the same model at gbs 32 (8 microbatches); peak
+#   resident memory against the plan's prediction.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root" || exit 1
 PLAIT=$root/build/plait
+TOOLS=$root/build/tools
+LLMC=$root/../shared/peers/llm.c
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
@@ -16,6 +22,18 @@ $PLAIT data --bytes "$TMP/text.txt" -o "$TMP/text.bin" >/dev/null
 # median of a JSON field over the step lines after the first (warm-up)
 median() { grep '"step"' "$1" | grep -v '"val_loss"' | tail -n +2 | sed "s/.*\"$2\": \([0-9.e+-]*\).*/\1/" | sort -g |
            awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+# a number of the profile's JSON line: profile FILE KIND FIELD (ms, flops or bytes a step)
+profile() { grep '"profile_steps"' "$1" | sed "s/.*\"$2\": {\"ms\": \([^,]*\), \"flops\": \([^,]*\), \"bytes\": \([^}]*\)}.*/\1 \2 \3/" |
+            awk -v f="$3" '{ print f == "ms" ? $1 : f == "flops" ? $2 : $3 }'; }
+# the GEMM rate a program measured at start-up, in FLOP/s
+gemm_rate() { sed -n 's/.*MFU against \([0-9.]*\) GFLOP\/s.*/\1/p' "$1" | awk '{ print $1 * 1e9 }'; }
+
+echo "== this machine's memory bandwidth (every core, arrays of 124M floats)"
+$TOOLS/membw > "$TMP/membw.out" || exit 1
+triad=$(sed -n 's/^triad GB\/s //p' "$TMP/membw.out")
+adam=$(sed -n 's/^adam GB\/s //p' "$TMP/membw.out")
+printf "  triad (a = b + s·c, 12 B an element)         %8.1f GB/s\n" "$triad"
+printf "  Adam-like (p, g, m, v read; p, m, v written) %8.1f GB/s\n" "$adam"
 
 echo "== Table 1 of Narayanan et al. (2021): plait plan --machine a100 against the paper's TFLOP/s per GPU"
 echo "   (layouts of Megatron-LM's examples/sc21/run_table_1.sh; full recomputation; dropout 0.1)"
@@ -44,19 +62,70 @@ echo "== GPT-2 124M, B=4, T=64, one rank (fp32)"
 GPT2="models/gpt2.lua --set seq=64 --mbs 4 --gbs 4"
 # shellcheck disable=SC2086
 $PLAIT build $GPT2 -o "$TMP/gpt2" >/dev/null || exit 1
-"$TMP/gpt2/train" --data "$TMP/text.bin" --steps 6 --lr 1e-4 --log-json "$TMP/gpt2.json" >"$TMP/gpt2.out" || exit 1
+"$TMP/gpt2/train" --data "$TMP/text.bin" --steps 6 --lr 1e-4 --profile --log-json "$TMP/gpt2.json" >"$TMP/gpt2.out" || exit 1
 # shellcheck disable=SC2086
 predicted=$($PLAIT plan $GPT2 --machine cpu --format json | grep '"memory_bytes"' | sed 's/.*"memory_bytes": \([0-9]*\).*/\1/')
 resident=$(grep peak_resident_bytes "$TMP/gpt2.json" | sed 's/.*"peak_resident_bytes": \([0-9]*\).*/\1/')
-awk -v ms="$(median "$TMP/gpt2.json" ms)" -v tps="$(median "$TMP/gpt2.json" tokens_per_s)" \
-    -v mfu="$(median "$TMP/gpt2.json" mfu)" -v rss="$resident" -v plan="$predicted" 'BEGIN {
-  printf "  step time (median)               %8.1f ms\n", ms
-  printf "  tokens/s                         %8.1f\n", tps
-  printf "  fraction of the GEMM rate        %8.2f   (target 0.60 or more)\n", mfu
-  printf "  peak resident memory             %8.1f MB\n", rss / 1e6
-  printf "  plan prediction                  %8.1f MB\n", plan / 1e6
-  printf "  resident / predicted             %8.2f   (target within 1.2)\n", rss / plan
+j=$TMP/gpt2.json
+memory_bound=0
+for kind in norm elementwise bias_sums embedding xent grad_norm; do
+  memory_bound=$(awk -v a="$memory_bound" -v b="$(profile "$j" $kind bytes)" 'BEGIN { print a + b }')
+done
+awk -v ms="$(median "$j" ms)" -v tps="$(median "$j" tokens_per_s)" -v mfu="$(median "$j" mfu)" \
+    -v rate="$(gemm_rate "$TMP/gpt2.out")" -v gemm="$(profile "$j" gemm flops)" -v attn="$(profile "$j" attention flops)" \
+    -v optim="$(profile "$j" optimizer bytes)" -v other="$memory_bound" -v adam="$adam" -v triad="$triad" 'BEGIN {
+  floor_ms = 1e3 * ((gemm + attn) / rate + optim / (adam * 1e9) + other / (triad * 1e9))
+  printf "  step time (median of 5 after the first)  %8.1f ms   (%.1f tokens/s)\n", ms, tps
+  printf "  the GEMM rate (this run)                 %8.1f GFLOP/s\n", rate / 1e9
+  printf "  floor: GEMM and attention FLOPs          %8.1f ms   (%.1f GFLOP)\n", 1e3 * (gemm + attn) / rate, (gemm + attn) / 1e9
+  printf "         optimizer bytes                   %8.1f ms   (%.2f GB at the Adam-like rate)\n", 1e3 * optim / (adam * 1e9), optim / 1e9
+  printf "         other kernels bytes               %8.1f ms   (%.2f GB at the triad rate)\n", 1e3 * other / (triad * 1e9), other / 1e9
+  printf "  step / floor                             %8.2f   (target 1.25 or less)\n", ms / floor_ms
+  printf "  model FLOP/s / GEMM rate                 %8.2f   (target 0.60 or more)\n", mfu
 }'
+sed -n '/^profile over/,$p' "$TMP/gpt2.out" | sed 's/^/  /'
+awk -v rss="$resident" -v plan="$predicted" 'BEGIN {
+  printf "  peak resident memory                     %8.1f MB\n", rss / 1e6
+  printf "  plan prediction                          %8.1f MB\n", plan / 1e6
+  printf "  resident / predicted                     %8.2f   (target within 1.2)\n", rss / plan
+}'
+
+echo "== the same at gbs 32 (8 microbatches of 4 × 64, the optimizer once a step)"
+# shellcheck disable=SC2086
+$PLAIT build $GPT2 --gbs 32 -o "$TMP/gpt2-32" >/dev/null || exit 1
+"$TMP/gpt2-32/train" --data "$TMP/text.bin" --steps 4 --lr 1e-4 --log-json "$TMP/gpt2-32.json" >/dev/null || exit 1
+awk -v ms="$(median "$TMP/gpt2-32.json" ms)" -v mfu="$(median "$TMP/gpt2-32.json" mfu)" 'BEGIN {
+  printf "  step time (median of 3 after the first)  %8.1f ms   (%.1f tokens/s)\n", ms, 32 * 64 / (ms / 1e3)
+  printf "  model FLOP/s / GEMM rate                 %8.2f   (target 0.75 or more)\n", mfu
+}'
+
+echo "== llm.c (train_gpt2.c, -Ofast -fopenmp -march=native), same shape and tokens, a random checkpoint"
+if [ -f "$LLMC/train_gpt2.c" ] && command -v gcc >/dev/null; then
+  mkdir -p "$TMP/llmc/dev/data/tinyshakespeare"
+  cp "$TMP/text.bin" "$TMP/llmc/dev/data/tinyshakespeare/tiny_shakespeare_train.bin"
+  cp "$TMP/text.val.bin" "$TMP/llmc/dev/data/tinyshakespeare/tiny_shakespeare_val.bin"
+  gcc -Ofast -fopenmp -march=native "$LLMC/train_gpt2.c" -lm -o "$TMP/llmc/train_gpt2" 2>/dev/null || exit 1
+  $TOOLS/llmc_checkpoint "$TMP/llmc/gpt2_124M.bin" || exit 1
+  # its loop runs 40 steps (with validation and sampling); the first six are timed, then it is stopped
+  (cd "$TMP/llmc" && exec stdbuf -oL ./train_gpt2 > llmc.out 2>&1) & llmc=$!
+  waited=0
+  while kill -0 $llmc 2>/dev/null && ! grep -q '^step 5:' "$TMP/llmc/llmc.out" && [ $waited -lt 600 ]; do
+    sleep 2; waited=$((waited + 2))
+  done
+  kill $llmc 2>/dev/null; wait $llmc 2>/dev/null
+  llmc_ms=$(grep '^step [1-5]:' "$TMP/llmc/llmc.out" | sed 's/.*took \([0-9.]*\) ms.*/\1/' | sort -g |
+            awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : 0 }')
+  # plait again right after it, so that a machine busier or quieter than before shows in both
+  "$TMP/gpt2/train" --data "$TMP/text.bin" --steps 6 --lr 1e-4 --log-json "$TMP/gpt2-again.json" >/dev/null || exit 1
+  awk -v theirs="$llmc_ms" -v before="$(median "$j" ms)" -v after="$(median "$TMP/gpt2-again.json" ms)" 'BEGIN {
+    if (theirs <= 0) { print "  llm.c made no timed step"; exit }
+    printf "  llm.c step time (median of 5 after the first) %8.1f ms   (%.1f tokens/s)\n", theirs, 256 / (theirs / 1e3)
+    printf "  plait step time before and after it          %8.1f and %.1f ms\n", before, after
+    printf "  plait / llm.c (tokens/s, plait the mean)      %8.2f\n", theirs / ((before + after) / 2)
+  }'
+else
+  echo "  (llm.c not found at $LLMC, or no gcc: skipped)"
+fi
 
 echo "== tiny GPT, parallel layouts against one rank (threads on this machine, same global batch)"
 TINY="models/tiny.lua --set layers=8 --mbs 4 --gbs 32"

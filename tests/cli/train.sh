@@ -152,3 +152,34 @@ if $PLAIT build models/tiny.lua $LAYOUT -o "$TMP/tiny22" >"$TMP/build.log" 2>&1 
 else
   fail planned_bytes_match_plan "$(tail -c 800 "$TMP/build.log") $(tail -c 800 "$TMP/tiny22.out")"
 fi
+
+# --profile: a table of the steps after the first by kind of work, and the same as a JSON line (rank 0's)
+# whose GEMM FLOPs and attention FLOPs (causal: half the scores) add up to its half of the plan's model
+# FLOPs at tp 2 (which count attention's full T×T scores), and whose kinds, collectives among them, fit
+# in the step's time
+LAYOUT="--set layers=2 --tp 2 --mbs 2 --gbs 4"
+# shellcheck disable=SC2086
+if $PLAIT build models/tiny.lua $LAYOUT -o "$TMP/profiled" >"$TMP/build.log" 2>&1 &&
+   "$TMP/profiled/train" --data "$TMP/text.bin" --steps 3 --profile --log-json "$TMP/profiled.json" \
+     >"$TMP/profiled.out" 2>&1; then
+  # shellcheck disable=SC2086
+  model=$($PLAIT plan models/tiny.lua $LAYOUT --machine cpu --format json | sed -n 's/.*"flops_per_iteration": \([0-9]*\).*/\1/p')
+  line=$(grep '"profile_steps": 2,' "$TMP/profiled.json")
+  number() { echo "$line" | sed "s/.*\"$1\": {\"ms\": \([^,]*\), \"flops\": \([^,]*\), \"bytes\": \([^}]*\)}.*/\1 \2 \3/"; }
+  verdict=$(awk -v model="$model" -v gemm="$(number gemm)" -v attn="$(number attention)" -v opt="$(number optimizer)" \
+    -v step="$(echo "$line" | sed 's/.*"step_ms": \([^,]*\),.*/\1/')" -v kinds="$(for k in gemm attention norm \
+    elementwise bias_sums embedding xent optimizer grad_norm comm; do number $k | awk '{ print $1 }'; done | tr '\n' ' ')" '
+    BEGIN { split(gemm, g, " "); split(attn, a, " "); split(opt, o, " "); n = split(kinds, k, " ")
+      for (i = 1; i <= n; i++) sum += k[i]
+      if (g[2] + 2 * a[2] != model / 2) { printf "GEMM %s + 2 x attention %s FLOPs, plan %s", g[2], a[2], model; exit }
+      if (o[3] <= 0 || sum > step * 1.001 || sum < step * 0.5) { printf "kinds %.3f ms of a %.3f ms step, optimizer %s bytes", sum, step, o[3]; exit }
+      print "ok" }')
+  if [ "$verdict" = ok ] && grep -q '^profile over 2 steps after the first' "$TMP/profiled.out" &&
+     grep -q '^  gemm ' "$TMP/profiled.out" && grep -q '^  comm ' "$TMP/profiled.out"; then
+    pass "profile_accounts_for_the_step ($model model FLOPs over 2 ranks)"
+  else
+    fail profile_accounts_for_the_step "$verdict: $(grep -A 14 '^profile' "$TMP/profiled.out" | head -c 900)"
+  fi
+else
+  fail profile_accounts_for_the_step "$(tail -c 800 "$TMP/build.log") $(tail -c 800 "$TMP/profiled.out")"
+fi

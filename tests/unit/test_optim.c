@@ -16,7 +16,7 @@ static int near(double got, double want, double scale) { return fabs(got - want)
 static void test_adamw_two_steps(void) {
   AdamW opt = optim_adamw_default();
   real p[4] = {1.0, -2.0, 0.5, 0.0}, m[4] = {0}, v[4] = {0};
-  const real g1[4] = {0.1, -0.3, 2.0, 0.0}, g2[4] = {-0.2, 0.1, 1.0, 0.5};
+  real g1[4] = {0.1, -0.3, 2.0, 0.0}, g2[4] = {-0.2, 0.1, 1.0, 0.5};
   /* Step 1: m̂ = g, v̂ = g², so p -= 0.01·(g/(|g| + 1e-8) + 0.01·p). */
   const double p1[4] = {0.989900001, -1.98980000033333, 0.48995000005, 0};
   const double m1[4] = {0.01, -0.03, 0.2, 0}, v1[4] = {0.0005, 0.0045, 0.2, 0};
@@ -31,13 +31,16 @@ static void test_adamw_two_steps(void) {
   for (int i = 0; i < 4; i++)
     CHECK(near(p[i], p2[i], 1) && near(m[i], m2[i], 1) && near(v[i], v2[i], 1), "step 2, element %d: p %.15g m %g v %g",
           i, (double)p[i], (double)m[i], (double)v[i]);
+  for (int i = 0; i < 4; i++)
+    CHECK(g1[i] == 0 && g2[i] == 0, "the step clears its gradient: element %d holds %g and %g", i, (double)g1[i],
+          (double)g2[i]);
 }
 
 /* With a zero gradient only the decay moves a parameter: p -= lr·wd·p when flagged, nothing otherwise. */
 static void test_decay_flag(void) {
   AdamW opt = optim_adamw_default();
   real decayed[3] = {2, -4, 0}, kept[3] = {2, -4, 0}, m[3] = {0}, v[3] = {0};
-  const real zero[3] = {0};
+  real zero[3] = {0};
   optim_adamw_step(&opt, 1, 0.1, 1, 1.0, 3, decayed, zero, m, v);
   optim_adamw_step(&opt, 1, 0.1, 0, 1.0, 3, kept, zero, m, v);
   CHECK(near(decayed[0], 1.998, 1) && near(decayed[1], -3.996, 1) && decayed[2] == 0, "decayed: %.15g %.15g",

@@ -4,6 +4,7 @@
 #include "device.h"
 #include "kernels.h"
 #include "rt.h"
+#include "profiled.h" /* under --profile, each runtime kernel's time, FLOPs and bytes */
 
 /* Parameters at model scope (r->model_w[P_...]) and of each layer (r->layer_w[layer][L_...]). */
 enum {
@@ -271,8 +272,9 @@ static const ParamSpec block_params[] = {
 };
 
 static const ChunkSpec chunks[] = {
-  /* first layer, layers, embed, head, slot elements, input, output, gradient received, gradient sent, functions */
-  {0, 4, 1, 1, 2246144, -1, -1, -1, -1, chunk_0_forward, chunk_0_backward},
+  /* first layer, layers, embed, head, slot elements, input, output, gradient received, gradient sent,
+     elements of fused elementwise kernels forward and backward, functions */
+  {0, 4, 1, 1, 2246144, -1, -1, -1, -1, 2686976, 3342336, chunk_0_forward, chunk_0_backward},
 };
 
 /* The plan: each pipeline rank's actions in order (schedule 1f1b, 4 microbatches). Fields: kind, joined

@@ -1,0 +1,69 @@
+/* profiled.h: the runtime kernels generated stage code calls, timed for DIR/train --profile. Included
+ * by the generated program after rt.h: each kernel name below is also a macro of the same name that runs
+ * the kernel and, when the run profiles (r->profile set: the stage function's Run is `r`), adds its time,
+ * FLOPs and bytes to its kind. The fused elementwise kernels (ew_N, the program's own) are not wrapped:
+ * the time between wrapped calls inside a stage is theirs. */
+#ifndef PLAIT_PROFILED_H
+#define PLAIT_PROFILED_H
+
+#include "profile.h"
+#include "rt.h"
+
+#define PROFILED(kind, flops, bytes, call)                                   \
+  do {                                                                       \
+    double profile_started_ = r->profile ? profile_start(r->profile) : 0;   \
+    call;                                                                    \
+    if (r->profile) profile_add(r->profile, kind, profile_started_, flops, bytes); \
+  } while (0)
+
+#define PROFILE_ACT(n) ((double)(n) * sizeof(act_t))
+
+#define k_gemm(ta, tb, M, N, K, alpha, A, B, beta, C)                                                          \
+  PROFILED(PROFILE_GEMM, 2.0 * (M) * (N) * (K), PROFILE_ACT((M) * (K) + (K) * (N) + (M) * (N)),              \
+           k_gemm(ta, tb, M, N, K, alpha, A, B, beta, C))
+#define k_gemm_grad(ta, tb, M, N, K, A, B, C)                                                                  \
+  PROFILED(PROFILE_GEMM, 2.0 * (M) * (N) * (K), PROFILE_ACT((M) * (K) + (K) * (N)) + 2.0 * (M) * (N) * sizeof(real), \
+           k_gemm_grad(ta, tb, M, N, K, A, B, C))
+#define k_layernorm_forward(rows, C, x, w, b, eps, y, mean, rstd) \
+  PROFILED(PROFILE_NORM, 0, PROFILE_ACT(2.0 * (rows) * (C)), k_layernorm_forward(rows, C, x, w, b, eps, y, mean, rstd))
+#define k_layernorm_backward(rows, C, x, w, mean, rstd, dy, dx, dw, db) \
+  PROFILED(PROFILE_NORM, 0, PROFILE_ACT(3.0 * (rows) * (C)),         \
+           k_layernorm_backward(rows, C, x, w, mean, rstd, dy, dx, dw, db))
+#define k_rmsnorm_forward(rows, C, x, w, eps, y, rstd) \
+  PROFILED(PROFILE_NORM, 0, PROFILE_ACT(2.0 * (rows) * (C)), k_rmsnorm_forward(rows, C, x, w, eps, y, rstd))
+#define k_rmsnorm_backward(rows, C, x, w, rstd, dy, dx, dw) \
+  PROFILED(PROFILE_NORM, 0, PROFILE_ACT(3.0 * (rows) * (C)), k_rmsnorm_backward(rows, C, x, w, rstd, dy, dx, dw))
+/* q, k, v and the output read or written once: 4·B·T·Hq·D elements at most (fewer kv heads read less). */
+#define k_attention_forward(s, q, k, v, out, lse)                                                   \
+  PROFILED(PROFILE_ATTENTION, profile_attention_flops(s),                                          \
+           PROFILE_ACT(4.0 * (s)->B * (s)->T * (s)->Hq * (s)->D), k_attention_forward(s, q, k, v, out, lse))
+#define k_attention_backward(s, q, k, v, out, lse, dout, dq, dk, dv)                                \
+  PROFILED(PROFILE_ATTENTION, 2 * profile_attention_flops(s),                                      \
+           PROFILE_ACT(9.0 * (s)->B * (s)->T * (s)->Hq * (s)->D),                                  \
+           k_attention_backward(s, q, k, v, out, lse, dout, dq, dk, dv))
+#define k_sum_rows(rows, C, x, out) \
+  PROFILED(PROFILE_BIAS_SUMS, 0, PROFILE_ACT((double)(rows) * (C)), k_sum_rows(rows, C, x, out))
+#define k_sum_rows_act(rows, C, x, out) \
+  PROFILED(PROFILE_BIAS_SUMS, 0, PROFILE_ACT((double)(rows) * (C)), k_sum_rows_act(rows, C, x, out))
+#define rt_embedding_forward(r, N, C, ids, table, rows, split, out) \
+  PROFILED(PROFILE_EMBEDDING, 0, PROFILE_ACT(2.0 * (N) * (C)), rt_embedding_forward(r, N, C, ids, table, rows, split, out))
+#define rt_embedding_backward(r, N, C, ids, dout, rows, split, dtable) \
+  PROFILED(PROFILE_EMBEDDING, 0, PROFILE_ACT(3.0 * (N) * (C)),        \
+           rt_embedding_backward(r, N, C, ids, dout, rows, split, dtable))
+/* Cross entropy reads the logits twice forward (their max, then their exponentials' sum) and reads and
+ * writes them once backward. */
+#define rt_xent_forward(r, N, cols, logits, targets, vocab, ignore, split, lse)  \
+  PROFILED(PROFILE_XENT, 0, PROFILE_ACT(2.0 * (N) * (cols)),                     \
+           rt_xent_forward(r, N, cols, logits, targets, vocab, ignore, split, lse))
+#define rt_xent_backward(r, N, cols, logits, targets, vocab, ignore, split, lse) \
+  PROFILED(PROFILE_XENT, 0, PROFILE_ACT(2.0 * (N) * (cols)),                     \
+           rt_xent_backward(r, N, cols, logits, targets, vocab, ignore, split, lse))
+#define rt_allreduce(r, in, out, n) PROFILED(PROFILE_COMM, 0, PROFILE_ACT(n), rt_allreduce(r, in, out, n))
+#define rt_allgather(r, in, out, outer, inner) \
+  PROFILED(PROFILE_COMM, 0, PROFILE_ACT((double)(outer) * (inner)), rt_allgather(r, in, out, outer, inner))
+#define rt_reducescatter(r, in, out, outer, inner) \
+  PROFILED(PROFILE_COMM, 0, PROFILE_ACT((double)(outer) * (inner)), rt_reducescatter(r, in, out, outer, inner))
+#define rt_slice(r, in, out, outer, inner) \
+  PROFILED(PROFILE_COMM, 0, PROFILE_ACT((double)(outer) * (inner)), rt_slice(r, in, out, outer, inner))
+
+#endif
