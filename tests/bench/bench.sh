@@ -1,5 +1,7 @@
 # bench.sh: benchmarks (make bench): ratios measured in the same run, never bare times in a test.
-#   Table 1 of Narayanan et al. (2021): the plan's TFLOP/s per GPU on the a100 machine against the paper's.
+#   Table 1 of Narayanan et al. (2021): the plan's TFLOP/s per GPU on the a100 machine against the paper's;
+#   plait tune on each of its models: the chosen layout, its memory and TFLOP/s beside the paper's layout's
+#   (the plan's for both), and the search's time (target: under 10 s for the 1T model over 3072 GPUs).
 #   GPT-2 124M at B=4, T=64 (llm.c's CPU reference configuration): tokens/s, and its model FLOPs over
 #   this machine's single-precision GEMM rate (measured by the program at start-up); peak resident
 #   memory against the plan's prediction.
@@ -38,6 +40,38 @@ done <<'ROWS'
 310.1B 128 16384 96 8 16 2 1 1920 2160 155
 529.6B 128 20480 105 8 35 3 1 2520 2520 163
 1008.0B 160 25600 128 8 64 1 1 3072 3072 163
+ROWS
+
+echo "== plait tune on Table 1's models, GPU counts and batches (a100, 80 GB): its first choice against the paper's layout"
+echo "   (time: the search's wall time; chosen/paper: the plan's iteration time of the paper's layout over the chosen's)"
+printf '  %8s  %-66s %8s %8s %8s %8s %7s\n' params "chosen layout" memory TFLOP/s paper-l. chosen/p "time"
+json_field() { sed -n "s/.*\"$1\": \([0-9.e+-]*\).*/\1/p" | head -n 1; }
+while read -r params heads hidden layers t p v mbs gpus batch; do
+  model="models/gpt.lua --set layers=$layers hidden=$hidden heads=$heads dropout=0.1"
+  schedule=1f1b; [ "$v" -gt 1 ] && schedule=interleaved
+  # shellcheck disable=SC2086
+  $PLAIT tune $model --gpus "$gpus" --gbs "$batch" --machine a100 --format json >"$TMP/tune.json" || exit 1
+  # shellcheck disable=SC2086
+  $PLAIT plan $model --tp "$t" --pp "$p" --vpp "$v" --dp $((gpus / (t * p))) --mbs "$mbs" --gbs "$batch" \
+    --schedule $schedule --recompute full --machine a100 --format json >"$TMP/paper.json" || exit 1
+  awk -v n="$params" -v flags="$(sed -n 's/.*"flags": "\(.*\)"}.*/\1/p' "$TMP/tune.json" | head -n 1 | sed 's/--schedule //; s/--recompute /recompute=/; s/--sequence-parallel/sp/; s/--//g')" \
+      -v mem="$(json_field memory_bytes <"$TMP/tune.json")" -v cap="$(json_field memory_capacity <"$TMP/tune.json")" \
+      -v x="$(json_field flops_per_device <"$TMP/tune.json")" -v px="$(json_field flops_per_device <"$TMP/paper.json")" \
+      -v it="$(json_field iteration_time <"$TMP/tune.json")" -v pit="$(json_field iteration_time <"$TMP/paper.json")" \
+      -v secs="$(json_field seconds <"$TMP/tune.json")" 'BEGIN {
+    printf "  %8s  %-66s %5.1f GB %8.1f %8.1f %8.2f %5.2f s%s%s\n", n, flags, mem / 1e9, x / 1e12, px / 1e12, pit / it, secs,
+      (mem <= cap ? "" : "  (does not fit)"), (pit >= it ? "" : "  (slower than the paper'"'"'s)") }'
+done <<'ROWS'
+1.7B 24 2304 24 1 1 1 16 32 512
+3.6B 32 3072 30 2 1 1 16 64 512
+7.5B 32 4096 36 4 1 1 16 128 512
+18.4B 48 6144 40 8 1 1 8 256 1024
+39.1B 64 8192 48 8 2 1 4 512 1536
+76.1B 80 10240 60 8 4 3 2 1024 1792
+145.6B 96 12288 80 8 8 2 2 1536 2304
+310.1B 128 16384 96 8 16 2 1 1920 2160
+529.6B 128 20480 105 8 35 3 1 2520 2520
+1008.0B 160 25600 128 8 64 1 1 3072 3072
 ROWS
 
 echo "== GPT-2 124M, B=4, T=64, one rank (fp32)"
