@@ -107,6 +107,25 @@ static void attention_fused(Walk *w, int i, int backward) {
   add(w, i, NULL, t);
 }
 
+/* Special functions per element of an elementwise expression: each tanh, exp, erf, sqrt, log, sigmoid
+ * and dropout draw (a GeLU's tanh, its derivative's, an exact GeLU's erf and exp). */
+static double specials_per_element(const Expr *e) {
+  double count = 0;
+  for (int i = 0; i < e->count; i++) switch (e->n[i].op) {
+    case E_GELU: case E_GELU_GRAD: case E_SILU: case E_SIGMOID: case E_TANH: case E_EXP: case E_DROPOUT:
+    case E_GELU_EXACT: case E_ERF: case E_SQRT: case E_RSQRT: case E_LOG: count += 1; break;
+    case E_GELU_EXACT_GRAD: count += 2; break;
+    default: break;
+    }
+  return count;
+}
+
+static void elementwise(Walk *w, int i) {
+  const Node *n = &w->g->nodes[i];
+  double specials = specials_per_element(&n->expr) * local_elems(w, n->out[0]);
+  add(w, i, NULL, kernel_elementwise(w->mc, node_bytes(w, n), specials));
+}
+
 static RingKind ring_kind(OpKind op) {
   return op == OP_ALLREDUCE ? RING_ALLREDUCE : op == OP_ALLGATHER ? RING_ALLGATHER : RING_REDUCESCATTER;
 }
@@ -139,6 +158,7 @@ static void node(Walk *w, int i) {
     else attention_fused(w, i, n->op == OP_ATTENTION_BWD);
   } else if (op_is_collective(n->op)) collective(w, i);
   else if (n->op == OP_XENT) xent(w, i);
+  else if (n->op == OP_EW) elementwise(w, i);
   else add(w, i, NULL, kernel_stream(w->mc, node_bytes(w, n)));
 }
 
