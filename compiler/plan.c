@@ -118,6 +118,17 @@ static int plan_memory(Plan *p, Diag *d) {
   return 0;
 }
 
+/* The scores a materialised attention kernel keeps (machine files of Megatron-LM 2021's kernels): each
+ * layer's for every microbatch its chunk holds; recomputing, the one layer re-run before its backward. */
+static double scores_bytes(const Plan *p, int rank) {
+  double per_layer = p->times[1].saved_scores;
+  if (per_layer == 0 || p->par.recompute) return per_layer;
+  double bytes = 0;
+  for (int k = rank; k < p->nchunks; k += p->par.pp)
+    bytes += per_layer * p->chunks[k].layers * p->chunk_memory[k].slots;
+  return bytes;
+}
+
 /* Parameters, their gradients and Adam state, and the activations: the slots of the rank's chunks, its
  * scratch and recompute regions and the two gradients passed between layers. */
 static void rank_memory(const Plan *p, int rank, RankMemory *r) {
@@ -132,7 +143,7 @@ static void rank_memory(const Plan *p, int rank, RankMemory *r) {
     if (ch->has_head) r->params += ch->has_embed ? c->head.params_local : c->head.params_local_used;
   }
   r->activation_elems = (int64_t)elems;
-  r->activations = elems * p->machine.activation_bytes;
+  r->activations = elems * p->machine.activation_bytes + scores_bytes(p, rank);
   r->peak_inflight = p->timeline.peak_inflight_microbatches ? p->timeline.peak_inflight_microbatches[rank] : 0;
   double n = (double)r->params;
   r->weights[PRECISION_FP32] = 4 * n, r->gradients[PRECISION_FP32] = 4 * n, r->optimizer[PRECISION_FP32] = 8 * n;

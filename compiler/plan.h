@@ -40,7 +40,8 @@ typedef struct {
   double gradients[PRECISIONS];    /* fp32 gradients in both */
   double optimizer[PRECISIONS];    /* Adam m and v (fp32) / plus the fp32 master weights */
   int64_t activation_elems;        /* activation elements the rank allocates: its chunks' slots, scratch, ... */
-  double activations;              /* their bytes, in the machine's activation precision */
+  double activations;              /* their bytes, in the machine's activation precision, and the scores a
+                                      materialised attention kernel keeps (StageTime.saved_scores) */
   double peak_inflight;            /* microbatches whose activations are held at the peak */
   double total;                    /* all of it, in the machine's precision */
 } RankMemory;

@@ -80,6 +80,7 @@ static void attention_materialised(Walk *w, int i, int backward) {
   KernelTime value_gemm = kernel_gemm(mc, s.heads, s.seq, s.head_dim, s.seq, ab);
   KernelTime dropout_pass = kernel_stream(mc, scores * (2 * ab + 1));
   if (!backward) {
+    w->t->saved_scores += scores * (ab + (dropout ? 1 + ab : 0));
     add(w, i, "q·kᵀ", scores_gemm);
     add(w, i, "scale, mask, softmax", kernel_stream(mc, 2 * scores * ab));
     if (dropout) add(w, i, "dropout on the scores", dropout_pass);
