@@ -52,7 +52,7 @@ TOOL_C   := $(wildcard tests/tools/*.c)
 TOOL_BIN := $(TOOL_C:tests/tools/%.c=$(B)/tools/%)
 
 .PHONY: all test demo bench clean fuzz interop-check baseline
-all: $(B)/plait $(B)/libplait_rt.a $(B)/libplait_rt64.a
+all: $(B)/plait $(B)/libplait_rt.a $(B)/libplait_rt64.a $(B)/plait-probe
 
 $(B)/plait: $(B)/compiler/main.o $(B)/libplaitc.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LUA_LIB) -lm -ldl
@@ -121,6 +121,10 @@ $(B)/rt64b/%.o: runtime/%.c
 	@mkdir -p $(@D)
 	$(CC) $(RT_CFLAGS) -DPLAIT_CPU_BASELINE -DPLAIT_REAL_DOUBLE -c -o $@ $<
 baseline: $(B)/libplait_rt_baseline.a $(B)/libplait_rt64_baseline.a
+
+# What `plait calibrate` runs: this machine measured through the runtime (fp32, as generated programs).
+$(B)/plait-probe: runtime/probe/probe.c $(B)/libplait_rt.a
+	$(CC) $(CFLAGS) -fopenmp $(MPI_INC) -Iruntime -Iruntime/cpu -o $@ $< $(B)/libplait_rt.a $(RT_LIBS)
 
 # ---- tests: unit binaries link the compiler and the fp64 runtime; tests/run.sh runs everything ---
 $(B)/tests/%: tests/unit/%.c tests/unit/check.h $(B)/libplaitc.a $(B)/libplait_rt64.a

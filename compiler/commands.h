@@ -3,6 +3,8 @@
 #define PLAIT_COMMANDS_H
 
 int cmd_plan(int argc, char **argv);
+int cmd_tune(int argc, char **argv);
+int cmd_calibrate(int argc, char **argv);
 int cmd_build(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_data(int argc, char **argv);

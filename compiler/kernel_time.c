@@ -44,6 +44,13 @@ KernelTime kernel_stream(const Machine *m, double bytes) {
   return (KernelTime){memory + m->launch_overhead, 0, bytes, m->launch_overhead > memory ? BOUND_LATENCY : BOUND_MEMORY};
 }
 
+KernelTime kernel_elementwise(const Machine *m, double bytes, double specials) {
+  KernelTime k = kernel_stream(m, bytes);
+  double compute = m->special_rate > 0 ? specials / m->special_rate : 0;
+  if (compute + m->launch_overhead <= k.seconds) return k;
+  return (KernelTime){compute + m->launch_overhead, 0, bytes, BOUND_COMPUTE};
+}
+
 void kernel_add(KernelTime *a, KernelTime b) {
   if (b.seconds > a->seconds) a->bound = b.bound;
   a->seconds += b.seconds, a->flops += b.flops, a->bytes += b.bytes;

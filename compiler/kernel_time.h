@@ -22,6 +22,9 @@ const char *kernel_bound_name(Bound b);
 KernelTime kernel_gemm(const Machine *m, double batch, double M, double N, double K, double c_bytes);
 /* A kernel that reads and writes `bytes` once each way, at the memory's streaming rate. */
 KernelTime kernel_stream(const Machine *m, double bytes);
+/* An elementwise kernel: its bytes at the streaming rate, or its special functions (tanh, exp, ...) at
+ * the device's rate for them, whichever takes longer. */
+KernelTime kernel_elementwise(const Machine *m, double bytes, double specials);
 /* Adds b to a (seconds, FLOPs, bytes); the bound of the longer. */
 void kernel_add(KernelTime *a, KernelTime b);
 

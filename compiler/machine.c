@@ -29,6 +29,7 @@ static const Field fields[] = {
     F("device", "memory", memory_bytes, 0, 0, "bytes of device memory"),
     F("device", "compute_units", compute_units, 0, 1, "SMs or cores"),
     F("device", "launch_overhead", launch_overhead, 1, 0, "seconds per kernel launch"),
+    F("device", "special_rate", special_rate, 1, 0, "special functions (tanh, exp, erf, ...) per second; 0 where memory bounds them"),
     F("node", "devices", devices_per_node, 0, 1, "devices per node"),
     F("node", "link_bandwidth", link_bandwidth, 0, 0, "bytes/s of a collective's bus bandwidth inside a node"),
     F("node", "link_latency", link_latency, 1, 0, "seconds per ring step inside a node"),

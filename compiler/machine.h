@@ -21,6 +21,8 @@ typedef struct {
   double memory_bytes;       /* capacity */
   double compute_units;      /* SMs, or cores */
   double launch_overhead;    /* seconds per kernel */
+  double special_rate;       /* special functions (tanh, exp, erf, sqrt, log, a dropout draw) per second;
+                                0: they never bound a kernel (memory does) */
   /* one node */
   double devices_per_node;
   double link_bandwidth;     /* bus bandwidth of a collective inside a node, bytes/s */

@@ -1,4 +1,4 @@
-/* main.c: the plait command: dispatches to plan, build, check, data, import and export. */
+/* main.c: the plait command: dispatches to plan, tune, calibrate, build, check, data, import and export. */
 #include <stdio.h>
 #include <string.h>
 
@@ -16,6 +16,13 @@ static const Command commands[] = {
      "           --recompute none|full --sequence-parallel --partition balanced|uniform --set key=value ...]\n"
      "           [--format text|json|dot|trace|svg] [--machine NAME|FILE.lua] [--unit-costs] [--print PASS] [-o FILE]\n"
      "           [--lua-instructions N] [--lua-memory MB]   (the model file's limits; also for build, import, export)"},
+    {"tune", cmd_tune,
+     "plait tune MODEL.lua --gpus N [--machine NAME|FILE.lua] [--gbs B] [--set key=value ...] [--format text|json]\n"
+     "           [--tp N --pp N --vpp N --dp N --mbs N --schedule NAME --recompute none|full --sequence-parallel]\n"
+     "           (the fastest layouts that fit; a layout flag pins its dimension)"},
+    {"calibrate", cmd_calibrate,
+     "plait calibrate [--ranks N] [-o FILE.lua]   (this machine measured as N ranks share it, default one per core:\n"
+     "           a machine file for plait plan --machine FILE.lua)"},
     {"build", cmd_build,
      "plait build MODEL.lua [layout flags and --set as for plan] -o DIR [--emit-only] [--double]"},
     {"check", cmd_check,

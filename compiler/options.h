@@ -18,6 +18,8 @@ typedef struct {
   const char *print;         /* --print PASS: a pass's printed form */
   const char *machine;       /* --machine NAME */
   int unit_costs;            /* --unit-costs */
+  int gpus;                  /* --gpus N (tune: the devices to lay the model over; 0: not given) */
+  int ranks;                 /* --ranks N (calibrate: the ranks that share this machine; 0: not given) */
   int emit_only;             /* --emit-only */
   int double_precision;      /* --double: real = double (gradient checks) */
   const char *backend;       /* --backend cpu|cuda */

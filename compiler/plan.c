@@ -10,7 +10,7 @@
 #include "shape.h"
 #include "shard.h"
 
-static int printing(const Options *o, const char *pass) { return o->print && strcmp(o->print, pass) == 0; }
+static int printing(const Options *o, const char *pass) { return o && o->print && strcmp(o->print, pass) == 0; }
 
 static int check_print_option(const Options *o, Diag *d) {
   static const char *const passes[] = {"shapes", "shard",    "autodiff", "fuse",
@@ -99,7 +99,8 @@ static int check_slot_sizes(const Plan *p, Diag *d) {
   return 0;
 }
 
-static int plan_memory(Plan *p, Diag *d) {
+/* Where one microbatch's tensors of each stage live, and the rank's scratch: the layout's tp alone decides. */
+static void plan_stage_memory(Plan *p) {
   Model *m = &p->model;
   const Graph *stages[3] = {&m->embed, &m->block, &m->head};
   for (int s = 0; s < 3; s++) {
@@ -107,11 +108,25 @@ static int plan_memory(Plan *p, Diag *d) {
     if (p->memory[s].scratch > p->scratch_elems) p->scratch_elems = p->memory[s].scratch;
   }
   p->io_elems = tensor_local_elems(m, &m->block.tensors[m->block.output], p->par.tp);
+}
+
+static int plan_memory(Plan *p, Diag *d) {
   p->recompute_elems = p->par.recompute ? p->memory[1].saved : 0;
   if (check_slot_sizes(p, d)) return -1;
   p->chunk_memory = calloc((size_t)p->par.pp * p->par.vpp, sizeof *p->chunk_memory);
   for (int c = 0; c < p->nchunks; c++) p->chunk_memory[c] = chunk_memory(p, &p->chunks[c]);
   return 0;
+}
+
+/* The scores a materialised attention kernel keeps (machine files of Megatron-LM 2021's kernels): each
+ * layer's for every microbatch its chunk holds; recomputing, the one layer re-run before its backward. */
+static double scores_bytes(const Plan *p, int rank) {
+  double per_layer = p->times[1].saved_scores;
+  if (per_layer == 0 || p->par.recompute) return per_layer;
+  double bytes = 0;
+  for (int k = rank; k < p->nchunks; k += p->par.pp)
+    bytes += per_layer * p->chunks[k].layers * p->chunk_memory[k].slots;
+  return bytes;
 }
 
 /* Parameters, their gradients and Adam state, and the activations: the slots of the rank's chunks, its
@@ -128,8 +143,8 @@ static void rank_memory(const Plan *p, int rank, RankMemory *r) {
     if (ch->has_head) r->params += ch->has_embed ? c->head.params_local : c->head.params_local_used;
   }
   r->activation_elems = (int64_t)elems;
-  r->activations = elems * p->machine.activation_bytes;
-  r->peak_inflight = p->timeline.peak_inflight_microbatches[rank];
+  r->activations = elems * p->machine.activation_bytes + scores_bytes(p, rank);
+  r->peak_inflight = p->timeline.peak_inflight_microbatches ? p->timeline.peak_inflight_microbatches[rank] : 0;
   double n = (double)r->params;
   r->weights[PRECISION_FP32] = 4 * n, r->gradients[PRECISION_FP32] = 4 * n, r->optimizer[PRECISION_FP32] = 8 * n;
   r->weights[PRECISION_BF16] = 2 * n, r->gradients[PRECISION_BF16] = 4 * n, r->optimizer[PRECISION_BF16] = 12 * n;
@@ -160,7 +175,8 @@ static void rank_traffic(Plan *p, int rank) {
   if (embed > p->bytes_embed) p->bytes_embed = embed;
 }
 
-static int run_passes(const Options *o, Plan *p, FILE *out, Diag *d) {
+/* The passes that depend on the model and on tp, mbs and sequence parallelism alone. */
+static int model_passes(const Options *o, Plan *p, FILE *out, Diag *d) {
   Model *m = &p->model;
   if (printing(o, "shapes")) return shape_print(m, out), 1;
   if (shard_model(m, &p->par, d)) return -1;
@@ -169,9 +185,16 @@ static int run_passes(const Options *o, Plan *p, FILE *out, Diag *d) {
   if (printing(o, "autodiff")) return graph_print(m, out), 1;
   fuse_model(m);
   if (printing(o, "fuse")) return graph_print(m, out), 1;
-  cost_model(m, &p->par, p->machine.activation_bytes, &p->cost);
   const Graph *stages[3] = {&m->embed, &m->block, &m->head};
   for (int s = 0; s < 3; s++) stage_time(m, stages[s], &p->par, &p->machine, &p->times[s]);
+  plan_stage_memory(p);
+  return 0;
+}
+
+/* The passes that depend on the rest of the layout: pp, vpp, dp, the schedule, recomputation. */
+static int layout_passes(const Options *o, Plan *p, FILE *out, Diag *d) {
+  p->microbatches = parallel_microbatches(&p->par);
+  cost_model(&p->model, &p->par, p->machine.activation_bytes, &p->cost);
   if (cut_chunks(p, d)) return -1;
   if (printing(o, "partition")) return print_partition(p, out), 1;
   if (plan_memory(p, d) || plan_schedule(p, d)) return -1;
@@ -185,25 +208,85 @@ static int run_passes(const Options *o, Plan *p, FILE *out, Diag *d) {
   return 0;
 }
 
-int plan_build(const Options *o, Plan *p, FILE *out, Diag *d) {
+static int start_plan(const Options *o, Plan *p, Diag *d) {
   memset(p, 0, sizeof *p);
   if (!o->file) return diag(d, "plan needs a model file: plait plan MODEL.lua");
   if (check_print_option(o, d) || choose_machine(o, p, d)) return -1;
   if (host_build_model(o, &p->par, &p->model, d)) return -1;
-  p->microbatches = parallel_microbatches(&p->par);
   p->unit_costs = o->unit_costs;
   p->masked_lm = p->model.masked_lm;
-  return run_passes(o, p, out, d);
+  return 0;
+}
+
+int plan_build(const Options *o, Plan *p, FILE *out, Diag *d) {
+  if (start_plan(o, p, d)) return -1;
+  int status = model_passes(o, p, out, d);
+  return status ? status : layout_passes(o, p, out, d);
+}
+
+int plan_model(const Options *o, Plan *p, Diag *d) {
+  if (start_plan(o, p, d)) return -1;
+  return model_passes(NULL, p, NULL, d);
+}
+
+static void free_layout(Plan *p) {
+  plan_free_schedule(p);
+  free(p->chunk_memory);
+  free(p->chunks);
+  free(p->ranks);
+  p->chunk_memory = NULL, p->chunks = NULL, p->ranks = NULL, p->nchunks = 0;
+  p->bytes_tp = p->bytes_pp = p->bytes_dp = p->bytes_embed = 0;
+  memset(&p->time, 0, sizeof p->time);
+}
+
+int plan_layout(Plan *p, const Parallel *par, Diag *d) {
+  free_layout(p);
+  p->par = *par;
+  return layout_passes(NULL, p, NULL, d);
+}
+
+static double fullest_rank(Plan *p) {
+  double most = 0;
+  for (int r = 0; r < p->par.pp; r++) {
+    rank_memory(p, r, &p->ranks[r]);
+    if (p->ranks[r].total > most) most = p->ranks[r].total;
+  }
+  return most;
+}
+
+/* Each chunk's slots: the microbatches the schedule's compute order keeps in flight through it. */
+static int inflight_slots(Plan *p, Diag *d) {
+  Schedule s;
+  if (schedule_generate(p->par.schedule, p->par.pp, p->par.vpp, p->microbatches, &s, d)) return -1;
+  int *peak = calloc((size_t)p->nchunks, sizeof *peak);
+  schedule_peak_inflight(&s, peak);
+  for (int c = 0; c < p->nchunks; c++) p->chunk_memory[c].slots = peak[c];
+  free(peak);
+  schedule_free(&s);
+  return 0;
+}
+
+int plan_bound(Plan *p, const Parallel *par, double capacity, PlanBound *b, Diag *d) {
+  free_layout(p);
+  p->par = *par;
+  p->microbatches = parallel_microbatches(&p->par);
+  cost_model(&p->model, &p->par, p->machine.activation_bytes, &p->cost);
+  if (cut_chunks(p, d) || plan_memory(p, d)) return -1;
+  plan_rank_work(p, b);
+  p->ranks = calloc((size_t)p->par.pp, sizeof *p->ranks);
+  for (int c = 0; c < p->nchunks; c++) p->chunk_memory[c].slots = 0;
+  b->memory = fullest_rank(p);
+  if (b->memory > capacity) return 0;
+  if (inflight_slots(p, d)) return -1;
+  b->memory = fullest_rank(p);
+  return 0;
 }
 
 void plan_free(Plan *p) {
-  plan_free_schedule(p);
+  free_layout(p);
   for (int s = 0; s < 3; s++) memplan_free(&p->memory[s]);
   for (int s = 0; s < 3; s++) stage_time_free(&p->times[s]);
-  free(p->chunk_memory);
   model_free(&p->model);
-  free(p->chunks);
-  free(p->ranks);
   memset(p, 0, sizeof *p);
 }
 

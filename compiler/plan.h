@@ -40,7 +40,8 @@ typedef struct {
   double gradients[PRECISIONS];    /* fp32 gradients in both */
   double optimizer[PRECISIONS];    /* Adam m and v (fp32) / plus the fp32 master weights */
   int64_t activation_elems;        /* activation elements the rank allocates: its chunks' slots, scratch, ... */
-  double activations;              /* their bytes, in the machine's activation precision */
+  double activations;              /* their bytes, in the machine's activation precision, and the scores a
+                                      materialised attention kernel keeps (StageTime.saved_scores) */
   double peak_inflight;            /* microbatches whose activations are held at the peak */
   double total;                    /* all of it, in the machine's precision */
 } RankMemory;
@@ -81,6 +82,33 @@ typedef struct {
  * autodiff, fuse, partition, memory, schedule, costs), prints that pass's form to `out` and stops there,
  * returning 1. Returns 0 with the plan built, or -1 with the reason in d. */
 int plan_build(const Options *o, Plan *p, FILE *out, Diag *d);
+/* For plait tune: the passes that depend on the model and on tp, mbs and sequence parallelism alone
+ * (traced, sharded, differentiated, fused, every kernel timed, each stage's memory planned); then
+ * plan_layout, again and again, for each pp, vpp, dp, schedule and recomputation under them (the
+ * same passes and checks as plan_build from the cut on). Both return 0, or -1 with the reason in d. */
+int plan_model(const Options *o, Plan *p, Diag *d);
+int plan_layout(Plan *p, const Parallel *par, Diag *d);
+
+/* What a layout costs before its schedule is lowered and simulated: the iteration takes at least as long
+ * as the busiest rank's kernels, after the first microbatch's forward reached it and before its last
+ * backward is back at rank 0, and the optimizer step (no other waits); the fullest rank's memory is at
+ * least its weights, gradients and optimizer state and the microbatches its schedule's compute order
+ * keeps in flight. */
+typedef struct {
+  double iteration; /* seconds, at least */
+  double busy;      /* seconds: that rank's forwards and backwards, recomputation and TP included */
+  double recompute; /* of which the recomputed forwards' kernels */
+  double tp;        /* of which TP collectives */
+  double fill;      /* seconds: the pipeline's fill and drain before and after that rank's work */
+  double optimizer; /* seconds: the optimizer step */
+  double memory;    /* bytes, at least */
+} PlanBound;
+/* As plan_layout up to the cut and the chunks' slots; when the weights, gradients and optimizer state of
+ * a rank alone pass `capacity` bytes, stops there (memory is then theirs). Returns 0, or -1 with the
+ * reason (the rules plan_build refuses a layout by) in d. */
+int plan_bound(Plan *p, const Parallel *par, double capacity, PlanBound *b, Diag *d);
+/* The busiest rank's work per iteration from the kernels' times (plan_schedule.c). */
+void plan_rank_work(const Plan *p, PlanBound *b);
 void plan_free(Plan *p);
 
 void plan_write_text(const Plan *p, FILE *f);

@@ -56,6 +56,31 @@ static double optimizer_seconds(const Plan *p) {
   return kernel_stream(&p->machine, most * bytes_per_param).seconds;
 }
 
+static double chunk_both(const Plan *p, int c) {
+  return chunk_seconds(p, &p->chunks[c], PASS_FORWARD, NULL) + chunk_seconds(p, &p->chunks[c], PASS_BACKWARD, NULL);
+}
+
+/* Rank r works after the first microbatch's forward through the chunks before it (chunks 0..r-1), and
+ * its last backward goes back through them before the optimizer step. */
+void plan_rank_work(const Plan *p, PlanBound *b) {
+  memset(b, 0, sizeof *b);
+  double m = p->microbatches, optimizer = optimizer_seconds(p), fill = 0;
+  for (int r = 0; r < p->par.pp; r++) {
+    PlanBound rank = {.fill = fill, .optimizer = optimizer};
+    for (int c = r; c < p->nchunks; c += p->par.pp) {
+      const Chunk *k = &p->chunks[c];
+      double tf, tb;
+      rank.busy += m * (chunk_seconds(p, k, PASS_FORWARD, &tf) + chunk_seconds(p, k, PASS_BACKWARD, &tb));
+      rank.tp += m * (tf + tb);
+      if (p->par.recompute)
+        rank.recompute += m * k->layers * (p->times[1].seconds[PASS_FORWARD] - p->times[1].tp_seconds[PASS_FORWARD]);
+    }
+    rank.iteration = rank.fill + rank.busy + rank.optimizer;
+    if (rank.iteration > b->iteration) *b = rank;
+    fill += chunk_both(p, r);
+  }
+}
+
 void plan_costs(const Plan *p, Costs *costs, int pipeline_free) {
   const Machine *m = &p->machine;
   const Parallel *par = &p->par;

@@ -216,3 +216,15 @@ int schedule_generate(const char *name, int pp, int vpp, int microbatches, Sched
     return diag(d, "unknown schedule '%s'; use gpipe, 1f1b, interleaved, or a schedule file (.txt or .csv)", name);
   return read_sized(name, pp, vpp, microbatches, s, d);
 }
+
+void schedule_peak_inflight(const Schedule *s, int *per_stage) {
+  int *inflight = schedule_alloc((size_t)s->stages, sizeof *inflight);
+  memset(per_stage, 0, (size_t)s->stages * sizeof *per_stage);
+  for (int r = 0; r < s->pp; r++)
+    for (int i = 0; i < s->rank[r].count; i++) {
+      const Action *a = &s->rank[r].action[i];
+      if (a->kind == ACTION_F && ++inflight[a->stage] > per_stage[a->stage]) per_stage[a->stage] = inflight[a->stage];
+      if (a->kind == ACTION_B) inflight[a->stage]--;
+    }
+  free(inflight);
+}

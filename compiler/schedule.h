@@ -72,6 +72,9 @@ void *schedule_alloc(size_t count, size_t size);
  * sizes (pp = 0: whatever sizes it has). Returns 0, or -1 with one line in d (an unknown name lists
  * the choices). */
 int schedule_generate(const char *name, int pp, int vpp, int microbatches, Schedule *s, Diag *d);
+/* per_stage[stage]: the most microbatches the stage has run forward and not yet backward, walking each
+ * rank's F and B in order (what its activations must hold at least). */
+void schedule_peak_inflight(const Schedule *s, int *per_stage);
 
 int schedule_is_compute(ActionKind kind); /* F, B */
 int schedule_is_p2p(ActionKind kind);     /* SEND_F, RECV_F, SEND_B, RECV_B */

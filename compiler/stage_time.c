@@ -80,6 +80,7 @@ static void attention_materialised(Walk *w, int i, int backward) {
   KernelTime value_gemm = kernel_gemm(mc, s.heads, s.seq, s.head_dim, s.seq, ab);
   KernelTime dropout_pass = kernel_stream(mc, scores * (2 * ab + 1));
   if (!backward) {
+    w->t->saved_scores += scores * (ab + (dropout ? 1 + ab : 0));
     add(w, i, "q·kᵀ", scores_gemm);
     add(w, i, "scale, mask, softmax", kernel_stream(mc, 2 * scores * ab));
     if (dropout) add(w, i, "dropout on the scores", dropout_pass);
@@ -105,6 +106,25 @@ static void attention_fused(Walk *w, int i, int backward) {
   KernelTime t = {compute > io.seconds ? compute + w->mc->launch_overhead : io.seconds, (k.flops + v.flops) * (backward ? 2 : 1),
                   io.bytes, compute > io.seconds ? BOUND_COMPUTE : io.bound};
   add(w, i, NULL, t);
+}
+
+/* Special functions per element of an elementwise expression: each tanh, exp, erf, sqrt, log, sigmoid
+ * and dropout draw (a GeLU's tanh, its derivative's, an exact GeLU's erf and exp). */
+static double specials_per_element(const Expr *e) {
+  double count = 0;
+  for (int i = 0; i < e->count; i++) switch (e->n[i].op) {
+    case E_GELU: case E_GELU_GRAD: case E_SILU: case E_SIGMOID: case E_TANH: case E_EXP: case E_DROPOUT:
+    case E_GELU_EXACT: case E_ERF: case E_SQRT: case E_RSQRT: case E_LOG: count += 1; break;
+    case E_GELU_EXACT_GRAD: count += 2; break;
+    default: break;
+    }
+  return count;
+}
+
+static void elementwise(Walk *w, int i) {
+  const Node *n = &w->g->nodes[i];
+  double specials = specials_per_element(&n->expr) * local_elems(w, n->out[0]);
+  add(w, i, NULL, kernel_elementwise(w->mc, node_bytes(w, n), specials));
 }
 
 static RingKind ring_kind(OpKind op) {
@@ -139,6 +159,7 @@ static void node(Walk *w, int i) {
     else attention_fused(w, i, n->op == OP_ATTENTION_BWD);
   } else if (op_is_collective(n->op)) collective(w, i);
   else if (n->op == OP_XENT) xent(w, i);
+  else if (n->op == OP_EW) elementwise(w, i);
   else add(w, i, NULL, kernel_stream(w->mc, node_bytes(w, n)));
 }
 

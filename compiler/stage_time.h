@@ -23,6 +23,9 @@ typedef struct {
   int count;
   double seconds[PASSES];    /* the pass's kernels one after another, its TP collectives included */
   double tp_seconds[PASSES]; /* of which the TP collectives (they block the compute around them) */
+  double saved_scores;       /* bytes per microbatch a materialised attention kernel keeps from its forward to
+                                its backward: the softmax's output, the dropout's mask and output (s×s per
+                                local head), beside the graph's own saved tensors */
 } StageTime;
 
 void stage_time(const Model *m, const Graph *g, const Parallel *par, const Machine *machine, StageTime *t);

@@ -1,5 +1,11 @@
 # bench.sh: benchmarks (make bench): ratios measured in the same run, never bare times in a test.
-#   Table 1 of Narayanan et al. (2021): the plan's TFLOP/s per GPU on the a100 machine against the paper's.
+#   Table 1 of Narayanan et al. (2021): the plan's TFLOP/s per GPU on the a100 machine against the paper's;
+#   plait tune on each of its models: the chosen layout, its memory and TFLOP/s beside the paper's layout's
+#   (the plan's for both), and the search's time (target: under 10 s for the 1T model over 3072 GPUs).
+#   This machine: plait calibrate's machine files (one rank, two ranks), then for layouts of tiny and of a
+#   GPT-2-shaped model (threads and mpirun) the plan's iteration time against DIR/train's (median of steps
+#   after the first), the error per layout, and the pairs the plan orders otherwise than measured; tune's
+#   first choice for tiny on 2 ranks against the measured fastest of its top five.
 #   The machine: its single-precision GEMM rate (measured by each program at start-up) and its memory
 #   bandwidth (build/tools/membw: a STREAM-like triad, an Adam-like pass over seven streams).
 #   GPT-2 124M at B=4, T=64 (llm.c's CPU reference configuration): the step against its floor (its GEMM
@@ -57,6 +63,137 @@ done <<'ROWS'
 529.6B 128 20480 105 8 35 3 1 2520 2520 163
 1008.0B 160 25600 128 8 64 1 1 3072 3072 163
 ROWS
+
+echo "== plait tune on Table 1's models, GPU counts and batches (a100, 80 GB): its first choice against the paper's layout"
+echo "   (time: the search's wall time; chosen/paper: the plan's iteration time of the paper's layout over the chosen's)"
+printf '  %8s  %-66s %8s %8s %8s %8s %7s\n' params "chosen layout" memory TFLOP/s paper-l. chosen/p "time"
+json_field() { sed -n "s/.*\"$1\": \([0-9.e+-]*\).*/\1/p" | head -n 1; }
+while read -r params heads hidden layers t p v mbs gpus batch; do
+  model="models/gpt.lua --set layers=$layers hidden=$hidden heads=$heads dropout=0.1"
+  schedule=1f1b; [ "$v" -gt 1 ] && schedule=interleaved
+  # shellcheck disable=SC2086
+  $PLAIT tune $model --gpus "$gpus" --gbs "$batch" --machine a100 --format json >"$TMP/tune.json" || exit 1
+  # shellcheck disable=SC2086
+  $PLAIT plan $model --tp "$t" --pp "$p" --vpp "$v" --dp $((gpus / (t * p))) --mbs "$mbs" --gbs "$batch" \
+    --schedule $schedule --recompute full --machine a100 --format json >"$TMP/paper.json" || exit 1
+  awk -v n="$params" -v flags="$(sed -n 's/.*"flags": "\(.*\)"}.*/\1/p' "$TMP/tune.json" | head -n 1 | sed 's/--schedule //; s/--recompute /recompute=/; s/--sequence-parallel/sp/; s/--//g')" \
+      -v mem="$(json_field memory_bytes <"$TMP/tune.json")" -v cap="$(json_field memory_capacity <"$TMP/tune.json")" \
+      -v x="$(json_field flops_per_device <"$TMP/tune.json")" -v px="$(json_field flops_per_device <"$TMP/paper.json")" \
+      -v it="$(json_field iteration_time <"$TMP/tune.json")" -v pit="$(json_field iteration_time <"$TMP/paper.json")" \
+      -v secs="$(json_field seconds <"$TMP/tune.json")" 'BEGIN {
+    printf "  %8s  %-66s %5.1f GB %8.1f %8.1f %8.2f %5.2f s%s%s\n", n, flags, mem / 1e9, x / 1e12, px / 1e12, pit / it, secs,
+      (mem <= cap ? "" : "  (does not fit)"), (pit >= it ? "" : "  (slower than the paper'"'"'s)") }'
+done <<'ROWS'
+1.7B 24 2304 24 1 1 1 16 32 512
+3.6B 32 3072 30 2 1 1 16 64 512
+7.5B 32 4096 36 4 1 1 16 128 512
+18.4B 48 6144 40 8 1 1 8 256 1024
+39.1B 64 8192 48 8 2 1 4 512 1536
+76.1B 80 10240 60 8 4 3 2 1024 1792
+145.6B 96 12288 80 8 8 2 2 1536 2304
+310.1B 128 16384 96 8 16 2 1 1920 2160
+529.6B 128 20480 105 8 35 3 1 2520 2520
+1008.0B 160 25600 128 8 64 1 1 3072 3072
+ROWS
+
+echo "== this machine: plait calibrate, then the plan's iteration time against DIR/train's (median of steps after the first)"
+echo "   (load average at the start: $(cut -d ' ' -f 1-3 /proc/loadavg) on $(nproc) cores; other work on the machine slows two ranks most)"
+$PLAIT calibrate --ranks 1 -o "$TMP/one_rank.lua" || exit 1
+$PLAIT calibrate --ranks 2 -o "$TMP/two_ranks.lua" || exit 1
+sed -n 's/.*about = "\(.*\)",/  \1/p' "$TMP/one_rank.lua" "$TMP/two_ranks.lua"
+mpirun="mpirun -q --oversubscribe --allow-run-as-root -np 2"
+# Each layout is built and predicted once, then run in rounds (every layout once per round, 6 steps) so
+# that the machine's other load falls on all of them alike; measured: the median over the rounds of each
+# run's median step after the first.
+prepare() { # name launcher model-and-layout...
+  name=$1 launcher=$2; shift 2
+  # shellcheck disable=SC2086
+  $PLAIT build "$@" -o "$TMP/m_$name" >/dev/null || exit 1
+  world=$($PLAIT plan "$@" --machine cpu --format json |
+          sed -n 's/.*"layout": {"tp": \([0-9]*\), "pp": \([0-9]*\), "vpp": [0-9]*, "dp": \([0-9]*\).*/\1 \2 \3/p' |
+          awk '{ print $1 * $2 * $3 }')
+  machine="$TMP/one_rank.lua"; [ "$world" -gt 1 ] && machine="$TMP/two_ranks.lua"
+  $PLAIT plan "$@" --machine "$machine" --format json | sed -n 's/.*"iteration_time": \([0-9.e+-]*\),.*/\1/p' \
+    >"$TMP/m_$name.predicted"
+  echo "$launcher" >"$TMP/m_$name.launcher"
+}
+run_rounds() { # rounds name...
+  rounds=$1; shift
+  for _ in $(seq "$rounds"); do
+    for name in "$@"; do
+      # shellcheck disable=SC2046
+      $(cat "$TMP/m_$name.launcher") "$TMP/m_$name/train" --data "$TMP/text.bin" --steps 6 --log-json "$TMP/m_$name.json" \
+        >/dev/null </dev/null || exit 1
+      median "$TMP/m_$name.json" ms >>"$TMP/m_$name.runs"
+    done
+  done
+}
+result() { # name: "predicted measured" in seconds
+  echo "$(cat "$TMP/m_$1.predicted") $(sort -g "$TMP/m_$1.runs" | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] / 1000 }')"
+}
+TINY8="models/tiny.lua --set layers=8 --mbs 4 --gbs 32"
+GPT2S="models/gpt2.lua --set layers=2 seq=64 --mbs 2 --gbs 8"
+names=
+while read -r name launcher model layout; do
+  [ "$launcher" = threads ] && launcher=""; [ "$launcher" = mpirun ] && launcher=$mpirun
+  [ "$model" = tiny ] && model=$TINY8; [ "$model" = gpt2 ] && model=$GPT2S
+  # shellcheck disable=SC2086
+  prepare "$name" "$launcher" $model $layout
+  names="$names $name"
+done <<'LAYOUTS'
+tiny:one-rank threads tiny
+tiny:dp2 threads tiny --dp 2
+tiny:tp2 threads tiny --tp 2
+tiny:tp2-sp threads tiny --tp 2 --sequence-parallel
+tiny:pp2-1f1b threads tiny --pp 2
+tiny:pp2-gpipe threads tiny --pp 2 --schedule gpipe
+tiny:pp2-vpp2-interleaved threads tiny --pp 2 --vpp 2 --schedule interleaved
+tiny:dp2-recompute threads tiny --dp 2 --recompute full
+tiny:dp2-mpirun mpirun tiny --dp 2
+gpt2:one-rank threads gpt2
+gpt2:tp2 threads gpt2 --tp 2
+gpt2:pp2 threads gpt2 --pp 2
+LAYOUTS
+# shellcheck disable=SC2086
+run_rounds 3 $names
+printf '  %-34s %10s %10s %8s\n' layout predicted measured error
+for name in $names; do
+  # shellcheck disable=SC2046
+  set -- $(result "$name")
+  echo "$name $1 $2" >>"$TMP/layouts.txt"
+  awk -v n="$name" -v p="$1" -v m="$2" 'BEGIN { printf "  %-34s %8.1f ms %8.1f ms %+7.1f%%\n", n, 1e3 * p, 1e3 * m, 100 * (p - m) / m }'
+done
+awk '{ n[NR] = $1; p[NR] = $2; m[NR] = $3; e = (p[NR] - m[NR]) / m[NR]; if (e < 0) e = -e; if (e <= 0.2) within++ }
+  END {
+    for (i = 1; i <= NR; i++) for (j = i + 1; j <= NR; j++) {
+      if (m[i] > 1.2 * m[j] || m[j] > 1.2 * m[i]) { pairs++; if ((m[i] > m[j]) != (p[i] > p[j])) { wrong++; list = list " " n[i] "/" n[j] } }
+    }
+    printf "  within 20%%: %d of %d layouts (target: all)\n", within, NR
+    printf "  pairs measured more than 20%% apart: %d, ordered otherwise by the plan: %d (target 0)%s\n", pairs, wrong, list
+  }' "$TMP/layouts.txt"
+
+echo "== tune's first choice for tiny on 2 ranks (this machine's two-rank file) against its top five measured"
+# shellcheck disable=SC2086
+$PLAIT tune $TINY8 --gpus 2 --machine "$TMP/two_ranks.lua" --format json >"$TMP/tiny_tune.json" || exit 1
+sed -n 's/.*"flags": "\(.*\)"}.*/\1/p' "$TMP/tiny_tune.json" >"$TMP/tiny_top.txt"
+i=0
+while read -r flags; do
+  i=$((i + 1))
+  # shellcheck disable=SC2086
+  prepare "top$i" "" models/tiny.lua --set layers=8 --gbs 32 $flags
+done <"$TMP/tiny_top.txt"
+run_rounds 3 top1 top2 top3 top4 top5
+i=0
+while read -r flags; do
+  i=$((i + 1))
+  # shellcheck disable=SC2046
+  set -- $(result "top$i")
+  echo "$i $1 $2" >>"$TMP/tiny_top_times.txt"
+  awk -v i="$i" -v f="$flags" -v p="$1" -v m="$2" 'BEGIN { printf "  %d  %-74s %7.1f ms predicted %7.1f ms measured\n", i, f, 1e3 * p, 1e3 * m }'
+done <"$TMP/tiny_top.txt"
+awk 'NR == 1 { first = $3 } { if (best == "" || $3 < best) { best = $3; at = $1 } }
+  END { printf "  measured fastest: choice %d; the first choice is %.2f of its time (target: 1, or within 1.10)\n", at, first / best }' \
+  "$TMP/tiny_top_times.txt"
 
 echo "== GPT-2 124M, B=4, T=64, one rank (fp32)"
 GPT2="models/gpt2.lua --set seq=64 --mbs 4 --gbs 4"

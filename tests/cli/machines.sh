@@ -24,12 +24,12 @@ if awk -v a="$(iteration "$TMP/builtin.json")" -v b="$(iteration "$TMP/fast.json
 else fail machine_file_numbers_used "a100 $(iteration "$TMP/builtin.json") s, twice as fast $(iteration "$TMP/fast.json") s"; fi
 
 # every field missing, or negative, is named
-for field in gemm_efficiency memory_bandwidth memory_efficiency memory compute_units launch_overhead devices \
+for field in gemm_efficiency memory_bandwidth memory_efficiency memory compute_units launch_overhead special_rate devices \
              link_bandwidth link_latency nics nic_bandwidth nic_latency; do
   grep -v "^ *$field = " lib/plait/machines/a100.lua >"$TMP/missing.lua"
   expect_error "machine_missing_$field" "^plait: machine $TMP/missing.lua: [a-z]*\.$field is missing \(.*\); add it to the machine file$" \
     $PLAIT plan models/tiny.lua --machine "$TMP/missing.lua"
-  sed "s/^\( *$field = \)/\1-/" lib/plait/machines/a100.lua >"$TMP/negative.lua"
+  sed -e "s/^\( *$field = \)0,/\1-1,/" -e "s/^\( *$field = \)\([^-]\)/\1-\2/" lib/plait/machines/a100.lua >"$TMP/negative.lua"
   expect_error "machine_negative_$field" "^plait: machine $TMP/negative.lua: [a-z]*\.$field is -[0-9.e+-]*; it must be (positive|zero or more)" \
     $PLAIT plan models/tiny.lua --machine "$TMP/negative.lua"
 done

@@ -14,6 +14,7 @@ return {
     memory = 80e9,
     compute_units = 108,           -- SMs
     launch_overhead = 4e-6,        -- seconds per kernel, launch to launch
+    special_rate = 0,              -- tanh, exp, ... per second: 0, memory bounds them here
   },
   node = {
     devices = 8,

@@ -14,6 +14,7 @@ return {
     memory = 16e9,
     compute_units = 1,
     launch_overhead = 0,
+    special_rate = 0,
   },
   node = { devices = 1048576, link_bandwidth = 5e9, link_latency = 1e-6 },
   network = { nics = 1, nic_bandwidth = 5e9, nic_latency = 1e-6 },

@@ -13,6 +13,7 @@ return {
     memory = 141e9,
     compute_units = 132,
     launch_overhead = 4e-6,
+    special_rate = 0,
   },
   node = { devices = 8, link_bandwidth = 450e9, link_latency = 2e-6 },
   network = { nics = 8, nic_bandwidth = 50e9, nic_latency = 5e-6 },

@@ -1,0 +1,121 @@
+/* tune_print.c: plait tune's report: the best few layouts (iteration time, TFLOP/s per device, memory,
+ * bubble, traffic), then the rest counted by why they lost, with the best of each; as text or JSON. */
+#include <string.h>
+
+#include "tune.h"
+
+static const char *const loss_names[LOST_REASONS] = {
+    "best", "does not fit", "bubble", "communication", "small GEMMs", "recomputation", "slower on every count"};
+
+const char *tune_loss_name(TuneLoss loss) { return loss_names[loss]; }
+
+void tune_layout_flags(const Parallel *p, char *buf, int len) {
+  snprintf(buf, len, "--tp %d --pp %d --dp %d --vpp %d --mbs %d --schedule %s --recompute %s%s", p->tp, p->pp, p->dp,
+           p->vpp, p->mbs, p->schedule, p->recompute ? "full" : "none", p->sequence_parallel ? " --sequence-parallel" : "");
+}
+
+static int best_count(const Tune *t) { return t->fitting < TUNE_BEST ? t->fitting : TUNE_BEST; }
+
+static void write_best(const Tune *t, FILE *f) {
+  fprintf(f, "%2s %4s %4s %5s %3s %3s %-11s %-9s %-3s %11s %8s %10s %7s %10s\n", "#", "tp", "pp", "dp", "vpp", "mbs",
+          "schedule", "recompute", "sp", "iteration", "TFLOP/s", "memory", "bubble", "traffic");
+  for (int i = 0; i < best_count(t); i++) {
+    const TuneLayout *l = &t->layouts[i];
+    const Parallel *p = &l->par;
+    char memory[32], traffic[32];
+    plan_format_bytes(l->memory, memory, sizeof memory);
+    plan_format_bytes(l->traffic, traffic, sizeof traffic);
+    fprintf(f, "%2d %4d %4d %5d %3d %3d %-11s %-9s %-3s %9.4g s %8.4g %10s %7.3f %10s\n", i + 1, p->tp, p->pp, p->dp,
+            p->vpp, p->mbs, p->schedule, p->recompute ? "full" : "none", p->sequence_parallel ? "yes" : "no",
+            l->iteration, l->flops_per_device / 1e12, memory, l->bubble, traffic);
+  }
+}
+
+/* The first (best) layout of each reason, and how many lost for it. */
+static void losers(const Tune *t, int count[LOST_REASONS], const TuneLayout *first[LOST_REASONS]) {
+  memset(count, 0, LOST_REASONS * sizeof *count);
+  memset(first, 0, LOST_REASONS * sizeof *first);
+  for (int i = best_count(t); i < t->count; i++) {
+    const TuneLayout *l = &t->layouts[i];
+    if (!first[l->loss] || (l->loss == LOST_MEMORY && l->memory < first[l->loss]->memory)) first[l->loss] = l;
+    count[l->loss]++;
+  }
+}
+
+static void write_loser(const Tune *t, TuneLoss loss, int count, const TuneLayout *l, FILE *f) {
+  char flags[512], amount[64];
+  tune_layout_flags(&l->par, flags, sizeof flags);
+  if (loss == LOST_MEMORY) {
+    plan_format_bytes(l->memory, amount, sizeof amount);
+    fprintf(f, "  %-22s %6d   closest: %s%s (%s)\n", tune_loss_name(loss), count, l->planned ? "" : "at least ",
+            amount, flags);
+    return;
+  }
+  double slower = 100 * (l->iteration / t->layouts[0].iteration - 1);
+  fprintf(f, "  %-22s %6d   best of them: %s%.4g s, %+.1f%% (%s)\n", tune_loss_name(loss), count,
+          l->planned ? "" : "at least ", l->iteration, slower, flags);
+}
+
+void tune_write_text(const Tune *t, FILE *f) {
+  char capacity[32];
+  plan_format_bytes(t->machine.memory_bytes, capacity, sizeof capacity);
+  int planned = 0;
+  for (int i = 0; i < t->count; i++) planned += t->layouts[i].planned;
+  fprintf(f, "tune: %s over %d devices of %s (%s each), global batch %d\n", t->model_file, t->devices,
+          t->machine.name, capacity, t->gbs);
+  fprintf(f, "searched %d layouts in %.2f s (%d planned in full)", t->count, t->seconds, planned);
+  if (t->refused) fprintf(f, "; %d more refused by plan's rules (the first: %s)", t->refused, t->refusal);
+  fprintf(f, "\n");
+  write_best(t, f);
+  int count[LOST_REASONS];
+  const TuneLayout *first[LOST_REASONS];
+  losers(t, count, first);
+  if (t->count > best_count(t)) fprintf(f, "the other %d, by why they lost to the first:\n", t->count - best_count(t));
+  for (int k = LOST_MEMORY; k < LOST_REASONS; k++)
+    if (count[k]) write_loser(t, (TuneLoss)k, count[k], first[k], f);
+  char flags[512];
+  tune_layout_flags(&t->layouts[0].par, flags, sizeof flags);
+  fprintf(f, "the first as plan's flags: %s\n", flags);
+}
+
+static void write_layout_json(const TuneLayout *l, FILE *f) {
+  const Parallel *p = &l->par;
+  char flags[512];
+  tune_layout_flags(p, flags, sizeof flags);
+  fprintf(f, "    {\"tp\": %d, \"pp\": %d, \"dp\": %d, \"vpp\": %d, \"mbs\": %d, \"schedule\": \"%s\", \"recompute\": %s, "
+             "\"sequence_parallel\": %s,\n     \"iteration_time\": %.17g, \"flops_per_device\": %.17g, "
+             "\"memory_bytes\": %.0f, \"bubble_fraction\": %.17g, \"traffic_bytes\": %.0f,\n     \"flags\": \"%s\"}",
+          p->tp, p->pp, p->dp, p->vpp, p->mbs, p->schedule, p->recompute ? "true" : "false",
+          p->sequence_parallel ? "true" : "false", l->iteration, l->flops_per_device, l->memory, l->bubble, l->traffic,
+          flags);
+}
+
+/* A string as JSON: quotes, backslashes and control characters escaped. */
+static void json_text(const char *s, FILE *f) {
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
+    else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", *s);
+    else fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+void tune_write_json(const Tune *t, FILE *f) {
+  int count[LOST_REASONS];
+  const TuneLayout *first[LOST_REASONS];
+  losers(t, count, first);
+  fprintf(f, "{\n  \"model\": ");
+  json_text(t->model_file, f);
+  fprintf(f, ", \"devices\": %d, \"machine\": \"%s\", \"memory_capacity\": %.0f, \"gbs\": %d,\n", t->devices,
+          t->machine.name, t->machine.memory_bytes, t->gbs);
+  fprintf(f, "  \"seconds\": %.6g, \"layouts\": %d, \"refused\": %d,\n  \"best\": [\n", t->seconds, t->count, t->refused);
+  for (int i = 0; i < best_count(t); i++) {
+    write_layout_json(&t->layouts[i], f);
+    fprintf(f, "%s\n", i + 1 < best_count(t) ? "," : "");
+  }
+  fprintf(f, "  ],\n  \"lost\": {");
+  for (int k = LOST_MEMORY; k < LOST_REASONS; k++)
+    fprintf(f, "\"%s\": %d%s", tune_loss_name((TuneLoss)k), count[k], k + 1 < LOST_REASONS ? ", " : "");
+  fprintf(f, "}\n}\n");
+}

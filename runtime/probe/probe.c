@@ -1,0 +1,158 @@
+/* probe.c: build/plait-probe, what `plait calibrate` runs: this machine measured as N ranks share it (the
+ * runtime's own threads per rank, GEMM, elementwise functions and collectives), each rank timing the same
+ * work at once, the median of several runs (the machine may be busy: what a training step meets). Prints
+ * "key value" lines on stdout: GEMM seconds per shape, the streaming rate, GeLUs per second, all-reduce
+ * seconds per size.
+ *   plait-probe RANKS            (ranks as threads; under mpirun, one rank per process) */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "comm.h"
+#include "cpu.h"
+#include "device.h"
+#include "ew_cpu.h"
+#include "kernels.h"
+
+enum { REPEATS = 15, STREAM_FLOATS = 1 << 23, GELU_FLOATS = 1 << 20 };
+
+/* Training's products (M tokens, N and K from hidden sizes: forward, input gradient op(B) = Bᵀ, weight
+ * gradient op(A) = Aᵀ) from small to large, and squares. {M, N, K, trans_a, trans_b} */
+static const int64_t gemm_shapes[][5] = {
+    {256, 128, 128, 0, 0},  {256, 512, 128, 0, 0},  {256, 128, 512, 0, 1},  {128, 128, 256, 1, 0},
+    {512, 128, 256, 1, 0},  {128, 768, 768, 0, 0},  {128, 3072, 768, 0, 0}, {128, 768, 3072, 0, 1},
+    {768, 768, 128, 1, 0},  {768, 3072, 128, 1, 0}, {64, 64, 64, 0, 0},     {256, 256, 256, 0, 0},
+    {512, 512, 512, 0, 0},  {1024, 1024, 1024, 0, 0}, {2048, 768, 768, 0, 0}};
+
+static int by_value(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The median of REPEATS runs of `work`, every rank running it at once (a barrier before each). */
+static double median_of(Comm *c, void (*work)(void *), void *arg) {
+  double took[REPEATS];
+  for (int r = 0; r < REPEATS; r++) {
+    comm_barrier(c, GROUP_WORLD);
+    double start = clock_seconds();
+    work(arg);
+    took[r] = clock_seconds() - start;
+  }
+  qsort(took, REPEATS, sizeof *took, by_value);
+  return took[REPEATS / 2];
+}
+
+typedef struct {
+  int64_t m, n, k;
+  int trans_a, trans_b;
+  act_t *a, *b, *c;
+} Gemm;
+
+static void run_gemm(void *arg) {
+  Gemm *g = arg;
+  k_gemm(g->trans_a, g->trans_b, g->m, g->n, g->k, 1, g->a, g->b, 0, g->c);
+}
+
+static void probe_gemms(Comm *c, int print) {
+  for (unsigned i = 0; i < sizeof gemm_shapes / sizeof *gemm_shapes; i++) {
+    const int64_t *shape = gemm_shapes[i];
+    Gemm g = {shape[0], shape[1], shape[2], (int)shape[3], (int)shape[4], 0, 0, 0};
+    g.a = cpu_alloc((size_t)(g.m * g.k + g.k * g.n + g.m * g.n), sizeof(act_t), "the probe's GEMM");
+    g.b = g.a + g.m * g.k, g.c = g.b + g.k * g.n;
+    for (int64_t e = 0; e < g.m * g.k + g.k * g.n; e++) g.a[e] = (act_t)((e % 7) - 3) / 8;
+    run_gemm(&g);
+    double seconds = median_of(c, run_gemm, &g);
+    if (print) printf("gemm %lld %lld %lld %.9g\n", (long long)g.m, (long long)g.n, (long long)g.k, seconds);
+    free(g.a);
+  }
+}
+
+typedef struct {
+  float *in, *out;
+  int64_t n;
+} Stream;
+
+/* out = 0.5·in: one read and one write per element, on the rank's threads. */
+static void run_stream(void *arg) {
+  Stream *s = arg;
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < s->n; i++) s->out[i] = 0.5f * s->in[i];
+}
+
+/* out = gelu(in): the transformer's usual special function (one exp, as the runtime computes it). */
+static void run_gelu(void *arg) {
+  Stream *s = arg;
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < s->n; i++) s->out[i] = rt_gelu(s->in[i]);
+}
+
+static void probe_gelu(Comm *c, int print) {
+  Stream s = {cpu_alloc(2 * (size_t)GELU_FLOATS, sizeof(float), "the probe's GeLU"), 0, GELU_FLOATS};
+  s.out = s.in + GELU_FLOATS;
+  for (int64_t i = 0; i < GELU_FLOATS; i++) s.in[i] = (float)(i % 61) / 8 - 4;
+  double seconds = median_of(c, run_gelu, &s);
+  if (print) printf("gelu_per_s %.9g\n", GELU_FLOATS / seconds);
+  free(s.in);
+}
+
+static void probe_stream(Comm *c, int print) {
+  Stream s = {cpu_alloc(2 * (size_t)STREAM_FLOATS, sizeof(float), "the probe's stream"), 0, STREAM_FLOATS};
+  s.out = s.in + STREAM_FLOATS;
+  for (int64_t i = 0; i < 2 * (int64_t)STREAM_FLOATS; i++) s.in[i] = (float)(i % 13);
+  double seconds = median_of(c, run_stream, &s);
+  if (print) printf("stream_bytes_per_s %.9g\n", 2.0 * sizeof(float) * STREAM_FLOATS / seconds);
+  free(s.in);
+}
+
+typedef struct {
+  Comm *comm;
+  float *buf;
+  int64_t n;
+} Reduce;
+
+static void run_allreduce(void *arg) {
+  Reduce *r = arg;
+  comm_allreduce(r->comm, GROUP_WORLD, r->buf, r->n, COMM_F32, COMM_SUM);
+}
+
+static void probe_allreduce(Comm *c, int print) {
+  if (comm_info(c)->world == 1) return;
+  for (int64_t n = 256; n <= (1 << 22); n *= 4) {
+    Reduce r = {c, cpu_alloc((size_t)n, sizeof(float), "the probe's all-reduce"), n};
+    for (int64_t i = 0; i < n; i++) r.buf[i] = 0;
+    run_allreduce(&r);
+    double seconds = median_of(c, run_allreduce, &r);
+    if (print) printf("allreduce %lld %.9g\n", (long long)(n * sizeof(float)), seconds);
+    free(r.buf);
+  }
+}
+
+static int probe_rank(Comm *c, void *arg) {
+  (void)arg;
+  const RankInfo *info = comm_info(c);
+  device_init(comm_device_index(c), comm_ranks_on_machine(info->world));
+  int print = info->rank == 0;
+  if (print)
+    printf("ranks %d\nbackend %s\ncores %d\nmemory_bytes %.0f\n", info->world, comm_backend_name(c), omp_get_num_procs(),
+           (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE));
+  probe_gemms(c, print);
+  probe_stream(c, print);
+  probe_gelu(c, print);
+  probe_allreduce(c, print);
+  fflush(stdout);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  int ranks = argc == 2 ? atoi(argv[1]) : 0;
+  if (ranks < 1) {
+    fprintf(stderr, "usage: plait-probe RANKS (this machine measured as RANKS ranks share it)\n");
+    return 2;
+  }
+  device_share(comm_ranks_on_machine(ranks));
+  return comm_launch(ranks, 1, 1, probe_rank, NULL);
+}

@@ -1,0 +1,24 @@
+# calibrate.sh: plait calibrate measures this machine through the runtime and writes a machine file that
+# plait plan reads (a device: one rank's share; every measured number positive); bad input is one line.
+. "$(dirname "$0")/lib.sh"
+cd "$PLAIT_ROOT" || exit 1
+
+expect_ok calibrate_two_ranks timeout 120 $PLAIT calibrate --ranks 2 -o "$TMP/here.lua"
+if grep -q '^  name = "calibrated",$' "$TMP/here.lua" && grep -q 'devices = 2,' "$TMP/here.lua"; then pass calibrate_file
+else fail calibrate_file "$(head -c 600 "$TMP/here.lua")"; fi
+expect_ok calibrate_file_plans $PLAIT plan models/tiny.lua --dp 2 --gbs 16 --machine "$TMP/here.lua" --format json
+if grep -q '"iteration_time": [0-9.]*e-0[1-9],' "$TMP/out" || grep -q '"iteration_time": 0\.[0-9]*,' "$TMP/out"; then
+  pass calibrate_file_gives_a_time
+else fail calibrate_file_gives_a_time "$(grep iteration_time "$TMP/out")"; fi
+
+# to stdout without -o; one rank (no collectives to time)
+expect_ok calibrate_one_rank_stdout timeout 120 $PLAIT calibrate --ranks 1
+if grep -q 'this machine, 1 rank:' "$TMP/out"; then pass calibrate_stdout; else fail calibrate_stdout "$(head -c 300 "$TMP/out")"; fi
+
+expect_error calibrate_no_file '^plait: calibrate takes no file: plait calibrate \[--ranks N\] \[-o FILE\]$' \
+  $PLAIT calibrate models/tiny.lua
+expect_error calibrate_zero_ranks '^plait: --ranks takes a positive integer' $PLAIT calibrate --ranks 0
+expect_error calibrate_into_sources '^plait: -o ' $PLAIT calibrate -o compiler/machine.lua
+expect_error calibrate_unknown_flag '^plait: unknown flag --gpus' $PLAIT calibrate --gpus 2
+PLAIT_HOME="$TMP/nowhere" expect_error calibrate_no_probe "^plait: the probe $TMP/nowhere/build/plait-probe is missing; run make" \
+  $PLAIT calibrate

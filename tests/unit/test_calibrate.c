@@ -1,0 +1,101 @@
+/* test_calibrate.c: plait calibrate's fits recover the numbers that made the probe's times (GEMM rate and
+ * overhead, the all-reduce's latency and bus bandwidth), its reader refuses incomplete or strange probe
+ * output, and the machine file it writes is read back with those numbers; the elementwise kernels'
+ * special functions bound them at the machine's rate. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "calibrate.h"
+#include "check.h"
+#include "kernel_time.h"
+#include "machine.h"
+
+static const double rate = 150e9, overhead = 4e-6, bandwidth = 7e9, latency = 25e-6;
+
+/* What plait-probe would print for 2 ranks on a machine with exactly these numbers. */
+static FILE *probe_output(void) {
+  FILE *f = tmpfile();
+  fprintf(f, "ranks 2\nbackend local\ncores 2\nmemory_bytes 8e9\n");
+  for (double n = 64; n <= 2048; n *= 2) fprintf(f, "gemm %g %g %g %.17g\n", n, n / 2, n, overhead + n * n * n / rate);
+  fprintf(f, "stream_bytes_per_s 9e9\ngelu_per_s 1.25e8\n");
+  for (double b = 1024; b <= 16 << 20; b *= 4) fprintf(f, "allreduce %g %.17g\n", b, 2 * latency + b / bandwidth);
+  rewind(f);
+  return f;
+}
+
+static void test_fits_recover_the_numbers(void) {
+  FILE *f = probe_output();
+  Probe p;
+  Fit fit;
+  Diag d;
+  CHECK(calibrate_read(f, &p, &d) == 0, "%s", d.msg);
+  fclose(f);
+  calibrate_fit(&p, &fit);
+  CHECK(fabs(fit.gemm_flops_per_s / rate - 1) < 1e-6, "GEMM rate %g, made with %g", fit.gemm_flops_per_s, rate);
+  CHECK(fabs(fit.overhead / overhead - 1) < 1e-6, "overhead %g, made with %g", fit.overhead, overhead);
+  CHECK(fabs(fit.link_bandwidth / bandwidth - 1) < 1e-6, "bus bandwidth %g, made with %g", fit.link_bandwidth, bandwidth);
+  CHECK(fabs(fit.link_latency / latency - 1) < 1e-6, "latency %g, made with %g", fit.link_latency, latency);
+}
+
+static void test_machine_file_reads_back(void) {
+  FILE *f = probe_output();
+  Probe p;
+  Fit fit;
+  Diag d;
+  calibrate_read(f, &p, &d);
+  fclose(f);
+  calibrate_fit(&p, &fit);
+  char path[] = "/tmp/plait-calibrated-XXXXXX.lua";
+  int fd = mkstemps(path, 4);
+  FILE *out = fdopen(fd, "w");
+  calibrate_write(&p, &fit, out);
+  fclose(out);
+  Machine m;
+  int status = machine_load(path, &m, &d);
+  unlink(path);
+  CHECK(status == 0, "%s", d.msg);
+  CHECK(fabs(m.peak_flops * m.gemm_efficiency / rate - 1) < 1e-5, "GEMM ceiling %g", m.peak_flops * m.gemm_efficiency);
+  CHECK(m.special_rate == 1.25e8 && m.memory_bytes == 4e9 && m.devices_per_node == 2, "special %g, memory %g, devices %g",
+        m.special_rate, m.memory_bytes, m.devices_per_node);
+  CHECK(fabs(m.link_bandwidth / bandwidth - 1) < 1e-5 && !m.materialised_attention, "bus %g", m.link_bandwidth);
+}
+
+static void test_reader_refuses(void) {
+  const char *bad[] = {"ranks 2\ngemm 64 64 64 1e-5\n",                    /* too few of everything */
+                       "ranks 1\nwhat 3\n",                                 /* an unknown line */
+                       "ranks 1\ngemm 64 64 64 0\ngemm 8 8 8 1e-6\n"};      /* a time of zero */
+  for (int i = 0; i < 3; i++) {
+    FILE *f = tmpfile();
+    fputs(bad[i], f);
+    rewind(f);
+    Probe p;
+    Diag d;
+    CHECK(calibrate_read(f, &p, &d) != 0, "probe output %d accepted", i);
+    fclose(f);
+  }
+}
+
+/* A GeLU over a million elements at 1e8 GeLUs/s: 10 ms, more than its 8 MB at 9 GB/s. */
+static void test_special_functions_bound(void) {
+  Machine m;
+  Diag d;
+  CHECK(machine_load("cpu", &m, &d) == 0, "%s", d.msg);
+  m.special_rate = 1e8, m.memory_bandwidth = 9e9, m.memory_efficiency = 1, m.launch_overhead = 0;
+  KernelTime gelu = kernel_elementwise(&m, 8e6, 1e6);
+  CHECK(fabs(gelu.seconds - 1e-2) < 1e-12 && gelu.bound == BOUND_COMPUTE, "%g s, %s-bound", gelu.seconds,
+        kernel_bound_name(gelu.bound));
+  KernelTime add = kernel_elementwise(&m, 8e6, 0);
+  CHECK(fabs(add.seconds - 8e6 / 9e9) < 1e-12 && add.bound == BOUND_MEMORY, "%g s", add.seconds);
+  m.special_rate = 0;
+  CHECK(kernel_elementwise(&m, 8e6, 1e6).seconds == add.seconds, "a rate of 0 bounds nothing");
+}
+
+int main(void) {
+  RUN(test_fits_recover_the_numbers);
+  RUN(test_machine_file_reads_back);
+  RUN(test_reader_refuses);
+  RUN(test_special_functions_bound);
+  TEST_EXIT();
+}
