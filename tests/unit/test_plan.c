@@ -117,6 +117,29 @@ static void reference_parameter_counts(void) {
   } else CHECK(0, "%s", d.msg);
 }
 
+/* The families added with the language's new primitives, at their published sizes (BERT: transformers'
+ * BertForMaskedLM less the row of the second token type, which no input here uses). */
+static void family_parameter_counts(void) {
+  const struct { const char *cmd, *what; long long want; } families[] = {
+      {"models/mistral.lua", "Mistral-7B-v0.1", 7241732096LL},
+      {"models/qwen3.lua", "Qwen3-8B", 8190735360LL},
+      {"models/phi2.lua", "Phi-2", 2779683840LL},
+      {"models/gemma2.lua", "Gemma-2-9B", 9241705984LL},
+      {"models/bert.lua", "BERT-large", 335174458LL - 1024},
+  };
+  for (unsigned i = 0; i < sizeof families / sizeof *families; i++) {
+    Plan p;
+    Diag d;
+    if (plan_of(families[i].cmd, &p, &d)) {
+      CHECK(0, "%s", d.msg);
+      continue;
+    }
+    CHECK(p.cost.params_total == families[i].want, "%s: %lld, expected %lld", families[i].what,
+          (long long)p.cost.params_total, families[i].want);
+    plan_free(&p);
+  }
+}
+
 /* Eq. 3: F = 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)) with recomputation, 72·...·(1 + s/(6h) + V/(12·l·h))
  * without: GEMMs and attention only, as the plan counts them. */
 static void gpt_flops_eq3(void) {
@@ -268,6 +291,7 @@ int main(void) {
   RUN(collectives_per_layer);
   RUN(gpt_parameters_eq2);
   RUN(reference_parameter_counts);
+  RUN(family_parameter_counts);
   RUN(gpt_flops_eq3);
   RUN(tp_summed_gradients);
   RUN(every_parameter_has_a_gradient);
