@@ -1,7 +1,8 @@
 /* attention.cu: multi-head attention, forward and backward, in 64×64 tiles on the tensor cores (WMMA,
  * bf16 operands, fp32 accumulation) with an online softmax: no T×T matrix is stored. Causal or not,
- * grouped-query, rotary positions. The backward pass owns every output element in one block that
- * sums in a fixed order: the same bits on every run, no atomics. */
+ * grouped-query, rotary positions; heads of other sizes up to 256 on a plain kernel, a warp per
+ * row. The backward pass owns every output element in one block that sums in a fixed order: the same
+ * bits on every run, no atomics. */
 #include "gpu.h"
 
 #include <mma.h>
@@ -395,6 +396,158 @@ __global__ void __launch_bounds__(THREADS) attention_dkv_kernel(Attn a) {
   store_rows<D>(dV, j0 + warp * 16, a.T, 1.0f, NULL, NULL, a.dv + kv_offset, a.kv_stride);
 }
 
+/* ---- heads the tiles do not take: one warp per row ------------------------------------------- */
+
+/* Heads of other sizes (up to 256: Gemma's) run here: a warp per query (forward, dq) or per key (dk, dv),
+ * the keys or queries it meets in order, each lane holding the elements lane, lane + 32, … of a row in
+ * fp32; the same scores, masks, caps, ALiBi and rotary positions as the tiled kernels, each output
+ * written by one warp that sums in a fixed order. CUDA cores only: slower than the tiles. */
+enum { PLAIN_PER_LANE = 8 }; /* 256 / 32 */
+
+/* Element e of row t of a head, rotated by the rotary tables when given: (x_i, x_{i+D/2}) turns by the
+ * angle of pair i at position t (sign −1: back). */
+static __device__ float plain_load(const __nv_bfloat16 *head, int64_t stride, int64_t t, int e, int D,
+                                   const float *cos_t, const float *sin_t, float sign) {
+  float x = ld(head[t * stride + e]);
+  if (!cos_t) return x;
+  int half = D / 2, i = e % half;
+  float c = cos_t[t * half + i], sn = sign * sin_t[t * half + i];
+  return e < half ? x * c - ld(head[t * stride + e + half]) * sn : x * c + ld(head[t * stride + e - half]) * sn;
+}
+
+/* Σ_e q_e·k_e · scale of the row q the lanes hold and key `key`, before the cap and ALiBi. */
+static __device__ float plain_scaled_dot(const Attn &a, int D, const float *q, const __nv_bfloat16 *k_head,
+                                         int64_t key) {
+  int lane = threadIdx.x % 32;
+  float dot = 0;
+  for (int j = 0; j < PLAIN_PER_LANE && lane + 32 * j < D; j++)
+    dot += q[j] * plain_load(k_head, a.kv_stride, key, lane + 32 * j, D, a.cos_t, a.sin_t, 1);
+  return warp_sum(dot) * a.scale;
+}
+
+/* The keys query t sees: [first, last). */
+static __device__ void plain_keys(const Attn &a, int64_t t, int64_t *first, int64_t *last) {
+  *first = a.causal && t - a.window + 1 > 0 ? t - a.window + 1 : 0;
+  *last = a.causal ? t + 1 : a.T;
+}
+
+/* Warp per (sequence, head, query t): the online softmax over its keys; out and lse. */
+__global__ void attention_plain_forward_kernel(Attn a, int D) {
+  int64_t row = (int64_t)blockIdx.x * WARPS + threadIdx.x / 32;
+  int lane = threadIdx.x % 32;
+  if (row >= a.B * a.Hq * a.T) return;
+  int64_t t = row % a.T, b = row / a.T / a.Hq;
+  int h = (int)(row / a.T % a.Hq);
+  const __nv_bfloat16 *q_head = a.q + b * a.T * a.q_stride + (int64_t)h * D;
+  const __nv_bfloat16 *k_head = a.k + b * a.T * a.kv_stride + (int64_t)(h / a.group) * D;
+  const __nv_bfloat16 *v_head = a.v + b * a.T * a.kv_stride + (int64_t)(h / a.group) * D;
+  float q[PLAIN_PER_LANE] = {0}, o[PLAIN_PER_LANE] = {0}, m = -INFINITY, l = 0;
+  for (int j = 0; j < PLAIN_PER_LANE && lane + 32 * j < D; j++)
+    q[j] = plain_load(q_head, a.q_stride, t, lane + 32 * j, D, a.cos_t, a.sin_t, 1);
+  int64_t first, last;
+  plain_keys(a, t, &first, &last);
+  for (int64_t key = first; key < last; key++) {
+    float s = cap(a, plain_scaled_dot(a, D, q, k_head, key)) + alibi(a, h, t, key), m_new = fmaxf(m, s);
+    float rescale = m == -INFINITY ? 0.0f : expf(m - m_new), p = expf(s - m_new);
+    l = l * rescale + p;
+    for (int j = 0; j < PLAIN_PER_LANE && lane + 32 * j < D; j++)
+      o[j] = o[j] * rescale + p * ld(v_head[key * a.kv_stride + lane + 32 * j]);
+    m = m_new;
+  }
+  __nv_bfloat16 *out = a.out_w + b * a.T * a.q_stride + t * a.q_stride + (int64_t)h * D;
+  for (int j = 0; j < PLAIN_PER_LANE && lane + 32 * j < D; j++) out[lane + 32 * j] = st(o[j] / l);
+  if (lane == 0) a.lse_w[(b * a.Hq + h) * a.T + t] = m + logf(l);
+}
+
+/* A row of fp32 gradients of rotated q or k (lanes' elements) turned back and stored: through the
+ * warp's shared row, since pair partners sit in other lanes. */
+static __device__ void plain_store(float *row, const float *g, float mul, int D, int64_t t, const float *cos_t,
+                                   const float *sin_t, __nv_bfloat16 *head, int64_t stride) {
+  int lane = threadIdx.x % 32;
+  for (int j = 0; j < PLAIN_PER_LANE && lane + 32 * j < D; j++) row[lane + 32 * j] = g[j] * mul;
+  __syncwarp();
+  for (int j = 0; j < PLAIN_PER_LANE && lane + 32 * j < D; j++) {
+    int e = lane + 32 * j, half = D / 2, i = e % half;
+    float x = row[e];
+    if (cos_t) { /* the transpose of the rotation */
+      float c = cos_t[t * half + i], sn = sin_t[t * half + i];
+      x = e < half ? row[e] * c + row[e + half] * sn : row[e] * c - row[e - half] * sn;
+    }
+    head[t * stride + e] = st(x);
+  }
+  __syncwarp();
+}
+
+/* Warp per (sequence, head, query t): dq = scale·Σ_keys dS·k over the keys it sees, dS recomputed. */
+__global__ void attention_plain_dq_kernel(Attn a, int D) {
+  __shared__ float rows[WARPS][256];
+  int64_t row = (int64_t)blockIdx.x * WARPS + threadIdx.x / 32;
+  int lane = threadIdx.x % 32;
+  if (row >= a.B * a.Hq * a.T) return;
+  int64_t t = row % a.T, b = row / a.T / a.Hq;
+  int h = (int)(row / a.T % a.Hq);
+  int64_t q_offset = b * a.T * a.q_stride + (int64_t)h * D, stat = (b * a.Hq + h) * a.T + t;
+  const __nv_bfloat16 *k_head = a.k + b * a.T * a.kv_stride + (int64_t)(h / a.group) * D;
+  const __nv_bfloat16 *v_head = a.v + b * a.T * a.kv_stride + (int64_t)(h / a.group) * D;
+  float q[PLAIN_PER_LANE] = {0}, g[PLAIN_PER_LANE] = {0}, dq[PLAIN_PER_LANE] = {0};
+  for (int j = 0; j < PLAIN_PER_LANE && lane + 32 * j < D; j++) {
+    q[j] = plain_load(a.q + q_offset, a.q_stride, t, lane + 32 * j, D, a.cos_t, a.sin_t, 1);
+    g[j] = ld(a.dout[q_offset + t * a.q_stride + lane + 32 * j]);
+  }
+  int64_t first, last;
+  plain_keys(a, t, &first, &last);
+  for (int64_t key = first; key < last; key++) {
+    float capped = cap(a, plain_scaled_dot(a, D, q, k_head, key));
+    float p = expf(capped + alibi(a, h, t, key) - a.lse[stat]), dp = 0;
+    for (int j = 0; j < PLAIN_PER_LANE && lane + 32 * j < D; j++) dp += g[j] * ld(v_head[key * a.kv_stride + lane + 32 * j]);
+    float ds = p * (warp_sum(dp) - a.delta[stat]) * cap_slope(a, capped);
+    for (int j = 0; j < PLAIN_PER_LANE && lane + 32 * j < D; j++)
+      dq[j] += ds * plain_load(k_head, a.kv_stride, key, lane + 32 * j, D, a.cos_t, a.sin_t, 1);
+  }
+  plain_store(rows[threadIdx.x / 32], dq, a.scale, D, t, a.cos_t, a.sin_t, a.dq + q_offset, a.q_stride);
+}
+
+/* Warp per (sequence, kv head g, key j): dv = Σ P·dO and dk = scale·Σ dS·q over the query heads of the
+ * group and the queries that see the key, in order. */
+__global__ void attention_plain_dkv_kernel(Attn a, int D) {
+  __shared__ float rows[WARPS][256];
+  int64_t row = (int64_t)blockIdx.x * WARPS + threadIdx.x / 32;
+  int lane = threadIdx.x % 32;
+  if (row >= a.B * a.Hkv * a.T) return;
+  int64_t key = row % a.T, b = row / a.T / a.Hkv;
+  int g = (int)(row / a.T % a.Hkv);
+  int64_t kv_offset = b * a.T * a.kv_stride + (int64_t)g * D;
+  float k[PLAIN_PER_LANE] = {0}, dk[PLAIN_PER_LANE] = {0}, dv[PLAIN_PER_LANE] = {0};
+  for (int j = 0; j < PLAIN_PER_LANE && lane + 32 * j < D; j++)
+    k[j] = plain_load(a.k + kv_offset, a.kv_stride, key, lane + 32 * j, D, a.cos_t, a.sin_t, 1);
+  int64_t queries = a.causal ? min(a.T, key + a.window) : a.T;
+  for (int h = g * a.group; h < (g + 1) * a.group; h++) {
+    int64_t q_offset = b * a.T * a.q_stride + (int64_t)h * D;
+    for (int64_t t = a.causal ? key : 0; t < queries; t++) {
+      int64_t stat = (b * a.Hq + h) * a.T + t;
+      float dot = 0, dp = 0;
+      for (int j = 0; j < PLAIN_PER_LANE && lane + 32 * j < D; j++) {
+        dot += k[j] * plain_load(a.q + q_offset, a.q_stride, t, lane + 32 * j, D, a.cos_t, a.sin_t, 1);
+        dp += ld(a.dout[q_offset + t * a.q_stride + lane + 32 * j]) * ld(a.v[kv_offset + key * a.kv_stride + lane + 32 * j]);
+      }
+      float capped = cap(a, warp_sum(dot) * a.scale);
+      float p = expf(capped + alibi(a, h, t, key) - a.lse[stat]);
+      float ds = p * (warp_sum(dp) - a.delta[stat]) * cap_slope(a, capped);
+      for (int j = 0; j < PLAIN_PER_LANE && lane + 32 * j < D; j++) {
+        int e = lane + 32 * j;
+        dv[j] += p * ld(a.dout[q_offset + t * a.q_stride + e]);
+        dk[j] += ds * plain_load(a.q + q_offset, a.q_stride, t, e, D, a.cos_t, a.sin_t, 1);
+      }
+    }
+  }
+  plain_store(rows[threadIdx.x / 32], dk, a.scale, D, key, a.cos_t, a.sin_t, a.dk + kv_offset, a.kv_stride);
+  for (int j = 0; j < PLAIN_PER_LANE && lane + 32 * j < D; j++)
+    a.dv[kv_offset + key * a.kv_stride + lane + 32 * j] = st(dv[j]);
+}
+
+/* Whether the tiled kernels take heads of D elements. */
+static int tiled(int D) { return D == 16 || D == 32 || D == 64 || D == 128; }
+
 /* ---- launching --------------------------------------------------------------------------------- */
 
 static size_t forward_smem(int D) {
@@ -422,9 +575,9 @@ static void launch(Kernel kernel, dim3 grid, size_t smem, const Attn &a, const c
 
 /* The view of a call: strides, pointers, and the rotary tables in scratch when rope. */
 static Attn attn_setup(const AttnShape *s) {
-  if (s->D != 16 && s->D != 32 && s->D != 64 && s->D != 128) {
-    fprintf(stderr, "plait: attention heads of %d elements are not supported by the CUDA kernels (16, 32, 64 or 128); "
-            "choose hidden and heads so that hidden/heads is one of them\n", s->D);
+  if (s->D < 1 || s->D > 256) {
+    fprintf(stderr, "plait: attention heads of %d elements are not supported by the CUDA kernels (up to 256); "
+            "choose hidden and heads so that hidden/heads is at most 256\n", s->D);
     exit(1);
   }
   Attn a = {};
@@ -470,6 +623,12 @@ void k_attention_forward(const AttnShape *s, const act_t *q, const act_t *k, con
   if (s->B <= 0 || s->T <= 0) return;
   Attn a = attn_setup(s);
   a.q = q, a.k = k, a.v = v, a.out_w = out, a.lse_w = lse;
+  if (!tiled(s->D)) {
+    int64_t rows = s->B * s->Hq * s->T;
+    attention_plain_forward_kernel<<<gpu_blocks(rows, WARPS), THREADS, 0, gpu_stream()>>>(a, s->D);
+    gpu_check_launch("attention_plain_forward_kernel");
+    return;
+  }
   switch (s->D) {
   case 16: forward<16>(a); break;
   case 32: forward<32>(a); break;
@@ -488,6 +647,14 @@ void k_attention_backward(const AttnShape *s, const act_t *q, const act_t *k, co
   attention_delta_kernel<<<gpu_blocks(rows, WARPS), THREADS, 0, gpu_stream()>>>(a, s->D, delta);
   gpu_check_launch("attention_delta_kernel");
   a.delta = delta;
+  if (!tiled(s->D)) {
+    attention_plain_dq_kernel<<<gpu_blocks(rows, WARPS), THREADS, 0, gpu_stream()>>>(a, s->D);
+    gpu_check_launch("attention_plain_dq_kernel");
+    int64_t keys = s->B * s->Hkv * s->T;
+    attention_plain_dkv_kernel<<<gpu_blocks(keys, WARPS), THREADS, 0, gpu_stream()>>>(a, s->D);
+    gpu_check_launch("attention_plain_dkv_kernel");
+    return;
+  }
   switch (s->D) {
   case 16: backward<16>(a); break;
   case 32: backward<32>(a); break;

@@ -423,6 +423,9 @@ int main(int argc, char **argv) {
   attention_case_with(&c, 1, 100, 4, 2, 32, 1, 1, 0, 1.5, 0.1, 0); /* capped scores, a scale of one's own */
   attention_case_with(&c, 1, 90, 2, 2, 16, 0, 0, 0, 2.0, 0, 0);    /* capped, not causal */
   attention_case_with(&c, 1, 150, 4, 4, 64, 1, 0, 0, 0, 0, 1);     /* ALiBi, a second rank's heads */
+  attention_case(&c, 1, 70, 2, 1, 256, 1, 1);                       /* heads of 256 (Gemma): the plain kernel */
+  attention_case(&c, 2, 40, 4, 2, 80, 0, 1);                        /* heads of 80 (Phi-2), not causal */
+  attention_case_with(&c, 1, 90, 2, 2, 48, 1, 0, 20, 3.0, 0.2, 1); /* 48 wide: window, cap, scale, ALiBi */
   rope_case(&c, 2, 100, 4, 64, 64, 0, ROPE_SCALING_NONE);
   rope_case(&c, 1, 70, 3, 80, 32, 0, ROPE_SCALING_NONE); /* Phi-2's partial rotary */
   rope_case(&c, 1, 50, 2, 64, 64, 1, ROPE_SCALING_LINEAR);
