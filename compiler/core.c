@@ -178,26 +178,24 @@ static int find_param(const Model *m, const char *name, ParamScope scope) {
   return -1;
 }
 
-/* The tensor standing for parameter p in the current stage (one per stage that uses it). */
-static int param_tensor(Builder *b, int p) {
+/* The stage's tensor of leaf `id` of kind `kind` (parameter or constant id): one per stage that uses it. */
+static int leaf_tensor(Builder *b, TensorKind kind, int id, int ndim, const int *dims, const char *name) {
   Graph *g = b->graph;
   for (int i = 0; i < g->ntensors; i++)
-    if (g->tensors[i].kind == T_PARAM && g->tensors[i].param == p) return i;
-  const Param *pm = &b->model->params[p];
-  int t = graph_tensor(g, T_PARAM, DT_REAL, pm->ndim, pm->dims, pm->name);
-  g->tensors[t].param = p;
+    if (g->tensors[i].kind == kind && g->tensors[i].param == id) return i;
+  int t = graph_tensor(g, kind, DT_REAL, ndim, dims, name);
+  g->tensors[t].param = id;
   return t;
 }
 
-/* The stage's tensor of constant c (one per stage, made on first use). */
+static int param_tensor(Builder *b, int p) {
+  const Param *pm = &b->model->params[p];
+  return leaf_tensor(b, T_PARAM, p, pm->ndim, pm->dims, pm->name);
+}
+
 static int constant_tensor(Builder *b, int c) {
-  Graph *g = b->graph;
-  for (int i = 0; i < g->ntensors; i++)
-    if (g->tensors[i].kind == T_CONST && g->tensors[i].param == c) return i;
   const Constant *k = &b->model->constants[c];
-  int t = graph_tensor(g, T_CONST, DT_REAL, k->ndim, k->dims, k->name);
-  g->tensors[t].param = c;
-  return t;
+  return leaf_tensor(b, T_CONST, c, k->ndim, k->dims, k->name);
 }
 
 /* The constant named `name`, or a new one from the values at stack index `arg` (a list of numbers). */

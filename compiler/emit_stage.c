@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "emit.h"
+#include "layers.h"
 
 enum { NAME_CHARS = 128 };
 
@@ -235,29 +236,17 @@ static void norm_backward(const StageWriter *w, const Node *n) {
             norm_out(w, n, 1, 1));
 }
 
-/* Whether field k (window, softcap, scale, rope_theta) of row `row` of the per-layer options differs
- * between layers. */
-static int field_differs(const Model *m, int row, int k) {
-  const LayerAttn *o = &m->layer_attn[row * m->layers];
-  for (int l = 1; l < m->layers; l++) {
-    double a[4] = {(double)o[0].window, o[0].softcap, o[0].scale, o[0].rope_theta};
-    double b[4] = {(double)o[l].window, o[l].softcap, o[l].scale, o[l].rope_theta};
-    if (a[k] != b[k]) return 1;
-  }
-  return 0;
-}
-
 /* Option k of an attention (window, softcap, scale, rope_theta) when set: its value, or where it varies
  * by layer, its layer's entry of the table layer_tables wrote. The first option starts a line. */
+static const char *const option_constants[LAYER_OPTIONS] = {"WINDOW", "SOFTCAP", "SCALE", "ROPE_THETA"};
+
 static void attention_option(const StageWriter *w, const Node *n, int k, double value, int *count) {
-  static const char *const fields[] = {"window", "softcap", "scale", "rope_theta"};
-  static const char *const upper[] = {"WINDOW", "SOFTCAP", "SCALE", "ROPE_THETA"};
-  int row = n->a.attn.per_layer, differs = row >= 0 && field_differs(&w->e->plan->model, row, k);
+  int row = n->a.attn.per_layer, differs = row >= 0 && layers_option_differs(&w->e->plan->model, row, k);
   if (value == 0 && !differs) return;
   fprintf(w->f, "%s%s.%s = ", (*count)++ ? ", " : ",\n                             ", k == 3 ? ".rope = 1, " : "",
-          fields[k]);
+          layer_option_names[k]);
   if (differs) {
-    fprintf(w->f, "ATTENTION_%d_%s[layer]", row, upper[k]);
+    fprintf(w->f, "ATTENTION_%d_%s[layer]", row, option_constants[k]);
     return;
   }
   char number[32];
@@ -484,18 +473,14 @@ static void function(StageWriter *w, int backward) {
 /* The attention options that differ between layers, one table per attention node and option: the
  * block function reads its layer's entry (0: no window, softcap or scale of its own). */
 static void layer_tables(const Model *m, FILE *f) {
-  static const char *const fields[] = {"window", "softcap", "scale", "rope_theta"};
-  static const char *const upper[] = {"WINDOW", "SOFTCAP", "SCALE", "ROPE_THETA"};
   for (int row = 0; row < m->nlayer_attn; row++)
-    for (int k = 0; k < 4; k++) {
-      if (!field_differs(m, row, k)) continue;
-      fprintf(f, "/* attention %d's %s, layer by layer */\nstatic const %s ATTENTION_%d_%s[%d] = {", row, fields[k],
-              k == 0 ? "int64_t" : "double", row, upper[k], m->layers);
+    for (int k = 0; k < LAYER_OPTIONS; k++) {
+      if (!layers_option_differs(m, row, k)) continue;
+      fprintf(f, "/* attention %d's %s, layer by layer */\nstatic const %s ATTENTION_%d_%s[%d] = {", row,
+              layer_option_names[k], k == 0 ? "int64_t" : "double", row, option_constants[k], m->layers);
       for (int l = 0; l < m->layers; l++) {
-        const LayerAttn *o = &m->layer_attn[row * m->layers + l];
-        double v[4] = {(double)o->window, o->softcap, o->scale, o->rope_theta};
         char number[32];
-        expr_number_text(v[k], number, sizeof number);
+        expr_number_text(layers_option(m, row, k, l), number, sizeof number);
         fprintf(f, "%s%s%s", l ? "," : "", l % 16 ? " " : "\n  ", number);
       }
       fprintf(f, "\n};\n\n");

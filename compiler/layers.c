@@ -71,6 +71,20 @@ int layers_compare(Model *m, const Graph *variant, int layer, Diag *d) {
   return 0;
 }
 
+const char *const layer_option_names[LAYER_OPTIONS] = {"window", "softcap", "scale", "rope_theta"};
+
+double layers_option(const Model *m, int row, int k, int layer) {
+  const LayerAttn *o = &m->layer_attn[row * m->layers + layer];
+  double v[LAYER_OPTIONS] = {(double)o->window, o->softcap, o->scale, o->rope_theta};
+  return v[k];
+}
+
+int layers_option_differs(const Model *m, int row, int k) {
+  for (int l = 1; l < m->layers; l++)
+    if (layers_option(m, row, k, l) != layers_option(m, row, k, 0)) return 1;
+  return 0;
+}
+
 void layers_finish(Model *m) {
   if (!m->layer_attn) return;
   Graph *g = &m->block;

@@ -14,4 +14,12 @@ int layers_compare(Model *m, const Graph *variant, int layer, Diag *d);
  * others keep layer 0's. */
 void layers_finish(Model *m);
 
+/* The options a layer may set, by number k: window, softcap, scale, rope_theta. */
+enum { LAYER_OPTIONS = 4 };
+extern const char *const layer_option_names[LAYER_OPTIONS];
+
+/* Option k at layer `layer` of row `row` of m->layer_attn, and whether it differs between layers. */
+double layers_option(const Model *m, int row, int k, int layer);
+int layers_option_differs(const Model *m, int row, int k);
+
 #endif

@@ -1,6 +1,7 @@
 /* plan_text.c: the plan as one screen a person reads. */
 #include <string.h>
 
+#include "layers.h"
 #include "plan.h"
 
 static const char *const coll_names[COLL_KINDS] = {"all-reduce", "all-gather", "reduce-scatter"};
@@ -26,39 +27,29 @@ static void print_model(const Plan *p, FILE *f) {
   fprintf(f, "\n");
 }
 
-/* Option k (window, softcap, scale, rope_theta) of attention `row` at layer l. */
-static double layer_option(const Model *m, int row, int k, int l) {
-  const LayerAttn *o = &m->layer_attn[row * m->layers + l];
-  double v[4] = {(double)o->window, o->softcap, o->scale, o->rope_theta};
-  return v[k];
-}
-
 /* One value of an option and the layers that take it: "4096 at 21 layers (0, 2, 4, …)". */
 static void print_option_value(const Model *m, int row, int k, int first, FILE *f) {
-  double v = layer_option(m, row, k, first);
+  double v = layers_option(m, row, k, first);
   int count = 0, shown = 0;
-  for (int l = 0; l < m->layers; l++) count += layer_option(m, row, k, l) == v;
+  for (int l = 0; l < m->layers; l++) count += layers_option(m, row, k, l) == v;
   if (v == 0) fprintf(f, "none");
   else fprintf(f, "%g", v);
   fprintf(f, " at %d layer%s (", count, count == 1 ? "" : "s");
   for (int l = first; l < m->layers && shown < 3; l++)
-    if (layer_option(m, row, k, l) == v) fprintf(f, "%s%d", shown++ ? ", " : "", l);
+    if (layers_option(m, row, k, l) == v) fprintf(f, "%s%d", shown++ ? ", " : "", l);
   fprintf(f, "%s)", count > 3 ? ", …" : "");
 }
 
 /* Attention options that differ by layer (a block reading L.layer): each value with its layers. */
 static void print_layer_options(const Plan *p, FILE *f) {
-  static const char *const fields[] = {"window", "softcap", "scale", "rope_theta"};
   const Model *m = &p->model;
   for (int row = 0; row < m->nlayer_attn; row++)
-    for (int k = 0; k < 4; k++) {
-      int differs = 0;
-      for (int l = 1; l < m->layers; l++) differs |= layer_option(m, row, k, l) != layer_option(m, row, k, 0);
-      if (!differs) continue;
-      fprintf(f, "layers      attention %d's %s by layer: ", row, fields[k]);
+    for (int k = 0; k < LAYER_OPTIONS; k++) {
+      if (!layers_option_differs(m, row, k)) continue;
+      fprintf(f, "layers      attention %d's %s by layer: ", row, layer_option_names[k]);
       for (int l = 0; l < m->layers; l++) {
         int seen = 0;
-        for (int e = 0; e < l; e++) seen |= layer_option(m, row, k, e) == layer_option(m, row, k, l);
+        for (int e = 0; e < l; e++) seen |= layers_option(m, row, k, e) == layers_option(m, row, k, l);
         if (seen) continue;
         if (l) fprintf(f, "; ");
         print_option_value(m, row, k, l, f);
