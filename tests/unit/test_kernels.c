@@ -1,4 +1,5 @@
 /* test_kernels.c: the CPU kernels against plain reference code, finite differences and other thread counts. */
+#include <dirent.h>
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -7,6 +8,7 @@
 
 #include "check.h"
 #include "cpu/cpu.h"
+#include "device.h"
 #include "kernels.h"
 
 /* Built against the fp64 runtime: `real` is double here. */
@@ -142,6 +144,28 @@ static void test_gemm_rate(void) {
   double rate = k_gemm_rate(128, 3);
   CHECK(isfinite(rate) && rate > 0, "k_gemm_rate(128, 3) = %g", rate);
   CHECK(k_gemm_rate(0, 3) == 0, "k_gemm_rate(0, 3) should be 0");
+}
+
+/* The threads of this process: the entries of /proc/self/task (-1 where it cannot be read). */
+static int process_threads(void) {
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return -1;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+/* The start-up peak rate leaves no OpenMP team behind: one kept beside a rank's own made libgomp sleep
+ * idle threads after a few spins (more threads than cores), and every kernel woke them through the
+ * kernel. Run first, before any region of this process has made a team on the main thread. */
+static void test_peak_leaves_no_threads(void) {
+  int before = process_threads();
+  double rate = device_peak_flops();
+  int after = process_threads();
+  CHECK(isfinite(rate) && rate > 0, "device_peak_flops() = %g", rate);
+  CHECK(before > 0 && after == before, "threads before the peak rate %d, after %d: its team should end with it", before,
+        after);
 }
 
 typedef struct {
@@ -689,6 +713,7 @@ static void test_expf(void) {
 
 int main(void) {
   rng_state = 20240520;
+  RUN(test_peak_leaves_no_threads);
   RUN(test_gemm_transposes);
   RUN(test_gemm_empty);
   RUN(test_gemm_rate);
