@@ -64,6 +64,23 @@ done <<'ROWS'
 1008.0B 160 25600 128 8 64 1 1 3072 3072 163
 ROWS
 
+echo "== Korthikanti et al. (2022), Megatron-LM a year later on the same A100s: measured iteration times (Table 5,"
+echo "   full recomputation, no data parallelism, s 2048) against plait plan --machine a100; a check the a100 file"
+echo "   takes one number from (its memory efficiency, from the 22B layer's attention core in Table 4)"
+printf '  %6s %3s %3s %2s %4s %5s  %10s  %8s  %7s\n' model t p v mbs batch predicted measured error
+while read -r name heads hidden layers t p v mbs batch measured; do
+  schedule=1f1b; [ "$v" -gt 1 ] && schedule=interleaved
+  predicted=$($PLAIT plan models/gpt.lua --set layers="$layers" hidden="$hidden" heads="$heads" dropout=0.1 --tp "$t" \
+    --pp "$p" --vpp "$v" --mbs "$mbs" --gbs "$batch" --schedule $schedule --recompute full --machine a100 \
+    --format json | sed -n 's/.*"iteration_time": \([0-9.e+-]*\).*/\1/p' | head -n 1)
+  awk -v n="$name" -v t="$t" -v p="$p" -v v="$v" -v b="$mbs" -v g="$batch" -v x="$predicted" -v m="$measured" 'BEGIN {
+    printf "  %6s %3d %3d %2d %4d %5d  %8.2f s  %6.2f s  %+6.1f%%\n", n, t, p, v, b, g, x, m, 100 * (x - m) / m }'
+done <<'ROWS'
+22B 64 6144 48 8 1 1 4 4 1.42
+175B 96 12288 96 8 8 3 1 64 18.13
+1T 160 25600 128 8 64 1 1 512 94.42
+ROWS
+
 echo "== plait tune on Table 1's models, GPU counts and batches (a100, 80 GB): its first choice against the paper's layout"
 echo "   (time: the search's wall time; chosen/paper: the plan's iteration time of the paper's layout over the chosen's)"
 printf '  %8s  %-66s %8s %8s %8s %8s %7s\n' params "chosen layout" memory TFLOP/s paper-l. chosen/p "time"

@@ -7,10 +7,10 @@ return {
   precision = "bf16",
   device = {
     flops = { bf16 = 312e12, tf32 = 156e12, fp32 = 19.5e12 }, -- dense, data sheet
-    gemm_efficiency = 0.869,       -- largest measured bf16 GEMM rate: 271.2 of 312 TFLOP/s
+    gemm_efficiency = 0.827,       -- cuBLAS on random inputs, under the 400 W limit: 258 of 312 TFLOP/s
     gemm_tile = { 256, 128 },      -- the largest output tile one SM computes (CUTLASS/cuBLAS sm80)
     memory_bandwidth = 2.039e12,   -- HBM2e, data sheet
-    memory_efficiency = 0.85,      -- streaming kernels' share of it (measured copy rates)
+    memory_efficiency = 0.69,      -- Megatron-LM's attention core, measured: its bytes in 1.3 ms a layer
     memory = 80e9,
     compute_units = 108,           -- SMs
     launch_overhead = 4e-6,        -- seconds per kernel, launch to launch
