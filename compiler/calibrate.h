@@ -1,7 +1,7 @@
-/* calibrate.h: a machine file from what build/plait-probe measured on this machine: the GEMM ceiling and
- * the per-call overhead fitted to GEMM times over shapes, the streaming rate, the rate of special
- * functions (a GeLU's exp), and the all-reduce's
- * per-step latency and bus bandwidth fitted to its times over sizes (α–β ring). */
+/* calibrate.h: a machine file from what build/plait-probe measured on this machine: the GEMM rate at each
+ * size measured (and one rate fitted to them all), the streaming rate and per-kernel overhead fitted to
+ * stream times over sizes, the attention kernel's rate, the rate of special functions (a GeLU's exp),
+ * and the all-reduce's per-step latency and bus bandwidth fitted to its times over sizes (α–β ring). */
 #ifndef PLAIT_CALIBRATE_H
 #define PLAIT_CALIBRATE_H
 
@@ -12,7 +12,7 @@
 enum { CALIBRATE_MAX_SAMPLES = 64 };
 
 typedef struct {
-  double x, seconds; /* GEMM: FLOPs; all-reduce: bytes */
+  double x, seconds; /* GEMM and attention: FLOPs; stream and all-reduce: bytes */
 } Sample;
 
 typedef struct {
@@ -22,13 +22,18 @@ typedef struct {
   int ngemm;
   Sample allreduce[CALIBRATE_MAX_SAMPLES];
   int nallreduce;
-  double stream_bytes_per_s;
+  Sample stream[CALIBRATE_MAX_SAMPLES];
+  int nstream;
+  Sample attention[CALIBRATE_MAX_SAMPLES];
+  int nattention;
   double gelu_per_s;   /* special functions per second, as a GeLU computes one */
   double memory_bytes; /* the machine's memory */
 } Probe;
 
 typedef struct {
-  double gemm_flops_per_s, overhead;   /* t = overhead + FLOPs / rate */
+  double gemm_flops_per_s, gemm_overhead; /* t = overhead + FLOPs / rate, over every shape */
+  double stream_bytes_per_s, overhead; /* t = overhead + bytes / rate: a kernel's overhead */
+  double attention_flops_per_s;        /* t = FLOPs / rate */
   double link_bandwidth, link_latency; /* t = 2(n-1)·latency + 2(n-1)/n · bytes / bandwidth */
 } Fit;
 

@@ -25,10 +25,29 @@ static double gemm_compute_seconds(const Machine *m, double batch, double M, dou
   return best;
 }
 
+/* A measured rate at `flops`: linear in log(FLOPs) between the sizes measured, the nearest one's beyond. */
+double kernel_rate_at(const RateCurve *c, double flops) {
+  int n = c->n;
+  if (flops <= c->flops[0]) return c->rate[0];
+  if (flops >= c->flops[n - 1]) return c->rate[n - 1];
+  int i = 1;
+  while (c->flops[i] < flops) i++;
+  double x0 = log(c->flops[i - 1]), x1 = log(c->flops[i]), f = (log(flops) - x0) / (x1 - x0);
+  return c->rate[i - 1] + f * (c->rate[i] - c->rate[i - 1]);
+}
+
+/* With measured rates the call's time is its FLOPs at the rate of its size (the measurement holds the
+ * call's overhead); otherwise whole waves of tiles at the ceiling, plus the launch. */
 KernelTime kernel_gemm(const Machine *m, double batch, double M, double N, double K, double c_bytes) {
   KernelTime k;
   k.flops = 2 * batch * M * N * K;
   k.bytes = batch * ((M * K + K * N) * m->activation_bytes + M * N * c_bytes);
+  if (m->gemm_rates.n > 0) {
+    double measured = k.flops / kernel_rate_at(&m->gemm_rates, k.flops), memory = k.bytes / (m->memory_bandwidth * m->memory_efficiency);
+    k.seconds = max2(measured, memory);
+    k.bound = memory > measured ? BOUND_MEMORY : BOUND_COMPUTE;
+    return k;
+  }
   double ideal = k.flops / (m->peak_flops * m->gemm_efficiency);
   double compute = gemm_compute_seconds(m, batch, M, N, K);
   double memory = k.bytes / (m->memory_bandwidth * m->memory_efficiency);

@@ -17,6 +17,8 @@ typedef struct {
 /* "compute", "quantisation", "memory", "latency", "communication". */
 const char *kernel_bound_name(Bound b);
 
+/* A measured rate curve at `flops` (c->n > 0): linear in log(FLOPs) between the sizes measured. */
+double kernel_rate_at(const RateCurve *c, double flops);
 /* `batch` GEMMs of M×K by K×N on one device; `c_bytes`: bytes of output traffic per element (the
  * activation precision to write it, 8 to accumulate into an fp32 gradient). */
 KernelTime kernel_gemm(const Machine *m, double batch, double M, double N, double K, double c_bytes);

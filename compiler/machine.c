@@ -121,7 +121,54 @@ static int read_tile(lua_State *L, int t, const char *origin, Machine *m, Diag *
   return status;
 }
 
-/* kernels.attention: "materialised" (the s×s scores stored) or "fused"; kernels.attention_dropout. */
+/* One { FLOPs, FLOP/s } pair of a rate curve, at the top of the stack (popped). */
+static int read_rate_point(lua_State *L, const char *origin, const char *name, int i, RateCurve *c, Diag *d) {
+  char path[96];
+  snprintf(path, sizeof path, "%s[%d]", name, i);
+  if (!lua_istable(L, -1)) {
+    lua_pop(L, 1);
+    return diag(d, "machine %s: %s must be a pair { FLOPs, FLOP/s }", origin, path);
+  }
+  lua_geti(L, -1, 1);
+  int status = take_number(L, origin, path, "the FLOPs of a measured call", 0, 0, &c->flops[i - 1], d);
+  lua_geti(L, -1, 2);
+  if (status == 0) status = take_number(L, origin, path, "the FLOP/s it ran at", 0, 0, &c->rate[i - 1], d);
+  else lua_pop(L, 1);
+  lua_pop(L, 1);
+  if (status == 0 && i > 1 && c->flops[i - 1] <= c->flops[i - 2])
+    return diag(d, "machine %s: %s has %g FLOPs, not more than the pair before it; list the pairs by FLOPs", origin, path,
+                c->flops[i - 1]);
+  return status;
+}
+
+/* An optional rate curve t[key] (a calibrated machine's measurement): 1 to MACHINE_RATE_POINTS pairs. */
+static int read_rates(lua_State *L, int t, const char *origin, const char *name, const char *key, RateCurve *c, Diag *d) {
+  lua_getfield(L, t, key);
+  int status = 0;
+  if (!lua_isnil(L, -1)) {
+    lua_Integer n = lua_istable(L, -1) ? (lua_Integer)lua_rawlen(L, -1) : 0;
+    if (n < 1 || n > MACHINE_RATE_POINTS)
+      status = diag(d, "machine %s: %s must list 1 to %d pairs { FLOPs, FLOP/s }", origin, name, MACHINE_RATE_POINTS);
+    for (int i = 1; status == 0 && i <= n; i++) {
+      lua_geti(L, -1, i);
+      status = read_rate_point(L, origin, name, i, c, d);
+    }
+    c->n = status == 0 ? (int)n : 0;
+  }
+  lua_pop(L, 1);
+  return status;
+}
+
+/* device.gemm_rates (optional): a GEMM call's rate measured at sizes. */
+static int read_gemm_rates(lua_State *L, int t, const char *origin, Machine *m, Diag *d) {
+  if (section_table(L, t, origin, "device", d)) return -1;
+  int status = read_rates(L, lua_gettop(L), origin, "device.gemm_rates", "gemm_rates", &m->gemm_rates, d);
+  lua_pop(L, 1);
+  return status;
+}
+
+/* kernels.attention: "materialised" (the s×s scores stored) or "fused"; kernels.attention_dropout;
+ * kernels.attention_rates (optional). */
 static int read_kernels(lua_State *L, int t, const char *origin, Machine *m, Diag *d) {
   char attention[32];
   if (section_table(L, t, origin, "kernels", d)) return -1;
@@ -135,6 +182,7 @@ static int read_kernels(lua_State *L, int t, const char *origin, Machine *m, Dia
     status = take_number(L, origin, "kernels.attention_dropout", "the dropout rate on the attention scores", 1, 0,
                          &m->attention_dropout, d);
   }
+  if (status == 0) status = read_rates(L, k, origin, "kernels.attention_rates", "attention_rates", &m->attention_rates, d);
   lua_pop(L, 1);
   return status;
 }
@@ -144,7 +192,7 @@ static int read_machine(lua_State *L, const char *origin, Machine *m, Diag *d) {
   if (!lua_istable(L, t)) return diag(d, "machine %s: the file must return a table (see docs/cost-model.md)", origin);
   if (read_string(L, t, origin, "name", m->name, sizeof m->name, d) ||
       read_string(L, t, origin, "about", m->about, sizeof m->about, d) || read_precision(L, t, origin, m, d) ||
-      read_tile(L, t, origin, m, d) || read_kernels(L, t, origin, m, d))
+      read_tile(L, t, origin, m, d) || read_gemm_rates(L, t, origin, m, d) || read_kernels(L, t, origin, m, d))
     return -1;
   for (size_t i = 0; i < sizeof fields / sizeof *fields; i++)
     if (read_field(L, t, origin, &fields[i], m, d)) return -1;

@@ -7,6 +7,14 @@
 
 #include "diag.h"
 
+enum { MACHINE_RATE_POINTS = 32 };
+
+/* A kernel's rate measured at sizes (a calibrated machine): { FLOPs, FLOP/s } by FLOPs; n = 0 when absent. */
+typedef struct {
+  int n;
+  double flops[MACHINE_RATE_POINTS], rate[MACHINE_RATE_POINTS];
+} RateCurve;
+
 typedef struct {
   char name[64];
   char about[256];
@@ -23,6 +31,7 @@ typedef struct {
   double launch_overhead;    /* seconds per kernel */
   double special_rate;       /* special functions (tanh, exp, erf, sqrt, log, a dropout draw) per second;
                                 0: they never bound a kernel (memory does) */
+  RateCurve gemm_rates;      /* a GEMM call's rate by its FLOPs (device.gemm_rates), measured */
   /* one node */
   double devices_per_node;
   double link_bandwidth;     /* bus bandwidth of a collective inside a node, bytes/s */
@@ -34,6 +43,8 @@ typedef struct {
   /* the software's kernels */
   int materialised_attention; /* the attention kernel stores the s×s scores (Megatron-LM 2021) */
   double attention_dropout;   /* dropout on those scores */
+  RateCurve attention_rates;  /* the fused attention kernel's rate by its FLOPs, forward and backward, measured;
+                                 none: its products at the GEMM ceiling */
 } Machine;
 
 /* `name` is a built-in machine's name or a machine file's path (one with a '/' or ending in .lua).

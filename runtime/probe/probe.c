@@ -1,8 +1,8 @@
 /* probe.c: build/plait-probe, what `plait calibrate` runs: this machine measured as N ranks share it (the
  * runtime's own threads per rank, GEMM, elementwise functions and collectives), each rank timing the same
  * work at once, the median of several runs (the machine may be busy: what a training step meets). Prints
- * "key value" lines on stdout: GEMM seconds per shape, the streaming rate, GeLUs per second, all-reduce
- * seconds per size.
+ * "key value" lines on stdout: GEMM seconds per shape, streaming seconds per size, attention (forward and
+ * backward) seconds per shape, GeLUs per second, all-reduce seconds per size.
  *   plait-probe RANKS            (ranks as threads; under mpirun, one rank per process) */
 #include <math.h>
 #include <omp.h>
@@ -18,7 +18,7 @@
 #include "ew_cpu.h"
 #include "kernels.h"
 
-enum { REPEATS = 15, STREAM_FLOATS = 1 << 23, GELU_FLOATS = 1 << 20 };
+enum { REPEATS = 15, GELU_FLOATS = 1 << 20 };
 
 /* Training's products (M tokens, N and K from hidden sizes: forward, input gradient op(B) = Bᵀ, weight
  * gradient op(A) = Aᵀ) from small to large, and squares. {M, N, K, trans_a, trans_b} */
@@ -100,13 +100,55 @@ static void probe_gelu(Comm *c, int print) {
   free(s.in);
 }
 
+/* out = 0.5·in over 4 K to 4 M floats each way (32 KB to 32 MB moved): from the sizes that stay in cache (a small model's
+ * activations) to those that stream from memory (weights, optimizer state). */
 static void probe_stream(Comm *c, int print) {
-  Stream s = {cpu_alloc(2 * (size_t)STREAM_FLOATS, sizeof(float), "the probe's stream"), 0, STREAM_FLOATS};
-  s.out = s.in + STREAM_FLOATS;
-  for (int64_t i = 0; i < 2 * (int64_t)STREAM_FLOATS; i++) s.in[i] = (float)(i % 13);
-  double seconds = median_of(c, run_stream, &s);
-  if (print) printf("stream_bytes_per_s %.9g\n", 2.0 * sizeof(float) * STREAM_FLOATS / seconds);
-  free(s.in);
+  for (int64_t n = 1 << 12; n <= 1 << 22; n *= 4) {
+    Stream s = {cpu_alloc(2 * (size_t)n, sizeof(float), "the probe's stream"), 0, n};
+    s.out = s.in + n;
+    for (int64_t i = 0; i < 2 * n; i++) s.in[i] = (float)(i % 13);
+    run_stream(&s);
+    double seconds = median_of(c, run_stream, &s);
+    if (print) printf("stream %lld %.9g\n", (long long)(2 * n * (int64_t)sizeof(float)), seconds);
+    free(s.in);
+  }
+}
+
+/* Causal attention, forward then backward, as the runtime runs it: shapes {B, heads, T, head dim} from a
+ * small model's to GPT-2's. FLOPs counted as the plan counts them: the two products of every head over
+ * the whole T×T square, 4·B·H·T²·D forward and twice that backward. */
+static const int64_t attention_shapes[][4] = {{4, 4, 64, 32}, {4, 12, 64, 64}, {1, 12, 256, 64}};
+
+typedef struct {
+  AttnShape shape;
+  act_t *q, *k, *v, *out, *dout, *dq, *dk, *dv;
+  real *lse;
+} Attention;
+
+static void run_attention(void *arg) {
+  Attention *a = arg;
+  k_attention_forward(&a->shape, a->q, a->k, a->v, a->out, a->lse);
+  k_attention_backward(&a->shape, a->q, a->k, a->v, a->out, a->lse, a->dout, a->dq, a->dk, a->dv);
+}
+
+static void probe_attention(Comm *c, int print) {
+  for (unsigned i = 0; i < sizeof attention_shapes / sizeof *attention_shapes; i++) {
+    const int64_t *shape = attention_shapes[i];
+    Attention a = {.shape = {.B = shape[0], .T = shape[2], .Hq = (int)shape[1], .Hkv = (int)shape[1], .D = (int)shape[3],
+                             .causal = 1, .heads_total = (int)shape[1]}};
+    int64_t n = shape[0] * shape[1] * shape[2] * shape[3];
+    act_t *all = cpu_alloc(8 * (size_t)n, sizeof(act_t), "the probe's attention");
+    a.q = all, a.k = all + n, a.v = all + 2 * n, a.out = all + 3 * n, a.dout = all + 4 * n;
+    a.dq = all + 5 * n, a.dk = all + 6 * n, a.dv = all + 7 * n;
+    a.lse = cpu_alloc((size_t)(shape[0] * shape[1] * shape[2]), sizeof(real), "the probe's attention");
+    for (int64_t e = 0; e < 5 * n; e++) all[e] = (act_t)((e % 11) - 5) / 16;
+    run_attention(&a);
+    double seconds = median_of(c, run_attention, &a);
+    double flops = 12.0 * (double)(shape[0] * shape[1]) * (double)(shape[2] * shape[2]) * (double)shape[3];
+    if (print) printf("attention %.17g %.9g\n", flops, seconds);
+    free(all);
+    free(a.lse);
+  }
 }
 
 typedef struct {
@@ -142,6 +184,7 @@ static int probe_rank(Comm *c, void *arg) {
            (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE));
   probe_gemms(c, print);
   probe_stream(c, print);
+  probe_attention(c, print);
   probe_gelu(c, print);
   probe_allreduce(c, print);
   fflush(stdout);

@@ -1,7 +1,8 @@
 /* test_calibrate.c: plait calibrate's fits recover the numbers that made the probe's times (GEMM rate and
- * overhead, the all-reduce's latency and bus bandwidth), its reader refuses incomplete or strange probe
- * output, and the machine file it writes is read back with those numbers; the elementwise kernels'
- * special functions bound them at the machine's rate. */
+ * overhead, the streaming rate and per-kernel overhead, the attention rate, the all-reduce's latency and
+ * bus bandwidth), its reader refuses incomplete or strange probe output, and the machine file it writes
+ * is read back with those numbers and the measured rate curves, which the plan's kernels follow; the
+ * elementwise kernels' special functions bound them at the machine's rate. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,13 +14,16 @@
 #include "machine.h"
 
 static const double rate = 150e9, overhead = 4e-6, bandwidth = 7e9, latency = 25e-6;
+static const double stream_rate = 20e9, kernel_overhead = 2e-6, attention_rate = 40e9;
 
 /* What plait-probe would print for 2 ranks on a machine with exactly these numbers. */
 static FILE *probe_output(void) {
   FILE *f = tmpfile();
   fprintf(f, "ranks 2\nbackend local\ncores 2\nmemory_bytes 8e9\n");
   for (double n = 64; n <= 2048; n *= 2) fprintf(f, "gemm %g %g %g %.17g\n", n, n / 2, n, overhead + n * n * n / rate);
-  fprintf(f, "stream_bytes_per_s 9e9\ngelu_per_s 1.25e8\n");
+  for (double b = 32768; b <= 32 << 20; b *= 4) fprintf(f, "stream %g %.17g\n", b, kernel_overhead + b / stream_rate);
+  for (double x = 1e7; x <= 1e9; x *= 10) fprintf(f, "attention %g %.17g\n", x, x / attention_rate);
+  fprintf(f, "gelu_per_s 1.25e8\n");
   for (double b = 1024; b <= 16 << 20; b *= 4) fprintf(f, "allreduce %g %.17g\n", b, 2 * latency + b / bandwidth);
   rewind(f);
   return f;
@@ -34,7 +38,11 @@ static void test_fits_recover_the_numbers(void) {
   fclose(f);
   calibrate_fit(&p, &fit);
   CHECK(fabs(fit.gemm_flops_per_s / rate - 1) < 1e-6, "GEMM rate %g, made with %g", fit.gemm_flops_per_s, rate);
-  CHECK(fabs(fit.overhead / overhead - 1) < 1e-6, "overhead %g, made with %g", fit.overhead, overhead);
+  CHECK(fabs(fit.gemm_overhead / overhead - 1) < 1e-6, "GEMM overhead %g, made with %g", fit.gemm_overhead, overhead);
+  CHECK(fabs(fit.stream_bytes_per_s / stream_rate - 1) < 1e-6, "stream %g, made with %g", fit.stream_bytes_per_s, stream_rate);
+  CHECK(fabs(fit.overhead / kernel_overhead - 1) < 1e-6, "overhead %g, made with %g", fit.overhead, kernel_overhead);
+  CHECK(fabs(fit.attention_flops_per_s / attention_rate - 1) < 1e-9, "attention %g, made with %g", fit.attention_flops_per_s,
+        attention_rate);
   CHECK(fabs(fit.link_bandwidth / bandwidth - 1) < 1e-6, "bus bandwidth %g, made with %g", fit.link_bandwidth, bandwidth);
   CHECK(fabs(fit.link_latency / latency - 1) < 1e-6, "latency %g, made with %g", fit.link_latency, latency);
 }
@@ -60,6 +68,23 @@ static void test_machine_file_reads_back(void) {
   CHECK(m.special_rate == 1.25e8 && m.memory_bytes == 4e9 && m.devices_per_node == 2, "special %g, memory %g, devices %g",
         m.special_rate, m.memory_bytes, m.devices_per_node);
   CHECK(fabs(m.link_bandwidth / bandwidth - 1) < 1e-5 && !m.materialised_attention, "bus %g", m.link_bandwidth);
+  CHECK(fabs(m.memory_bandwidth / stream_rate - 1) < 1e-5 && fabs(m.launch_overhead / kernel_overhead - 1) < 1e-5,
+        "stream %g, overhead %g", m.memory_bandwidth, m.launch_overhead);
+  /* every GEMM shape of the probe (64³ to 2048·1024·2048: 6 sizes) and attention shape is a point of its curve */
+  CHECK(m.gemm_rates.n == 6 && m.attention_rates.n == 3, "%d GEMM points, %d attention points", m.gemm_rates.n,
+        m.attention_rates.n);
+  double flops = 2.0 * 256 * 128 * 256;
+  KernelTime g = kernel_gemm(&m, 1, 256, 256, 128, 4);
+  CHECK(fabs(g.seconds / (overhead + flops / rate) - 1) < 1e-5, "a measured GEMM shape (6 digits in the file): %g s, measured %g s", g.seconds,
+        overhead + flops / rate);
+}
+
+/* Between two measured sizes the rate is linear in log(FLOPs); beyond them, the nearest one's. */
+static void test_rate_curve(void) {
+  RateCurve c = {3, {1e6, 1e8, 1e10}, {50e9, 150e9, 250e9}};
+  double mid = kernel_rate_at(&c, 1e7), below = kernel_rate_at(&c, 1e3), above = kernel_rate_at(&c, 1e12);
+  CHECK(fabs(mid - 100e9) < 1, "halfway in log(FLOPs): %g", mid);
+  CHECK(below == 50e9 && above == 250e9 && kernel_rate_at(&c, 1e8) == 150e9, "%g, %g", below, above);
 }
 
 static void test_reader_refuses(void) {
@@ -95,6 +120,7 @@ static void test_special_functions_bound(void) {
 int main(void) {
   RUN(test_fits_recover_the_numbers);
   RUN(test_machine_file_reads_back);
+  RUN(test_rate_curve);
   RUN(test_reader_refuses);
   RUN(test_special_functions_bound);
   TEST_EXIT();
