@@ -137,6 +137,11 @@ $(B)/tools/%: tests/tools/%.c $(B)/libplait_rt.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -fopenmp $(MPI_INC) -Iruntime -o $@ $< $(B)/libplait_rt.a $(RT_LIBS)
 
+# The attention kernels' time on GPT-2's shape and longer sequences (make bench; not part of test).
+$(B)/tools/attention_bench: tests/bench/attention_bench.c $(B)/libplait_rt.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -fopenmp $(MPI_INC) -Iruntime -o $@ $< $(B)/libplait_rt.a $(RT_LIBS)
+
 test: all baseline $(UNIT_BIN) $(TOOL_BIN)
 	@sh tests/run.sh $(B)
 
@@ -160,7 +165,7 @@ $(B)/fuzz/fuzz_schedule_read: $(FUZZ_SRC) compiler/schedule.h compiler/simulate.
 fuzz: $(B)/fuzz/fuzz_schedule_read
 	$< -max_total_time=$(FUZZ_SECONDS) -timeout=10 -print_final_stats=1 $(B)/fuzz/corpus tests/fuzz/corpus
 
-bench: all $(B)/tools/membw $(B)/tools/llmc_checkpoint
+bench: all $(B)/tools/membw $(B)/tools/llmc_checkpoint $(B)/tools/attention_bench
 	@sh tests/bench/bench.sh
 
 # plait against transformers on the same weights and tokens: import, --eval, one step's gradients, export

@@ -10,9 +10,10 @@
 #   bandwidth (build/tools/membw: a STREAM-like triad, an Adam-like pass over seven streams).
 #   GPT-2 124M at B=4, T=64 (llm.c's CPU reference configuration): the step against its floor (its GEMM
 #   and attention FLOPs at the GEMM rate, the optimizer's bytes at the Adam-like rate, the other kernels'
-#   bytes at the triad's), its model FLOPs over the GEMM rate, the step by kind of work (--profile), and
-#   llm.c's train_gpt2.c on the same shape and tokens; the same model at gbs 32 (8 microbatches); peak
-#   resident memory against the plan's prediction.
+#   bytes at the triad's), its model FLOPs over the GEMM rate, the step by kind of work (--profile), the
+#   attention kernels alone on its shape (build/tools/attention_bench), and llm.c's train_gpt2.c on the
+#   same shape and tokens; the same model at gbs 32 (8 microbatches); peak resident memory against the
+#   plan's prediction.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root" || exit 1
@@ -238,6 +239,9 @@ awk -v ms="$(median "$j" ms)" -v tps="$(median "$j" tokens_per_s)" -v mfu="$(med
   printf "  model FLOP/s / GEMM rate                 %8.2f   (target 0.60 or more)\n", mfu
 }'
 sed -n '/^profile over/,$p' "$TMP/gpt2.out" | sed 's/^/  /'
+"$TOOLS/attention_bench" 0.5 gpt2 | awk '/^gpt2/ {
+  printf "  attention kernels alone (build/tools/attention_bench): %.3f ms forward, %.3f backward, %.2f of the GEMM rate\n",
+    $(NF - 3), $(NF - 2), $NF }'
 awk -v rss="$resident" -v plan="$predicted" 'BEGIN {
   printf "  peak resident memory                     %8.1f MB\n", rss / 1e6
   printf "  plan prediction                          %8.1f MB\n", plan / 1e6
