@@ -20,6 +20,17 @@
 
 enum { REPEATS = 15, GELU_FLOATS = 1 << 20 };
 
+/* Each timed call works on the next of several copies of its data, together at least COLD_BYTES, so
+ * that its inputs are not in the core's cache from the call before: in a training step a kernel reads
+ * what other kernels wrote. Timed on one copy, the hot kernels ran about a third faster than inside a
+ * step (tiny and GPT-2-shaped layouts: the calibrated plan 17–32% short of every measured step). */
+enum { COLD_BYTES = 32 << 20, MAX_COPIES = 256 };
+
+static int64_t cold_copies(double bytes_per_copy) {
+  double n = ceil(COLD_BYTES / bytes_per_copy);
+  return n < 1 ? 1 : n > MAX_COPIES ? MAX_COPIES : (int64_t)n;
+}
+
 /* Training's products (M tokens, N and K from hidden sizes: forward, input gradient op(B) = Bᵀ, weight
  * gradient op(A) = Aᵀ) from small to large, and squares. {M, N, K, trans_a, trans_b} */
 static const int64_t gemm_shapes[][5] = {
@@ -49,25 +60,29 @@ static double median_of(Comm *c, void (*work)(void *), void *arg) {
 typedef struct {
   int64_t m, n, k;
   int trans_a, trans_b;
-  act_t *a, *b, *c;
+  act_t *all;            /* copies of A, B and C, one after another */
+  int64_t copies, next;
 } Gemm;
 
 static void run_gemm(void *arg) {
   Gemm *g = arg;
-  k_gemm(g->trans_a, g->trans_b, g->m, g->n, g->k, 1, g->a, g->b, 0, g->c);
+  act_t *a = g->all + g->next++ % g->copies * (g->m * g->k + g->k * g->n + g->m * g->n);
+  act_t *b = a + g->m * g->k, *c = b + g->k * g->n;
+  k_gemm(g->trans_a, g->trans_b, g->m, g->n, g->k, 1, a, b, 0, c);
 }
 
 static void probe_gemms(Comm *c, int print) {
   for (unsigned i = 0; i < sizeof gemm_shapes / sizeof *gemm_shapes; i++) {
     const int64_t *shape = gemm_shapes[i];
-    Gemm g = {shape[0], shape[1], shape[2], (int)shape[3], (int)shape[4], 0, 0, 0};
-    g.a = cpu_alloc((size_t)(g.m * g.k + g.k * g.n + g.m * g.n), sizeof(act_t), "the probe's GEMM");
-    g.b = g.a + g.m * g.k, g.c = g.b + g.k * g.n;
-    for (int64_t e = 0; e < g.m * g.k + g.k * g.n; e++) g.a[e] = (act_t)((e % 7) - 3) / 8;
+    Gemm g = {shape[0], shape[1], shape[2], (int)shape[3], (int)shape[4], NULL, 1, 0};
+    int64_t elems = g.m * g.k + g.k * g.n + g.m * g.n;
+    g.copies = cold_copies((double)elems * sizeof(act_t));
+    g.all = cpu_alloc((size_t)(g.copies * elems), sizeof(act_t), "the probe's GEMM");
+    for (int64_t e = 0; e < g.copies * elems; e++) g.all[e] = (act_t)((e % 7) - 3) / 8;
     run_gemm(&g);
     double seconds = median_of(c, run_gemm, &g);
     if (print) printf("gemm %lld %lld %lld %.9g\n", (long long)g.m, (long long)g.n, (long long)g.k, seconds);
-    free(g.a);
+    free(g.all);
   }
 }
 
@@ -100,17 +115,29 @@ static void probe_gelu(Comm *c, int print) {
   free(s.in);
 }
 
-/* out = 0.5·in over 4 K to 4 M floats each way (32 KB to 32 MB moved): from the sizes that stay in cache (a small model's
- * activations) to those that stream from memory (weights, optimizer state). */
+/* out = 0.5·in over 4 K to 4 M floats each way (32 KB to 32 MB moved): from the sizes that stay in
+ * cache (a small model's activations) to those that stream from memory (weights, optimizer state). */
+typedef struct {
+  Stream copy;           /* the one timed next */
+  float *all;            /* copies of in and out, one after another */
+  int64_t copies, next;
+} Streams;
+
+static void run_streams(void *arg) {
+  Streams *s = arg;
+  s->copy.in = s->all + s->next++ % s->copies * 2 * s->copy.n, s->copy.out = s->copy.in + s->copy.n;
+  run_stream(&s->copy);
+}
+
 static void probe_stream(Comm *c, int print) {
   for (int64_t n = 1 << 12; n <= 1 << 22; n *= 4) {
-    Stream s = {cpu_alloc(2 * (size_t)n, sizeof(float), "the probe's stream"), 0, n};
-    s.out = s.in + n;
-    for (int64_t i = 0; i < 2 * n; i++) s.in[i] = (float)(i % 13);
-    run_stream(&s);
-    double seconds = median_of(c, run_stream, &s);
+    Streams s = {{NULL, NULL, n}, NULL, cold_copies(2.0 * (double)n * sizeof(float)), 0};
+    s.all = cpu_alloc((size_t)(2 * n * s.copies), sizeof(float), "the probe's stream");
+    for (int64_t i = 0; i < 2 * n * s.copies; i++) s.all[i] = (float)(i % 13);
+    run_streams(&s);
+    double seconds = median_of(c, run_streams, &s);
     if (print) printf("stream %lld %.9g\n", (long long)(2 * n * (int64_t)sizeof(float)), seconds);
-    free(s.in);
+    free(s.all);
   }
 }
 
@@ -121,32 +148,35 @@ static const int64_t attention_shapes[][4] = {{4, 4, 64, 32}, {4, 12, 64, 64}, {
 
 typedef struct {
   AttnShape shape;
-  act_t *q, *k, *v, *out, *dout, *dq, *dk, *dv;
-  real *lse;
+  act_t *all;            /* copies of q, k, v, out, dout, dq, dk, dv, one after another */
+  real *lse;             /* copies of lse */
+  int64_t n, rows, copies, next; /* elements of each tensor and of lse; copies; the next one timed */
 } Attention;
 
 static void run_attention(void *arg) {
   Attention *a = arg;
-  k_attention_forward(&a->shape, a->q, a->k, a->v, a->out, a->lse);
-  k_attention_backward(&a->shape, a->q, a->k, a->v, a->out, a->lse, a->dout, a->dq, a->dk, a->dv);
+  int64_t i = a->next++ % a->copies, n = a->n;
+  act_t *q = a->all + i * 8 * n;
+  real *lse = a->lse + i * a->rows;
+  k_attention_forward(&a->shape, q, q + n, q + 2 * n, q + 3 * n, lse);
+  k_attention_backward(&a->shape, q, q + n, q + 2 * n, q + 3 * n, lse, q + 4 * n, q + 5 * n, q + 6 * n, q + 7 * n);
 }
 
 static void probe_attention(Comm *c, int print) {
   for (unsigned i = 0; i < sizeof attention_shapes / sizeof *attention_shapes; i++) {
     const int64_t *shape = attention_shapes[i];
     Attention a = {.shape = {.B = shape[0], .T = shape[2], .Hq = (int)shape[1], .Hkv = (int)shape[1], .D = (int)shape[3],
-                             .causal = 1, .heads_total = (int)shape[1]}};
-    int64_t n = shape[0] * shape[1] * shape[2] * shape[3];
-    act_t *all = cpu_alloc(8 * (size_t)n, sizeof(act_t), "the probe's attention");
-    a.q = all, a.k = all + n, a.v = all + 2 * n, a.out = all + 3 * n, a.dout = all + 4 * n;
-    a.dq = all + 5 * n, a.dk = all + 6 * n, a.dv = all + 7 * n;
-    a.lse = cpu_alloc((size_t)(shape[0] * shape[1] * shape[2]), sizeof(real), "the probe's attention");
-    for (int64_t e = 0; e < 5 * n; e++) all[e] = (act_t)((e % 11) - 5) / 16;
+                             .causal = 1, .heads_total = (int)shape[1]},
+                   .n = shape[0] * shape[1] * shape[2] * shape[3], .rows = shape[0] * shape[1] * shape[2]};
+    a.copies = cold_copies(8.0 * (double)a.n * sizeof(act_t));
+    a.all = cpu_alloc((size_t)(8 * a.n * a.copies), sizeof(act_t), "the probe's attention");
+    a.lse = cpu_alloc((size_t)(a.rows * a.copies), sizeof(real), "the probe's attention");
+    for (int64_t e = 0; e < 8 * a.n * a.copies; e++) a.all[e] = (act_t)((e % 11) - 5) / 16;
     run_attention(&a);
     double seconds = median_of(c, run_attention, &a);
     double flops = 12.0 * (double)(shape[0] * shape[1]) * (double)(shape[2] * shape[2]) * (double)shape[3];
     if (print) printf("attention %.17g %.9g\n", flops, seconds);
-    free(all);
+    free(a.all);
     free(a.lse);
   }
 }
