@@ -43,7 +43,8 @@ KernelTime kernel_gemm(const Machine *m, double batch, double M, double N, doubl
   k.flops = 2 * batch * M * N * K;
   k.bytes = batch * ((M * K + K * N) * m->activation_bytes + M * N * c_bytes);
   if (m->gemm_rates.n > 0) {
-    double measured = k.flops / kernel_rate_at(&m->gemm_rates, k.flops), memory = k.bytes / (m->memory_bandwidth * m->memory_efficiency);
+    double measured = k.flops / kernel_rate_at(&m->gemm_rates, k.flops);
+    double memory = k.bytes / (m->memory_bandwidth * m->memory_efficiency);
     k.seconds = max2(measured, memory);
     k.bound = memory > measured ? BOUND_MEMORY : BOUND_COMPUTE;
     return k;

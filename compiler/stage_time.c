@@ -95,17 +95,16 @@ static void attention_materialised(Walk *w, int i, int backward) {
   add(w, i, "dk = dsᵀ·q", value_gemm);
 }
 
-/* A fused attention kernel (no stored scores): its GEMMs' FLOPs at the ceiling (at the kernel's measured
- * rate where the machine has one), its inputs and outputs from memory; the backward does twice the
- * forward's work. */
+/* A fused attention kernel (no stored scores): its GEMMs' FLOPs at the ceiling, or at the kernel's rate
+ * measured at the size of a forward and backward (3× the forward's FLOPs) where the machine has one; its
+ * inputs and outputs from memory; the backward does twice the forward's work. */
 static void attention_fused(Walk *w, int i, int backward) {
   AttentionShape s = attention_shape(w, &w->g->nodes[i]);
   KernelTime k = kernel_gemm(w->mc, s.heads, s.seq, s.seq, s.head_dim, 0);
   KernelTime v = kernel_gemm(w->mc, s.heads, s.seq, s.head_dim, s.seq, 0);
   const RateCurve *measured = &w->mc->attention_rates;
   double flops = (k.flops + v.flops) * (backward ? 2 : 1);
-  double compute = measured->n > 0 ? flops / kernel_rate_at(measured, 3 * (k.flops + v.flops)) /* the rate of a forward
-                                                                                                  and backward */
+  double compute = measured->n > 0 ? flops / kernel_rate_at(measured, 3 * (k.flops + v.flops))
                                    : (k.seconds + v.seconds - 2 * w->mc->launch_overhead) * (backward ? 2 : 1);
   KernelTime io = kernel_stream(w->mc, node_bytes(w, &w->g->nodes[i]));
   KernelTime t = {compute > io.seconds ? compute + w->mc->launch_overhead : io.seconds, flops,
