@@ -90,21 +90,21 @@ static int by_flops(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* A rate curve `key = { { FLOPs, FLOP/s }, ... }`: each measured shape by FLOPs (shapes of equal FLOPs
- * averaged), indented by `indent`. */
-static void write_rates(const Sample *samples, int n, const char *key, const char *indent, const char *comment, FILE *f) {
+/* A rate curve `key = { { FLOPs, FLOP/s }, ... }` inside a section: each measured shape by FLOPs (shapes
+ * of equal FLOPs averaged). */
+static void write_rates(const Sample *samples, int n, const char *key, const char *comment, FILE *f) {
   Sample sorted[CALIBRATE_MAX_SAMPLES];
   memcpy(sorted, samples, (size_t)n * sizeof *sorted);
   qsort(sorted, (size_t)n, sizeof *sorted, by_flops);
-  fprintf(f, "%s%s = {  -- %s\n", indent, key, comment);
+  fprintf(f, "    %s = {  -- %s\n", key, comment);
   for (int i = 0; i < n;) {
     int j = i;
     double seconds = 0;
     while (j < n && sorted[j].x == sorted[i].x) seconds += sorted[j++].seconds;
-    fprintf(f, "%s  { %.6g, %.6g },\n", indent, sorted[i].x, sorted[i].x * (j - i) / seconds);
+    fprintf(f, "      { %.6g, %.6g },\n", sorted[i].x, sorted[i].x * (j - i) / seconds);
     i = j;
   }
-  fprintf(f, "%s},\n", indent);
+  fprintf(f, "    },\n");
 }
 
 void calibrate_write(const Probe *p, const Fit *fit, FILE *f) {
@@ -119,11 +119,11 @@ void calibrate_write(const Probe *p, const Fit *fit, FILE *f) {
           p->ranks, p->ranks == 1 ? "" : "s", fit->gemm_flops_per_s / 1e9, fit->stream_bytes_per_s / 1e9,
           fit->attention_flops_per_s / 1e9, p->gelu_per_s / 1e9, fit->link_bandwidth / 1e9);
   fprintf(f, "  precision = \"fp32\",\n  device = {\n");
-  fprintf(f, "    flops = { fp32 = %.6g },  -- one GEMM rate fitted to %d shapes (t = overhead + FLOPs / rate)\n",
-          fit->gemm_flops_per_s, p->ngemm);
+  fprintf(f, "    flops = { fp32 = %.6g },  -- one GEMM rate fitted to %d shapes (t = %.3g s + FLOPs / rate)\n",
+          fit->gemm_flops_per_s, p->ngemm, fit->gemm_overhead);
   fprintf(f, "    gemm_efficiency = 1,       -- the rate above is the measured ceiling\n");
   fprintf(f, "    gemm_tile = { 1, 1 },      -- no tile waves: one compute unit, the whole product\n");
-  write_rates(p->gemm, p->ngemm, "gemm_rates", "    ", "{ FLOPs, FLOP/s } of each GEMM shape measured, the call included", f);
+  write_rates(p->gemm, p->ngemm, "gemm_rates", "{ FLOPs, FLOP/s } of each GEMM shape measured, the call included", f);
   fprintf(f, "    memory_bandwidth = %.6g, -- bytes/s: out = 0.5·in from 32 KB to 32 MB, t = overhead + bytes / rate\n",
           fit->stream_bytes_per_s);
   fprintf(f, "    memory_efficiency = 1,\n    memory = %.6g,       -- the machine's memory over its ranks\n",
@@ -137,7 +137,7 @@ void calibrate_write(const Probe *p, const Fit *fit, FILE *f) {
   fprintf(f, "  network = { nics = 1, nic_bandwidth = %.6g, nic_latency = %.6g },     -- not crossed: one machine\n",
           fit->link_bandwidth, fit->link_latency);
   fprintf(f, "  kernels = {\n    attention = \"fused\", attention_dropout = 0,\n");
-  write_rates(p->attention, p->nattention, "attention_rates", "    ",
+  write_rates(p->attention, p->nattention, "attention_rates",
               "{ FLOPs, FLOP/s } of the attention kernel, forward and backward, per shape measured", f);
   fprintf(f, "  },\n}\n");
 }
