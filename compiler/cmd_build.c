@@ -20,7 +20,7 @@
 #endif
 
 static const char *const build_flags[] = {"--tp", "--pp", "--vpp", "--dp", "--mbs", "--gbs", "--schedule", "--recompute",
-                                          "--sequence-parallel", "--partition", "--set", "--machine", "-o",
+                                          "--sequence-parallel", "--partition", "--grad-reduce", "--set", "--machine", "-o",
                                           "--emit-only", "--double", "--backend", "--lua-instructions", "--lua-memory", NULL};
 
 /* Runs the compile command, which writes DIR/train.tmp, and renames that over DIR/train only when it

@@ -13,7 +13,7 @@
 
 static const char *const check_flags[] = {"--unit-costs", "--pp", "--vpp", "--dp", "--mbs", "--gbs", "--tp",
                                           "--set", "--machine", "--model", "--sequence-parallel", "--recompute",
-                                          "--format", "-o", NULL};
+                                          "--grad-reduce", "--format", "-o", NULL};
 
 static int ends_with(const char *s, const char *tail) {
   size_t n = strlen(s), k = strlen(tail);

@@ -8,7 +8,7 @@
 #include "plan.h"
 
 static const char *const plan_flags[] = {"--tp", "--pp", "--vpp", "--dp", "--mbs", "--gbs", "--schedule", "--recompute",
-                                         "--sequence-parallel", "--partition", "--set", "--format", "--machine",
+                                         "--sequence-parallel", "--partition", "--grad-reduce", "--set", "--format", "--machine",
                                          "--unit-costs", "--print", "-o", "--lua-instructions", "--lua-memory", NULL};
 
 typedef struct {

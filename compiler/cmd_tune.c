@@ -7,7 +7,7 @@
 
 static const char *const tune_flags[] = {"--gpus", "--machine", "--gbs", "--set", "--format", "--tp", "--pp", "--vpp",
                                          "--dp", "--mbs", "--schedule", "--recompute", "--sequence-parallel",
-                                         "--partition", "--lua-instructions", "--lua-memory", NULL};
+                                         "--partition", "--grad-reduce", "--lua-instructions", "--lua-memory", NULL};
 
 /* None fits: one line naming the least memory a layout needs. */
 static int none_fits(const Tune *t, Diag *d) {

@@ -268,10 +268,12 @@ static void config_table(const Model *m, FILE *f) {
 static void header(const Plan *p, FILE *f) {
   const Parallel *par = &p->par;
   fprintf(f, "/* model.c: %s (%s) compiled by plait for tp %d × pp %d × dp %d, vpp %d, microbatch %d, global batch %d\n"
-             " * (%d microbatches per pipeline), schedule %s, recompute %s, sequence parallel %s. Generated: rebuild\n"
-             " * with plait build rather than editing. Sizes are one tensor-parallel rank's. */\n",
+             " * (%d microbatches per pipeline), schedule %s, recompute %s, sequence parallel %s, gradients reduced\n"
+             " * %s. Generated: rebuild with plait build rather than editing. Sizes are one tensor-parallel\n"
+             " * rank's. */\n",
           p->model.name, p->model.file, par->tp, par->pp, par->dp, par->vpp, par->mbs, par->gbs, p->microbatches,
-          par->schedule, par->recompute ? "full" : "none", par->sequence_parallel ? "on" : "off");
+          par->schedule, par->recompute ? "full" : "none", par->sequence_parallel ? "on" : "off",
+          par->grad_reduce_after ? "after the backward" : "during the backward");
   fprintf(f, "#include \"device.h\"\n#include \"kernels.h\"\n#include \"rt.h\"\n");
   fprintf(f, "#include \"profiled.h\" /* under --profile, each runtime kernel's time, FLOPs and bytes */\n\n");
 }
@@ -320,8 +322,8 @@ static void program(const Emission *e, FILE *f) {
   fprintf(f, "  .vocab = %lld, .vocab_padded = %lld,\n", (long long)(m->vocab_dim >= 0 ? m->dims[m->vocab_dim].unpadded : 0),
           (long long)(m->vocab_dim >= 0 ? m->dims[m->vocab_dim].size : 0));
   if (m->nconstants) fprintf(f, "  .constants = constants, .nconstants = %d,\n", m->nconstants);
-  fprintf(f, "  .recompute = %d, .sequence_parallel = %d, .masked_lm = %d,\n", p->par.recompute,
-          p->par.sequence_parallel, p->masked_lm);
+  fprintf(f, "  .recompute = %d, .sequence_parallel = %d, .grad_reduce_after = %d, .masked_lm = %d,\n", p->par.recompute,
+          p->par.sequence_parallel, p->par.grad_reduce_after, p->masked_lm);
   fprintf(f, "  .config = config, .nconfig = %d,\n", m->nconfig);
   fprintf(f, "  .model_params = model_params, .nmodel_params = %d,\n", count_params(m, SCOPE_MODEL));
   fprintf(f, "  .block_params = block_params, .nblock_params = %d,\n", count_params(m, SCOPE_BLOCK));

@@ -103,7 +103,7 @@ static int string_field(lua_State *L, int table, const char *key, char *out, int
 /* The model table's `parallel` field, as a Parallel with what it leaves out unset. */
 static int read_parallel(lua_State *L, int model, Parallel *p, Diag *d) {
   static const char *const known[] = {"tp", "pp", "vpp", "dp", "mbs", "gbs", "schedule", "recompute",
-                                      "sequence_parallel", "partition", NULL};
+                                      "sequence_parallel", "partition", "grad_reduce", NULL};
   parallel_unset(p);
   lua_getfield(L, model, "parallel");
   int t = lua_gettop(L);
@@ -113,16 +113,17 @@ static int read_parallel(lua_State *L, int model, Parallel *p, Diag *d) {
     int i = 0;
     while (known[i] && strcmp(known[i], key) != 0) i++;
     if (!known[i]) return diag(d, "parallel: unknown field '%s' (tp, pp, vpp, dp, mbs, gbs, schedule, recompute, "
-                                  "sequence_parallel, partition)", key);
+                                  "sequence_parallel, partition, grad_reduce)", key);
     lua_pop(L, 1);
   }
-  char recompute[16] = "";
+  char recompute[16] = "", grad_reduce[16] = "";
   int failed = int_field(L, t, "tp", &p->tp, d) || int_field(L, t, "pp", &p->pp, d) ||
                int_field(L, t, "vpp", &p->vpp, d) || int_field(L, t, "dp", &p->dp, d) ||
                int_field(L, t, "mbs", &p->mbs, d) || int_field(L, t, "gbs", &p->gbs, d) ||
                string_field(L, t, "schedule", p->schedule, sizeof p->schedule, d) ||
                string_field(L, t, "recompute", recompute, sizeof recompute, d) ||
                string_field(L, t, "partition", p->partition, sizeof p->partition, d) ||
+               string_field(L, t, "grad_reduce", grad_reduce, sizeof grad_reduce, d) ||
                bool_field(L, t, "sequence_parallel", &p->sequence_parallel);
   lua_pop(L, 1);
   if (failed) return -1;
@@ -130,6 +131,11 @@ static int read_parallel(lua_State *L, int model, Parallel *p, Diag *d) {
     if (strcmp(recompute, "full") != 0 && strcmp(recompute, "none") != 0)
       return diag(d, "parallel.recompute must be \"none\" or \"full\", not \"%s\"", recompute);
     p->recompute = strcmp(recompute, "full") == 0;
+  }
+  if (grad_reduce[0]) {
+    if (strcmp(grad_reduce, "overlap") != 0 && strcmp(grad_reduce, "after") != 0)
+      return diag(d, "parallel.grad_reduce must be \"overlap\" or \"after\", not \"%s\"", grad_reduce);
+    p->grad_reduce_after = strcmp(grad_reduce, "after") == 0;
   }
   return 0;
 }
@@ -238,6 +244,10 @@ static int run_model(const Options *o, const Parallel *flags, Parallel *par, Mod
     int model = lua_gettop(L);
     read_model_fields(L, model, m, file);
     status = read_parallel(L, model, par, d);
+    if (status) {
+      Diag why = *d;
+      diag(d, "%s: %s", file, why.msg);
+    }
     if (status == 0) {
       parallel_override(par, flags);
       parallel_defaults(par);

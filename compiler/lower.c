@@ -243,8 +243,9 @@ static int has_finishing_actions(const Schedule *s) {
   return 0;
 }
 
-/* Each local stage's REDUCE_GRAD goes after its last backward and the group that follows it. */
-static void add_reductions(Schedule *s, int rank) {
+/* Each local stage's REDUCE_GRAD goes after its last backward and the group that follows it, or with
+ * `after_all`, every one after the rank's last backward (and its group). */
+static void add_reductions(Schedule *s, int rank, int after_all) {
   ActionList old = s->rank[rank];
   int chunks = s->vpp, *after = schedule_alloc((size_t)chunks, sizeof *after);
   for (int c = 0; c < chunks; c++) after[c] = old.count;
@@ -255,6 +256,9 @@ static void add_reductions(Schedule *s, int rank) {
     while (end < old.count && schedule_is_p2p(old.action[end].kind)) end++;
     after[a->stage / s->pp] = end;
   }
+  int last = 0;
+  for (int c = 0; c < chunks; c++) last = after[c] > last ? after[c] : last;
+  for (int c = 0; c < chunks && after_all; c++) after[c] = last;
   memset(&s->rank[rank], 0, sizeof s->rank[rank]);
   for (int i = 0; i <= old.count; i++) {
     for (int c = 0; c < chunks; c++)
@@ -269,7 +273,7 @@ static void add_reductions(Schedule *s, int rank) {
 
 static void add_finishing_actions(Schedule *s, int options) {
   int first = 0, last = s->stages - 1;
-  for (int r = 0; r < s->pp; r++) add_reductions(s, r);
+  for (int r = 0; r < s->pp; r++) add_reductions(s, r, options & LOWER_REDUCE_AFTER);
   if ((options & LOWER_TIED_EMBEDDING) && first % s->pp != last % s->pp) {
     Action embed = {.kind = ACTION_EMBED_REDUCE, .stage = first, .microbatch = -1};
     embed.peer = schedule_peer(s, &embed);

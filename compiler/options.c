@@ -67,6 +67,12 @@ static int parse_layout_flag(const char *flag, const char *value, Parallel *p, i
     p->recompute = strcmp(value, "full") == 0;
     return 0;
   }
+  if (strcmp(flag, "--grad-reduce") == 0) {
+    if (!value || (strcmp(value, "overlap") != 0 && strcmp(value, "after") != 0))
+      return diag(d, "--grad-reduce takes overlap or after, not '%s'", value ? value : "");
+    p->grad_reduce_after = strcmp(value, "after") == 0;
+    return 0;
+  }
   *consumed = 0;
   if (strcmp(flag, "--sequence-parallel") == 0) { p->sequence_parallel = 1; return 0; }
   return diag(d, "internal: %s is not a layout flag", flag);
@@ -74,7 +80,7 @@ static int parse_layout_flag(const char *flag, const char *value, Parallel *p, i
 
 static int is_layout_flag(const char *flag) {
   static const char *const layout[] = {"--tp", "--pp", "--vpp", "--dp", "--mbs", "--gbs", "--schedule", "--recompute",
-                                       "--sequence-parallel", "--partition", NULL};
+                                       "--sequence-parallel", "--partition", "--grad-reduce", NULL};
   return allowed(layout, flag);
 }
 

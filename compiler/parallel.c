@@ -7,14 +7,14 @@
 void parallel_unset(Parallel *p) {
   memset(p, 0, sizeof *p);
   p->tp = p->pp = p->vpp = p->dp = p->mbs = p->gbs = UNSET;
-  p->recompute = p->sequence_parallel = UNSET;
+  p->recompute = p->sequence_parallel = p->grad_reduce_after = UNSET;
 }
 
 void parallel_override(Parallel *base, const Parallel *over) {
   int *b[] = {&base->tp, &base->pp, &base->vpp, &base->dp, &base->mbs, &base->gbs, &base->recompute,
-              &base->sequence_parallel};
+              &base->sequence_parallel, &base->grad_reduce_after};
   const int *o[] = {&over->tp, &over->pp, &over->vpp, &over->dp, &over->mbs, &over->gbs, &over->recompute,
-                    &over->sequence_parallel};
+                    &over->sequence_parallel, &over->grad_reduce_after};
   for (unsigned i = 0; i < sizeof b / sizeof *b; i++)
     if (*o[i] != UNSET) *b[i] = *o[i];
   if (over->schedule[0]) snprintf(base->schedule, sizeof base->schedule, "%s", over->schedule);
@@ -28,6 +28,7 @@ void parallel_defaults(Parallel *p) {
   if (p->gbs == UNSET) p->gbs = p->mbs * p->dp;
   if (p->recompute == UNSET) p->recompute = 0;
   if (p->sequence_parallel == UNSET) p->sequence_parallel = 0;
+  if (p->grad_reduce_after == UNSET) p->grad_reduce_after = 0;
   if (!p->schedule[0]) snprintf(p->schedule, sizeof p->schedule, "%s", p->vpp > 1 ? "interleaved" : "1f1b");
   if (!p->partition[0]) snprintf(p->partition, sizeof p->partition, "balanced");
 }

@@ -1,5 +1,6 @@
 /* parallel.h: the parallel layout of a run (tp, pp, vpp, dp, batch sizes, schedule, recomputation,
- * sequence parallelism): read from the model file, overridden by flags, checked before any pass. */
+ * sequence parallelism, when gradients are reduced): read from the model file, overridden by flags,
+ * checked before any pass. */
 #ifndef PLAIT_PARALLEL_H
 #define PLAIT_PARALLEL_H
 
@@ -13,6 +14,9 @@ typedef struct {
   char schedule[256];    /* gpipe, 1f1b, interleaved, or a schedule file */
   int recompute;         /* 1: full activation recomputation (only chunk inputs kept) */
   int sequence_parallel; /* 1: Megatron's sequence parallelism on the residual stream */
+  int grad_reduce_after; /* 1: data-parallel gradients all-reduced once the rank's whole backward is done
+                            (Megatron-LM's --DDP-impl local); 0: in buckets of one layer during each
+                            chunk's last backward */
   char partition[32];    /* balanced (by cost) or uniform (layers / chunks, as Megatron) */
 } Parallel;
 

@@ -21,9 +21,10 @@ static void layout(const Plan *p, FILE *f) {
   const Parallel *par = &p->par;
   fprintf(f, "  \"layout\": {\"tp\": %d, \"pp\": %d, \"vpp\": %d, \"dp\": %d, \"mbs\": %d, \"gbs\": %d, "
              "\"microbatches\": %d, \"schedule\": \"%s\", \"recompute\": \"%s\", \"sequence_parallel\": %s, "
-             "\"partition\": \"%s\"},\n",
+             "\"partition\": \"%s\", \"grad_reduce\": \"%s\"},\n",
           par->tp, par->pp, par->vpp, par->dp, par->mbs, par->gbs, p->microbatches, par->schedule,
-          par->recompute ? "full" : "none", par->sequence_parallel ? "true" : "false", par->partition);
+          par->recompute ? "full" : "none", par->sequence_parallel ? "true" : "false", par->partition,
+          par->grad_reduce_after ? "after" : "overlap");
 }
 
 static void model(const Plan *p, FILE *f) {

@@ -30,14 +30,15 @@ static double chunk_params(const Plan *p, const Chunk *c) {
 }
 
 /* The chunk's fp32 gradients all-reduced over DP in buckets of one layer (the runtime's), and the
- * replicated parameters' gradients summed over TP. */
+ * replicated parameters' gradients summed over TP. The buckets overlap the chunk's last backward unless
+ * the layout reduces after the whole backward (then the REDUCE_GRAD action starts them all). */
 static void chunk_reduce(const Plan *p, const Chunk *c, StageCost *s) {
   const Parallel *par = &p->par;
   Link dp = kernel_group_link(&p->machine, par->tp, par->dp), tp = kernel_group_link(&p->machine, 1, par->tp);
   double grads = 4 * chunk_params(p, c);
   double summed = c->layers * (double)p->cost.block.tp_summed_bytes;
   s->reduce = kernel_ring(&dp, RING_ALLREDUCE, grads, par->dp).seconds + kernel_ring(&tp, RING_ALLREDUCE, summed, par->tp).seconds;
-  if (par->dp == 1 || c->layers == 0) return;
+  if (par->dp == 1 || c->layers == 0 || par->grad_reduce_after) return;
   double layer_share = (double)p->cost.block.params_local / chunk_params(p, c);
   s->reduce_tail = s->reduce * (1 - (c->layers - 1) * layer_share);
   s->reduce_overlap = s->backward * (c->layers - 1) / c->layers;
@@ -131,7 +132,7 @@ static void plan_iteration_time(Plan *p, const Timeline *pipeline_free) {
 
 static int lowered_and_valid(Plan *p, Diag *d) {
   int tied = p->model.tied && p->par.pp > 1;
-  lower_schedule(&p->schedule, tied ? LOWER_TIED_EMBEDDING : 0);
+  lower_schedule(&p->schedule, (tied ? LOWER_TIED_EMBEDDING : 0) | (p->par.grad_reduce_after ? LOWER_REDUCE_AFTER : 0));
   ScheduleFault fault;
   if (validate_schedule(&p->schedule, &fault)) return diag(d, "schedule %s: %s", p->par.schedule, fault.message);
   return 0;

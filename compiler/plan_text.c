@@ -61,9 +61,10 @@ static void print_layer_options(const Plan *p, FILE *f) {
 static void print_layout(const Plan *p, FILE *f) {
   const Parallel *par = &p->par;
   fprintf(f, "layout      tp %d × pp %d × dp %d = %d ranks, vpp %d; microbatch %d, global batch %d = %d microbatches "
-             "per pipeline\n            %s schedule, recompute %s, sequence parallel %s, partition %s\n",
+             "per pipeline\n            %s schedule, recompute %s, sequence parallel %s, partition %s, grad reduce %s\n",
           par->tp, par->pp, par->dp, par->tp * par->pp * par->dp, par->vpp, par->mbs, par->gbs, p->microbatches,
-          par->schedule, par->recompute ? "full" : "none", par->sequence_parallel ? "on" : "off", par->partition);
+          par->schedule, par->recompute ? "full" : "none", par->sequence_parallel ? "on" : "off", par->partition,
+          par->grad_reduce_after ? "after" : "overlap");
   fprintf(f, "machine     %s: %s\n", p->machine.name, p->machine.about);
 }
 

@@ -88,12 +88,16 @@ const char *schedule_kind_name(ActionKind kind);
 
 /* ---- lower.c: compute-only lists to a plan that runs ---- */
 
-enum { LOWER_TIED_EMBEDDING = 1 }; /* add <stage>EMBED_REDUCE on the first and the last stage's ranks */
+enum {
+  LOWER_TIED_EMBEDDING = 1, /* add <stage>EMBED_REDUCE on the first and the last stage's ranks */
+  LOWER_REDUCE_AFTER = 2    /* every REDUCE_GRAD of a rank after its last backward (--grad-reduce after) */
+};
 
 /* Where the schedule has no SEND/RECV, adds them: after each compute action, one group holding the
  * send of its output and the receives that the next compute action needs, posted in the order the
  * peer sends them. Where it has no REDUCE_GRAD, EMBED_REDUCE or STEP, adds each stage's REDUCE_GRAD
- * after its last backward (and that backward's group), EMBED_REDUCE if asked, and STEP last. */
+ * after its last backward (and that backward's group; with LOWER_REDUCE_AFTER, after the rank's last),
+ * EMBED_REDUCE if asked, and STEP last. */
 void lower_schedule(Schedule *s, int options);
 
 /* ---- validate.c: the checks a plan must pass ---- */

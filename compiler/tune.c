@@ -98,6 +98,7 @@ static void each_schedule(Tune *t, const Options *o, Plan *traced, int prefix, P
 
 static void each_pipeline(Tune *t, const Options *o, Plan *traced, int prefix, int layers) {
   Parallel par = traced->par;
+  par.grad_reduce_after = o->parallel.grad_reduce_after == 1;
   int rest = t->devices / par.tp;
   for (int pp = 1; pp <= rest && pp <= layers; pp++) {
     if (rest % pp != 0 || !pinned_to(o->parallel.pp, pp) || !pinned_to(o->parallel.dp, rest / pp)) continue;

@@ -10,8 +10,9 @@ static const char *const loss_names[LOST_REASONS] = {
 const char *tune_loss_name(TuneLoss loss) { return loss_names[loss]; }
 
 void tune_layout_flags(const Parallel *p, char *buf, int len) {
-  snprintf(buf, len, "--tp %d --pp %d --dp %d --vpp %d --mbs %d --schedule %s --recompute %s%s", p->tp, p->pp, p->dp,
-           p->vpp, p->mbs, p->schedule, p->recompute ? "full" : "none", p->sequence_parallel ? " --sequence-parallel" : "");
+  snprintf(buf, len, "--tp %d --pp %d --dp %d --vpp %d --mbs %d --schedule %s --recompute %s%s%s", p->tp, p->pp, p->dp,
+           p->vpp, p->mbs, p->schedule, p->recompute ? "full" : "none", p->sequence_parallel ? " --sequence-parallel" : "",
+           p->grad_reduce_after ? " --grad-reduce after" : "");
 }
 
 static int best_count(const Tune *t) { return t->fitting < TUNE_BEST ? t->fitting : TUNE_BEST; }

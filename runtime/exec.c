@@ -107,7 +107,7 @@ static void backward(Exec *e, const Action *a, int index) {
   e->run->sample0 = (int64_t)e->run->dp_rank * (e->prog->gbs / e->prog->dp) + (int64_t)a->microbatch * e->prog->mbs;
   int64_t at = (int64_t)a->microbatch * e->microbatch_tokens;
   int last = index == e->last_backward[a->chunk];
-  e->run->layer_grads_final = last ? layer_grads_final : NULL;
+  e->run->layer_grads_final = last && !e->prog->grad_reduce_after ? layer_grads_final : NULL;
   e->run->layer_grads_final_arg = e;
   if (e->run->profile) profile_stage_begin(e->run->profile);
   c->backward(e->run, s, e->tokens ? e->tokens + at : NULL, e->targets ? e->targets + at : NULL);

@@ -87,6 +87,7 @@ typedef struct {
   int seq, hidden, layers;
   int64_t vocab, vocab_padded;
   int recompute, sequence_parallel;
+  int grad_reduce_after;             /* DP gradients reduced once the backward is done, not in buckets during it */
   int masked_lm;                     /* targets are masked positions (BERT), else the next tokens */
   const ConfigItem *config;          /* sorted by key; checkpoints record it and loading compares it */
   int nconfig;

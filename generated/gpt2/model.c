@@ -1,6 +1,7 @@
 /* model.c: gpt2 (models/gpt2.lua) compiled by plait for tp 1 × pp 1 × dp 1, vpp 1, microbatch 1, global batch 1
- * (1 microbatches per pipeline), schedule 1f1b, recompute none, sequence parallel off. Generated: rebuild
- * with plait build rather than editing. Sizes are one tensor-parallel rank's. */
+ * (1 microbatches per pipeline), schedule 1f1b, recompute none, sequence parallel off, gradients reduced
+ * during the backward. Generated: rebuild with plait build rather than editing. Sizes are one tensor-parallel
+ * rank's. */
 #include "device.h"
 #include "kernels.h"
 #include "rt.h"
@@ -275,7 +276,7 @@ const Program plait_program = {
   .tp = 1, .pp = 1, .vpp = 1, .dp = 1, .mbs = 1, .gbs = 1, .microbatches = 1,
   .seq = 1024, .hidden = 768, .layers = 12,
   .vocab = 50257, .vocab_padded = 50304,
-  .recompute = 0, .sequence_parallel = 0, .masked_lm = 0,
+  .recompute = 0, .sequence_parallel = 0, .grad_reduce_after = 0, .masked_lm = 0,
   .config = config, .nconfig = 7,
   .model_params = model_params, .nmodel_params = 4,
   .block_params = block_params, .nblock_params = 16,

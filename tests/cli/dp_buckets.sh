@@ -1,7 +1,8 @@
 #!/bin/sh
 # dp_buckets.sh: data-parallel gradients are reduced in buckets of one layer, each started during the
 # chunk's last backward as soon as that layer is done (the rest, the embedding's and head's parameters,
-# when the plan's REDUCE_GRAD comes). The step lines of --log-json count them on rank 0.
+# when the plan's REDUCE_GRAD comes); with --grad-reduce after, one bucket a chunk, none during the
+# backward. The step lines of --log-json count them on rank 0.
 . "$(dirname "$0")/lib.sh"
 cd "$PLAIT_ROOT" || exit 1
 $PLAIT data --bytes README.md -o "$TMP/text.bin" >/dev/null || { fail dp_buckets_data "plait data failed"; exit 0; }
@@ -23,4 +24,6 @@ dp1 0_0
 dp2 5_4 --dp 2
 dp2pp2 3_2 --dp 2 --pp 2
 dp2vpp2 5_4 --dp 2 --pp 2 --vpp 2 --gbs 16 --set layers=8
+dp2after 1_0 --dp 2 --grad-reduce after
+dp2vpp2after 2_0 --dp 2 --pp 2 --vpp 2 --gbs 16 --set layers=8 --grad-reduce after
 CASES

@@ -54,6 +54,10 @@ expect_error layers_uniform "10 layers do not divide into pp·vpp = 4 equal chun
 expect_error gbs_not_divisible "global batch 10 is not divisible by mbs·dp = 4·1 = 4" $PLAIT plan models/tiny.lua --gbs 10 --mbs 4
 expect_error unknown_flag "unknown flag --tpp" $PLAIT plan models/tiny.lua --tpp 2
 expect_error bad_flag_value "--tp takes a positive integer, not 'zero'" $PLAIT plan models/tiny.lua --tp zero
+expect_error bad_grad_reduce "^plait: --grad-reduce takes overlap or after, not 'later'$" \
+  $PLAIT plan models/tiny.lua --dp 2 --grad-reduce later
+expect_error bad_grad_reduce_in_file "grad_reduce_later.lua: parallel.grad_reduce must be \"overlap\" or \"after\", not \"later\"" \
+  $PLAIT plan tests/cli/models/grad_reduce_later.lua
 expect_error unknown_set_key "--set layerz: the model has no config key 'layerz'" $PLAIT plan models/tiny.lua --set layerz=3
 expect_error bad_set_value "--set layers=many: layers takes a number" $PLAIT plan models/tiny.lua --set layers=many
 expect_error unknown_format "--format yaml: unknown format" $PLAIT plan models/tiny.lua --format yaml

@@ -301,6 +301,44 @@ static void test_trillion_layout_speed(void) {
   schedule_free(&s);
 }
 
+/* The index of rank r's last action of `kind` (-1 if none), and of its first REDUCE_GRAD. */
+static int last_of(const Schedule *s, int r, ActionKind kind) {
+  int last = -1;
+  for (int i = 0; i < s->rank[r].count; i++)
+    if (s->rank[r].action[i].kind == kind) last = i;
+  return last;
+}
+
+static int first_of(const Schedule *s, int r, ActionKind kind) {
+  for (int i = 0; i < s->rank[r].count; i++)
+    if (s->rank[r].action[i].kind == kind) return i;
+  return -1;
+}
+
+/* --grad-reduce after: every rank's REDUCE_GRADs (one per chunk) come after its last backward; without
+ * it an interleaved rank reduces its later chunk before its last backward (that of its first chunk). */
+static void test_reduce_after_the_backward(void) {
+  for (int after = 0; after < 2; after++) {
+    Schedule s;
+    Timeline t;
+    Diag d;
+    if (run_all("interleaved", 4, 2, 8, after ? LOWER_REDUCE_AFTER : 0, &s, &t, &d)) {
+      CHECK(0, "after %d: %s", after, d.msg);
+      continue;
+    }
+    for (int r = 0; r < s.pp; r++) {
+      int reductions = 0;
+      for (int i = 0; i < s.rank[r].count; i++) reductions += s.rank[r].action[i].kind == ACTION_REDUCE_GRAD;
+      int first_reduce = first_of(&s, r, ACTION_REDUCE_GRAD), last_backward = last_of(&s, r, ACTION_B);
+      CHECK(reductions == 2, "after %d rank %d: %d REDUCE_GRAD, expected 2", after, r, reductions);
+      CHECK((first_reduce > last_backward) == after, "after %d rank %d: first REDUCE_GRAD at %d, last backward at %d",
+            after, r, first_reduce, last_backward);
+    }
+    simulate_timeline_free(&t);
+    schedule_free(&s);
+  }
+}
+
 int main(void) {
   RUN(test_gpipe_and_1f1b_bubble_and_peaks);
   RUN(test_interleaved_bubble_and_peaks);
@@ -310,6 +348,7 @@ int main(void) {
   RUN(test_two_ranks);
   RUN(test_few_microbatches);
   RUN(test_refusals);
+  RUN(test_reduce_after_the_backward);
   RUN(test_exhaustive);
   RUN(test_trillion_layout_speed);
   TEST_EXIT();
