@@ -46,8 +46,9 @@ void optim_adamw_step(const AdamW *opt, int64_t t, double lr, int decay, double 
   }
 }
 
-/* Blocks of elements, block sums held at once, and the running sums of a block (one per vector lane). */
-enum { NORM_BLOCK = 1 << 14, NORM_BATCH = 4096, NORM_LANES = 16 };
+/* Blocks of elements, block sums held at once, the running sums of a block (one per vector lane), and
+ * the blocks a thread reads side by side. */
+enum { NORM_BLOCK = 1 << 14, NORM_BATCH = 4096, NORM_LANES = 16, NORM_STREAMS = 4 };
 
 /* Σ g² over one block: lane j sums elements j, j + NORM_LANES, ... in order (independent sums, so the
  * loop runs at the vector width rather than at one add's latency), then the lanes are added in order
@@ -64,18 +65,37 @@ CPU_WIDE static double block_norm_sq(const real *g, int64_t n) {
   return sum;
 }
 
+/* NORM_STREAMS whole blocks from g at once, each summed exactly as block_norm_sq sums it: one core
+ * reading several streams keeps more loads in flight than one stream lets it (a pure read runs at
+ * ~21 GB/s on two cores one block at a time, ~27 four at a time). */
+CPU_WIDE static void blocks_norm_sq(const real *g, double *out) {
+  double lane[NORM_STREAMS][NORM_LANES] = {{0}};
+  for (int64_t i = 0; i < NORM_BLOCK; i += NORM_LANES)
+    for (int s = 0; s < NORM_STREAMS; s++)
+#pragma omp simd
+      for (int j = 0; j < NORM_LANES; j++) lane[s][j] += (double)g[s * NORM_BLOCK + i + j] * g[s * NORM_BLOCK + i + j];
+  for (int s = 0; s < NORM_STREAMS; s++) {
+    out[s] = 0;
+    for (int j = 0; j < NORM_LANES; j++) out[s] += lane[s][j];
+  }
+}
+
 double optim_norm_sq(int64_t n, const real *grad) {
-  /* Fixed blocks of NORM_BLOCK elements, each summed in parallel, then the block sums added in block
-   * order: the result does not depend on the number of threads. */
-  int64_t blocks = (n + NORM_BLOCK - 1) / NORM_BLOCK;
+  /* Fixed blocks of NORM_BLOCK elements, each summed in parallel (NORM_STREAMS whole blocks a task, the
+   * rest one a task), then the block sums added in block order: the result does not depend on the
+   * number of threads. */
+  int64_t blocks = (n + NORM_BLOCK - 1) / NORM_BLOCK, whole = n / NORM_BLOCK;
   double total = 0;
   for (int64_t first = 0; first < blocks; first += NORM_BATCH) {
     double partial[NORM_BATCH];
     int64_t count = blocks - first < NORM_BATCH ? blocks - first : NORM_BATCH;
+    int64_t grouped = (whole - first < count ? whole - first : count) / NORM_STREAMS * NORM_STREAMS;
 #pragma omp parallel for schedule(static)
-    for (int64_t b = 0; b < count; b++) {
+    for (int64_t t = 0; t < grouped / NORM_STREAMS + (count - grouped); t++) {
+      int64_t b = t < grouped / NORM_STREAMS ? t * NORM_STREAMS : grouped + (t - grouped / NORM_STREAMS);
       int64_t start = (first + b) * NORM_BLOCK, len = n - start < NORM_BLOCK ? n - start : NORM_BLOCK;
-      partial[b] = block_norm_sq(grad + start, len);
+      if (b < grouped) blocks_norm_sq(grad + start, partial + b);
+      else partial[b] = block_norm_sq(grad + start, len);
     }
     for (int64_t b = 0; b < count; b++) total += partial[b];
   }

@@ -69,6 +69,35 @@ static void test_norm_sq(void) {
   free(g);
 }
 
+/* The documented order, written out: blocks of 2^14 elements, each summed in 16 lanes (lane j takes
+ * elements j, j + 16, ...) added in lane order then its tail, the block sums added in block order. */
+static double norm_sq_reference(int64_t n, const real *g) {
+  enum { BLOCK = 1 << 14, LANES = 16 };
+  double total = 0;
+  for (int64_t start = 0; start < n; start += BLOCK) {
+    int64_t len = n - start < BLOCK ? n - start : BLOCK, whole = len / LANES * LANES;
+    double lane[LANES] = {0}, sum = 0;
+    for (int64_t i = 0; i < whole; i++) lane[i % LANES] += (double)g[start + i] * g[start + i];
+    for (int j = 0; j < LANES; j++) sum += lane[j];
+    for (int64_t i = whole; i < len; i++) sum += (double)g[start + i] * g[start + i];
+    total += sum;
+  }
+  return total;
+}
+
+/* Whole blocks are read several at once and the rest one at a time: the bits are the order above's, for
+ * sizes with whole groups of blocks, a group and a few blocks more, and a tail. */
+static void test_norm_sq_blocks(void) {
+  const int64_t sizes[] = {3 * 16384 + 7, 8 * 16384, 9 * 16384 + 100, 13 * 16384 + 1};
+  real *g = malloc(sizeof(real) * (13 * 16384 + 1));
+  for (int64_t i = 0; i < 13 * 16384 + 1; i++) g[i] = (real)sin((double)i * 0.113) * (real)(1 + i % 7);
+  for (int k = 0; k < 4; k++) {
+    double got = optim_norm_sq(sizes[k], g), want = norm_sq_reference(sizes[k], g);
+    CHECK(got == want, "n %lld: %.17g, the block order gives %.17g", (long long)sizes[k], got, want);
+  }
+  free(g);
+}
+
 static void test_clip_coef(void) {
   CHECK(optim_clip_coef(0.5, 1.0) == 1, "below the limit: %g", optim_clip_coef(0.5, 1.0));
   CHECK(optim_clip_coef(0, 1.0) == 1, "zero gradient");
@@ -105,6 +134,7 @@ int main(void) {
   RUN(test_adamw_two_steps);
   RUN(test_decay_flag);
   RUN(test_norm_sq);
+  RUN(test_norm_sq_blocks);
   RUN(test_clip_coef);
   RUN(test_schedule);
   TEST_EXIT();
