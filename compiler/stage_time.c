@@ -142,10 +142,23 @@ static void collective(Walk *w, int i) {
   add_kernel(w, i, NULL, kernel_ring(&link, ring_kind(n->op), bytes, w->tp), 1);
 }
 
-/* Vocab-parallel cross entropy all-reduces the max, the target logit and the sum of exponentials. */
+/* The rows an embedding moves: the forward reads the ids and the rows they pick and writes them out; the
+ * backward reads the ids and the gradient rows and adds those into the fp32 table gradient's rows (read
+ * and written). The rows the tokens touch, not the whole table. */
+static void embedding(Walk *w, int i, int backward) {
+  const Node *n = &w->g->nodes[i];
+  double ids = local_elems(w, n->in[0]) * 4, rows = local_elems(w, backward ? n->in[1] : n->out[0]);
+  double bytes = ids + rows * (backward ? w->mc->activation_bytes + 8 : 2 * w->mc->activation_bytes);
+  add(w, i, NULL, kernel_stream(w->mc, bytes));
+}
+
+/* Cross entropy in the runtime's passes over the logits: the forward reads them twice (the row maxima,
+ * then the sums of exponentials: an exp each), the backward reads and writes them (an exp each). The
+ * vocab-parallel forward all-reduces the max, the target logit and the sum of exponentials. */
 static void xent(Walk *w, int i) {
   const Node *n = &w->g->nodes[i];
-  add(w, i, NULL, kernel_stream(w->mc, node_bytes(w, n)));
+  double logits = local_elems(w, n->in[0]);
+  add(w, i, NULL, kernel_elementwise(w->mc, node_bytes(w, n) + logits * w->mc->activation_bytes, logits));
   if (tensor(w, n->in[0])->layout.kind != LAYOUT_S) return;
   Link link = kernel_group_link(w->mc, 1, w->tp);
   KernelTime one = kernel_ring(&link, RING_ALLREDUCE, local_elems(w, n->in[1]) * 4, w->tp);
@@ -163,6 +176,8 @@ static void node(Walk *w, int i) {
     else attention_fused(w, i, n->op == OP_ATTENTION_BWD);
   } else if (op_is_collective(n->op)) collective(w, i);
   else if (n->op == OP_XENT) xent(w, i);
+  else if (n->op == OP_XENT_BWD) add(w, i, NULL, kernel_elementwise(w->mc, node_bytes(w, n), local_elems(w, n->in[0])));
+  else if (n->op == OP_EMBEDDING || n->op == OP_EMBEDDING_BWD) embedding(w, i, n->op == OP_EMBEDDING_BWD);
   else if (n->op == OP_EW) elementwise(w, i);
   else add(w, i, NULL, kernel_stream(w->mc, node_bytes(w, n)));
 }
