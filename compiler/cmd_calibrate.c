@@ -1,6 +1,7 @@
 /* cmd_calibrate.c: `plait calibrate`: measures this machine (build/plait-probe, through the runtime) and
  * writes the machine file plait plan --machine FILE reads. */
 #include <limits.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -10,30 +11,55 @@
 #include "options.h"
 #include "outfile.h"
 
-static const char *const calibrate_flags[] = {"--ranks", "-o", NULL};
+static const char *const calibrate_flags[] = {"--ranks", "--launcher", "-o", NULL};
 
-static int measure(const Options *o, Probe *p, Diag *d) {
-  char home[PATH_MAX], probe[PATH_MAX + 32], command[PATH_MAX + 64];
+/* The first line the probe wrote to `errors` (its own one-line reason), or "" when it wrote none. */
+static void first_line(FILE *errors, char *line, int len) {
+  line[0] = 0;
+  rewind(errors);
+  if (!fgets(line, len, errors)) line[0] = 0;
+  line[strcspn(line, "\n")] = 0;
+}
+
+/* Runs the probe for `ranks` ranks: threads of one process, or the processes `launcher` starts (the ranks
+ * of an MPI job, as `mpirun -np N DIR/train` starts them), and reads what it printed; a probe that fails
+ * is reported by its own first line on stderr. */
+static int measure(const Options *o, int ranks, Probe *p, Diag *d) {
+  char home[PATH_MAX], probe[PATH_MAX + 32], command[2 * PATH_MAX + 64], errors_path[] = "/tmp/plait-probe-XXXXXX";
   if (plait_home(home, sizeof home, d)) return -1;
   snprintf(probe, sizeof probe, "%s/build/plait-probe", home);
   if (access(probe, X_OK) != 0) return diag(d, "the probe %s is missing; run make in %s", probe, home);
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  snprintf(command, sizeof command, "'%s' %d", probe, o->ranks ? o->ranks : (int)(cores > 0 ? cores : 1));
+  if (o->launcher && strlen(o->launcher) > PATH_MAX) return diag(d, "--launcher: command too long");
+  int fd = mkstemp(errors_path);
+  if (fd < 0) return diag(d, "cannot create a temporary file in /tmp for the probe's messages");
+  FILE *errors = fdopen(fd, "w+");
+  unlink(errors_path);
+  snprintf(command, sizeof command, "%s%s'%s' %d 2>/dev/fd/%d", o->launcher ? o->launcher : "", o->launcher ? " " : "",
+           probe, ranks, fd);
   FILE *f = popen(command, "r");
-  if (!f) return diag(d, "cannot run %s", probe);
-  int status = calibrate_read(f, p, d);
+  if (!f) return fclose(errors), diag(d, "cannot run %s", probe);
+  Diag read_failure;
+  int status = calibrate_read(f, p, &read_failure);
   int exit_status = pclose(f);
-  if (status == 0 && exit_status != 0) return diag(d, "%s failed (status %d); run it by hand to see why", command, exit_status);
-  return status;
+  char why[512];
+  first_line(errors, why, sizeof why);
+  fclose(errors);
+  if (exit_status != 0 && why[0]) return diag(d, "the probe failed: %s", strncmp(why, "plait: ", 7) == 0 ? why + 7 : why);
+  if (status) return *d = read_failure, -1;
+  if (exit_status != 0) return diag(d, "%s failed (status %d); run it by hand to see why", command, exit_status);
+  return 0;
 }
 
 static int run(const Options *o, Diag *d) {
-  if (o->file) return diag(d, "calibrate takes no file: plait calibrate [--ranks N] [-o FILE]");
+  if (o->file) return diag(d, "calibrate takes no file: plait calibrate [--ranks N] [--launcher CMD] [-o FILE]");
+  if (o->launcher && !o->ranks) return diag(d, "--launcher needs --ranks N: the ranks it starts (as in --launcher 'mpirun -np N')");
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int ranks = o->ranks ? o->ranks : (int)(cores > 0 ? cores : 1);
   OutFile out = {0};
   if (o->output && (outfile_check("-o", o->output, NULL, 0, d) || outfile_open(&out, o->output, d))) return -1;
   Probe p;
   Fit fit;
-  if (measure(o, &p, d)) {
+  if (measure(o, ranks, &p, d)) {
     if (o->output) outfile_abort(&out);
     return -1;
   }

@@ -109,7 +109,8 @@ static int parse_flag(int argc, char **argv, int *i, Options *o, Diag *d) {
                       : strcmp(flag, "--backend") == 0 ? &o->backend
                       : strcmp(flag, "--model") == 0 ? &o->model
                       : strcmp(flag, "--dtype") == 0 ? &o->dtype
-                      : strcmp(flag, "--shard-size") == 0 ? &o->shard_size : NULL;
+                      : strcmp(flag, "--shard-size") == 0 ? &o->shard_size
+                      : strcmp(flag, "--launcher") == 0 ? &o->launcher : NULL;
   if (!text) return diag(d, "internal: no handler for %s", flag);
   if (!value) return diag(d, "%s takes a value", flag);
   *text = value;

@@ -20,6 +20,7 @@ typedef struct {
   int unit_costs;            /* --unit-costs */
   int gpus;                  /* --gpus N (tune: the devices to lay the model over; 0: not given) */
   int ranks;                 /* --ranks N (calibrate: the ranks that share this machine; 0: not given) */
+  const char *launcher;      /* --launcher CMD (calibrate: starts the ranks as processes, as mpirun -np N) */
   int emit_only;             /* --emit-only */
   int double_precision;      /* --double: real = double (gradient checks) */
   const char *backend;       /* --backend cpu|cuda */

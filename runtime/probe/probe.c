@@ -210,7 +210,7 @@ static int probe_rank(Comm *c, void *arg) {
   device_init(comm_device_index(c), comm_ranks_on_machine(info->world));
   int print = info->rank == 0;
   if (print)
-    printf("ranks %d\nbackend %s\ncores %d\nmemory_bytes %.0f\n", info->world, comm_backend_name(c), omp_get_num_procs(),
+    printf("ranks %d\nbackend %s\ncores %d\nmemory_bytes %.0f\n", info->world, comm_backend_name(c), (int)sysconf(_SC_NPROCESSORS_ONLN),
            (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE));
   probe_gemms(c, print);
   probe_stream(c, print);

@@ -117,10 +117,12 @@ ROWS
 
 echo "== this machine: plait calibrate, then the plan's iteration time against DIR/train's (median of steps after the first)"
 echo "   (load average at the start: $(cut -d ' ' -f 1-3 /proc/loadavg) on $(nproc) cores; other work on the machine slows two ranks most)"
+mpirun="mpirun -q --oversubscribe --allow-run-as-root -np 2"
 $PLAIT calibrate --ranks 1 -o "$TMP/one_rank.lua" || exit 1
 $PLAIT calibrate --ranks 2 -o "$TMP/two_ranks.lua" || exit 1
+$PLAIT calibrate --ranks 2 --launcher "$mpirun" -o "$TMP/two_processes.lua" || exit 1
 sed -n 's/.*about = "\(.*\)",/  \1/p' "$TMP/one_rank.lua" "$TMP/two_ranks.lua"
-mpirun="mpirun -q --oversubscribe --allow-run-as-root -np 2"
+sed -n 's/.*about = "this machine, \(.*\)",/  this machine, under mpirun: \1/p' "$TMP/two_processes.lua"
 # Each layout is built and predicted once, then run in rounds (every layout once per round, 6 steps) so
 # that the machine's other load falls on all of them alike; measured: the median over the rounds of each
 # run's median step after the first.
@@ -132,6 +134,7 @@ prepare() { # name launcher model-and-layout...
           sed -n 's/.*"layout": {"tp": \([0-9]*\), "pp": \([0-9]*\), "vpp": [0-9]*, "dp": \([0-9]*\).*/\1 \2 \3/p' |
           awk '{ print $1 * $2 * $3 }')
   machine="$TMP/one_rank.lua"; [ "$world" -gt 1 ] && machine="$TMP/two_ranks.lua"
+  [ -n "$launcher" ] && machine="$TMP/two_processes.lua"
   $PLAIT plan "$@" --machine "$machine" --format json | sed -n 's/.*"iteration_time": \([0-9.e+-]*\),.*/\1/p' \
     >"$TMP/m_$name.predicted"
   echo "$launcher" >"$TMP/m_$name.launcher"

@@ -1,5 +1,6 @@
-# calibrate.sh: plait calibrate measures this machine through the runtime and writes a machine file that
-# plait plan reads (a device: one rank's share; every measured number positive); bad input is one line.
+# calibrate.sh: plait calibrate measures this machine through the runtime (ranks as threads, or as the
+# processes a launcher such as mpirun starts) and writes a machine file that plait plan reads (a device:
+# one rank's share; every measured number positive); bad input is one line.
 . "$(dirname "$0")/lib.sh"
 cd "$PLAIT_ROOT" || exit 1
 
@@ -15,7 +16,18 @@ else fail calibrate_file_gives_a_time "$(grep iteration_time "$TMP/out")"; fi
 expect_ok calibrate_one_rank_stdout timeout 120 $PLAIT calibrate --ranks 1
 if grep -q 'this machine, 1 rank:' "$TMP/out"; then pass calibrate_stdout; else fail calibrate_stdout "$(head -c 300 "$TMP/out")"; fi
 
-expect_error calibrate_no_file '^plait: calibrate takes no file: plait calibrate \[--ranks N\] \[-o FILE\]$' \
+# ranks as MPI processes, as mpirun starts a training job's: the file names the backend it measured
+mpirun="timeout 120 mpirun -q --oversubscribe --allow-run-as-root"
+expect_ok calibrate_under_mpirun timeout 150 $PLAIT calibrate --ranks 2 --launcher "$mpirun -np 2" -o "$TMP/mpi.lua"
+if grep -q '2 ranks (mpi backend)' "$TMP/mpi.lua" && grep -q 'all-reduce bus' "$TMP/mpi.lua"; then pass calibrate_mpi_file
+else fail calibrate_mpi_file "$(head -c 600 "$TMP/mpi.lua")"; fi
+expect_error calibrate_launcher_count "^plait: the probe failed: the launcher started 1 rank but .* run mpirun -np 2$" \
+  $PLAIT calibrate --ranks 2 --launcher "$mpirun -np 1"
+expect_error calibrate_launcher_missing "^plait: the probe failed: .*no-such-launcher: not found$" \
+  $PLAIT calibrate --ranks 2 --launcher no-such-launcher
+expect_error calibrate_launcher_needs_ranks "^plait: --launcher needs --ranks N" $PLAIT calibrate --launcher "mpirun -np 2"
+
+expect_error calibrate_no_file '^plait: calibrate takes no file: plait calibrate \[--ranks N\] \[--launcher CMD\] \[-o FILE\]$' \
   $PLAIT calibrate models/tiny.lua
 expect_error calibrate_zero_ranks '^plait: --ranks takes a positive integer' $PLAIT calibrate --ranks 0
 expect_error calibrate_into_sources '^plait: -o ' $PLAIT calibrate -o compiler/machine.lua
