@@ -13,16 +13,18 @@ typedef struct {
 static const Command commands[] = {
     {"plan", cmd_plan,
      "plait plan MODEL.lua [--tp N --pp N --vpp N --dp N --mbs N --gbs N --schedule NAME|FILE\n"
-     "           --recompute none|full --sequence-parallel --partition balanced|uniform --set key=value ...]\n"
+     "           --recompute none|full --sequence-parallel --partition balanced|uniform --grad-reduce overlap|after\n"
+     "           --set key=value ...]\n"
      "           [--format text|json|dot|trace|svg] [--machine NAME|FILE.lua] [--unit-costs] [--print PASS] [-o FILE]\n"
      "           [--lua-instructions N] [--lua-memory MB]   (the model file's limits; also for build, import, export)"},
     {"tune", cmd_tune,
      "plait tune MODEL.lua --gpus N [--machine NAME|FILE.lua] [--gbs B] [--set key=value ...] [--format text|json]\n"
-     "           [--tp N --pp N --vpp N --dp N --mbs N --schedule NAME --recompute none|full --sequence-parallel]\n"
+     "           [--tp N --pp N --vpp N --dp N --mbs N --schedule NAME --recompute none|full --sequence-parallel\n"
+     "            --grad-reduce overlap|after]\n"
      "           (the fastest layouts that fit; a layout flag pins its dimension)"},
     {"calibrate", cmd_calibrate,
-     "plait calibrate [--ranks N] [-o FILE.lua]   (this machine measured as N ranks share it, default one per core:\n"
-     "           a machine file for plait plan --machine FILE.lua)"},
+     "plait calibrate [--ranks N] [--launcher CMD] [-o FILE.lua]   (this machine measured as N ranks share it,\n"
+     "           default one per core, threads or the processes CMD starts: a machine file for plait plan --machine)"},
     {"build", cmd_build,
      "plait build MODEL.lua [layout flags and --set as for plan] -o DIR [--emit-only] [--double]"},
     {"check", cmd_check,

@@ -33,7 +33,7 @@ typedef struct {
 
 /* Parses argv[first..argc): `flags` lists the long flags the command takes ("--tp", "--set", ...,
  * "-o"); the layout flags are "--tp --pp --vpp --dp --mbs --gbs --schedule --recompute
- * --sequence-parallel --partition"; `files` is how many positional arguments it takes (1 or 2).
+ * --sequence-parallel --partition --grad-reduce"; `files` is how many positional arguments it takes (1 or 2).
  * Returns 0, or -1 with the reason in d. */
 int options_parse(int argc, char **argv, int first, const char *const *flags, int files, Options *o, Diag *d);
 
