@@ -95,7 +95,7 @@ static int check(const Options *o, Schedule *s, Diag *d) {
   ScheduleFault fault;
   Costs costs;
   Timeline t;
-  lower_schedule(s, 0);
+  lower_schedule(s, o->parallel.grad_reduce_after == 1 ? LOWER_REDUCE_AFTER : 0);
   if (validate_schedule(s, &fault)) {
     printf("%s: invalid schedule: %s\n%s\n", o->file, fault.message, fault.context);
     return diag(d, "%s: %s", o->file, fault.message);

@@ -15,6 +15,9 @@ expect_output "1f1b rank 1 holds 3 microbatches" '^  rank 1: 3$'
 expect_ok "interleaved by name" "$PLAIT" check interleaved --pp 4 --vpp 2 --gbs 8
 expect_output "interleaved bubble (pp-1)/(vpp m)" '^bubble fraction: 0\.1875 '
 expect_output "interleaved peak in microbatches and chunk passes" '^  rank 0: 5\.5 \(11 chunk passes\)$'
+# --grad-reduce after: both of rank 0's reductions follow its last backward
+expect_ok "reductions after the backward" "$PLAIT" check interleaved --pp 2 --vpp 2 --gbs 4 --grad-reduce after --format text
+expect_output "reductions after the backward" "0B3 0REDUCE_GRAD 2REDUCE_GRAD STEP$"
 
 cat >"$TMP/gpipe.txt" <<'TXT'
 # GPipe on two ranks, compute only: plait adds the sends, receives, reductions and the step
