@@ -15,8 +15,11 @@ static int add_sample(Sample *samples, int *count, double x, double seconds, con
 static int read_line(const char *line, Probe *p, Diag *d) {
   double m, n, k, seconds, value;
   char word[32];
-  if (sscanf(line, "gemm %lf %lf %lf %lf", &m, &n, &k, &seconds) == 4)
-    return add_sample(p->gemm, &p->ngemm, 2 * m * n * k, seconds, "GEMM", d);
+  if (sscanf(line, "gemm %lf %lf %lf %lf", &m, &n, &k, &seconds) == 4) {
+    if (add_sample(p->gemm, &p->ngemm, 2 * m * n * k, seconds, "GEMM", d)) return -1;
+    memcpy(p->gemm_shape[p->ngemm - 1], (double[3]){m, n, k}, sizeof p->gemm_shape[0]);
+    return 0;
+  }
   if (sscanf(line, "allreduce %lf %lf", &m, &seconds) == 2)
     return add_sample(p->allreduce, &p->nallreduce, m, seconds, "all-reduce", d);
   if (sscanf(line, "stream %lf %lf", &m, &seconds) == 2) return add_sample(p->stream, &p->nstream, m, seconds, "stream", d);
@@ -123,7 +126,11 @@ void calibrate_write(const Probe *p, const Fit *fit, FILE *f) {
           fit->gemm_flops_per_s, p->ngemm, fit->gemm_overhead);
   fprintf(f, "    gemm_efficiency = 1,       -- the rate above is the measured ceiling\n");
   fprintf(f, "    gemm_tile = { 1, 1 },      -- no tile waves: one compute unit, the whole product\n");
-  write_rates(p->gemm, p->ngemm, "gemm_rates", "{ FLOPs, FLOP/s } of each GEMM shape measured, the call included", f);
+  fprintf(f, "    gemm_rates = {  -- { M, N, K, FLOP/s } of each GEMM shape measured, the call included\n");
+  for (int i = 0; i < p->ngemm; i++)
+    fprintf(f, "      { %.0f, %.0f, %.0f, %.6g },\n", p->gemm_shape[i][0], p->gemm_shape[i][1], p->gemm_shape[i][2],
+            p->gemm[i].x / p->gemm[i].seconds);
+  fprintf(f, "    },\n");
   fprintf(f, "    memory_bandwidth = %.6g, -- bytes/s: out = 0.5·in from 32 KB to 32 MB, t = overhead + bytes / rate\n",
           fit->stream_bytes_per_s);
   fprintf(f, "    memory_efficiency = 1,\n    memory = %.6g,       -- the machine's memory over its ranks\n",

@@ -1,5 +1,5 @@
 /* calibrate.h: a machine file from what build/plait-probe measured on this machine: the GEMM rate at each
- * size measured (and one rate fitted to them all), the streaming rate and per-kernel overhead fitted to
+ * shape measured (and one rate fitted to them all), the streaming rate and per-kernel overhead fitted to
  * stream times over sizes, the attention kernel's rate, the rate of special functions (a GeLU's exp),
  * and the all-reduce's per-step latency and bus bandwidth fitted to its times over sizes (α–β ring). */
 #ifndef PLAIT_CALIBRATE_H
@@ -19,6 +19,7 @@ typedef struct {
   int ranks, cores;
   char backend[32];
   Sample gemm[CALIBRATE_MAX_SAMPLES];
+  double gemm_shape[CALIBRATE_MAX_SAMPLES][3]; /* each GEMM's M, N, K */
   int ngemm;
   Sample allreduce[CALIBRATE_MAX_SAMPLES];
   int nallreduce;

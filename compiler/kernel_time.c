@@ -36,14 +36,48 @@ double kernel_rate_at(const RateCurve *c, double flops) {
   return c->rate[i - 1] + f * (c->rate[i] - c->rate[i - 1]);
 }
 
-/* With measured rates the call's time is its FLOPs at the rate of its size (the measurement holds the
- * call's overhead); otherwise whole waves of tiles at the ceiling, plus the launch. */
+/* The part a product's short side plays: 1 when it is the inner size K (a weight gradient summed over
+ * the tokens), 0 when it is an output side (forward and input-gradient products over the tokens). */
+static int short_inner(double M, double N, double K) { return K <= M && K <= N; }
+
+static double short_side(double M, double N, double K) { return fmin(fmin(M, N), K); }
+
+/* A measured rate for an M×N×K product: among the measured shapes whose short side plays the same part
+ * (all of them if none does) and is nearest in log to this one's, the rate linear in log FLOPs between
+ * the two nearest sizes, the nearest size's beyond them. A product's rate on a CPU follows how often each
+ * packed element is used (its short side) and its size, not its size alone: 128 × 50304 × 768 (an LM
+ * head over 128 tokens) runs at two thirds of the rate of a square product of its FLOPs. */
+double kernel_gemm_rate(const GemmRates *g, double M, double N, double K) {
+  int inner = short_inner(M, N, K), any_same = 0;
+  for (int i = 0; i < g->count; i++) any_same |= short_inner(g->m[i], g->n[i], g->k[i]) == inner;
+  double side = short_side(M, N, K), nearest = -1, flops = M * N * K;
+  for (int i = 0; i < g->count; i++) {
+    if (any_same && short_inner(g->m[i], g->n[i], g->k[i]) != inner) continue;
+    double s = short_side(g->m[i], g->n[i], g->k[i]);
+    if (nearest < 0 || fabs(log(s / side)) < fabs(log(nearest / side))) nearest = s;
+  }
+  int below = -1, above = -1; /* the nearest sizes of that group below and above this product's */
+  for (int i = 0; i < g->count; i++) {
+    if ((any_same && short_inner(g->m[i], g->n[i], g->k[i]) != inner) || short_side(g->m[i], g->n[i], g->k[i]) != nearest)
+      continue;
+    double f = g->m[i] * g->n[i] * g->k[i];
+    if (f <= flops && (below < 0 || f > g->m[below] * g->n[below] * g->k[below])) below = i;
+    if (f >= flops && (above < 0 || f < g->m[above] * g->n[above] * g->k[above])) above = i;
+  }
+  if (below < 0 || above < 0 || below == above) return g->rate[below < 0 ? above : below];
+  double f0 = log(g->m[below] * g->n[below] * g->k[below]), f1 = log(g->m[above] * g->n[above] * g->k[above]);
+  double x = (log(flops) - f0) / (f1 - f0);
+  return g->rate[below] + x * (g->rate[above] - g->rate[below]);
+}
+
+/* With measured rates the call's time is its FLOPs at the rate measured for its shape (the measurement
+ * holds the call's overhead); otherwise whole waves of tiles at the ceiling, plus the launch. */
 KernelTime kernel_gemm(const Machine *m, double batch, double M, double N, double K, double c_bytes) {
   KernelTime k;
   k.flops = 2 * batch * M * N * K;
   k.bytes = batch * ((M * K + K * N) * m->activation_bytes + M * N * c_bytes);
-  if (m->gemm_rates.n > 0) {
-    double measured = k.flops / kernel_rate_at(&m->gemm_rates, k.flops);
+  if (m->gemm_rates.count > 0) {
+    double measured = k.flops / kernel_gemm_rate(&m->gemm_rates, M, N, K);
     double memory = k.bytes / (m->memory_bandwidth * m->memory_efficiency);
     k.seconds = max2(measured, memory);
     k.bound = memory > measured ? BOUND_MEMORY : BOUND_COMPUTE;

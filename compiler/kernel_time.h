@@ -19,6 +19,9 @@ const char *kernel_bound_name(Bound b);
 
 /* A measured rate curve at `flops` (c->n > 0): linear in log(FLOPs) between the sizes measured. */
 double kernel_rate_at(const RateCurve *c, double flops);
+/* A measured GEMM rate for an M×N×K product (g->count > 0), from the measured shapes like it: see
+ * kernel_time.c. */
+double kernel_gemm_rate(const GemmRates *g, double M, double N, double K);
 /* `batch` GEMMs of M×K by K×N on one device; `c_bytes`: bytes of output traffic per element (the
  * activation precision to write it, 8 to accumulate into an fp32 gradient). */
 KernelTime kernel_gemm(const Machine *m, double batch, double M, double N, double K, double c_bytes);

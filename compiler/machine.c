@@ -159,11 +159,41 @@ static int read_rates(lua_State *L, int t, const char *origin, const char *name,
   return status;
 }
 
-/* device.gemm_rates (optional): a GEMM call's rate measured at sizes. */
+/* One { M, N, K, FLOP/s } of device.gemm_rates, at the top of the stack (popped). */
+static int read_gemm_shape(lua_State *L, const char *origin, int i, GemmRates *g, Diag *d) {
+  static const char *const what[] = {"the rows M of a measured GEMM", "its columns N", "its inner size K",
+                                     "the FLOP/s it ran at"};
+  double *field[] = {&g->m[i - 1], &g->n[i - 1], &g->k[i - 1], &g->rate[i - 1]};
+  char path[64];
+  snprintf(path, sizeof path, "device.gemm_rates[%d]", i);
+  int status = lua_istable(L, -1) && lua_rawlen(L, -1) == 4
+                   ? 0
+                   : diag(d, "machine %s: %s must be { M, N, K, FLOP/s } (run plait calibrate again)", origin, path);
+  for (int j = 0; status == 0 && j < 4; j++) {
+    lua_geti(L, -1, j + 1);
+    status = take_number(L, origin, path, what[j], 0, 0, field[j], d);
+  }
+  lua_pop(L, 1);
+  return status;
+}
+
+/* device.gemm_rates (optional): GEMM calls' rates measured at 1 to MACHINE_GEMM_SHAPES shapes. */
 static int read_gemm_rates(lua_State *L, int t, const char *origin, Machine *m, Diag *d) {
   if (section_table(L, t, origin, "device", d)) return -1;
-  int status = read_rates(L, lua_gettop(L), origin, "device.gemm_rates", "gemm_rates", &m->gemm_rates, d);
-  lua_pop(L, 1);
+  lua_getfield(L, -1, "gemm_rates");
+  int status = 0;
+  if (!lua_isnil(L, -1)) {
+    lua_Integer n = lua_istable(L, -1) ? (lua_Integer)lua_rawlen(L, -1) : 0;
+    if (n < 1 || n > MACHINE_GEMM_SHAPES)
+      status = diag(d, "machine %s: device.gemm_rates must list 1 to %d shapes { M, N, K, FLOP/s }", origin,
+                    MACHINE_GEMM_SHAPES);
+    for (int i = 1; status == 0 && i <= n; i++) {
+      lua_geti(L, -1, i);
+      status = read_gemm_shape(L, origin, i, &m->gemm_rates, d);
+    }
+    m->gemm_rates.count = status == 0 ? (int)n : 0;
+  }
+  lua_pop(L, 2);
   return status;
 }
 

@@ -7,13 +7,20 @@
 
 #include "diag.h"
 
-enum { MACHINE_RATE_POINTS = 32 };
+enum { MACHINE_RATE_POINTS = 32, MACHINE_GEMM_SHAPES = 64 };
 
 /* A kernel's rate measured at sizes (a calibrated machine): { FLOPs, FLOP/s } by FLOPs; n = 0 when absent. */
 typedef struct {
   int n;
   double flops[MACHINE_RATE_POINTS], rate[MACHINE_RATE_POINTS];
 } RateCurve;
+
+/* GEMM calls measured at shapes (a calibrated machine): C[M×N] = A[M×K]·B[K×N] ran at rate FLOP/s; n = 0
+ * when absent. */
+typedef struct {
+  int count;
+  double m[MACHINE_GEMM_SHAPES], n[MACHINE_GEMM_SHAPES], k[MACHINE_GEMM_SHAPES], rate[MACHINE_GEMM_SHAPES];
+} GemmRates;
 
 typedef struct {
   char name[64];
@@ -31,7 +38,7 @@ typedef struct {
   double launch_overhead;    /* seconds per kernel */
   double special_rate;       /* special functions (tanh, exp, erf, sqrt, log, a dropout draw) per second;
                                 0: they never bound a kernel (memory does) */
-  RateCurve gemm_rates;      /* a GEMM call's rate by its FLOPs (device.gemm_rates), measured */
+  GemmRates gemm_rates;      /* GEMM calls' rates at shapes (device.gemm_rates), measured */
   /* one node */
   double devices_per_node;
   double link_bandwidth;     /* bus bandwidth of a collective inside a node, bytes/s */

@@ -18,7 +18,9 @@
 #include "ew_cpu.h"
 #include "kernels.h"
 
-enum { REPEATS = 15, GELU_FLOATS = 1 << 20 };
+/* Runs timed of each measurement; of a GEMM past BIG_GEMM_FLOPS (a tenth of a second or more), fewer. */
+enum { REPEATS = 15, BIG_GEMM_REPEATS = 5, GELU_FLOATS = 1 << 20 };
+#define BIG_GEMM_FLOPS 5e9
 
 /* Each timed call works on the next of several copies of its data, together at least COLD_BYTES, so
  * that its inputs are not in the core's cache from the call before: in a training step a kernel reads
@@ -31,31 +33,41 @@ static int64_t cold_copies(double bytes_per_copy) {
   return n < 1 ? 1 : n > MAX_COPIES ? MAX_COPIES : (int64_t)n;
 }
 
-/* Training's products (M tokens, N and K from hidden sizes: forward, input gradient op(B) = Bᵀ, weight
- * gradient op(A) = Aᵀ) from small to large, and squares. {M, N, K, trans_a, trans_b} */
-static const int64_t gemm_shapes[][5] = {
-    {256, 128, 128, 0, 0},  {256, 512, 128, 0, 0},  {256, 128, 512, 0, 1},  {128, 128, 256, 1, 0},
-    {512, 128, 256, 1, 0},  {128, 768, 768, 0, 0},  {128, 3072, 768, 0, 0}, {128, 768, 3072, 0, 1},
-    {768, 768, 128, 1, 0},  {768, 3072, 128, 1, 0}, {64, 64, 64, 0, 0},     {256, 256, 256, 0, 0},
-    {512, 512, 512, 0, 0},  {1024, 1024, 1024, 0, 0}, {2048, 768, 768, 0, 0}};
+/* Training's products over 64 to 512 tokens, as GPT-2-shaped and smaller models run them: forward and
+ * input-gradient products (the tokens an output side; op(B) = Bᵀ forward), weight gradients (the tokens
+ * the inner size, op(A) = Aᵀ), GPT-2's LM head (a 154 MB table: out of cache however large the cache,
+ * as in training; a 16384-entry one stayed in this host's 480 MB L3 between runs and ran 30% faster
+ * than the same product cold), and squares. A product's rate
+ * follows its short side as well as its size (how often each packed element is used): the plan takes
+ * the rate of the measured shapes like it. {M, N, K, trans_a, trans_b} */
+#define TRAINING_SHAPES(t)                                                                                     \
+  {t, 128, 128, 0, 1}, {t, 512, 128, 0, 1}, {t, 128, 512, 0, 0}, {t, 768, 768, 0, 1}, {t, 3072, 768, 0, 1},   \
+      {t, 768, 3072, 0, 0}, {t, 50304, 768, 0, 1}, {128, 128, t, 1, 0}, {512, 128, t, 1, 0},                 \
+      {768, 768, t, 1, 0}, {3072, 768, t, 1, 0}, {50304, 768, t, 1, 0}
+static const int64_t gemm_shapes[][5] = {TRAINING_SHAPES(64),  TRAINING_SHAPES(128), TRAINING_SHAPES(256),
+                                         TRAINING_SHAPES(512), {64, 64, 64, 0, 0},   {256, 256, 256, 0, 0},
+                                         {512, 512, 512, 0, 0}, {1024, 1024, 1024, 0, 0}, {2048, 768, 768, 0, 0}};
 
 static int by_value(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
 }
 
-/* The median of REPEATS runs of `work`, every rank running it at once (a barrier before each). */
-static double median_of(Comm *c, void (*work)(void *), void *arg) {
+/* The median of `repeats` (at most REPEATS) runs of `work`, every rank running it at once (a barrier
+ * before each). */
+static double median_of_n(Comm *c, int repeats, void (*work)(void *), void *arg) {
   double took[REPEATS];
-  for (int r = 0; r < REPEATS; r++) {
+  for (int r = 0; r < repeats; r++) {
     comm_barrier(c, GROUP_WORLD);
     double start = clock_seconds();
     work(arg);
     took[r] = clock_seconds() - start;
   }
-  qsort(took, REPEATS, sizeof *took, by_value);
-  return took[REPEATS / 2];
+  qsort(took, (size_t)repeats, sizeof *took, by_value);
+  return took[repeats / 2];
 }
+
+static double median_of(Comm *c, void (*work)(void *), void *arg) { return median_of_n(c, REPEATS, work, arg); }
 
 typedef struct {
   int64_t m, n, k;
@@ -80,7 +92,7 @@ static void probe_gemms(Comm *c, int print) {
     g.all = cpu_alloc((size_t)(g.copies * elems), sizeof(act_t), "the probe's GEMM");
     for (int64_t e = 0; e < g.copies * elems; e++) g.all[e] = (act_t)((e % 7) - 3) / 8;
     run_gemm(&g);
-    double seconds = median_of(c, run_gemm, &g);
+    double seconds = median_of_n(c, 2.0 * g.m * g.n * g.k > BIG_GEMM_FLOPS ? BIG_GEMM_REPEATS : REPEATS, run_gemm, &g);
     if (print) printf("gemm %lld %lld %lld %.9g\n", (long long)g.m, (long long)g.n, (long long)g.k, seconds);
     free(g.all);
   }

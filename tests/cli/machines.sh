@@ -39,18 +39,23 @@ expect_error machine_missing_rate "^plait: machine $TMP/no_rate.lua: device.flop
 sed 's/attention = "materialised"/attention = "paged"/' lib/plait/machines/a100.lua >"$TMP/attention.lua"
 expect_error machine_attention_kind "kernels.attention is \"paged\"; it must be \"materialised\" or \"fused\"$" \
   $PLAIT plan models/tiny.lua --machine "$TMP/attention.lua"
-# a calibrated machine's measured rate curves: pairs { FLOPs, FLOP/s }, positive, by FLOPs
-sed 's/^    special_rate = 0,/    special_rate = 0, gemm_rates = { { 1e6, 1e11 }, { 1e5, 2e11 } },/' lib/plait/machines/a100.lua >"$TMP/order.lua"
-expect_error machine_rates_order "^plait: machine $TMP/order.lua: device.gemm_rates\[2\] has 100000 FLOPs, not more than the pair before it; list the pairs by FLOPs$" \
+# a calibrated machine's measurements: GEMM shapes { M, N, K, FLOP/s }, rate curves { FLOPs, FLOP/s } by
+# FLOPs, every number positive
+sed 's/attention_dropout = 0.1,/attention_dropout = 0.1, attention_rates = { { 1e6, 1e11 }, { 1e5, 2e11 } },/' \
+  lib/plait/machines/a100.lua >"$TMP/order.lua"
+expect_error machine_rates_order "^plait: machine $TMP/order.lua: kernels.attention_rates\[2\] has 100000 FLOPs, not more than the pair before it; list the pairs by FLOPs$" \
   $PLAIT plan models/tiny.lua --machine "$TMP/order.lua"
-sed 's/^    special_rate = 0,/    special_rate = 0, gemm_rates = { 1e6 },/' lib/plait/machines/a100.lua >"$TMP/pair.lua"
-expect_error machine_rates_pair "^plait: machine $TMP/pair.lua: device.gemm_rates\[1\] must be a pair \{ FLOPs, FLOP/s \}$" \
+sed 's/^    special_rate = 0,/    special_rate = 0, gemm_rates = { { 1e6, 1e11 } },/' lib/plait/machines/a100.lua >"$TMP/pair.lua"
+expect_error machine_gemm_rates_shape "^plait: machine $TMP/pair.lua: device.gemm_rates\[1\] must be \{ M, N, K, FLOP/s \} \(run plait calibrate again\)$" \
   $PLAIT plan models/tiny.lua --machine "$TMP/pair.lua"
+sed 's/^    special_rate = 0,/    special_rate = 0, gemm_rates = { { 128, 768, 768, -5 } },/' lib/plait/machines/a100.lua >"$TMP/gemm.lua"
+expect_error machine_gemm_rates_negative "^plait: machine $TMP/gemm.lua: device.gemm_rates\[1\] is -5; it must be positive \(the FLOP/s it ran at\)$" \
+  $PLAIT plan models/tiny.lua --machine "$TMP/gemm.lua"
 sed 's/attention_dropout = 0.1,/attention_dropout = 0.1, attention_rates = { { 1e6, -5 } },/' lib/plait/machines/a100.lua >"$TMP/rate.lua"
 expect_error machine_rates_negative "^plait: machine $TMP/rate.lua: kernels.attention_rates\[1\] is -5; it must be positive \(the FLOP/s it ran at\)$" \
   $PLAIT plan models/tiny.lua --machine "$TMP/rate.lua"
 sed 's/^    special_rate = 0,/    special_rate = 0, gemm_rates = {},/' lib/plait/machines/a100.lua >"$TMP/empty.lua"
-expect_error machine_rates_empty "^plait: machine $TMP/empty.lua: device.gemm_rates must list 1 to 32 pairs" \
+expect_error machine_rates_empty "^plait: machine $TMP/empty.lua: device.gemm_rates must list 1 to 64 shapes" \
   $PLAIT plan models/tiny.lua --machine "$TMP/empty.lua"
 echo 'return 42' >"$TMP/number.lua"
 expect_error machine_not_a_table "^plait: machine $TMP/number.lua: the file must return a table" \

@@ -1,8 +1,8 @@
 /* test_calibrate.c: plait calibrate's fits recover the numbers that made the probe's times (GEMM rate and
  * overhead, the streaming rate and per-kernel overhead, the attention rate, the all-reduce's latency and
  * bus bandwidth), its reader refuses incomplete or strange probe output, and the machine file it writes
- * is read back with those numbers and the measured rate curves, which the plan's kernels follow; the
- * elementwise kernels' special functions bound them at the machine's rate. */
+ * is read back with those numbers, the measured GEMM shapes and rate curves, which the plan's kernels
+ * follow; the elementwise kernels' special functions bound them at the machine's rate. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,8 +70,9 @@ static void test_machine_file_reads_back(void) {
   CHECK(fabs(m.link_bandwidth / bandwidth - 1) < 1e-5 && !m.materialised_attention, "bus %g", m.link_bandwidth);
   CHECK(fabs(m.memory_bandwidth / stream_rate - 1) < 1e-5 && fabs(m.launch_overhead / kernel_overhead - 1) < 1e-5,
         "stream %g, overhead %g", m.memory_bandwidth, m.launch_overhead);
-  /* every GEMM shape of the probe (64³ to 2048·1024·2048: 6 sizes) and attention shape is a point of its curve */
-  CHECK(m.gemm_rates.n == 6 && m.attention_rates.n == 3, "%d GEMM points, %d attention points", m.gemm_rates.n,
+  /* every GEMM shape of the probe (64³ to 2048·1024·2048: 6 shapes) is listed with its rate, every
+   * attention shape is a point of its curve */
+  CHECK(m.gemm_rates.count == 6 && m.attention_rates.n == 3, "%d GEMM shapes, %d attention points", m.gemm_rates.count,
         m.attention_rates.n);
   double flops = 2.0 * 256 * 128 * 256;
   KernelTime g = kernel_gemm(&m, 1, 256, 256, 128, 4);
@@ -85,6 +86,21 @@ static void test_rate_curve(void) {
   double mid = kernel_rate_at(&c, 1e7), below = kernel_rate_at(&c, 1e3), above = kernel_rate_at(&c, 1e12);
   CHECK(fabs(mid - 100e9) < 1, "halfway in log(FLOPs): %g", mid);
   CHECK(below == 50e9 && above == 250e9 && kernel_rate_at(&c, 1e8) == 150e9, "%g, %g", below, above);
+}
+
+/* A GEMM takes the rate of the measured shapes like it: the same part for its short side (an output side,
+ * or the inner size of a weight gradient), the short side nearest in log, linear in log FLOPs between
+ * sizes and the nearest size's beyond; with no shape of its part measured, any shape's. */
+static void test_gemm_rates(void) {
+  GemmRates g = {4, {128, 128, 768, 512}, {768, 3072, 768, 768}, {768, 768, 128, 768}, {100, 200, 300, 400}};
+  double between = kernel_gemm_rate(&g, 128, 1536, 768), inner = kernel_gemm_rate(&g, 768, 768, 128);
+  CHECK(fabs(between - 150) < 1e-9, "128×1536×768, halfway in log FLOPs between the two of its short side: %g", between);
+  CHECK(inner == 300 && kernel_gemm_rate(&g, 3072, 768, 128) == 300, "a weight gradient: %g", inner);
+  CHECK(kernel_gemm_rate(&g, 400, 768, 768) == 400, "short side 400: nearer 512 than 128 in log");
+  CHECK(kernel_gemm_rate(&g, 128, 768, 96) == 300 && kernel_gemm_rate(&g, 128, 48, 768) == 100,
+        "the inner size or an output side short: %g, %g", kernel_gemm_rate(&g, 128, 768, 96), kernel_gemm_rate(&g, 128, 48, 768));
+  GemmRates outputs_only = {2, {128, 128}, {768, 3072}, {768, 768}, {100, 200}};
+  CHECK(kernel_gemm_rate(&outputs_only, 768, 768, 128) == 100, "no weight gradient measured: the output-side shapes'");
 }
 
 static void test_reader_refuses(void) {
@@ -121,6 +137,7 @@ int main(void) {
   RUN(test_fits_recover_the_numbers);
   RUN(test_machine_file_reads_back);
   RUN(test_rate_curve);
+  RUN(test_gemm_rates);
   RUN(test_reader_refuses);
   RUN(test_special_functions_bound);
   TEST_EXIT();
