@@ -111,28 +111,39 @@ void kernel_add(KernelTime *a, KernelTime b) {
 }
 
 Link kernel_group_link(const Machine *m, int stride, int n) {
-  if ((double)stride * n <= m->devices_per_node || n <= 1) return (Link){m->link_bandwidth, m->link_latency, 0};
+  if ((double)stride * n <= m->devices_per_node || n <= 1) return (Link){m->link_bandwidth, m->link_latency, 0, n};
   double members_per_node = fmax(1, floor(m->devices_per_node / stride));
   double groups_per_node = m->devices_per_node / members_per_node;
   double share = m->nics * m->nic_bandwidth / groups_per_node;
-  return (Link){fmin(m->link_bandwidth, share), m->nic_latency, 1};
+  return (Link){fmin(m->link_bandwidth, share), m->nic_latency, 1, members_per_node};
 }
 
 Link kernel_p2p_link(const Machine *m, int distance) {
-  if (distance < m->devices_per_node) return (Link){m->link_bandwidth, m->link_latency, 0};
+  if (distance < m->devices_per_node) return (Link){m->link_bandwidth, m->link_latency, 0, 2};
   double share = m->nics * m->nic_bandwidth / m->devices_per_node;
-  return (Link){share, m->nic_latency, 1};
+  return (Link){share, m->nic_latency, 1, 1};
+}
+
+static KernelTime timed(double latency, double moved, double bandwidth) {
+  return (KernelTime){latency + moved / bandwidth, 0, moved,
+                      latency > moved / bandwidth ? BOUND_LATENCY : BOUND_COMMUNICATION};
 }
 
 /* Ring all-reduce: 2(n-1) steps each moving 1/n of the tensor; all-gather and reduce-scatter n-1. The bus
- * bandwidth is what nccl-tests reports as busbw: time = steps · α + steps/n · bytes / busbw. */
-KernelTime kernel_ring(const Link *link, RingKind kind, double bytes, int n) {
+ * bandwidth is what nccl-tests reports as busbw: time = steps · α + steps/n · bytes / busbw. An all-reduce
+ * across nodes may run as NCCL's double binary tree instead, which NCCL's tuner (src/graph/tuning.cc)
+ * times as 2·((ranks per node − 1) + log2 nodes) steps of latency and the tensor at half of 0.92 of the
+ * ring's bus bandwidth; it picks whichever is faster, and so does the plan: the tree for small tensors
+ * over many nodes, the ring for gradients. */
+KernelTime kernel_collective(const Link *link, RingKind kind, double bytes, int n) {
   if (n <= 1) return (KernelTime){0, 0, 0, BOUND_COMMUNICATION};
   double steps = kind == RING_ALLREDUCE ? 2.0 * (n - 1) : n - 1.0;
-  double moved = steps / n * bytes;
-  double seconds = steps * link->latency + moved / link->bandwidth;
-  return (KernelTime){seconds, 0, moved, steps * link->latency > moved / link->bandwidth ? BOUND_LATENCY
-                                                                                         : BOUND_COMMUNICATION};
+  KernelTime ring = timed(steps * link->latency, steps / n * bytes, link->bandwidth);
+  if (kind != RING_ALLREDUCE || !link->inter_node) return ring;
+  double nodes = ceil(n / link->members_per_node);
+  double tree_steps = 2 * ((link->members_per_node - 1) + ceil(log2(nodes)));
+  KernelTime tree = timed(tree_steps * link->latency, 2 * bytes, 0.92 * link->bandwidth);
+  return tree.seconds < ring.seconds ? tree : ring;
 }
 
 KernelTime kernel_p2p(const Link *link, double bytes) {

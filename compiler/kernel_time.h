@@ -41,13 +41,15 @@ typedef enum { RING_ALLREDUCE, RING_ALLGATHER, RING_REDUCESCATTER, RING_KINDS } 
 typedef struct {
   double bandwidth, latency;
   int inter_node;
+  double members_per_node; /* of the group, on each node it spans */
 } Link;
 Link kernel_group_link(const Machine *m, int stride, int n);
 /* Point to point between ranks `distance` apart. */
 Link kernel_p2p_link(const Machine *m, int distance);
 
-/* A ring collective over n ranks of a tensor of `bytes` bytes (the whole tensor, before the split). */
-KernelTime kernel_ring(const Link *link, RingKind kind, double bytes, int n);
+/* A collective over n ranks of a tensor of `bytes` bytes (the whole tensor, before the split): a ring,
+ * or for an all-reduce across nodes NCCL's double binary tree where its tuner would pick it. */
+KernelTime kernel_collective(const Link *link, RingKind kind, double bytes, int n);
 /* One message of `bytes` bytes. */
 KernelTime kernel_p2p(const Link *link, double bytes);
 

@@ -37,7 +37,7 @@ static void chunk_reduce(const Plan *p, const Chunk *c, StageCost *s) {
   Link dp = kernel_group_link(&p->machine, par->tp, par->dp), tp = kernel_group_link(&p->machine, 1, par->tp);
   double grads = 4 * chunk_params(p, c);
   double summed = c->layers * (double)p->cost.block.tp_summed_bytes;
-  s->reduce = kernel_ring(&dp, RING_ALLREDUCE, grads, par->dp).seconds + kernel_ring(&tp, RING_ALLREDUCE, summed, par->tp).seconds;
+  s->reduce = kernel_collective(&dp, RING_ALLREDUCE, grads, par->dp).seconds + kernel_collective(&tp, RING_ALLREDUCE, summed, par->tp).seconds;
   if (par->dp == 1 || c->layers == 0 || par->grad_reduce_after) return;
   double layer_share = (double)p->cost.block.params_local / chunk_params(p, c);
   s->reduce_tail = s->reduce * (1 - (c->layers - 1) * layer_share);
@@ -97,7 +97,7 @@ void plan_costs(const Plan *p, Costs *costs, int pipeline_free) {
     c->activation_bytes = (double)p->chunk_memory[s].size * m->activation_bytes;
   }
   Link ends = kernel_p2p_link(m, (par->pp - 1) * par->tp * par->dp);
-  costs->embed_reduce = kernel_ring(&ends, RING_ALLREDUCE, (double)p->cost.tied_bytes, 2).seconds;
+  costs->embed_reduce = kernel_collective(&ends, RING_ALLREDUCE, (double)p->cost.tied_bytes, 2).seconds;
   costs->optimizer = optimizer_seconds(p);
 }
 

@@ -139,7 +139,7 @@ static void collective(Walk *w, int i) {
   const Node *n = &w->g->nodes[i];
   Link link = kernel_group_link(w->mc, 1, w->tp);
   double bytes = (double)tensor_elems(w->m, tensor(w, n->in[0])) * w->mc->activation_bytes;
-  add_kernel(w, i, NULL, kernel_ring(&link, ring_kind(n->op), bytes, w->tp), 1);
+  add_kernel(w, i, NULL, kernel_collective(&link, ring_kind(n->op), bytes, w->tp), 1);
 }
 
 /* The rows an embedding moves: the forward reads the ids and the rows they pick and writes them out; the
@@ -161,7 +161,7 @@ static void xent(Walk *w, int i) {
   add(w, i, NULL, kernel_elementwise(w->mc, node_bytes(w, n) + logits * w->mc->activation_bytes, logits));
   if (tensor(w, n->in[0])->layout.kind != LAYOUT_S) return;
   Link link = kernel_group_link(w->mc, 1, w->tp);
-  KernelTime one = kernel_ring(&link, RING_ALLREDUCE, local_elems(w, n->in[1]) * 4, w->tp);
+  KernelTime one = kernel_collective(&link, RING_ALLREDUCE, local_elems(w, n->in[1]) * 4, w->tp);
   KernelTime three = one;
   kernel_add(&three, one);
   kernel_add(&three, one);

@@ -74,14 +74,33 @@ static void test_rings(void) {
   CHECK(wide.inter_node && wide.bandwidth == fmin(m.link_bandwidth, m.nics * m.nic_bandwidth), "32 ranks: %g B/s",
         wide.bandwidth);
   double bytes = 1e9;
-  KernelTime ar = kernel_ring(&tp, RING_ALLREDUCE, bytes, 8), ag = kernel_ring(&tp, RING_ALLGATHER, bytes, 8);
+  KernelTime ar = kernel_collective(&tp, RING_ALLREDUCE, bytes, 8), ag = kernel_collective(&tp, RING_ALLGATHER, bytes, 8);
   double expected = 14 * m.link_latency + 2.0 * 7 / 8 * bytes / m.link_bandwidth;
   CHECK(fabs(ar.seconds / expected - 1) < 1e-9, "all-reduce %g s, expected %g s", ar.seconds, expected);
   CHECK(fabs(ag.seconds / (7 * m.link_latency + 7.0 / 8 * bytes / m.link_bandwidth) - 1) < 1e-9, "all-gather %g s",
         ag.seconds);
-  CHECK(kernel_ring(&tp, RING_ALLREDUCE, bytes, 1).seconds == 0, "a group of one communicates");
-  KernelTime small = kernel_ring(&dp, RING_ALLREDUCE, 64, 4);
+  CHECK(kernel_collective(&tp, RING_ALLREDUCE, bytes, 1).seconds == 0, "a group of one communicates");
+  KernelTime small = kernel_collective(&dp, RING_ALLREDUCE, 64, 4);
   CHECK(small.bound == BOUND_LATENCY, "64 bytes over 4 nodes: %s-bound", kernel_bound_name(small.bound));
+}
+
+/* An all-reduce across nodes runs as NCCL's tree where its tuner would pick it: 1 MB over 64 nodes (one
+ * rank on each) in 2·log2 64 = 12 latency steps and 2 MB at 0.92 of the bus bandwidth, rather than the
+ * ring's 126 steps; 10 GB of gradients on the ring, whose bandwidth term is smaller; inside a node, always
+ * the ring. */
+static void test_tree_where_nccl_picks_it(void) {
+  Machine m = a100();
+  Link dp = kernel_group_link(&m, 8, 64), tp = kernel_group_link(&m, 1, 8);
+  double small = 1e6, large = 1e10;
+  double tree = 12 * dp.latency + 2 * small / (0.92 * dp.bandwidth);
+  double ring = 126 * dp.latency + 2.0 * 63 / 64 * large / dp.bandwidth;
+  KernelTime a = kernel_collective(&dp, RING_ALLREDUCE, small, 64), b = kernel_collective(&dp, RING_ALLREDUCE, large, 64);
+  CHECK(fabs(a.seconds / tree - 1) < 1e-12, "1 MB over 64 nodes: %g s, the tree's %g s", a.seconds, tree);
+  CHECK(fabs(b.seconds / ring - 1) < 1e-12, "10 GB over 64 nodes: %g s, the ring's %g s", b.seconds, ring);
+  double intra = 14 * tp.latency + 2.0 * 7 / 8 * small / tp.bandwidth;
+  CHECK(fabs(kernel_collective(&tp, RING_ALLREDUCE, small, 8).seconds / intra - 1) < 1e-12, "inside a node: the ring");
+  CHECK(kernel_collective(&dp, RING_ALLGATHER, small, 64).seconds == 63 * dp.latency + 63.0 / 64 * small / dp.bandwidth,
+        "an all-gather: the ring");
 }
 
 int main(void) {
@@ -90,5 +109,6 @@ int main(void) {
   RUN(test_gemm_memory_bound);
   RUN(test_gemm_ceiling_and_latency);
   RUN(test_rings);
+  RUN(test_tree_where_nccl_picks_it);
   TEST_EXIT();
 }
