@@ -42,31 +42,31 @@ static int short_inner(double M, double N, double K) { return K <= M && K <= N; 
 
 static double short_side(double M, double N, double K) { return fmin(fmin(M, N), K); }
 
+static double shape_size(const GemmRates *g, int i) { return g->m[i] * g->n[i] * g->k[i]; }
+
 /* A measured rate for an M×N×K product: among the measured shapes whose short side plays the same part
  * (all of them if none does) and is nearest in log to this one's, the rate linear in log FLOPs between
  * the two nearest sizes, the nearest size's beyond them. A product's rate on a CPU follows how often each
  * packed element is used (its short side) and its size, not its size alone: 128 × 50304 × 768 (an LM
- * head over 128 tokens) runs at two thirds of the rate of a square product of its FLOPs. */
+ * head over 128 tokens) runs at three quarters of the rate of a square product of its FLOPs. */
 double kernel_gemm_rate(const GemmRates *g, double M, double N, double K) {
-  int inner = short_inner(M, N, K), any_same = 0;
+  int inner = short_inner(M, N, K), any_same = 0, in_group[MACHINE_GEMM_SHAPES];
   for (int i = 0; i < g->count; i++) any_same |= short_inner(g->m[i], g->n[i], g->k[i]) == inner;
-  double side = short_side(M, N, K), nearest = -1, flops = M * N * K;
+  double side = short_side(M, N, K), nearest = -1, size = M * N * K;
   for (int i = 0; i < g->count; i++) {
-    if (any_same && short_inner(g->m[i], g->n[i], g->k[i]) != inner) continue;
+    in_group[i] = !any_same || short_inner(g->m[i], g->n[i], g->k[i]) == inner;
     double s = short_side(g->m[i], g->n[i], g->k[i]);
-    if (nearest < 0 || fabs(log(s / side)) < fabs(log(nearest / side))) nearest = s;
+    if (in_group[i] && (nearest < 0 || fabs(log(s / side)) < fabs(log(nearest / side)))) nearest = s;
   }
   int below = -1, above = -1; /* the nearest sizes of that group below and above this product's */
   for (int i = 0; i < g->count; i++) {
-    if ((any_same && short_inner(g->m[i], g->n[i], g->k[i]) != inner) || short_side(g->m[i], g->n[i], g->k[i]) != nearest)
-      continue;
-    double f = g->m[i] * g->n[i] * g->k[i];
-    if (f <= flops && (below < 0 || f > g->m[below] * g->n[below] * g->k[below])) below = i;
-    if (f >= flops && (above < 0 || f < g->m[above] * g->n[above] * g->k[above])) above = i;
+    if (!in_group[i] || short_side(g->m[i], g->n[i], g->k[i]) != nearest) continue;
+    double f = shape_size(g, i);
+    if (f <= size && (below < 0 || f > shape_size(g, below))) below = i;
+    if (f >= size && (above < 0 || f < shape_size(g, above))) above = i;
   }
   if (below < 0 || above < 0 || below == above) return g->rate[below < 0 ? above : below];
-  double f0 = log(g->m[below] * g->n[below] * g->k[below]), f1 = log(g->m[above] * g->n[above] * g->k[above]);
-  double x = (log(flops) - f0) / (f1 - f0);
+  double x = log(size / shape_size(g, below)) / log(shape_size(g, above) / shape_size(g, below));
   return g->rate[below] + x * (g->rate[above] - g->rate[below]);
 }
 

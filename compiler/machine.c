@@ -122,7 +122,8 @@ static int read_tile(lua_State *L, int t, const char *origin, Machine *m, Diag *
 }
 
 /* One { FLOPs, FLOP/s } pair of a rate curve, at the top of the stack (popped). */
-static int read_rate_point(lua_State *L, const char *origin, const char *name, int i, RateCurve *c, Diag *d) {
+static int read_rate_point(lua_State *L, const char *origin, const char *name, int i, void *into, Diag *d) {
+  RateCurve *c = into;
   char path[96];
   snprintf(path, sizeof path, "%s[%d]", name, i);
   if (!lua_istable(L, -1)) {
@@ -141,31 +142,35 @@ static int read_rate_point(lua_State *L, const char *origin, const char *name, i
   return status;
 }
 
-/* An optional rate curve t[key] (a calibrated machine's measurement): 1 to MACHINE_RATE_POINTS pairs. */
-static int read_rates(lua_State *L, int t, const char *origin, const char *name, const char *key, RateCurve *c, Diag *d) {
+typedef int (*EntryReader)(lua_State *L, const char *origin, const char *name, int i, void *into, Diag *d);
+
+/* An optional list t[key] of a calibrated machine's measurements: 1 to `most` entries, each read (and
+ * popped) by `read`; the count read into *count, 0 when absent. `what` names an entry's form. */
+static int read_entries(lua_State *L, int t, const char *origin, const char *name, const char *key, int most,
+                        const char *what, EntryReader read, void *into, int *count, Diag *d) {
   lua_getfield(L, t, key);
   int status = 0;
   if (!lua_isnil(L, -1)) {
     lua_Integer n = lua_istable(L, -1) ? (lua_Integer)lua_rawlen(L, -1) : 0;
-    if (n < 1 || n > MACHINE_RATE_POINTS)
-      status = diag(d, "machine %s: %s must list 1 to %d pairs { FLOPs, FLOP/s }", origin, name, MACHINE_RATE_POINTS);
+    if (n < 1 || n > most) status = diag(d, "machine %s: %s must list 1 to %d %s", origin, name, most, what);
     for (int i = 1; status == 0 && i <= n; i++) {
       lua_geti(L, -1, i);
-      status = read_rate_point(L, origin, name, i, c, d);
+      status = read(L, origin, name, i, into, d);
     }
-    c->n = status == 0 ? (int)n : 0;
+    *count = status == 0 ? (int)n : 0;
   }
   lua_pop(L, 1);
   return status;
 }
 
 /* One { M, N, K, FLOP/s } of device.gemm_rates, at the top of the stack (popped). */
-static int read_gemm_shape(lua_State *L, const char *origin, int i, GemmRates *g, Diag *d) {
+static int read_gemm_shape(lua_State *L, const char *origin, const char *name, int i, void *into, Diag *d) {
   static const char *const what[] = {"the rows M of a measured GEMM", "its columns N", "its inner size K",
                                      "the FLOP/s it ran at"};
+  GemmRates *g = into;
   double *field[] = {&g->m[i - 1], &g->n[i - 1], &g->k[i - 1], &g->rate[i - 1]};
   char path[64];
-  snprintf(path, sizeof path, "device.gemm_rates[%d]", i);
+  snprintf(path, sizeof path, "%s[%d]", name, i);
   int status = lua_istable(L, -1) && lua_rawlen(L, -1) == 4
                    ? 0
                    : diag(d, "machine %s: %s must be { M, N, K, FLOP/s } (run plait calibrate again)", origin, path);
@@ -177,23 +182,12 @@ static int read_gemm_shape(lua_State *L, const char *origin, int i, GemmRates *g
   return status;
 }
 
-/* device.gemm_rates (optional): GEMM calls' rates measured at 1 to MACHINE_GEMM_SHAPES shapes. */
+/* device.gemm_rates (optional): GEMM calls' rates measured at shapes. */
 static int read_gemm_rates(lua_State *L, int t, const char *origin, Machine *m, Diag *d) {
   if (section_table(L, t, origin, "device", d)) return -1;
-  lua_getfield(L, -1, "gemm_rates");
-  int status = 0;
-  if (!lua_isnil(L, -1)) {
-    lua_Integer n = lua_istable(L, -1) ? (lua_Integer)lua_rawlen(L, -1) : 0;
-    if (n < 1 || n > MACHINE_GEMM_SHAPES)
-      status = diag(d, "machine %s: device.gemm_rates must list 1 to %d shapes { M, N, K, FLOP/s }", origin,
-                    MACHINE_GEMM_SHAPES);
-    for (int i = 1; status == 0 && i <= n; i++) {
-      lua_geti(L, -1, i);
-      status = read_gemm_shape(L, origin, i, &m->gemm_rates, d);
-    }
-    m->gemm_rates.count = status == 0 ? (int)n : 0;
-  }
-  lua_pop(L, 2);
+  int status = read_entries(L, lua_gettop(L), origin, "device.gemm_rates", "gemm_rates", MACHINE_GEMM_SHAPES,
+                            "shapes { M, N, K, FLOP/s }", read_gemm_shape, &m->gemm_rates, &m->gemm_rates.count, d);
+  lua_pop(L, 1);
   return status;
 }
 
@@ -212,7 +206,9 @@ static int read_kernels(lua_State *L, int t, const char *origin, Machine *m, Dia
     status = take_number(L, origin, "kernels.attention_dropout", "the dropout rate on the attention scores", 1, 0,
                          &m->attention_dropout, d);
   }
-  if (status == 0) status = read_rates(L, k, origin, "kernels.attention_rates", "attention_rates", &m->attention_rates, d);
+  if (status == 0)
+    status = read_entries(L, k, origin, "kernels.attention_rates", "attention_rates", MACHINE_RATE_POINTS,
+                          "pairs { FLOPs, FLOP/s }", read_rate_point, &m->attention_rates, &m->attention_rates.n, d);
   lua_pop(L, 1);
   return status;
 }

@@ -40,23 +40,18 @@ sed 's/attention = "materialised"/attention = "paged"/' lib/plait/machines/a100.
 expect_error machine_attention_kind "kernels.attention is \"paged\"; it must be \"materialised\" or \"fused\"$" \
   $PLAIT plan models/tiny.lua --machine "$TMP/attention.lua"
 # a calibrated machine's measurements: GEMM shapes { M, N, K, FLOP/s }, rate curves { FLOPs, FLOP/s } by
-# FLOPs, every number positive
-sed 's/attention_dropout = 0.1,/attention_dropout = 0.1, attention_rates = { { 1e6, 1e11 }, { 1e5, 2e11 } },/' \
-  lib/plait/machines/a100.lua >"$TMP/order.lua"
-expect_error machine_rates_order "^plait: machine $TMP/order.lua: kernels.attention_rates\[2\] has 100000 FLOPs, not more than the pair before it; list the pairs by FLOPs$" \
-  $PLAIT plan models/tiny.lua --machine "$TMP/order.lua"
-sed 's/^    special_rate = 0,/    special_rate = 0, gemm_rates = { { 1e6, 1e11 } },/' lib/plait/machines/a100.lua >"$TMP/pair.lua"
-expect_error machine_gemm_rates_shape "^plait: machine $TMP/pair.lua: device.gemm_rates\[1\] must be \{ M, N, K, FLOP/s \} \(run plait calibrate again\)$" \
-  $PLAIT plan models/tiny.lua --machine "$TMP/pair.lua"
-sed 's/^    special_rate = 0,/    special_rate = 0, gemm_rates = { { 128, 768, 768, -5 } },/' lib/plait/machines/a100.lua >"$TMP/gemm.lua"
-expect_error machine_gemm_rates_negative "^plait: machine $TMP/gemm.lua: device.gemm_rates\[1\] is -5; it must be positive \(the FLOP/s it ran at\)$" \
-  $PLAIT plan models/tiny.lua --machine "$TMP/gemm.lua"
-sed 's/attention_dropout = 0.1,/attention_dropout = 0.1, attention_rates = { { 1e6, -5 } },/' lib/plait/machines/a100.lua >"$TMP/rate.lua"
-expect_error machine_rates_negative "^plait: machine $TMP/rate.lua: kernels.attention_rates\[1\] is -5; it must be positive \(the FLOP/s it ran at\)$" \
-  $PLAIT plan models/tiny.lua --machine "$TMP/rate.lua"
-sed 's/^    special_rate = 0,/    special_rate = 0, gemm_rates = {},/' lib/plait/machines/a100.lua >"$TMP/empty.lua"
-expect_error machine_rates_empty "^plait: machine $TMP/empty.lua: device.gemm_rates must list 1 to 64 shapes" \
-  $PLAIT plan models/tiny.lua --machine "$TMP/empty.lua"
+# FLOPs, every number positive. Each case: a name, the a100 file's line it edits (special_rate's or
+# attention_dropout's), what it adds there, and the one line expected (after "machine FILE: ").
+while IFS='|' read -r name key added expected; do
+  sed "s/^\( *$key = [^,]*,\)/\1 $added,/" lib/plait/machines/a100.lua >"$TMP/$name.lua"
+  expect_error "machine_$name" "^plait: machine $TMP/$name.lua: $expected" $PLAIT plan models/tiny.lua --machine "$TMP/$name.lua"
+done <<'CASES'
+rates_order|attention_dropout|attention_rates = { { 1e6, 1e11 }, { 1e5, 2e11 } }|kernels.attention_rates\[2\] has 100000 FLOPs, not more than the pair before it; list the pairs by FLOPs$
+gemm_rates_shape|special_rate|gemm_rates = { { 1e6, 1e11 } }|device.gemm_rates\[1\] must be \{ M, N, K, FLOP/s \} \(run plait calibrate again\)$
+gemm_rates_negative|special_rate|gemm_rates = { { 128, 768, 768, -5 } }|device.gemm_rates\[1\] is -5; it must be positive \(the FLOP/s it ran at\)$
+rates_negative|attention_dropout|attention_rates = { { 1e6, -5 } }|kernels.attention_rates\[1\] is -5; it must be positive \(the FLOP/s it ran at\)$
+rates_empty|special_rate|gemm_rates = {}|device.gemm_rates must list 1 to 64 shapes
+CASES
 echo 'return 42' >"$TMP/number.lua"
 expect_error machine_not_a_table "^plait: machine $TMP/number.lua: the file must return a table" \
   $PLAIT plan models/tiny.lua --machine "$TMP/number.lua"

@@ -56,8 +56,9 @@ expect_error unknown_flag "unknown flag --tpp" $PLAIT plan models/tiny.lua --tpp
 expect_error bad_flag_value "--tp takes a positive integer, not 'zero'" $PLAIT plan models/tiny.lua --tp zero
 expect_error bad_grad_reduce "^plait: --grad-reduce takes overlap or after, not 'later'$" \
   $PLAIT plan models/tiny.lua --dp 2 --grad-reduce later
-expect_error bad_grad_reduce_in_file "grad_reduce_later.lua: parallel.grad_reduce must be \"overlap\" or \"after\", not \"later\"" \
-  $PLAIT plan tests/cli/models/grad_reduce_later.lua
+sed 's/parallel = { mbs = 8, gbs = 8 }/parallel = { grad_reduce = "later" }/' models/tiny.lua >"$TMP/later.lua"
+expect_error bad_grad_reduce_in_file "^plait: $TMP/later.lua: parallel.grad_reduce must be \"overlap\" or \"after\", not \"later\"$" \
+  $PLAIT plan "$TMP/later.lua"
 expect_error unknown_set_key "--set layerz: the model has no config key 'layerz'" $PLAIT plan models/tiny.lua --set layerz=3
 expect_error bad_set_value "--set layers=many: layers takes a number" $PLAIT plan models/tiny.lua --set layers=many
 expect_error unknown_format "--format yaml: unknown format" $PLAIT plan models/tiny.lua --format yaml
