@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 /* Each rank's kernels and GEMMs run on cores/ranks threads. */
@@ -130,8 +131,24 @@ double device_peak_share(double process_peak, int ranks_on_machine) {
   return process_peak < even_share ? process_peak : even_share;
 }
 
+enum { HUGE_PAGE = 2 << 20 };
+
+/* Arenas of a huge page or more are aligned to huge pages, marked for them (the kernel's "madvise" mode),
+ * and written through once here: every page is faulted in now, 512 at a time, rather than read first
+ * (mapping the shared zero page) and copied on the first write in the middle of a step, each copy
+ * flushing the other cores' TLBs. Smaller arenas are calloc'd. */
 void *device_alloc(size_t bytes, const char *what) {
-  void *p = calloc(bytes ? bytes : 1, 1);
+  void *p = NULL;
+  if (bytes >= HUGE_PAGE) {
+    size_t rounded = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+    if (posix_memalign(&p, HUGE_PAGE, rounded) != 0) p = NULL;
+    if (p) {
+      madvise(p, rounded, MADV_HUGEPAGE); /* advice only: without huge pages the touch below still helps */
+      memset(p, 0, rounded);
+    }
+  } else {
+    p = calloc(bytes ? bytes : 1, 1);
+  }
   if (!p) {
     fprintf(stderr, "plait: out of memory: %zu bytes of %s\n", bytes, what);
     exit(1);

@@ -1,12 +1,14 @@
 /* membw.c: this machine's memory bandwidth, for the benchmarks' floor of a training step: a STREAM-like
  * triad and an Adam-like pass over seven streams, each on every core over arrays far larger than the
- * caches, the best of several repetitions. Prints "triad GB/s" and "adam GB/s" lines.
+ * caches, the best of several repetitions. The arrays come from the allocator a program's arenas come
+ * from (device_alloc: huge pages where the kernel gives them). Prints "triad GB/s" and "adam GB/s" lines.
  * usage: membw [MILLION_ELEMENTS] (elements of each array; 124 by default, GPT-2 124M's parameters) */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "clock.h"
 #include "cpu/cpu.h"
+#include "device.h"
 
 enum { REPEATS = 5 };
 
@@ -65,15 +67,11 @@ int main(int argc, char **argv) {
   }
   float *x[4];
   for (int k = 0; k < 4; k++) {
-    x[k] = malloc((size_t)n * sizeof(float));
-    if (!x[k]) {
-      fprintf(stderr, "membw: out of memory for 4 arrays of %lld floats\n", (long long)n);
-      return 1;
-    }
+    x[k] = device_alloc((size_t)n * sizeof(float), "membw's arrays");
     fill(n, x[k], 0.25f * (float)(k + 1));
   }
   printf("triad GB/s %.2f\n", best_triad(n, x) / 1e9);
   printf("adam GB/s %.2f\n", best_adam(n, x) / 1e9);
-  for (int k = 0; k < 4; k++) free(x[k]);
+  for (int k = 0; k < 4; k++) device_free(x[k]);
   return 0;
 }
