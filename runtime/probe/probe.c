@@ -22,10 +22,14 @@
 enum { REPEATS = 15, BIG_GEMM_REPEATS = 5, GELU_FLOATS = 1 << 20 };
 #define BIG_GEMM_FLOPS 5e9
 
-/* Each timed call works on the next of several copies of its data, together at least COLD_BYTES, so
- * that its inputs are not in the core's cache from the call before: in a training step a kernel reads
- * what other kernels wrote. Timed on one copy, the hot kernels ran about a third faster than inside a
- * step (tiny and GPT-2-shaped layouts: the calibrated plan 17–32% short of every measured step). */
+/* What a GEMM inside a training step finds in the core's cache: its activation operand was written by the
+ * kernel just before (hot), while the weight (forward and input gradient) or the layer's saved input and
+ * its gradient accumulator (weight gradient) were last touched a layer or a pass ago (cold). So each timed
+ * call reads one copy of the hot operand and the next of several copies of the cold ones, together at
+ * least COLD_BYTES. Measured on this project's 2-core hosts: every operand on one copy ran a third faster
+ * than inside a step; every operand cold (tiny's 256×128×128 products at 85 GFLOP/s a rank, two ranks)
+ * a quarter slower than the same products inside tiny's step (122 on average), which this split gives
+ * (114 to 133). */
 enum { COLD_BYTES = 32 << 20, MAX_COPIES = 256 };
 
 static int64_t cold_copies(double bytes_per_copy) {
@@ -37,13 +41,14 @@ static int64_t cold_copies(double bytes_per_copy) {
  * input-gradient products (the tokens an output side; op(B) = Bᵀ forward), weight gradients (the tokens
  * the inner size, op(A) = Aᵀ), GPT-2's LM head (a 154 MB table: out of cache however large the cache,
  * as in training; a 16384-entry one stayed in this host's 480 MB L3 between runs and ran 30% faster
- * than the same product cold), and squares. A product's rate
- * follows its short side as well as its size (how often each packed element is used): the plan takes
- * the rate of the measured shapes like it. {M, N, K, trans_a, trans_b} */
+ * than the same product cold), the halves of a 128-wide layer's products under tensor parallelism (a
+ * 64-wide output: the plan took them at 74 GFLOP/s a rank from the 64-token products, they run at 106),
+ * and squares. A product's rate follows its short side as well as its size (how often each packed
+ * element is used): the plan takes the rate of the measured shapes like it. {M, N, K, trans_a, trans_b} */
 #define TRAINING_SHAPES(t)                                                                                     \
   {t, 128, 128, 0, 1}, {t, 512, 128, 0, 1}, {t, 128, 512, 0, 0}, {t, 768, 768, 0, 1}, {t, 3072, 768, 0, 1},   \
       {t, 768, 3072, 0, 0}, {t, 50304, 768, 0, 1}, {128, 128, t, 1, 0}, {512, 128, t, 1, 0},                 \
-      {768, 768, t, 1, 0}, {3072, 768, t, 1, 0}, {50304, 768, t, 1, 0}
+      {768, 768, t, 1, 0}, {3072, 768, t, 1, 0}, {50304, 768, t, 1, 0}, {t, 64, 128, 0, 1}, {64, 128, t, 1, 0}
 static const int64_t gemm_shapes[][5] = {TRAINING_SHAPES(64),  TRAINING_SHAPES(128), TRAINING_SHAPES(256),
                                          TRAINING_SHAPES(512), {64, 64, 64, 0, 0},   {256, 256, 256, 0, 0},
                                          {512, 512, 512, 0, 0}, {1024, 1024, 1024, 0, 0}, {2048, 768, 768, 0, 0}};
@@ -71,30 +76,38 @@ static double median_of(Comm *c, void (*work)(void *), void *arg) { return media
 
 typedef struct {
   int64_t m, n, k;
-  int trans_a, trans_b;
-  act_t *all;            /* copies of A, B and C, one after another */
-  int64_t copies, next;
+  int trans_a, trans_b;  /* trans_a: a weight gradient, accumulated into C as the runtime accumulates it */
+  act_t *hot;            /* A, and C unless it is a weight gradient's: one copy */
+  act_t *cold;           /* copies of B, each followed by C for a weight gradient */
+  int64_t cold_elems, copies, next;
 } Gemm;
 
 static void run_gemm(void *arg) {
   Gemm *g = arg;
-  act_t *a = g->all + g->next++ % g->copies * (g->m * g->k + g->k * g->n + g->m * g->n);
-  act_t *b = a + g->m * g->k, *c = b + g->k * g->n;
-  k_gemm(g->trans_a, g->trans_b, g->m, g->n, g->k, 1, a, b, 0, c);
+  act_t *b = g->cold + g->next++ % g->copies * g->cold_elems;
+  act_t *c = g->trans_a ? b + g->k * g->n : g->hot + g->m * g->k;
+  k_gemm(g->trans_a, g->trans_b, g->m, g->n, g->k, 1, g->hot, b, g->trans_a ? 1 : 0, c);
+}
+
+static act_t *filled(int64_t elems) {
+  act_t *x = cpu_alloc((size_t)elems, sizeof(act_t), "the probe's GEMM");
+  for (int64_t e = 0; e < elems; e++) x[e] = (act_t)((e % 7) - 3) / 8;
+  return x;
 }
 
 static void probe_gemms(Comm *c, int print) {
   for (unsigned i = 0; i < sizeof gemm_shapes / sizeof *gemm_shapes; i++) {
     const int64_t *shape = gemm_shapes[i];
-    Gemm g = {shape[0], shape[1], shape[2], (int)shape[3], (int)shape[4], NULL, 1, 0};
-    int64_t elems = g.m * g.k + g.k * g.n + g.m * g.n;
-    g.copies = cold_copies((double)elems * sizeof(act_t));
-    g.all = cpu_alloc((size_t)(g.copies * elems), sizeof(act_t), "the probe's GEMM");
-    for (int64_t e = 0; e < g.copies * elems; e++) g.all[e] = (act_t)((e % 7) - 3) / 8;
+    Gemm g = {shape[0], shape[1], shape[2], (int)shape[3], (int)shape[4], NULL, NULL, 0, 1, 0};
+    g.cold_elems = g.k * g.n + (g.trans_a ? g.m * g.n : 0);
+    g.copies = cold_copies((double)g.cold_elems * sizeof(act_t));
+    g.hot = filled(g.m * g.k + g.m * g.n);
+    g.cold = filled(g.copies * g.cold_elems);
     run_gemm(&g);
     double seconds = median_of_n(c, 2.0 * g.m * g.n * g.k > BIG_GEMM_FLOPS ? BIG_GEMM_REPEATS : REPEATS, run_gemm, &g);
     if (print) printf("gemm %lld %lld %lld %.9g\n", (long long)g.m, (long long)g.n, (long long)g.k, seconds);
-    free(g.all);
+    free(g.hot);
+    free(g.cold);
   }
 }
 
