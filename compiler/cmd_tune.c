@@ -16,9 +16,9 @@ static int none_fits(const Tune *t, Diag *d) {
   plan_format_bytes(l->memory, least, sizeof least);
   plan_format_bytes(t->machine.memory_bytes, capacity, sizeof capacity);
   tune_layout_flags(&l->par, flags, sizeof flags);
-  return diag(d, "%s fits no layout on %d devices of %s (%s each): the smallest needs %s per device (%s); use more "
+  return diag(d, "%s fits no layout on %d device%s of %s (%s each): the smallest needs %s per device (%s); use more "
               "devices, a smaller global batch, or a machine with more memory",
-              t->model_file, t->devices, t->machine.name, capacity, least, flags);
+              t->model_file, t->devices, t->devices == 1 ? "" : "s", t->machine.name, capacity, least, flags);
 }
 
 static int run(const Options *o, Diag *d) {

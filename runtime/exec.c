@@ -27,10 +27,6 @@ static void setup(Exec *e, const Program *prog, Run *run, Params *ps, const Acti
   e->actions = actions;
   e->nactions = nactions;
   e->microbatch_tokens = prog->mbs * prog->seq;
-  e->pool = zeroed(e, (size_t)prog->nchunks, sizeof *e->pool);
-  for (int c = 0; c < prog->nchunks; c++)
-    if (on_this_rank(e, c))
-      e->pool[c] = device_alloc((size_t)(prog->slots[c] * prog->chunks[c].slot_elems) * sizeof(act_t), "activation slots");
   e->pending = zeroed(e, (size_t)ps->count + (size_t)prog->nchunks, sizeof *e->pending);
   e->reduced = zeroed(e, (size_t)ps->count, 1);
   e->last_backward = zeroed(e, (size_t)prog->nchunks, sizeof *e->last_backward);
@@ -41,6 +37,10 @@ static void setup(Exec *e, const Program *prog, Run *run, Params *ps, const Acti
 
 void exec_create(Exec *e, const Program *prog, Run *run, Params *ps) {
   setup(e, prog, run, ps, prog->actions[run->pp_rank], prog->nactions[run->pp_rank]);
+  e->pool = zeroed(e, (size_t)prog->nchunks, sizeof *e->pool);
+  for (int c = 0; c < prog->nchunks; c++)
+    if (on_this_rank(e, c))
+      e->pool[c] = device_alloc((size_t)(prog->slots[c] * prog->chunks[c].slot_elems) * sizeof(act_t), "activation slots");
 }
 
 static int is_p2p(int kind);
@@ -60,11 +60,15 @@ void exec_create_forward(Exec *e, const Exec *train) {
   }
   setup(e, train->prog, train->run, train->params, kept, n);
   e->owned = kept;
+  e->pool = train->pool;
+  e->pool_borrowed = 1;
 }
 
 void exec_free(Exec *e) {
-  for (int c = 0; c < e->prog->nchunks; c++) device_free(e->pool[c]);
-  free(e->pool);
+  if (!e->pool_borrowed) {
+    for (int c = 0; c < e->prog->nchunks; c++) device_free(e->pool[c]);
+    free(e->pool);
+  }
   free(e->pending);
   free(e->reduced);
   free(e->last_backward);

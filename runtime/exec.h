@@ -28,6 +28,7 @@ typedef struct {
   Action *owned;        /* a derived action list this Exec made (forward-only), else NULL */
   act_t **pool;         /* per chunk of this rank: slots[c] slots of chunk.slot_elems (the plan says
                            which slot each action uses) */
+  int pool_borrowed;    /* the pool is the training Exec's (forward-only: never run beside it) */
   int microbatch_tokens;/* mbs·seq */
   const int32_t *tokens, *targets; /* this data-parallel rank's microbatches of the iteration */
   CommRequest **pending;/* data-parallel reductions in flight */
@@ -43,7 +44,8 @@ typedef struct {
 
 void exec_create(Exec *e, const Program *prog, Run *run, Params *ps);
 /* The forward actions of `train` alone (forwards, their sends and receives, in the same order and
- * groups): an iteration that computes the loss and nothing else (validation, finite differences). */
+ * groups): an iteration that computes the loss and nothing else (validation, finite differences). It
+ * runs in train's activation slots, between train's iterations, so `train` must outlive it. */
 void exec_create_forward(Exec *e, const Exec *train);
 void exec_free(Exec *e);
 /* Runs the iteration over tokens and targets ([microbatches][mbs·seq], this DP rank's share). */
