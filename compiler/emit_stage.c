@@ -96,11 +96,15 @@ static void name_tensors(StageWriter *w) {
 
 /* ---- declarations --------------------------------------------------------------------------- */
 
-/* Is t read or written by nodes first..last? An input a node overwrites in place is read through the
- * node's output. */
+/* Does node n become a call? A cross entropy's backward whose forward took the gradient does not. */
+static int emits_call(const Node *n) { return !(n->op == OP_XENT_BWD && n->a.xent.grad_in_forward); }
+
+/* Is t read or written by the calls of nodes first..last? An input a node overwrites in place is read
+ * through the node's output. */
 static int used_in(const Graph *g, int t, int first, int last) {
   for (int i = first; i < last; i++) {
     const Node *n = &g->nodes[i];
+    if (!emits_call(n)) continue;
     for (int k = 0; k < n->nin; k++)
       if (n->in[k] == t && k != n->inplace) return 1;
     for (int k = 0; k < n->nout; k++) if (n->out[k] == t) return 1;
@@ -351,6 +355,16 @@ static void xent(const StageWriter *w, const Node *n, int backward) {
   char ignore[32];
   if (n->a.xent.ignore_index == XENT_NO_IGNORE) snprintf(ignore, sizeof ignore, "XENT_NO_IGNORE");
   else snprintf(ignore, sizeof ignore, "%lld", (long long)n->a.xent.ignore_index);
+  if (n->a.xent.grad_in_forward && backward) {
+    fprintf(w->f, "  /* the cross entropy's gradient: written over the logits by its forward */");
+    return;
+  }
+  if (n->a.xent.grad_in_forward) {
+    fprintf(w->f, "  rt_xent_forward_grad(r, %lld, %lld, %s, %s, %lld, %s, %s);",
+            (long long)local(w, n->in[1]), (long long)last_dim(w, n->in[0]), in(w, n, 0), in(w, n, 1),
+            (long long)n->a.xent.vocab, ignore, out(w, n, 1));
+    return;
+  }
   fprintf(w->f, "  rt_xent_%s(r, %lld, %lld, %s, %s, %lld, %s, %d, %s);", backward ? "backward" : "forward",
           (long long)local(w, n->in[1]), (long long)last_dim(w, n->in[0]), backward ? out(w, n, 0) : in(w, n, 0),
           in(w, n, 1), (long long)n->a.xent.vocab, ignore, is_split(z, z->ndim - 1), backward ? in(w, n, 2) : out(w, n, 1));
@@ -451,9 +465,10 @@ static void unused_parameters(const StageWriter *w, int backward, int first, int
 
 static void function(StageWriter *w, int backward) {
   const Graph *g = w->g;
-  int first = backward ? g->nforward : 0, last = backward ? g->nnodes : g->nforward;
+  int first = backward ? g->nforward : 0, last = backward ? g->nnodes : g->nforward, calls = 0;
+  for (int i = first; i < last; i++) calls += emits_call(&g->nodes[i]);
   fprintf(w->f, "/* %s %s of one microbatch: %d calls; saved: %lld elements kept for backward; tmp: scratch. */\n",
-          stage_names[w->stage], backward ? "backward" : "forward", last - first, (long long)w->mem->saved);
+          stage_names[w->stage], backward ? "backward" : "forward", calls, (long long)w->mem->saved);
   signature(w, backward);
   fprintf(w->f, " {\n");
   int dropout = uses_dropout(g, first, last), weights = uses_layer_params(w, first, last, T_PARAM);

@@ -9,4 +9,9 @@
 /* Fuses every stage graph in place; returns the number of nodes merged away. */
 int fuse_model(Model *m);
 
+/* Marks each cross entropy whose logits nothing else reads and that the vocabulary does not split:
+ * its forward takes the gradient while each row of logits is in cache (grad_in_forward) and its
+ * backward node has nothing left to do. Returns the number marked. */
+int fuse_xent(Graph *g);
+
 #endif

@@ -133,6 +133,8 @@ typedef struct {
   int64_t vocab;        /* real vocabulary: logits at or beyond it are padding and left out */
   int64_t ignore_index; /* targets equal to it count for nothing (masked-LM positions not masked);
                            XENT_NO_IGNORE when every target counts */
+  int grad_in_forward;  /* the forward writes the gradient over the logits (fuse_xent): the backward
+                           node emits nothing */
 } XentAttr;
 
 #define XENT_NO_IGNORE INT64_MIN

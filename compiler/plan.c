@@ -184,6 +184,7 @@ static int model_passes(const Options *o, Plan *p, FILE *out, Diag *d) {
   if (autodiff_model(m, d)) return -1;
   if (printing(o, "autodiff")) return graph_print(m, out), 1;
   fuse_model(m);
+  fuse_xent(&m->head);
   if (printing(o, "fuse")) return graph_print(m, out), 1;
   const Graph *stages[3] = {&m->embed, &m->block, &m->head};
   for (int s = 0; s < 3; s++) stage_time(m, stages[s], &p->par, &p->machine, &p->times[s]);

@@ -154,7 +154,9 @@ static void embedding(Walk *w, int i, int backward) {
 
 /* Cross entropy in the runtime's passes over the logits: the forward reads them twice (the row maxima,
  * then the sums of exponentials: an exp each), the backward reads and writes them (an exp each). The
- * vocab-parallel forward all-reduces the max, the target logit and the sum of exponentials. */
+ * vocab-parallel forward all-reduces the max, the target logit and the sum of exponentials. A forward
+ * that takes the gradient (grad_in_forward) reads the logits once from memory and writes them once, an
+ * exp each; its backward costs nothing. */
 static void xent(Walk *w, int i) {
   const Node *n = &w->g->nodes[i];
   double logits = local_elems(w, n->in[0]);
@@ -176,7 +178,8 @@ static void node(Walk *w, int i) {
     else attention_fused(w, i, n->op == OP_ATTENTION_BWD);
   } else if (op_is_collective(n->op)) collective(w, i);
   else if (n->op == OP_XENT) xent(w, i);
-  else if (n->op == OP_XENT_BWD) add(w, i, NULL, kernel_elementwise(w->mc, node_bytes(w, n), local_elems(w, n->in[0])));
+  else if (n->op == OP_XENT_BWD && !n->a.xent.grad_in_forward)
+    add(w, i, NULL, kernel_elementwise(w->mc, node_bytes(w, n), local_elems(w, n->in[0])));
   else if (n->op == OP_EMBEDDING || n->op == OP_EMBEDDING_BWD) embedding(w, i, n->op == OP_EMBEDDING_BWD);
   else if (n->op == OP_EW) elementwise(w, i);
   else add(w, i, NULL, kernel_stream(w->mc, node_bytes(w, n)));

@@ -132,5 +132,11 @@ double k_xent_loss(int64_t N, const int32_t *targets, int64_t ignore, const real
  * for rows that do not count. No second copy of the logits. */
 void k_xent_backward(int64_t N, int64_t cols, act_t *logits, int64_t col0, int64_t vocab, const int32_t *targets,
                      int64_t ignore, const real *lse, real scale);
+/* Steps 1 to 3 and the gradient at once, over whole rows (no vocabulary split), each row while it is in
+ * cache: max, then e = exp(z − max) written over the row as Σe is taken, then dz = scale·(e/Σe − onehot(t))
+ * (every column 0 on rows that do not count); max, sumexp, target and lse as the steps write them, and the
+ * loss returned. The gradient differs from k_xent_backward's exp(z − lse) by rounding alone. */
+double k_xent_forward_grad(int64_t N, int64_t cols, act_t *logits, int64_t vocab, const int32_t *targets,
+                           int64_t ignore, real scale, real *max, real *sumexp, real *target, real *lse);
 
 #endif

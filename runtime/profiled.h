@@ -55,6 +55,11 @@
 #define rt_xent_forward(r, N, cols, logits, targets, vocab, ignore, split, lse)  \
   PROFILED(PROFILE_XENT, 0, PROFILE_ACT(2.0 * (N) * (cols)),                     \
            rt_xent_forward(r, N, cols, logits, targets, vocab, ignore, split, lse))
+/* Forward and gradient at once: the logits read from memory once and written once (the later passes
+ * over a row find it in cache). */
+#define rt_xent_forward_grad(r, N, cols, logits, targets, vocab, ignore, lse) \
+  PROFILED(PROFILE_XENT, 0, PROFILE_ACT(2.0 * (N) * (cols)),                \
+           rt_xent_forward_grad(r, N, cols, logits, targets, vocab, ignore, lse))
 #define rt_xent_backward(r, N, cols, logits, targets, vocab, ignore, split, lse) \
   PROFILED(PROFILE_XENT, 0, PROFILE_ACT(2.0 * (N) * (cols)),                     \
            rt_xent_backward(r, N, cols, logits, targets, vocab, ignore, split, lse))

@@ -63,6 +63,16 @@ void rt_xent_forward(Run *r, int64_t N, int64_t cols, const act_t *logits, const
   r->loss += k_xent_loss(N, targets, ignore, max, sums, target, r->loss_scale, lse);
 }
 
+void rt_xent_forward_grad(Run *r, int64_t N, int64_t cols, act_t *logits, const int32_t *targets, int64_t vocab,
+                          int64_t ignore, real *lse) {
+  if (!r->training) {
+    rt_xent_forward(r, N, cols, logits, targets, vocab, ignore, 0, lse);
+    return;
+  }
+  real *max = r->xent_stats, *sums = max + N, *target = max + 2 * N;
+  r->loss += k_xent_forward_grad(N, cols, logits, vocab, targets, ignore, r->loss_scale, max, sums, target, lse);
+}
+
 void rt_xent_backward(Run *r, int64_t N, int64_t cols, act_t *logits, const int32_t *targets, int64_t vocab,
                       int64_t ignore, int split, const real *lse) {
   k_xent_backward(N, cols, logits, split ? r->tp_rank * cols : 0, vocab, targets, ignore, lse, r->loss_scale);

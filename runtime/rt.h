@@ -95,6 +95,11 @@ void rt_embedding_backward(Run *r, int64_t N, int64_t C, const int32_t *ids, con
  * rows to r->loss and keeps each row's log-normaliser in lse. */
 void rt_xent_forward(Run *r, int64_t N, int64_t cols, const act_t *logits, const int32_t *targets, int64_t vocab,
                      int64_t ignore, int split, real *lse);
+/* rt_xent_forward over unsplit logits that nothing reads afterwards but the backward; when training, it
+ * also writes dlogits = loss_scale·(softmax − onehot) over them while each row is in cache (the program's
+ * backward then has nothing to do for the cross entropy). */
+void rt_xent_forward_grad(Run *r, int64_t N, int64_t cols, act_t *logits, const int32_t *targets, int64_t vocab,
+                          int64_t ignore, real *lse);
 /* dlogits = loss_scale·(softmax − onehot), written over the logits. */
 void rt_xent_backward(Run *r, int64_t N, int64_t cols, act_t *logits, const int32_t *targets, int64_t vocab,
                       int64_t ignore, int split, const real *lse);

@@ -156,18 +156,18 @@ static void head_forward(Run *r, const act_t *x, const int32_t *targets, act_t *
   real *t5 = (real *)(saved + 52301824); /* [b, seq] 1×1024 */
   k_layernorm_forward(1024, 768, x, r->model_w[P_LN_F_WEIGHT], r->model_w[P_LN_F_BIAS], 1e-05, t0, t1, t2); /* models/gpt2.lua */
   k_gemm(0, 1, 1024, 50304, 768, 1, t0, r->model_w[P_WTE], 0, t3); /* models/gpt2.lua */
-  rt_xent_forward(r, 1024, 50304, t3, targets, 50257, XENT_NO_IGNORE, 0, t5); /* models/gpt2.lua */
+  rt_xent_forward_grad(r, 1024, 50304, t3, targets, 50257, XENT_NO_IGNORE, t5); /* models/gpt2.lua */
 }
 
-/* head backward of one microbatch: 4 calls; saved: 52303872 elements kept for backward; tmp: scratch. */
+/* head backward of one microbatch: 3 calls; saved: 52303872 elements kept for backward; tmp: scratch. */
 static void head_backward(Run *r, const act_t *x, const int32_t *targets, act_t *saved, act_t *dx, act_t *tmp) {
+  (void)targets;
   act_t *t0 = saved + 0; /* [b, seq, hidden] 1×1024×768 */
   real *t1 = (real *)(saved + 786432); /* [b, seq] 1×1024 */
   real *t2 = (real *)(saved + 788480); /* [b, seq] 1×1024 */
-  real *t5 = (real *)(saved + 52301824); /* [b, seq] 1×1024 */
   act_t *dt3 = saved + 790528; /* [b, seq, vocab] 1×1024×50304 */
   act_t *dt0 = tmp + 0; /* [b, seq, hidden] 1×1024×768 */
-  rt_xent_backward(r, 1024, 50304, dt3, targets, 50257, XENT_NO_IGNORE, 0, t5);
+  /* the cross entropy's gradient: written over the logits by its forward */
   k_gemm(0, 0, 1024, 768, 50304, 1, dt3, r->model_w[P_WTE], 0, dt0);
   k_gemm_grad(1, 0, 50304, 768, 1024, dt3, t0, r->model_g[P_WTE]);
   k_layernorm_backward(1024, 768, x, r->model_w[P_LN_F_WEIGHT], t1, t2, dt0, dx, r->model_g[P_LN_F_WEIGHT], r->model_g[P_LN_F_BIAS]);

@@ -24,6 +24,23 @@ CPU_WIDE static double xent_row_sumexp(int64_t valid, const real *z, real max) {
   return sum;
 }
 
+/* e_j = exp(z_j − max) written over z_j; returns Σ_j e_j in double (summed as xent_row_sumexp sums). */
+CPU_WIDE static double xent_row_exp(int64_t valid, real *z, real max) {
+  double sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < valid; j++) {
+    real e = cpu_exp(z[j] - max);
+    z[j] = e;
+    sum += e;
+  }
+  return sum;
+}
+
+CPU_WIDE static void xent_row_scale(int64_t valid, real *z, real mul) {
+#pragma omp simd
+  for (int64_t j = 0; j < valid; j++) z[j] *= mul;
+}
+
 CPU_WIDE static void xent_row_grad(int64_t valid, real *z, real lse, real scale) {
 #pragma omp simd
   for (int64_t j = 0; j < valid; j++) z[j] = scale * cpu_exp(z[j] - lse);
@@ -80,4 +97,31 @@ void k_xent_backward(int64_t N, int64_t cols, real *logits, int64_t col0, int64_
     if (kept && t >= 0 && t < valid) z[t] -= scale;
     memset(z + kept, 0, (size_t)(cols - kept) * sizeof(real));
   }
+}
+
+/* Row n of k_xent_forward_grad: three passes over one row of the logits (a 50k vocabulary's row is 200 KB:
+ * in L2 after the first), so the logits come from memory once and go back once. */
+static void xent_row_forward_grad(int64_t n, int64_t cols, real *z, int64_t valid, const int32_t *targets,
+                                  int64_t ignore, real scale, real *max, real *sumexp, real *target, real *lse) {
+  int64_t t = targets[n];
+  max[n] = xent_row_max(valid, z);
+  target[n] = t >= 0 && t < valid ? z[t] : 0;
+  sumexp[n] = (real)xent_row_exp(valid, z, max[n]);
+  lse[n] = (real)(max[n] + log((double)sumexp[n]));
+  if (xent_counts(targets[n], ignore)) {
+    xent_row_scale(valid, z, scale / sumexp[n]);
+    if (t >= 0 && t < valid) z[t] -= scale;
+  } else {
+    memset(z, 0, (size_t)valid * sizeof(real));
+  }
+  memset(z + valid, 0, (size_t)(cols - valid) * sizeof(real));
+}
+
+double k_xent_forward_grad(int64_t N, int64_t cols, real *logits, int64_t vocab, const int32_t *targets,
+                           int64_t ignore, real scale, real *max, real *sumexp, real *target, real *lse) {
+  int64_t valid = xent_valid(cols, 0, vocab);
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++)
+    xent_row_forward_grad(n, cols, logits + n * cols, valid, targets, ignore, scale, max, sumexp, target, lse);
+  return k_xent_loss(N, targets, ignore, max, sumexp, target, scale, lse);
 }

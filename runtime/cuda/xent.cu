@@ -107,3 +107,13 @@ void k_xent_backward(int64_t N, int64_t cols, act_t *logits, int64_t col0, int64
                                                                    targets, ignore, lse, scale);
   gpu_check_launch("xent_backward_kernel");
 }
+
+/* The steps one after another (each already a pass of its own on the GPU), then the gradient. */
+double k_xent_forward_grad(int64_t N, int64_t cols, act_t *logits, int64_t vocab, const int32_t *targets,
+                           int64_t ignore, real scale, real *max, real *sumexp, real *target, real *lse) {
+  k_xent_max(N, cols, logits, 0, vocab, max);
+  k_xent_sums(N, cols, logits, 0, vocab, targets, max, sumexp, target);
+  double loss = k_xent_loss(N, targets, ignore, max, sumexp, target, scale, lse);
+  k_xent_backward(N, cols, logits, 0, vocab, targets, ignore, lse, scale);
+  return loss;
+}

@@ -355,6 +355,15 @@ static void xent_case(Check *c, int64_t N, int64_t cols, int64_t col0, int64_t v
   k_xent_backward(N, cols, logits, col0, vocab, targets, -1, lse, (real)(1.0 / N));
   snprintf(name, sizeof name, "xent_backward_%s", tag);
   check_act(c, name, logits, N * cols, tolerance[BF16]);
+  if (col0 == 0 && cols >= vocab) { /* unsplit: the forward that also takes the gradient */
+    act_t *fused = act_input(c, "xent.logits", N * cols, -4, 4);
+    snprintf(name, sizeof name, "xent_forward_grad_loss_%s", tag);
+    check_value(c, name, k_xent_forward_grad(N, cols, fused, vocab, targets, -1, (real)(1.0 / N), max, sumexp, target, lse),
+                tolerance[SUMS]);
+    snprintf(name, sizeof name, "xent_forward_grad_%s", tag);
+    check_act(c, name, fused, N * cols, tolerance[BF16]);
+    device_free(fused);
+  }
   free(host);
   device_free(logits), device_free(targets), device_free(max), device_free(sumexp), device_free(target), device_free(lse);
 }

@@ -697,6 +697,30 @@ static void test_xent_threads(void) {
   CHECK(same_bits_across_threads(xent_run, &x, x.grad, XN * XCOLS), "dlogits differ across thread counts");
 }
 
+/* The forward that also takes the gradient, over unsplit logits: the steps' max, target and lse, their
+ * loss, and their gradient (to rounding: e/Σe rather than exp(z − lse)); the same bits at any thread count. */
+static double xent_fused(Xent *x) {
+  real max[XN], sumexp[XN], target[XN], lse[XN];
+  memcpy(x->grad, x->logits, sizeof x->grad);
+  return k_xent_forward_grad(XN, XCOLS, x->grad, XVOCAB, x->targets, XIGNORE, x->scale, max, sumexp, target, lse);
+}
+
+static void xent_fused_run(void *ctx) { xent_fused(ctx); }
+
+static void test_xent_forward_grad(void) {
+  Xent steps = xent_new(), fused = steps;
+  double loss = xent_sharded(&steps, 1), fused_loss = xent_fused(&fused);
+  CHECK(fused_loss == loss, "loss %.17g, by the steps %.17g", fused_loss, loss);
+  double gerr = max_abs_diff(fused.grad, steps.grad, XN * XCOLS);
+  CHECK(gerr < 1e-15, "gradient differs from the steps' by %g", gerr);
+  int nonzero = 0;
+  for (int n = 0; n < XN; n++)
+    for (int j = 0; j < XCOLS; j++)
+      nonzero += (j >= XVOCAB || fused.targets[n] < 0 || fused.targets[n] == XIGNORE) && fused.grad[n * XCOLS + j] != 0;
+  CHECK(nonzero == 0, "%d gradients of padding, ignored rows or rows without a target are not zero", nonzero);
+  CHECK(same_bits_across_threads(xent_fused_run, &fused, fused.grad, XN * XCOLS), "dlogits differ across thread counts");
+}
+
 /* ---- the float exp ----------------------------------------------------------------------------- */
 
 /* The float kernels' exp against the C library's in double: within 1.5 ulp of the float nearest e^x on
@@ -734,6 +758,7 @@ int main(void) {
   RUN(test_embedding);
   RUN(test_xent);
   RUN(test_xent_threads);
+  RUN(test_xent_forward_grad);
   RUN(test_expf);
   TEST_EXIT();
 }

@@ -1,5 +1,6 @@
 /* test_passes.c: shape inference on its own, and the passes between autodiff and emission: fusion
- * merges exactly the elementwise chains nothing else reads, the memory plan never lets two live
+ * merges exactly the elementwise chains nothing else reads, the cross entropy takes its gradient in
+ * its forward exactly where nothing else reads the logits, the memory plan never lets two live
  * tensors share memory, and shapes survive. */
 #include <string.h>
 
@@ -88,6 +89,41 @@ static void fusion(void) {
   }
   CHECK(swiglu == 1, "%d forward kernels compute silu(gate)·up, expected 1", swiglu);
   plan_free(&p);
+}
+
+/* The cross entropy's forward takes the gradient exactly where its logits are not split by vocabulary and
+ * nothing but its two nodes reads them (gemma2's logit cap included); its backward node is marked alike. */
+static int xent_marks(const char *command, int *unsplit) {
+  Plan p;
+  if (plan_of(command, &p)) return -1;
+  const Graph *g = &p.model.head;
+  int marked = 0;
+  *unsplit = 0;
+  for (int i = 0; i < g->nforward; i++) {
+    const Node *n = &g->nodes[i];
+    if (n->op != OP_XENT) continue;
+    const Tensor *z = &g->tensors[n->in[0]];
+    int whole = !(z->layout.kind == LAYOUT_S && z->layout.axis == z->ndim - 1);
+    int expected = whole && readers(g, n->in[0]) == 2;
+    CHECK(n->a.xent.grad_in_forward == expected, "%s: grad_in_forward %d, expected %d", command,
+          n->a.xent.grad_in_forward, expected);
+    for (int j = g->nforward; j < g->nnodes; j++)
+      if (g->nodes[j].op == OP_XENT_BWD)
+        CHECK(g->nodes[j].a.xent.grad_in_forward == n->a.xent.grad_in_forward, "%s: backward node marked otherwise", command);
+    marked += n->a.xent.grad_in_forward;
+    *unsplit += whole;
+  }
+  plan_free(&p);
+  return marked;
+}
+
+static void xent_in_forward(void) {
+  int unsplit;
+  CHECK(xent_marks("models/tiny.lua", &unsplit) == 1, "tiny at tp 1: the cross entropy does not take its gradient");
+  CHECK(xent_marks("models/tiny.lua --tp 2", &unsplit) == 0 && unsplit == 0,
+        "tiny at tp 2: vocab-parallel logits taken in the forward");
+  xent_marks("models/gemma2.lua --set layers=2 hidden=64 heads=2 kv_heads=1 head_dim=32 ffn=128 vocab=256 seq=32 sliding_window=16", &unsplit);
+  xent_marks("models/bert.lua --set layers=2 hidden=64 heads=2 ffn=128 vocab=256 seq=32", &unsplit);
 }
 
 /* Two tensors of scratch (or of the saved region) that are alive at the same node never overlap. */
@@ -189,6 +225,7 @@ static void shape_inference(void) {
 int main(void) {
   RUN(shape_inference);
   RUN(fusion);
+  RUN(xent_in_forward);
   RUN(memory_plan);
   RUN(shapes_survive);
   TEST_EXIT();

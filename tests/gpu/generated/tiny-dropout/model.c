@@ -191,18 +191,18 @@ static void head_forward(Run *r, const act_t *x, const int32_t *targets, act_t *
   real *t5 = (real *)(saved + 99328); /* [b, seq] 4×64 */
   k_layernorm_forward(256, 128, x, r->model_w[P_LN_F_WEIGHT], r->model_w[P_LN_F_BIAS], 1e-05, t0, t1, t2); /* models/tiny.lua */
   k_gemm(0, 1, 256, 256, 128, 1, t0, r->model_w[P_WTE], 0, t3); /* models/tiny.lua */
-  rt_xent_forward(r, 256, 256, t3, targets, 256, XENT_NO_IGNORE, 0, t5); /* models/tiny.lua */
+  rt_xent_forward_grad(r, 256, 256, t3, targets, 256, XENT_NO_IGNORE, t5); /* models/tiny.lua */
 }
 
-/* head backward of one microbatch: 4 calls; saved: 99840 elements kept for backward; tmp: scratch. */
+/* head backward of one microbatch: 3 calls; saved: 99840 elements kept for backward; tmp: scratch. */
 static void head_backward(Run *r, const act_t *x, const int32_t *targets, act_t *saved, act_t *dx, act_t *tmp) {
+  (void)targets;
   act_t *t0 = saved + 0; /* [b, seq, hidden] 4×64×128 */
   real *t1 = (real *)(saved + 32768); /* [b, seq] 4×64 */
   real *t2 = (real *)(saved + 33280); /* [b, seq] 4×64 */
-  real *t5 = (real *)(saved + 99328); /* [b, seq] 4×64 */
   act_t *dt3 = saved + 33792; /* [b, seq, vocab] 4×64×256 */
   act_t *dt0 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
-  rt_xent_backward(r, 256, 256, dt3, targets, 256, XENT_NO_IGNORE, 0, t5);
+  /* the cross entropy's gradient: written over the logits by its forward */
   k_gemm(0, 0, 256, 128, 256, 1, dt3, r->model_w[P_WTE], 0, dt0);
   k_gemm_grad(1, 0, 256, 128, 256, dt3, t0, r->model_g[P_WTE]);
   k_layernorm_backward(256, 128, x, r->model_w[P_LN_F_WEIGHT], t1, t2, dt0, dx, r->model_g[P_LN_F_WEIGHT], r->model_g[P_LN_F_BIAS]);
