@@ -67,13 +67,17 @@ CPU_WIDE static double block_norm_sq(const real *g, int64_t n) {
 
 /* NORM_STREAMS whole blocks from g at once, each summed exactly as block_norm_sq sums it: one core
  * reading several streams keeps more loads in flight than one stream lets it (a pure read runs at
- * ~21 GB/s on two cores one block at a time, ~27 four at a time). */
+ * ~21 GB/s on two cores one block at a time, ~25 four at a time), and asking for each stream's line
+ * NORM_AHEAD elements ahead keeps more still (~30 GB/s; 2 KB ahead was the best of 1 to 16 KB). */
+enum { NORM_AHEAD = 512 };
 CPU_WIDE static void blocks_norm_sq(const real *g, double *out) {
   double lane[NORM_STREAMS][NORM_LANES] = {{0}};
   for (int64_t i = 0; i < NORM_BLOCK; i += NORM_LANES)
-    for (int s = 0; s < NORM_STREAMS; s++)
+    for (int s = 0; s < NORM_STREAMS; s++) {
+      if (i + NORM_AHEAD < NORM_BLOCK) __builtin_prefetch(g + s * NORM_BLOCK + i + NORM_AHEAD);
 #pragma omp simd
       for (int j = 0; j < NORM_LANES; j++) lane[s][j] += (double)g[s * NORM_BLOCK + i + j] * g[s * NORM_BLOCK + i + j];
+    }
   for (int s = 0; s < NORM_STREAMS; s++) {
     out[s] = 0;
     for (int j = 0; j < NORM_LANES; j++) out[s] += lane[s][j];
