@@ -280,13 +280,14 @@ static void header(const Plan *p, FILE *f) {
 
 static void sizes(const Emission *e, FILE *f) {
   fprintf(f, "/* Activations of one microbatch, in elements: what each stage keeps for its backward pass, and where\n"
-             " * its output (the next stage's input) sits in that. */\n");
-  fprintf(f, "enum { EMBED_SAVED = %lld, EMBED_OUTPUT = %lld };\n", (long long)e->memory[STAGE_EMBED].saved,
-          (long long)stage_output_offset(e, STAGE_EMBED));
-  fprintf(f, "enum { BLOCK_SAVED = %lld, BLOCK_OUTPUT = %lld };\n", (long long)e->memory[STAGE_BLOCK].saved,
-          (long long)stage_output_offset(e, STAGE_BLOCK));
-  fprintf(f, "enum { HEAD_SAVED = %lld };\n", (long long)e->memory[STAGE_HEAD].saved);
-  fprintf(f, "enum { IO_ELEMS = %lld }; /* the activation passed between layers and chunks */\n\n", (long long)e->plan->io_elems);
+             " * its output (the next stage's input) sits in that (64-bit: a large vocabulary's logits pass 2^31). */\n");
+  fprintf(f, "#define EMBED_SAVED INT64_C(%lld)\n#define EMBED_OUTPUT INT64_C(%lld)\n",
+          (long long)e->memory[STAGE_EMBED].saved, (long long)stage_output_offset(e, STAGE_EMBED));
+  fprintf(f, "#define BLOCK_SAVED INT64_C(%lld)\n#define BLOCK_OUTPUT INT64_C(%lld)\n",
+          (long long)e->memory[STAGE_BLOCK].saved, (long long)stage_output_offset(e, STAGE_BLOCK));
+  fprintf(f, "#define HEAD_SAVED INT64_C(%lld)\n", (long long)e->memory[STAGE_HEAD].saved);
+  fprintf(f, "#define IO_ELEMS INT64_C(%lld) /* the activation passed between layers and chunks */\n\n",
+          (long long)e->plan->io_elems);
 }
 
 /* The logits in the last chunk's slot: the tensor the head's cross entropy reads. */

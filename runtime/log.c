@@ -7,7 +7,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/resource.h>
 
 /* Model FLOPs of the iteration over the time it took and this machine's GEMM rate. */
 static double mfu(const Trainer *t, double seconds) {
@@ -93,18 +92,17 @@ void log_format_bytes(double bytes, char *buf, int len) {
 }
 
 void log_finish(Trainer *t) {
-  struct rusage usage;
-  getrusage(RUSAGE_SELF, &usage);
-  double resident = usage.ru_maxrss * 1024.0, planned = planned_bytes_here(t); /* ru_maxrss: KiB */
-  char resident_text[32], planned_text[32];
-  log_format_bytes(resident, resident_text, sizeof resident_text);
+  const char *kind;
+  double peak = device_memory_peak(&kind), planned = planned_bytes_here(t);
+  char peak_text[32], planned_text[32];
+  log_format_bytes(peak, peak_text, sizeof peak_text);
   log_format_bytes(planned, planned_text, sizeof planned_text);
-  printf("peak resident memory %s (this process); the plan's memory of its ranks %s (%s)\n", resident_text,
+  printf("peak %s memory %s (this process); the plan's memory of its ranks %s (%s)\n", kind, peak_text,
          planned_text, device_name());
   if (t->run.profile) profile_print(t->run.profile, stdout, t->log_json ? t->log_json->file : NULL);
   fflush(stdout);
   if (t->log_json) {
-    fprintf(t->log_json->file, "{\"peak_resident_bytes\": %.0f, \"planned_bytes\": %.0f}\n", resident, planned);
+    fprintf(t->log_json->file, "{\"peak_%s_bytes\": %.0f, \"planned_bytes\": %.0f}\n", kind, peak, planned);
     json_written(t);
   }
 }

@@ -18,11 +18,14 @@
 
 #define PROFILE_ACT(n) ((double)(n) * sizeof(act_t))
 
-#define k_gemm(ta, tb, M, N, K, alpha, A, B, beta, C)                                                          \
-  PROFILED(PROFILE_GEMM, 2.0 * (M) * (N) * (K), PROFILE_ACT((M) * (K) + (K) * (N) + (M) * (N)),              \
+/* Sizes as doubles: a large vocabulary's M·N passes 2^31. */
+#define k_gemm(ta, tb, M, N, K, alpha, A, B, beta, C)                                                 \
+  PROFILED(PROFILE_GEMM, 2.0 * (M) * (N) * (K),                                                       \
+           PROFILE_ACT((double)(M) * (K) + (double)(K) * (N) + (double)(M) * (N)),                    \
            k_gemm(ta, tb, M, N, K, alpha, A, B, beta, C))
-#define k_gemm_grad(ta, tb, M, N, K, A, B, C)                                                                  \
-  PROFILED(PROFILE_GEMM, 2.0 * (M) * (N) * (K), PROFILE_ACT((M) * (K) + (K) * (N)) + 2.0 * (M) * (N) * sizeof(real), \
+#define k_gemm_grad(ta, tb, M, N, K, A, B, C)                                                         \
+  PROFILED(PROFILE_GEMM, 2.0 * (M) * (N) * (K),                                                       \
+           PROFILE_ACT((double)(M) * (K) + (double)(K) * (N)) + 2.0 * (M) * (N) * sizeof(real),       \
            k_gemm_grad(ta, tb, M, N, K, A, B, C))
 #define k_layernorm_forward(rows, C, x, w, b, eps, y, mean, rstd) \
   PROFILED(PROFILE_NORM, 0, PROFILE_ACT(2.0 * (rows) * (C)), k_layernorm_forward(rows, C, x, w, b, eps, y, mean, rstd))

@@ -19,11 +19,13 @@ enum {
 };
 
 /* Activations of one microbatch, in elements: what each stage keeps for its backward pass, and where
- * its output (the next stage's input) sits in that. */
-enum { EMBED_SAVED = 786432, EMBED_OUTPUT = 0 };
-enum { BLOCK_SAVED = 12615680, BLOCK_OUTPUT = 11829248 };
-enum { HEAD_SAVED = 52303872 };
-enum { IO_ELEMS = 786432 }; /* the activation passed between layers and chunks */
+ * its output (the next stage's input) sits in that (64-bit: a large vocabulary's logits pass 2^31). */
+#define EMBED_SAVED INT64_C(786432)
+#define EMBED_OUTPUT INT64_C(0)
+#define BLOCK_SAVED INT64_C(12615680)
+#define BLOCK_OUTPUT INT64_C(11829248)
+#define HEAD_SAVED INT64_C(52303872)
+#define IO_ELEMS INT64_C(786432) /* the activation passed between layers and chunks */
 
 /* embed forward of one microbatch: 2 calls; saved: 786432 elements kept for backward; tmp: scratch. */
 static void embed_forward(Run *r, const int32_t *tokens, act_t *saved, act_t *tmp) {

@@ -19,11 +19,13 @@ enum {
 };
 
 /* Activations of one microbatch, in elements: what each stage keeps for its backward pass, and where
- * its output (the next stage's input) sits in that. */
-enum { EMBED_SAVED = 65536, EMBED_OUTPUT = 0 };
-enum { BLOCK_SAVED = 1056768, BLOCK_OUTPUT = 991232 };
-enum { HEAD_SAVED = 199680 };
-enum { IO_ELEMS = 65536 }; /* the activation passed between layers and chunks */
+ * its output (the next stage's input) sits in that (64-bit: a large vocabulary's logits pass 2^31). */
+#define EMBED_SAVED INT64_C(65536)
+#define EMBED_OUTPUT INT64_C(0)
+#define BLOCK_SAVED INT64_C(1056768)
+#define BLOCK_OUTPUT INT64_C(991232)
+#define HEAD_SAVED INT64_C(199680)
+#define IO_ELEMS INT64_C(65536) /* the activation passed between layers and chunks */
 
 /* embed forward of one microbatch: 2 calls; saved: 65536 elements kept for backward; tmp: scratch. */
 static void embed_forward(Run *r, const int32_t *tokens, act_t *saved, act_t *tmp) {

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 /* Each rank's kernels and GEMMs run on cores/ranks threads. */
@@ -80,6 +81,13 @@ int device_local_ranks_max(char *why, size_t size) {
   snprintf(why, size, "this program's OpenBLAS hands out %d GEMM buffers at once (built for %d threads)", buffers,
            max_threads);
   return ranks;
+}
+
+double device_memory_peak(const char **kind) {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  *kind = "resident";
+  return usage.ru_maxrss * 1024.0; /* KiB */
 }
 
 const char *device_name(void) { return "CPU"; }

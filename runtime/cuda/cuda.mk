@@ -6,6 +6,9 @@
 #   make gpu-check            every check that needs a GPU (tests/gpu/run.sh), with nothing but nvcc and
 #                             CUDA's libraries: no Lua, OpenBLAS, MPI or network; its report goes to
 #                             REPORT_DIR (docs/ by default)
+#   make gpu-bundle           build/gpu-bundle/: the GPU check's programs built here without MPI, llm.c's
+#                             train_gpt2.cu for sm_90 and the plan's figures of the benchmark models, for
+#                             a GPU machine to run the check on without building (tests/gpu/bundle.sh)
 # NVCC, CUDA_HOME and NCCL_HOME may be set on the command line; MPI is used where mpicc is found.
 
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
@@ -120,7 +123,13 @@ $(B)/tests/cuda/nvrtc_check: tests/gpu/nvrtc_check.c $(B)/libplait_rt_cuda.a
 	$(CC) $(PROGRAM_CFLAGS) -Iruntime -Iruntime/cuda -o $@ $< $(B)/libplait_rt_cuda.a $(CUDA_LINK)
 
 gpu-programs: $(GPU_CHECK_BIN)
+
+# The programs again in a tree of their own, without MPI (a GPU machine has none), then the bundle.
+LLMC ?= ../shared/peers/llm.c
+gpu-bundle: $(B)/plait
+	$(MAKE) B=$(B)/gpu-bundle-objects MPI_INC= MPI_LIB= gpu-programs
+	sh tests/gpu/bundle.sh $(B)/gpu-bundle-objects $(B)/gpu-bundle '$(LLMC)' '$(NVCC)'
 all: $(B)/libplait_rt_cuda.a
 test: $(B)/tests/cuda/nvrtc_check $(GPU_CHECK_BIN)
-.PHONY: gpu-check gpu-programs
+.PHONY: gpu-check gpu-programs gpu-bundle
 endif

@@ -203,6 +203,16 @@ double device_peak_share(double process_peak, int ranks_on_machine) {
 
 /* ---- memory ------------------------------------------------------------------------------------ */
 
+double device_memory_peak(const char **kind) {
+  size_t free_bytes = 0, total = 0;
+  *kind = "GPU";
+  if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return (double)(total - free_bytes);
+}
+
 static _Noreturn void out_of_memory(size_t bytes, const char *what) {
   size_t free_bytes = 0, total = 0;
   char planned[96] = "";

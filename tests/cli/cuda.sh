@@ -85,7 +85,7 @@ else
 fi
 
 # ---- the GPU check: its programs built (generated.sh keeps their sources current), its CPU side runs
-for program in tiny tiny-dropout tiny-tp2-pp2-vpp2 gpt2-bench gpt-1.3b-bench; do
+for program in tiny tiny-dropout tiny-tp2-pp2-vpp2 $(grep -v '^#' tests/gpu/benchmarks.txt | awk '{ print $2 }'); do
   [ -x "$B/gpu/$program/train" ] || fail "gpu_program_$program" "build/gpu/$program/train was not built"
 done
 if "$B/gpu/kernel_check-cpu" 12345 "$TMP" >"$TMP/kcpu.out" 2>&1 && ! grep -q '^FAIL' "$TMP/kcpu.out"; then
@@ -124,3 +124,20 @@ if ! command -v python3 >/dev/null 2>&1; then pass "gpu_torch_script_parses (ski
 elif python3 -c 'import ast, sys; ast.parse(open(sys.argv[1]).read())' tests/gpu/torch_gpt.py 2>"$TMP/err"; then
   pass gpu_torch_script_parses
 else fail gpu_torch_script_parses "$(cat "$TMP/err")"; fi
+
+# make gpu-bundle: the check's programs without MPI, llm.c where its sources are, the plan's figures
+if make gpu-bundle >"$TMP/bundle.log" 2>&1; then
+  linked=$(for p in $(find "$B/gpu-bundle/gpu" -type f -perm -u+x); do ldd "$p" 2>/dev/null; done |
+           grep -c -e libmpi -e 'not found')
+  plans=$(wc -l <"$B/gpu-bundle/plans.txt")
+  want=$((2 * $(grep -vc '^#' tests/gpu/benchmarks.txt)))
+  llmc_ok=1
+  [ -f ../shared/peers/llm.c/train_gpt2.cu ] && [ ! -x "$B/gpu-bundle/llmc/train_gpt2cu" ] && llmc_ok=0
+  if [ "$linked" = 0 ] && [ "$plans" = "$want" ] && [ "$llmc_ok" = 1 ] && [ -x "$B/gpu-bundle/gpu/tiny/train" ]; then
+    pass "gpu_bundle ($(tail -n 1 "$TMP/bundle.log" | sed 's/^gpu-bundle: //'))"
+  else
+    fail gpu_bundle "$linked MPI or missing libraries, $plans of $want plans, llm.c built $llmc_ok: $(tail -n 3 "$TMP/bundle.log")"
+  fi
+else
+  fail gpu_bundle "$(tail -n 5 "$TMP/bundle.log")"
+fi

@@ -1,73 +1,171 @@
 #!/bin/sh
 # run.sh: the checks that need a GPU (`make gpu-check`). Needs only nvcc, CUDA's libraries (NCCL too, in
 # the toolkit or in Python's nvidia-nccl package) and a C compiler: no Lua, OpenBLAS, MPI or network.
-# The programs come from checked-in generated sources (generated/, tests/gpu/generated/), and the CPU
-# reference is the CPU runtime with a plain C GEMM. Then:
+# The programs come from checked-in generated sources (generated/, tests/gpu/generated/), built here, or
+# from `make gpu-bundle` on another machine (PLAIT_GPU_BUILD=build/gpu-bundle: nothing is built here
+# then; docs/gpu.md, "On a lent GPU"); the CPU reference is the CPU runtime with a plain C GEMM. Then:
 #   1. every CUDA kernel against the CPU's on fresh random inputs (kernel_check);
 #   2. tiny trained 20 steps on the GPU follows the CPU's loss curve within bf16 tolerance;
 #   3. tiny at (tp, pp, vpp, dp) = (2, 2, 2, 1) on the local backend (one GPU) follows (1, 1, 1, 1);
 #   4. a one-rank NCCL job (TCP bootstrap) runs and gives the local backend's losses;
-#   5. benchmarks: GPT-2 124M (seq 1024) and a 1.3B GPT (24 layers, hidden 2048, 16 heads, seq 2048):
-#      tokens/s, TFLOP/s, MFU against the GPU's bf16 peak, and where PyTorch is importable the same
-#      model's training step in PyTorch eager and torch.compile, as ratios.
-# The report goes to REPORT_DIR (default docs/) as gpu-check-DATE-GPU.md, and to stdout. Exit status 1
-# when a check fails.
+#   5. benchmarks (tests/gpu/benchmarks.txt): GPT-2 124M (sequence 1024) and a 1.3B GPT (sequence 2048):
+#      tokens/s, TFLOP/s, MFU against the GPU's bf16 peak, peak GPU memory against the plan's, the plan's
+#      iteration time against the measured one (with the bundle's plans.txt), llm.c's train_gpt2.cu on
+#      the same GPT-2 batch and tokens (with the bundle's llmc/); then a --profile of a few steps by kind
+#      of work; then, where PyTorch is importable and time is left, the same model in PyTorch eager and
+#      under torch.compile.
+# Every step has a time limit and the whole check a budget (PLAIT_GPU_BUDGET seconds, default 480): what
+# does not fit is reported as skipped. The report goes to REPORT_DIR (default docs/) as
+# gpu-check-DATE-GPU.md, written again after every step (a check cut off still leaves its report), with
+# the logs beside it as gpu-check-logs.tar.gz; and to stdout. Exit status 1 when a check fails.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root" || exit 1
-B=build
+B=${PLAIT_GPU_BUILD:-build}
+budget=${PLAIT_GPU_BUDGET:-480}
+started=$(date +%s)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-report="$work/report.md"
 failed=0
+: >"$work/checks.md"
+: >"$work/bench.md"
+: >"$work/notes.md"
+: >"$work/torch.md"
 
-note() { echo "$*" | tee -a "$report"; }
-result() { # name, PASS|FAIL, detail
-  [ "$2" = PASS ] || failed=$((failed + 1))
-  echo "$2 $1: $3"
-  echo "| $1 | $2 | $(echo "$3" | tr '|\n' '/ ') |" >>"$work/checks.md"
+# ---- time -------------------------------------------------------------------------------------------
+left() { echo $((budget - ($(date +%s) - started))); }
+# limited SECONDS CMD...: CMD under a limit of SECONDS or the budget's rest, whichever is less (exit 124
+# when it is cut off)
+limited() {
+  limit=$1
+  shift
+  rest=$(left)
+  [ "$rest" -lt "$limit" ] && limit=$rest
+  [ "$limit" -lt 1 ] && return 124
+  timeout "$limit" "$@"
 }
 
-# ---- the machine ---------------------------------------------------------------------------------
+# ---- the report -------------------------------------------------------------------------------------
+note() { echo "$*" | tee -a "$work/notes.md"; }
+result() { # name, PASS|FAIL|SKIP, detail
+  [ "$2" = FAIL ] && failed=$((failed + 1))
+  echo "$2 $1: $3"
+  echo "| $1 | $2 | $(echo "$3" | tr '|\n' '/ ') |" >>"$work/checks.md"
+  publish
+}
+# The report so far, and the logs so far, in REPORT_DIR.
+publish() {
+  {
+    cat "$work/header.md"
+    echo "## Checks"
+    echo
+    echo "| check | result | detail |"
+    echo "| --- | --- | --- |"
+    cat "$work/checks.md"
+    echo
+    if [ -s "$work/bench.md" ]; then
+      echo "## Benchmarks"
+      echo
+      echo "Median of the steps after the first two; TFLOP/s count the model's FLOPs (the plan's, as in the step"
+      echo "lines' MFU) over the step's time; MFU is against the GPU's dense bf16 peak; peak GPU memory is the"
+      echo "device memory in use once training is done (the CUDA context and libraries included) against the"
+      echo "plan's; predicted is plait plan's iteration time on the machine file of this GPU. llm.c:"
+      echo "train_gpt2.cu, GPT-2 124M from scratch (-e d12), the same batch, sequence and token file, median of"
+      echo "its steps after the first three; \"-\" where it did not run."
+      echo
+      echo "| model | batch × seq | plait tokens/s | TFLOP/s | MFU | peak GPU memory / plan | step: measured / predicted | llm.c tokens/s | plait / llm.c |"
+      echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+      cat "$work/bench.md"
+      echo
+    fi
+    if [ -s "$work/torch.md" ]; then
+      echo "PyTorch, the same GPT (tests/gpu/torch_gpt.py: bf16 autocast, fp32 master weights, fused AdamW,"
+      echo "scaled_dot_product_attention), eager and under torch.compile, median of its timed steps:"
+      echo
+      echo "| model | batch × seq | eager tokens/s | plait / eager | compiled tokens/s | plait / compiled |"
+      echo "| --- | --- | --- | --- | --- | --- |"
+      cat "$work/torch.md"
+      echo
+    fi
+    cat "$work/notes.md"
+    [ -f "$work/profiles.md" ] && cat "$work/profiles.md"
+  } >"$dest/gpu-check-$day-$slug.md"
+  (cd "$work" && tar czf "$dest/gpu-check-logs.tar.gz" --exclude=cache --exclude=ref --exclude='*.bin' --exclude='*.tar.gz' . 2>/dev/null)
+}
+
+# ---- the machine ------------------------------------------------------------------------------------
 NVCC=${NVCC:-$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null)}
-if [ -z "$NVCC" ]; then echo "gpu-check: nvcc not found; install the CUDA toolkit or set NVCC" >&2; exit 1; fi
 if ! gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1) || [ -z "$gpu" ]; then
   echo "gpu-check: no GPU answers nvidia-smi; run this on a machine with an NVIDIA GPU" >&2
   exit 1
 fi
 gpu_name=$(echo "$gpu" | cut -d, -f1 | sed 's/^ *//;s/ *$//')
 slug=$(echo "$gpu_name" | tr -c 'A-Za-z0-9\n' '-' | sed 's/--*/-/g;s/^-//;s/-$//')
+case "$gpu_name" in *H200*) machine=h200 ;; *H100*) machine=h100 ;; *A100*) machine=a100 ;; *) machine= ;; esac
 day=$(date +%Y-%m-%d)
 jobs=$(nproc 2>/dev/null || echo 4)
+dest=${REPORT_DIR:-docs}
+mkdir -p "$dest"
 # NCCL: the toolkit's, else the one Python's nvidia-nccl package carries
 nccl_home=${NCCL_HOME:-}
-if [ -z "$nccl_home" ] && [ ! -f "$(dirname "$(dirname "$NVCC")")/include/nccl.h" ]; then
+if [ -z "$nccl_home" ] && [ -n "$NVCC" ] && [ ! -f "$(dirname "$(dirname "$NVCC")")/include/nccl.h" ]; then
   nccl_home=$(python3 -c 'import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null || true)
 fi
 {
   echo "# GPU check, $day, $gpu_name"
   echo
-  echo "Made by \`make gpu-check\` (tests/gpu/run.sh) on: $gpu (name, driver, memory); $("$NVCC" --version | tail -1);"
-  echo "NCCL from ${nccl_home:-the CUDA toolkit}; $jobs CPU cores."
+  echo "Made by \`make gpu-check\` (tests/gpu/run.sh) on: $gpu (name, driver, memory); ${NVCC:+$("$NVCC" --version | tail -1); }$jobs CPU cores."
   echo
-} >"$report"
+} >"$work/header.md"
 
-# ---- building ------------------------------------------------------------------------------------
-echo "building (make gpu-programs)"
-# warnings stay warnings here: this machine's compilers may know ones the development machine's do not
-if ! make -j"$jobs" NVCC="$NVCC" WARN="-Wall -Wextra" NVCC_WERROR= ${nccl_home:+NCCL_HOME="$nccl_home"} gpu-programs \
-     >"$work/build.log" 2>&1; then
-  tail -40 "$work/build.log"
-  echo "gpu-check: the build failed" >&2
-  exit 1
+# ---- the programs: the bundle's where they start here, else built here ------------------------------
+# The folders where this machine keeps CUDA's and NCCL's libraries: the toolkit's, and Python's nvidia
+# packages'.
+library_dirs() {
+  [ -n "$NVCC" ] && echo "$(dirname "$(dirname "$NVCC")")/lib64" "$(dirname "$(dirname "$NVCC")")/lib"
+  echo /usr/local/cuda/lib64 /usr/local/cuda/lib
+  python3 -c 'import nvidia; print("\n".join(nvidia.__path__))' 2>/dev/null | while read -r top; do
+    find "$top" -maxdepth 4 -name 'lib*.so*' -exec dirname {} \; 2>/dev/null | sort -u
+  done
+}
+missing_libraries() { ldd "$1" 2>/dev/null | awk '/not found/ { printf "%s ", $1 }'; }
+programs_start() {
+  missing=$(missing_libraries "$B/gpu/tiny/train")
+  if [ -n "$missing" ]; then
+    for dir in $(library_dirs); do
+      [ -d "$dir" ] && LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$dir"
+    done
+    export LD_LIBRARY_PATH
+    missing=$(missing_libraries "$B/gpu/tiny/train")
+  fi
+  [ -z "$missing" ]
+}
+if [ -f "$B/bundle.txt" ] && programs_start; then
+  note "Programs from \`make gpu-bundle\` ($(head -1 "$B/bundle.txt"); $(sed -n 2p "$B/bundle.txt"))${LD_LIBRARY_PATH:+, libraries found in $LD_LIBRARY_PATH}."
+else
+  [ -f "$B/bundle.txt" ] && note "The bundle's programs do not start here (missing: $missing): built here instead."
+  if [ -z "$NVCC" ]; then echo "gpu-check: nvcc not found; install the CUDA toolkit or set NVCC" >&2; exit 1; fi
+  bundle=$B
+  B=build
+  echo "building (make gpu-programs)"
+  # warnings stay warnings here: this machine's compilers may know ones the development machine's do not
+  if ! limited 300 make -j"$jobs" NVCC="$NVCC" WARN="-Wall -Wextra" NVCC_WERROR= ${nccl_home:+NCCL_HOME="$nccl_home"} \
+       gpu-programs >"$work/build.log" 2>&1; then
+    tail -40 "$work/build.log"
+    echo "gpu-check: the build failed" >&2
+    exit 1
+  fi
+  note "Programs built here with \`make gpu-programs\` in $(($(date +%s) - started)) s."
+  [ -f "$bundle/plans.txt" ] && cp "$bundle/plans.txt" "$work/plans.txt"
 fi
+[ -f "$B/plans.txt" ] && cp "$B/plans.txt" "$work/plans.txt"
 export PLAIT_CACHE_DIR="$work/cache"
 
-# ---- 1. kernels ------------------------------------------------------------------------------------
+# ---- 1. kernels ---------------------------------------------------------------------------------------
 seed=$(date +%s)
 mkdir -p "$work/ref"
-$B/gpu/kernel_check-cpu "$seed" "$work/ref" >"$work/kernels-cpu.log" 2>&1
-$B/gpu/kernel_check-cuda "$seed" "$work/ref" >"$work/kernels-gpu.log" 2>&1
+limited 120 "$B/gpu/kernel_check-cpu" "$seed" "$work/ref" >"$work/kernels-cpu.log" 2>&1
+limited 120 "$B/gpu/kernel_check-cuda" "$seed" "$work/ref" >"$work/kernels-gpu.log" 2>&1
 kpass=$(grep -c '^PASS' "$work/kernels-gpu.log")
 kfail=$(grep -c '^FAIL' "$work/kernels-gpu.log")
 if [ "$kfail" = 0 ] && [ "$kpass" -gt 0 ] && ! grep -q '^FAIL' "$work/kernels-cpu.log"; then
@@ -81,8 +179,8 @@ else
 fi
 cat "$work/kernels-gpu.log"
 
-# ---- training ------------------------------------------------------------------------------------
-$B/gpu/tokens "$work/text.bin" README.md compiler/*.c runtime/*.c runtime/cpu/*.c >/dev/null
+# ---- training -------------------------------------------------------------------------------------------
+"$B/gpu/tokens" "$work/text.bin" README.md compiler/*.c runtime/*.c runtime/cpu/*.c >/dev/null
 
 losses() { grep '^step [0-9]* |' "$1" | sed 's/^step \([0-9]*\) | loss \([0-9.]*\).*/\1 \2/'; }
 # compare NAME A B STEPS LIMIT: the loss curves of two logs agree within a relative LIMIT at every step.
@@ -103,84 +201,115 @@ compare() {
 }
 
 TRAIN="--data $work/text.bin --lr 3e-3 --seed 7"
-$B/gpu/tiny/train-cpu $TRAIN --steps 20 >"$work/tiny-cpu.out" 2>&1
-$B/gpu/tiny/train $TRAIN --steps 20 >"$work/tiny-gpu.out" 2>&1
+limited 120 "$B/gpu/tiny/train-cpu" $TRAIN --steps 20 >"$work/tiny-cpu.out" 2>&1
+limited 120 "$B/gpu/tiny/train" $TRAIN --steps 20 >"$work/tiny-gpu.out" 2>&1
 compare tiny_gpu_follows_cpu "$work/tiny-cpu.out" "$work/tiny-gpu.out" 20 3e-2
 
-$B/gpu/tiny-dropout/train $TRAIN --steps 20 >"$work/layout-1.out" 2>&1
-$B/gpu/tiny-tp2-pp2-vpp2/train $TRAIN --steps 20 >"$work/layout-8.out" 2>&1
+limited 120 "$B/gpu/tiny-dropout/train" $TRAIN --steps 20 >"$work/layout-1.out" 2>&1
+limited 120 "$B/gpu/tiny-tp2-pp2-vpp2/train" $TRAIN --steps 20 >"$work/layout-8.out" 2>&1
 compare layout_2221_follows_1111 "$work/layout-1.out" "$work/layout-8.out" 20 2e-2
 
 port=$((20000 + $$ % 20000))
-RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port $B/gpu/tiny/train $TRAIN --steps 5 >"$work/nccl.out" 2>&1
-$B/gpu/tiny/train $TRAIN --steps 5 >"$work/local.out" 2>&1
+limited 60 env RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$B/gpu/tiny/train" $TRAIN --steps 5 >"$work/nccl.out" 2>&1
+limited 60 "$B/gpu/tiny/train" $TRAIN --steps 5 >"$work/local.out" 2>&1
 if [ "$(losses "$work/nccl.out" | wc -l)" = 5 ] && [ "$(losses "$work/nccl.out")" = "$(losses "$work/local.out")" ]; then
   result nccl_one_rank PASS "RANK=0 WORLD_SIZE=1 over TCP: 5 steps, the same losses as the local backend"
 else
   result nccl_one_rank FAIL "$(tail -n 2 "$work/nccl.out")"
 fi
 
-# ---- benchmarks ----------------------------------------------------------------------------------
-# bench NAME DIR STEPS LAYERS HIDDEN HEADS SEQ VOCAB BATCH: median step of the steps after the first two.
-echo "| model | tokens/step | plait tokens/s | TFLOP/s | MFU | PyTorch eager tokens/s | plait / eager | torch.compile tokens/s | plait / compile |" >"$work/bench.md"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |" >>"$work/bench.md"
-torch_ok=0
-python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null && torch_ok=1
+# ---- benchmarks ---------------------------------------------------------------------------------------
+# The median of a column of step lines after the first SKIP: median_after SKIP (numbers on stdin).
+median_after() { tail -n +"$(($1 + 1))" | sort -g | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : "" }'; }
+# plait's step lines: "step N | loss L | lr R | grad-norm G | ms M | tok/s T | MFU U%"
+plait_ms() { grep '^step [0-9]* | loss' "$1" | sed 's/.*| ms \([0-9.]*\) |.*/\1/' | median_after 2; }
+plait_mfu() { grep '^step [0-9]* | loss' "$1" | sed 's/.*| MFU \([0-9.]*\)%.*/\1/' | median_after 2; }
+# llm.c's: "step    4/20 | loss ... | 123.45 ms | 45.6% bf16 MFU | 123456 tok/s"
+llmc_ms() { grep '^step *[0-9]*/' "$1" | sed 's/.*| \([0-9.]*\) ms |.*/\1/' | median_after 3; }
+is_number() { case "$1" in '' | *[!0-9.]*) return 1 ;; esac; }
+ratio() { if is_number "$1" && is_number "$2"; then awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; else echo -; fi; }
+
+llmc=$B/llmc/train_gpt2cu
+if [ -x "$llmc" ] && [ -n "$(missing_libraries "$llmc")" ] && [ -n "$NVCC" ] && [ -d "$B/llmc/src" ]; then
+  # the bundle's binary does not start here: build it again from the bundle's copy of its sources
+  limited 120 make -C "$B/llmc/src" train_gpt2cu NVCC="$NVCC" NO_MULTI_GPU=1 NO_USE_MPI=1 USE_CUDNN=0 \
+    GPU_COMPUTE_CAPABILITY=90 NVCC_INCLUDES="-include llmc_cuda13.h" >"$work/llmc-build.log" 2>&1 &&
+    llmc=$B/llmc/src/train_gpt2cu
+fi
+
+# bench NAME DIR SEQ BATCH: plait's program, then llm.c on its shape (GPT-2).
 bench() {
-  name=$1 dir=$2 steps=$3
-  flops=$(sed -n 's/.*\.flops_per_iteration = \([0-9]*\).*/\1/p' "$dir/model.c")
-  echo "benchmark $name ($steps steps)"
-  if ! $B/gpu/$(basename "$dir")/train --data "$work/text.bin" --steps "$steps" >"$work/$name.out" 2>&1; then
-    result "bench_$name" FAIL "$(tail -n 2 "$work/$name.out")"
+  name=$1 dir=$2 seq=$3 batch=$4
+  label="$name, batch $batch"
+  program=$B/gpu/$dir/train
+  flops=$(sed -n 's/.*\.flops_per_iteration = \([0-9]*\).*/\1/p' "tests/gpu/generated/$dir/model.c")
+  echo "benchmark $label"
+  if ! limited 150 "$program" --data "$work/text.bin" --steps 12 </dev/null >"$work/$dir.out" 2>&1; then
+    result "bench $label" FAIL "$(tail -n 2 "$work/$dir.out")"
     return
   fi
-  row=$(grep '^step [0-9]* |' "$work/$name.out" | awk -F'|' -v flops="$flops" -v batch="$9" -v seq="$7" '
-    NR > 2 { split($5, a, " "); ms[++n] = a[2]; split($7, b, " "); sub("%", "", b[2]); mfu[n] = b[2] }
-    END { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (ms[j] < ms[i]) { t = ms[i]; ms[i] = ms[j]; ms[j] = t; t = mfu[i]; mfu[i] = mfu[j]; mfu[j] = t }
-          m = ms[int((n + 1) / 2)]; u = mfu[int((n + 1) / 2)]
-          printf "%d %.0f %.1f %.1f", batch * seq, batch * seq / (m / 1000), flops / (m / 1000) / 1e12, u }')
-  set -- "$@" $row
-  tokens=${10} rate=${11} tflops=${12} mfu=${13}
-  eager="-" compiled="-" r1="-" r2="-"
-  if [ "$torch_ok" = 1 ]; then
-    if python3 tests/gpu/torch_gpt.py --layers "$4" --hidden "$5" --heads "$6" --seq "$7" --vocab "$8" --batch "$9" \
-         >"$work/$name.torch" 2>&1; then
-      eager=$(sed -n 's/^eager tokens\/s \([0-9.]*\)$/\1/p' "$work/$name.torch")
-      compiled=$(sed -n 's/^compile tokens\/s \([0-9.]*\)$/\1/p' "$work/$name.torch")
-      [ -n "$eager" ] && r1=$(awk -v a="$rate" -v b="$eager" 'BEGIN { printf "%.2f", a / b }')
-      [ -n "$compiled" ] && r2=$(awk -v a="$rate" -v b="$compiled" 'BEGIN { printf "%.2f", a / b }')
+  ms=$(plait_ms "$work/$dir.out") mfu=$(plait_mfu "$work/$dir.out")
+  rate=$(awk -v ms="$ms" -v t="$((batch * seq))" 'BEGIN { printf "%.0f", t / (ms / 1e3) }')
+  tflops=$(awk -v ms="$ms" -v f="$flops" 'BEGIN { printf "%.1f", f / (ms / 1e3) / 1e12 }')
+  memory=$(sed -n "s/^peak GPU memory \([0-9.]* [KMGT]*B\) (this process); the plan's memory of its ranks \([0-9.]* [KMGT]*B\).*/\1 \/ \2/p" "$work/$dir.out")
+  predicted=$(awk -v d="$dir" -v m="$machine" '$1 == d && $2 == m { print $3 * 1000 }' "$work/plans.txt" 2>/dev/null)
+  step="$ms ms${predicted:+ / $(printf '%.1f' "$predicted") ms ($(ratio "$ms" "$predicted"))}"
+  llmc_rate=- r_llmc=-
+  if [ "$name" = gpt2-124M ] && [ -x "$llmc" ]; then
+    if limited 150 "$llmc" -i "$work/text.bin" -j "$work/text.bin" -e d12 -b "$batch" -t "$seq" -x 20 -v 1000 -m 1 -s 0 \
+         </dev/null >"$work/llmc-$batch.out" 2>&1 && [ -n "$(llmc_ms "$work/llmc-$batch.out")" ]; then
+      llmc_rate=$(awk -v ms="$(llmc_ms "$work/llmc-$batch.out")" -v t="$((batch * seq))" 'BEGIN { printf "%.0f", t / (ms / 1e3) }')
+      r_llmc=$(ratio "$rate" "$llmc_rate")
     else
-      eager="failed: $(tail -1 "$work/$name.torch")"
+      llmc_rate="failed: $(tail -n 1 "$work/llmc-$batch.out" | cut -c1-80)"
     fi
   fi
-  echo "| $name | $tokens | $rate | $tflops | $mfu% | ${eager:--} | $r1 | ${compiled:--} | $r2 |" >>"$work/bench.md"
-  result "bench_$name" PASS "$rate tokens/s, $tflops TFLOP/s, MFU $mfu%"
+  echo "| $name | $batch × $seq | $rate | $tflops | $mfu% | ${memory:--} | $step | $llmc_rate | $r_llmc |" >>"$work/bench.md"
+  echo "$name $dir $rate" >>"$work/rates"
+  result "bench $label" PASS "$rate tokens/s, $tflops TFLOP/s, MFU $mfu%${memory:+, memory $memory}"
 }
-bench gpt2-124M tests/gpu/generated/gpt2-bench 12 12 768 12 1024 50304 16
-bench gpt-1.3B tests/gpu/generated/gpt-1.3b-bench 8 24 2048 16 2048 51200 8
 
-# ---- the report ----------------------------------------------------------------------------------
-{
-  echo "## Checks"
-  echo
-  echo "| check | result | detail |"
-  echo "| --- | --- | --- |"
-  cat "$work/checks.md"
-  echo
-  echo "## Benchmarks"
-  echo
-  echo "Median of the steps after the first two; TFLOP/s count the model's FLOPs (the plan's, as in the step"
-  echo "lines' MFU) over the step's time; MFU is against the GPU's dense bf16 peak. PyTorch: the same GPT"
-  echo "(tests/gpu/torch_gpt.py: bf16 autocast, fp32 master weights, fused AdamW, scaled_dot_product_attention)"
-  echo "in the same run; \"-\" where PyTorch was not importable."
-  echo
-  cat "$work/bench.md"
-} >>"$report"
-dest=${REPORT_DIR:-docs}
-mkdir -p "$dest"
-cp "$report" "$dest/gpu-check-$day-$slug.md"
+# profile NAME DIR: where a step's time goes, by kind of work (--profile: the device waits after each
+# runtime kernel, so the kinds add up to a little more than a plain step).
+profile() {
+  limited 90 "$B/gpu/$2/train" --data "$work/text.bin" --steps 5 --profile </dev/null >"$work/$2.profile" 2>&1 || return
+  { echo; echo "### Profile: $1 ($2), --profile over the steps after the first"; echo; echo '```';
+    sed -n '/^profile over/,$p' "$work/$2.profile"; echo '```'; } >>"$work/profiles.md"
+  publish
+}
+
+# torch NAME DIR LAYERS HIDDEN HEADS SEQ VOCAB BATCH: PyTorch's same model, beside plait's rate.
+torch() {
+  limited 180 python3 tests/gpu/torch_gpt.py --layers "$3" --hidden "$4" --heads "$5" --seq "$6" --vocab "$7" \
+    --batch "$8" </dev/null >"$work/$2.torch" 2>&1
+  eager=$(sed -n 's/^eager tokens\/s \([0-9.]*\)$/\1/p' "$work/$2.torch")
+  compiled=$(sed -n 's/^compile tokens\/s \([0-9.]*\)$/\1/p' "$work/$2.torch")
+  rate=$(awk -v d="$2" '$2 == d { print $3 }' "$work/rates")
+  [ -z "$eager" ] && eager="failed: $(tail -n 1 "$work/$2.torch" | cut -c1-80)"
+  echo "| $1 | $8 × $6 | $eager | $(ratio "$rate" "$eager") | ${compiled:--} | $(ratio "$rate" "$compiled") |" >>"$work/torch.md"
+  publish
+}
+
+# First plait and llm.c on every model, then where the time goes, then PyTorch while time is left.
+grep -v '^#' tests/gpu/benchmarks.txt >"$work/benchmarks"
+: >"$work/rates"
+while read -r name dir _ _ _ seq _ batch _; do
+  if [ "$(left)" -lt 30 ]; then result "bench $name, batch $batch" SKIP "the check's budget of $budget s was spent"; continue; fi
+  bench "$name" "$dir" "$seq" "$batch"
+done <"$work/benchmarks"
+while read -r name dir _ _ _ _ _ batch _; do
+  [ "$batch" -gt 64 ] || [ "$(left)" -lt 60 ] || profile "$name" "$dir"
+done <"$work/benchmarks"
+python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' </dev/null 2>/dev/null && torch_ok=1 || torch_ok=0
+while read -r name dir layers hidden heads seq vocab batch _; do
+  [ "$torch_ok" = 1 ] && [ "$batch" -le 64 ] && [ "$(left)" -gt 120 ] && grep -q " $dir " "$work/rates" &&
+    torch "$name" "$dir" "$layers" "$hidden" "$heads" "$seq" "$vocab" "$batch"
+done <"$work/benchmarks"
+[ "$torch_ok" = 1 ] || note "PyTorch with CUDA was not importable: no PyTorch figures."
+
+publish
 echo
-cat "$report"
-echo "report: $dest/gpu-check-$day-$slug.md"
+cat "$dest/gpu-check-$day-$slug.md"
+echo "report: $dest/gpu-check-$day-$slug.md (logs: $dest/gpu-check-logs.tar.gz); $(($(date +%s) - started)) s"
 echo "gpu-check: $failed failed"
 [ "$failed" = 0 ]

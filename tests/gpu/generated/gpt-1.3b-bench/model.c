@@ -19,11 +19,13 @@ enum {
 };
 
 /* Activations of one microbatch, in elements: what each stage keeps for its backward pass, and where
- * its output (the next stage's input) sits in that. */
-enum { EMBED_SAVED = 33554432, EMBED_OUTPUT = 0 };
-enum { BLOCK_SAVED = 537526272, BLOCK_OUTPUT = 503971840 };
-enum { HEAD_SAVED = 872513536 };
-enum { IO_ELEMS = 33554432 }; /* the activation passed between layers and chunks */
+ * its output (the next stage's input) sits in that (64-bit: a large vocabulary's logits pass 2^31). */
+#define EMBED_SAVED INT64_C(33554432)
+#define EMBED_OUTPUT INT64_C(0)
+#define BLOCK_SAVED INT64_C(537526272)
+#define BLOCK_OUTPUT INT64_C(503971840)
+#define HEAD_SAVED INT64_C(872513536)
+#define IO_ELEMS INT64_C(33554432) /* the activation passed between layers and chunks */
 
 /* embed forward of one microbatch: 2 calls; saved: 33554432 elements kept for backward; tmp: scratch. */
 static void embed_forward(Run *r, const int32_t *tokens, act_t *saved, act_t *tmp) {

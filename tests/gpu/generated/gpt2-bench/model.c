@@ -1,4 +1,4 @@
-/* model.c: gpt2 (models/gpt2.lua) compiled by plait for tp 1 × pp 1 × dp 1, vpp 1, microbatch 16, global batch 16
+/* model.c: gpt2 (models/gpt2.lua) compiled by plait for tp 1 × pp 1 × dp 1, vpp 1, microbatch 64, global batch 64
  * (1 microbatches per pipeline), schedule 1f1b, recompute none, sequence parallel off, gradients reduced
  * during the backward. Generated: rebuild with plait build rather than editing. Sizes are one tensor-parallel
  * rank's. */
@@ -19,185 +19,187 @@ enum {
 };
 
 /* Activations of one microbatch, in elements: what each stage keeps for its backward pass, and where
- * its output (the next stage's input) sits in that. */
-enum { EMBED_SAVED = 12582912, EMBED_OUTPUT = 0 };
-enum { BLOCK_SAVED = 201850880, BLOCK_OUTPUT = 189267968 };
-enum { HEAD_SAVED = 836861952 };
-enum { IO_ELEMS = 12582912 }; /* the activation passed between layers and chunks */
+ * its output (the next stage's input) sits in that (64-bit: a large vocabulary's logits pass 2^31). */
+#define EMBED_SAVED INT64_C(50331648)
+#define EMBED_OUTPUT INT64_C(0)
+#define BLOCK_SAVED INT64_C(807403520)
+#define BLOCK_OUTPUT INT64_C(757071872)
+#define HEAD_SAVED INT64_C(3347447808)
+#define IO_ELEMS INT64_C(50331648) /* the activation passed between layers and chunks */
 
-/* embed forward of one microbatch: 2 calls; saved: 12582912 elements kept for backward; tmp: scratch. */
+/* embed forward of one microbatch: 2 calls; saved: 50331648 elements kept for backward; tmp: scratch. */
 static void embed_forward(Run *r, const int32_t *tokens, act_t *saved, act_t *tmp) {
-  act_t *t0 = tmp + 0; /* [b, seq, hidden] 16×1024×768 */
-  act_t *t1 = saved + 0; /* [b, seq, hidden] 16×1024×768 */
-  rt_embedding_forward(r, 16384, 768, tokens, r->model_w[P_WTE], 50304, 0, t0); /* models/gpt2.lua */
-  ew_0(12582912, 786432, t0, r->model_w[P_WPE], 786432, t1); /* models/gpt2.lua */
+  act_t *t0 = tmp + 0; /* [b, seq, hidden] 64×1024×768 */
+  act_t *t1 = saved + 0; /* [b, seq, hidden] 64×1024×768 */
+  rt_embedding_forward(r, 65536, 768, tokens, r->model_w[P_WTE], 50304, 0, t0); /* models/gpt2.lua */
+  ew_0(50331648, 786432, t0, r->model_w[P_WPE], 786432, t1); /* models/gpt2.lua */
 }
 
-/* embed backward of one microbatch: 2 calls; saved: 12582912 elements kept for backward; tmp: scratch. */
+/* embed backward of one microbatch: 2 calls; saved: 50331648 elements kept for backward; tmp: scratch. */
 static void embed_backward(Run *r, const int32_t *tokens, act_t *saved, const act_t *dy, act_t *tmp) {
   (void)saved;
   (void)tmp;
-  k_sum_rows(16, 786432, dy, r->model_g[P_WPE]);
-  rt_embedding_backward(r, 16384, 768, tokens, dy, 50304, 0, r->model_g[P_WTE]);
+  k_sum_rows(64, 786432, dy, r->model_g[P_WPE]);
+  rt_embedding_backward(r, 65536, 768, tokens, dy, 50304, 0, r->model_g[P_WTE]);
 }
 
-/* block forward of one microbatch: 15 calls; saved: 201850880 elements kept for backward; tmp: scratch. */
+/* block forward of one microbatch: 15 calls; saved: 807403520 elements kept for backward; tmp: scratch. */
 static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t *tmp) {
   act_t *const *w = r->layer_w[layer];
-  act_t *t0 = saved + 0; /* [b, seq, hidden] 16×1024×768 */
-  real *t1 = (real *)(saved + 12582912); /* [b, seq] 16×1024 */
-  real *t2 = (real *)(saved + 12615680); /* [b, seq] 16×1024 */
-  act_t *t3 = tmp + 0; /* [b, seq, qdim] 16×1024×768 */
-  act_t *t4 = saved + 12648448; /* [b, seq, qdim] 16×1024×768 */
-  act_t *t5 = tmp + 0; /* [b, seq, kvdim] 16×1024×768 */
-  act_t *t6 = saved + 25231360; /* [b, seq, kvdim] 16×1024×768 */
-  act_t *t7 = tmp + 0; /* [b, seq, kvdim] 16×1024×768 */
-  act_t *t8 = saved + 37814272; /* [b, seq, kvdim] 16×1024×768 */
-  act_t *t9 = saved + 50397184; /* [b, seq, qdim] 16×1024×768 */
-  real *t10 = (real *)(saved + 62980096); /* [b, heads, seq] 16×12×1024 */
-  act_t *t11 = tmp + 0; /* [b, seq, hidden] 16×1024×768 */
-  act_t *t13 = saved + 63373312; /* [b, seq, hidden] 16×1024×768 */
-  act_t *t14 = saved + 75956224; /* [b, seq, hidden] 16×1024×768 */
-  real *t15 = (real *)(saved + 88539136); /* [b, seq] 16×1024 */
-  real *t16 = (real *)(saved + 88571904); /* [b, seq] 16×1024 */
-  act_t *t17 = saved + 88604672; /* [b, seq, ffn] 16×1024×3072 */
-  act_t *t19 = saved + 138936320; /* [b, seq, ffn] 16×1024×3072 */
-  act_t *t20 = tmp + 0; /* [b, seq, hidden] 16×1024×768 */
-  act_t *t22 = saved + 189267968; /* [b, seq, hidden] 16×1024×768 */
-  k_layernorm_forward(16384, 768, x, w[L_LN_1_WEIGHT], w[L_LN_1_BIAS], 1e-05, t0, t1, t2); /* models/gpt2.lua:10 */
-  k_gemm(0, 1, 16384, 768, 768, 1, t0, w[L_ATTN_Q_WEIGHT], 0, t3); /* models/gpt2.lua:10 */
-  ew_0(12582912, 768, t3, w[L_ATTN_Q_BIAS], 768, t4); /* models/gpt2.lua:10 */
-  k_gemm(0, 1, 16384, 768, 768, 1, t0, w[L_ATTN_K_WEIGHT], 0, t5); /* models/gpt2.lua:10 */
-  ew_0(12582912, 768, t5, w[L_ATTN_K_BIAS], 768, t6); /* models/gpt2.lua:10 */
-  k_gemm(0, 1, 16384, 768, 768, 1, t0, w[L_ATTN_V_WEIGHT], 0, t7); /* models/gpt2.lua:10 */
-  ew_0(12582912, 768, t7, w[L_ATTN_V_BIAS], 768, t8); /* models/gpt2.lua:10 */
+  act_t *t0 = saved + 0; /* [b, seq, hidden] 64×1024×768 */
+  real *t1 = (real *)(saved + 50331648); /* [b, seq] 64×1024 */
+  real *t2 = (real *)(saved + 50462720); /* [b, seq] 64×1024 */
+  act_t *t3 = tmp + 0; /* [b, seq, qdim] 64×1024×768 */
+  act_t *t4 = saved + 50593792; /* [b, seq, qdim] 64×1024×768 */
+  act_t *t5 = tmp + 0; /* [b, seq, kvdim] 64×1024×768 */
+  act_t *t6 = saved + 100925440; /* [b, seq, kvdim] 64×1024×768 */
+  act_t *t7 = tmp + 0; /* [b, seq, kvdim] 64×1024×768 */
+  act_t *t8 = saved + 151257088; /* [b, seq, kvdim] 64×1024×768 */
+  act_t *t9 = saved + 201588736; /* [b, seq, qdim] 64×1024×768 */
+  real *t10 = (real *)(saved + 251920384); /* [b, heads, seq] 64×12×1024 */
+  act_t *t11 = tmp + 0; /* [b, seq, hidden] 64×1024×768 */
+  act_t *t13 = saved + 253493248; /* [b, seq, hidden] 64×1024×768 */
+  act_t *t14 = saved + 303824896; /* [b, seq, hidden] 64×1024×768 */
+  real *t15 = (real *)(saved + 354156544); /* [b, seq] 64×1024 */
+  real *t16 = (real *)(saved + 354287616); /* [b, seq] 64×1024 */
+  act_t *t17 = saved + 354418688; /* [b, seq, ffn] 64×1024×3072 */
+  act_t *t19 = saved + 555745280; /* [b, seq, ffn] 64×1024×3072 */
+  act_t *t20 = tmp + 0; /* [b, seq, hidden] 64×1024×768 */
+  act_t *t22 = saved + 757071872; /* [b, seq, hidden] 64×1024×768 */
+  k_layernorm_forward(65536, 768, x, w[L_LN_1_WEIGHT], w[L_LN_1_BIAS], 1e-05, t0, t1, t2); /* models/gpt2.lua:10 */
+  k_gemm(0, 1, 65536, 768, 768, 1, t0, w[L_ATTN_Q_WEIGHT], 0, t3); /* models/gpt2.lua:10 */
+  ew_0(50331648, 768, t3, w[L_ATTN_Q_BIAS], 768, t4); /* models/gpt2.lua:10 */
+  k_gemm(0, 1, 65536, 768, 768, 1, t0, w[L_ATTN_K_WEIGHT], 0, t5); /* models/gpt2.lua:10 */
+  ew_0(50331648, 768, t5, w[L_ATTN_K_BIAS], 768, t6); /* models/gpt2.lua:10 */
+  k_gemm(0, 1, 65536, 768, 768, 1, t0, w[L_ATTN_V_WEIGHT], 0, t7); /* models/gpt2.lua:10 */
+  ew_0(50331648, 768, t7, w[L_ATTN_V_BIAS], 768, t8); /* models/gpt2.lua:10 */
   {
-    const AttnShape shape = {.B = 16, .T = 1024, .Hq = 12, .Hkv = 12, .D = 64, .causal = 1};
+    const AttnShape shape = {.B = 64, .T = 1024, .Hq = 12, .Hkv = 12, .D = 64, .causal = 1};
     k_attention_forward(&shape, t4, t6, t8, t9, t10);
   } /* models/gpt2.lua:10 */
-  k_gemm(0, 1, 16384, 768, 768, 1, t9, w[L_ATTN_PROJ_WEIGHT], 0, t11); /* models/gpt2.lua:10 */
-  ew_1(12582912, 768, x, t11, w[L_ATTN_PROJ_BIAS], 768, t13); /* models/gpt2.lua:10 */
-  k_layernorm_forward(16384, 768, t13, w[L_LN_2_WEIGHT], w[L_LN_2_BIAS], 1e-05, t14, t15, t16); /* models/gpt2.lua:11 */
-  k_gemm(0, 1, 16384, 3072, 768, 1, t14, w[L_MLP_FC_WEIGHT], 0, t17); /* models/gpt2.lua:11 */
-  ew_2(50331648, 3072, t17, w[L_MLP_FC_BIAS], 3072, t19); /* models/gpt2.lua:11 */
-  k_gemm(0, 1, 16384, 768, 3072, 1, t19, w[L_MLP_PROJ_WEIGHT], 0, t20); /* models/gpt2.lua:11 */
-  ew_1(12582912, 768, t13, t20, w[L_MLP_PROJ_BIAS], 768, t22); /* models/gpt2.lua:11 */
+  k_gemm(0, 1, 65536, 768, 768, 1, t9, w[L_ATTN_PROJ_WEIGHT], 0, t11); /* models/gpt2.lua:10 */
+  ew_1(50331648, 768, x, t11, w[L_ATTN_PROJ_BIAS], 768, t13); /* models/gpt2.lua:10 */
+  k_layernorm_forward(65536, 768, t13, w[L_LN_2_WEIGHT], w[L_LN_2_BIAS], 1e-05, t14, t15, t16); /* models/gpt2.lua:11 */
+  k_gemm(0, 1, 65536, 3072, 768, 1, t14, w[L_MLP_FC_WEIGHT], 0, t17); /* models/gpt2.lua:11 */
+  ew_2(201326592, 3072, t17, w[L_MLP_FC_BIAS], 3072, t19); /* models/gpt2.lua:11 */
+  k_gemm(0, 1, 65536, 768, 3072, 1, t19, w[L_MLP_PROJ_WEIGHT], 0, t20); /* models/gpt2.lua:11 */
+  ew_1(50331648, 768, t13, t20, w[L_MLP_PROJ_BIAS], 768, t22); /* models/gpt2.lua:11 */
 }
 
-/* block backward of one microbatch: 25 calls; saved: 201850880 elements kept for backward; tmp: scratch. */
+/* block backward of one microbatch: 25 calls; saved: 807403520 elements kept for backward; tmp: scratch. */
 static void block_backward(Run *r, int layer, const act_t *x, act_t *saved, const act_t *dy, act_t *dx, act_t *tmp) {
   act_t *const *w = r->layer_w[layer];
   real *const *g = r->layer_g[layer];
-  act_t *t0 = saved + 0; /* [b, seq, hidden] 16×1024×768 */
-  real *t1 = (real *)(saved + 12582912); /* [b, seq] 16×1024 */
-  real *t2 = (real *)(saved + 12615680); /* [b, seq] 16×1024 */
-  act_t *t4 = saved + 12648448; /* [b, seq, qdim] 16×1024×768 */
-  act_t *t6 = saved + 25231360; /* [b, seq, kvdim] 16×1024×768 */
-  act_t *t8 = saved + 37814272; /* [b, seq, kvdim] 16×1024×768 */
-  act_t *t9 = saved + 50397184; /* [b, seq, qdim] 16×1024×768 */
-  real *t10 = (real *)(saved + 62980096); /* [b, heads, seq] 16×12×1024 */
-  act_t *t13 = saved + 63373312; /* [b, seq, hidden] 16×1024×768 */
-  act_t *t14 = saved + 75956224; /* [b, seq, hidden] 16×1024×768 */
-  real *t15 = (real *)(saved + 88539136); /* [b, seq] 16×1024 */
-  real *t16 = (real *)(saved + 88571904); /* [b, seq] 16×1024 */
-  act_t *t17 = saved + 88604672; /* [b, seq, ffn] 16×1024×3072 */
-  act_t *t19 = saved + 138936320; /* [b, seq, ffn] 16×1024×3072 */
-  act_t *dt19 = tmp + 0; /* [b, seq, ffn] 16×1024×3072 */
-  act_t *dt19_44 = tmp + 50331648; /* [b, seq, ffn] 16×1024×3072 */
-  act_t *dt14 = tmp + 0; /* [b, seq, hidden] 16×1024×768 */
-  act_t *dt13 = tmp + 12582912; /* [b, seq, hidden] 16×1024×768 */
-  act_t *dt13_51 = tmp + 0; /* [b, seq, hidden] 16×1024×768 */
-  act_t *dt9 = tmp + 12582912; /* [b, seq, qdim] 16×1024×768 */
-  act_t *dt4 = tmp + 25165824; /* [b, seq, qdim] 16×1024×768 */
-  act_t *dt6 = tmp + 37748736; /* [b, seq, kvdim] 16×1024×768 */
-  act_t *dt8 = tmp + 50331648; /* [b, seq, kvdim] 16×1024×768 */
-  act_t *dt0 = tmp + 12582912; /* [b, seq, hidden] 16×1024×768 */
-  act_t *dt0_62 = tmp + 50331648; /* [b, seq, hidden] 16×1024×768 */
-  act_t *dt0_65 = tmp + 37748736; /* [b, seq, hidden] 16×1024×768 */
-  act_t *dt0_67 = tmp + 25165824; /* [b, seq, hidden] 16×1024×768 */
-  act_t *dx_68 = tmp + 12582912; /* [b, seq, hidden] 16×1024×768 */
-  k_sum_rows(16384, 768, dy, g[L_MLP_PROJ_BIAS]);
-  k_gemm(0, 0, 16384, 3072, 768, 1, dy, w[L_MLP_PROJ_WEIGHT], 0, dt19);
-  k_gemm_grad(1, 0, 768, 3072, 16384, dy, t19, g[L_MLP_PROJ_WEIGHT]);
-  ew_3(50331648, 3072, dt19, t17, w[L_MLP_FC_BIAS], 3072, dt19_44);
-  k_sum_rows(16384, 3072, dt19_44, g[L_MLP_FC_BIAS]);
-  k_gemm(0, 0, 16384, 768, 3072, 1, dt19_44, w[L_MLP_FC_WEIGHT], 0, dt14);
-  k_gemm_grad(1, 0, 3072, 768, 16384, dt19_44, t14, g[L_MLP_FC_WEIGHT]);
-  k_layernorm_backward(16384, 768, t13, w[L_LN_2_WEIGHT], t15, t16, dt14, dt13, g[L_LN_2_WEIGHT], g[L_LN_2_BIAS]);
-  ew_4(12582912, 12582912, dy, dt13, dt13_51);
-  k_sum_rows(16384, 768, dt13_51, g[L_ATTN_PROJ_BIAS]);
-  k_gemm(0, 0, 16384, 768, 768, 1, dt13_51, w[L_ATTN_PROJ_WEIGHT], 0, dt9);
-  k_gemm_grad(1, 0, 768, 768, 16384, dt13_51, t9, g[L_ATTN_PROJ_WEIGHT]);
+  act_t *t0 = saved + 0; /* [b, seq, hidden] 64×1024×768 */
+  real *t1 = (real *)(saved + 50331648); /* [b, seq] 64×1024 */
+  real *t2 = (real *)(saved + 50462720); /* [b, seq] 64×1024 */
+  act_t *t4 = saved + 50593792; /* [b, seq, qdim] 64×1024×768 */
+  act_t *t6 = saved + 100925440; /* [b, seq, kvdim] 64×1024×768 */
+  act_t *t8 = saved + 151257088; /* [b, seq, kvdim] 64×1024×768 */
+  act_t *t9 = saved + 201588736; /* [b, seq, qdim] 64×1024×768 */
+  real *t10 = (real *)(saved + 251920384); /* [b, heads, seq] 64×12×1024 */
+  act_t *t13 = saved + 253493248; /* [b, seq, hidden] 64×1024×768 */
+  act_t *t14 = saved + 303824896; /* [b, seq, hidden] 64×1024×768 */
+  real *t15 = (real *)(saved + 354156544); /* [b, seq] 64×1024 */
+  real *t16 = (real *)(saved + 354287616); /* [b, seq] 64×1024 */
+  act_t *t17 = saved + 354418688; /* [b, seq, ffn] 64×1024×3072 */
+  act_t *t19 = saved + 555745280; /* [b, seq, ffn] 64×1024×3072 */
+  act_t *dt19 = tmp + 0; /* [b, seq, ffn] 64×1024×3072 */
+  act_t *dt19_44 = tmp + 201326592; /* [b, seq, ffn] 64×1024×3072 */
+  act_t *dt14 = tmp + 0; /* [b, seq, hidden] 64×1024×768 */
+  act_t *dt13 = tmp + 50331648; /* [b, seq, hidden] 64×1024×768 */
+  act_t *dt13_51 = tmp + 0; /* [b, seq, hidden] 64×1024×768 */
+  act_t *dt9 = tmp + 50331648; /* [b, seq, qdim] 64×1024×768 */
+  act_t *dt4 = tmp + 100663296; /* [b, seq, qdim] 64×1024×768 */
+  act_t *dt6 = tmp + 150994944; /* [b, seq, kvdim] 64×1024×768 */
+  act_t *dt8 = tmp + 201326592; /* [b, seq, kvdim] 64×1024×768 */
+  act_t *dt0 = tmp + 50331648; /* [b, seq, hidden] 64×1024×768 */
+  act_t *dt0_62 = tmp + 201326592; /* [b, seq, hidden] 64×1024×768 */
+  act_t *dt0_65 = tmp + 150994944; /* [b, seq, hidden] 64×1024×768 */
+  act_t *dt0_67 = tmp + 100663296; /* [b, seq, hidden] 64×1024×768 */
+  act_t *dx_68 = tmp + 50331648; /* [b, seq, hidden] 64×1024×768 */
+  k_sum_rows(65536, 768, dy, g[L_MLP_PROJ_BIAS]);
+  k_gemm(0, 0, 65536, 3072, 768, 1, dy, w[L_MLP_PROJ_WEIGHT], 0, dt19);
+  k_gemm_grad(1, 0, 768, 3072, 65536, dy, t19, g[L_MLP_PROJ_WEIGHT]);
+  ew_3(201326592, 3072, dt19, t17, w[L_MLP_FC_BIAS], 3072, dt19_44);
+  k_sum_rows(65536, 3072, dt19_44, g[L_MLP_FC_BIAS]);
+  k_gemm(0, 0, 65536, 768, 3072, 1, dt19_44, w[L_MLP_FC_WEIGHT], 0, dt14);
+  k_gemm_grad(1, 0, 3072, 768, 65536, dt19_44, t14, g[L_MLP_FC_WEIGHT]);
+  k_layernorm_backward(65536, 768, t13, w[L_LN_2_WEIGHT], t15, t16, dt14, dt13, g[L_LN_2_WEIGHT], g[L_LN_2_BIAS]);
+  ew_4(50331648, 50331648, dy, dt13, dt13_51);
+  k_sum_rows(65536, 768, dt13_51, g[L_ATTN_PROJ_BIAS]);
+  k_gemm(0, 0, 65536, 768, 768, 1, dt13_51, w[L_ATTN_PROJ_WEIGHT], 0, dt9);
+  k_gemm_grad(1, 0, 768, 768, 65536, dt13_51, t9, g[L_ATTN_PROJ_WEIGHT]);
   {
-    const AttnShape shape = {.B = 16, .T = 1024, .Hq = 12, .Hkv = 12, .D = 64, .causal = 1};
+    const AttnShape shape = {.B = 64, .T = 1024, .Hq = 12, .Hkv = 12, .D = 64, .causal = 1};
     k_attention_backward(&shape, t4, t6, t8, t9, t10, dt9, dt4, dt6, dt8);
   }
-  k_sum_rows(16384, 768, dt8, g[L_ATTN_V_BIAS]);
-  k_gemm(0, 0, 16384, 768, 768, 1, dt8, w[L_ATTN_V_WEIGHT], 0, dt0);
-  k_gemm_grad(1, 0, 768, 768, 16384, dt8, t0, g[L_ATTN_V_WEIGHT]);
-  k_sum_rows(16384, 768, dt6, g[L_ATTN_K_BIAS]);
-  k_gemm(0, 0, 16384, 768, 768, 1, dt6, w[L_ATTN_K_WEIGHT], 0, dt0_62);
-  k_gemm_grad(1, 0, 768, 768, 16384, dt6, t0, g[L_ATTN_K_WEIGHT]);
-  k_sum_rows(16384, 768, dt4, g[L_ATTN_Q_BIAS]);
-  k_gemm(0, 0, 16384, 768, 768, 1, dt4, w[L_ATTN_Q_WEIGHT], 0, dt0_65);
-  k_gemm_grad(1, 0, 768, 768, 16384, dt4, t0, g[L_ATTN_Q_WEIGHT]);
-  ew_5(12582912, 12582912, dt0, dt0_62, dt0_65, dt0_67);
-  k_layernorm_backward(16384, 768, x, w[L_LN_1_WEIGHT], t1, t2, dt0_67, dx_68, g[L_LN_1_WEIGHT], g[L_LN_1_BIAS]);
-  ew_4(12582912, 12582912, dt13_51, dx_68, dx);
+  k_sum_rows(65536, 768, dt8, g[L_ATTN_V_BIAS]);
+  k_gemm(0, 0, 65536, 768, 768, 1, dt8, w[L_ATTN_V_WEIGHT], 0, dt0);
+  k_gemm_grad(1, 0, 768, 768, 65536, dt8, t0, g[L_ATTN_V_WEIGHT]);
+  k_sum_rows(65536, 768, dt6, g[L_ATTN_K_BIAS]);
+  k_gemm(0, 0, 65536, 768, 768, 1, dt6, w[L_ATTN_K_WEIGHT], 0, dt0_62);
+  k_gemm_grad(1, 0, 768, 768, 65536, dt6, t0, g[L_ATTN_K_WEIGHT]);
+  k_sum_rows(65536, 768, dt4, g[L_ATTN_Q_BIAS]);
+  k_gemm(0, 0, 65536, 768, 768, 1, dt4, w[L_ATTN_Q_WEIGHT], 0, dt0_65);
+  k_gemm_grad(1, 0, 768, 768, 65536, dt4, t0, g[L_ATTN_Q_WEIGHT]);
+  ew_5(50331648, 50331648, dt0, dt0_62, dt0_65, dt0_67);
+  k_layernorm_backward(65536, 768, x, w[L_LN_1_WEIGHT], t1, t2, dt0_67, dx_68, g[L_LN_1_WEIGHT], g[L_LN_1_BIAS]);
+  ew_4(50331648, 50331648, dt13_51, dx_68, dx);
 }
 
-/* head forward of one microbatch: 3 calls; saved: 836861952 elements kept for backward; tmp: scratch. */
+/* head forward of one microbatch: 3 calls; saved: 3347447808 elements kept for backward; tmp: scratch. */
 static void head_forward(Run *r, const act_t *x, const int32_t *targets, act_t *saved, act_t *tmp) {
   (void)tmp;
-  act_t *t0 = saved + 0; /* [b, seq, hidden] 16×1024×768 */
-  real *t1 = (real *)(saved + 12582912); /* [b, seq] 16×1024 */
-  real *t2 = (real *)(saved + 12615680); /* [b, seq] 16×1024 */
-  act_t *t3 = saved + 12648448; /* [b, seq, vocab] 16×1024×50304 */
-  real *t5 = (real *)(saved + 836829184); /* [b, seq] 16×1024 */
-  k_layernorm_forward(16384, 768, x, r->model_w[P_LN_F_WEIGHT], r->model_w[P_LN_F_BIAS], 1e-05, t0, t1, t2); /* models/gpt2.lua */
-  k_gemm(0, 1, 16384, 50304, 768, 1, t0, r->model_w[P_WTE], 0, t3); /* models/gpt2.lua */
-  rt_xent_forward_grad(r, 16384, 50304, t3, targets, 50257, XENT_NO_IGNORE, t5); /* models/gpt2.lua */
+  act_t *t0 = saved + 0; /* [b, seq, hidden] 64×1024×768 */
+  real *t1 = (real *)(saved + 50331648); /* [b, seq] 64×1024 */
+  real *t2 = (real *)(saved + 50462720); /* [b, seq] 64×1024 */
+  act_t *t3 = saved + 50593792; /* [b, seq, vocab] 64×1024×50304 */
+  real *t5 = (real *)(saved + 3347316736); /* [b, seq] 64×1024 */
+  k_layernorm_forward(65536, 768, x, r->model_w[P_LN_F_WEIGHT], r->model_w[P_LN_F_BIAS], 1e-05, t0, t1, t2); /* models/gpt2.lua */
+  k_gemm(0, 1, 65536, 50304, 768, 1, t0, r->model_w[P_WTE], 0, t3); /* models/gpt2.lua */
+  rt_xent_forward_grad(r, 65536, 50304, t3, targets, 50257, XENT_NO_IGNORE, t5); /* models/gpt2.lua */
 }
 
-/* head backward of one microbatch: 3 calls; saved: 836861952 elements kept for backward; tmp: scratch. */
+/* head backward of one microbatch: 3 calls; saved: 3347447808 elements kept for backward; tmp: scratch. */
 static void head_backward(Run *r, const act_t *x, const int32_t *targets, act_t *saved, act_t *dx, act_t *tmp) {
   (void)targets;
-  act_t *t0 = saved + 0; /* [b, seq, hidden] 16×1024×768 */
-  real *t1 = (real *)(saved + 12582912); /* [b, seq] 16×1024 */
-  real *t2 = (real *)(saved + 12615680); /* [b, seq] 16×1024 */
-  act_t *dt3 = saved + 12648448; /* [b, seq, vocab] 16×1024×50304 */
-  act_t *dt0 = tmp + 0; /* [b, seq, hidden] 16×1024×768 */
+  act_t *t0 = saved + 0; /* [b, seq, hidden] 64×1024×768 */
+  real *t1 = (real *)(saved + 50331648); /* [b, seq] 64×1024 */
+  real *t2 = (real *)(saved + 50462720); /* [b, seq] 64×1024 */
+  act_t *dt3 = saved + 50593792; /* [b, seq, vocab] 64×1024×50304 */
+  act_t *dt0 = tmp + 0; /* [b, seq, hidden] 64×1024×768 */
   /* the cross entropy's gradient: written over the logits by its forward */
-  k_gemm(0, 0, 16384, 768, 50304, 1, dt3, r->model_w[P_WTE], 0, dt0);
-  k_gemm_grad(1, 0, 50304, 768, 16384, dt3, t0, r->model_g[P_WTE]);
-  k_layernorm_backward(16384, 768, x, r->model_w[P_LN_F_WEIGHT], t1, t2, dt0, dx, r->model_g[P_LN_F_WEIGHT], r->model_g[P_LN_F_BIAS]);
+  k_gemm(0, 0, 65536, 768, 50304, 1, dt3, r->model_w[P_WTE], 0, dt0);
+  k_gemm_grad(1, 0, 50304, 768, 65536, dt3, t0, r->model_g[P_WTE]);
+  k_layernorm_backward(65536, 768, x, r->model_w[P_LN_F_WEIGHT], t1, t2, dt0, dx, r->model_g[P_LN_F_WEIGHT], r->model_g[P_LN_F_BIAS]);
 }
 
-/* Chunk 0, pipeline rank 0: embedding, layers 0-11, head. Its slot (one microbatch in flight) holds 3271655424 elements:
+/* Chunk 0, pipeline rank 0: embedding, layers 0-11, head. Its slot (one microbatch in flight) holds 13086621696 elements:
  * the embedding's saved activations at 0,
- * each layer's saved activations from 12582912,
- * the head's at 2434793472,
+ * each layer's saved activations from 50331648,
+ * the head's at 9739173888,
  * (-1: none). */
 static void chunk_0_forward(Run *r, act_t *slot, const int32_t *tokens, const int32_t *targets) {
   (void)tokens, (void)targets;
   embed_forward(r, tokens, slot + 0, r->scratch);
   const act_t *x = slot + 0 + EMBED_OUTPUT;
   for (int i = 0; i < 12; i++) {
-    act_t *saved = slot + 12582912 + (int64_t)i * BLOCK_SAVED;
+    act_t *saved = slot + 50331648 + (int64_t)i * BLOCK_SAVED;
     block_forward(r, 0 + i, x, saved, r->scratch);
     x = saved + BLOCK_OUTPUT;
   }
-  head_forward(r, x, targets, slot + 2434793472, r->scratch);
+  head_forward(r, x, targets, slot + 9739173888, r->scratch);
 }
 
 static void chunk_0_backward(Run *r, act_t *slot, const int32_t *tokens, const int32_t *targets) {
   (void)tokens, (void)targets;
   const act_t *input = slot + 0 + EMBED_OUTPUT;
-  const act_t *x = slot + 12582912 + (int64_t)11 * BLOCK_SAVED + BLOCK_OUTPUT;
-  head_backward(r, x, targets, slot + 2434793472, r->grad_a, r->scratch);
+  const act_t *x = slot + 50331648 + (int64_t)11 * BLOCK_SAVED + BLOCK_OUTPUT;
+  head_backward(r, x, targets, slot + 9739173888, r->grad_a, r->scratch);
   const act_t *dy = r->grad_a;
   for (int i = 11; i >= 0; i--) {
-    act_t *saved = slot + 12582912 + (int64_t)i * BLOCK_SAVED;
+    act_t *saved = slot + 50331648 + (int64_t)i * BLOCK_SAVED;
     const act_t *layer_input = i > 0 ? saved - BLOCK_SAVED + BLOCK_OUTPUT : input;
     act_t *dx = dy == r->grad_a ? r->grad_b : r->grad_a;
     block_backward(r, 0 + i, layer_input, saved, dy, dx, r->scratch);
@@ -240,7 +242,7 @@ static const ParamSpec block_params[] = {
 static const ChunkSpec chunks[] = {
   /* first layer, layers, embed, head, slot elements, input, output, gradient received, gradient sent,
      elements of fused elementwise kernels forward and backward, functions */
-  {0, 12, 1, 1, 3271655424, -1, -1, -1, -1, 3045064704, 3321888768, chunk_0_forward, chunk_0_backward},
+  {0, 12, 1, 1, 13086621696, -1, -1, -1, -1, 12180258816, 13287555072, chunk_0_forward, chunk_0_backward},
 };
 
 /* The plan: each pipeline rank's actions in order (schedule 1f1b, 1 microbatches). Fields: kind, joined
@@ -258,7 +260,7 @@ static const int nactions[] = {4};
 static const int slots[] = {1};
 /* What the plan holds on each pipeline rank (one TP rank's share): parameter elements, each with its
  * gradient and Adam state, and activation elements. */
-static const RankFootprint footprints[] = {{124475904, 3397484544}};
+static const RankFootprint footprints[] = {{124475904, 13589938176}};
 
 /* The model's configuration (models/gpt2.lua after --set), which checkpoints record. */
 static const ConfigItem config[] = {
@@ -273,7 +275,7 @@ static const ConfigItem config[] = {
 
 const Program plait_program = {
   .name = "gpt2", .source = "models/gpt2.lua",
-  .tp = 1, .pp = 1, .vpp = 1, .dp = 1, .mbs = 16, .gbs = 16, .microbatches = 1,
+  .tp = 1, .pp = 1, .vpp = 1, .dp = 1, .mbs = 64, .gbs = 64, .microbatches = 1,
   .seq = 1024, .hidden = 768, .layers = 12,
   .vocab = 50257, .vocab_padded = 50304,
   .recompute = 0, .sequence_parallel = 0, .grad_reduce_after = 0, .masked_lm = 0,
@@ -282,7 +284,7 @@ const Program plait_program = {
   .block_params = block_params, .nblock_params = 16,
   .chunks = chunks, .nchunks = 1,
   .actions = actions, .nactions = nactions, .slots = slots, .footprints = footprints,
-  .scratch_elems = 100663296, .recompute_elems = 0, .io_elems = IO_ELEMS,
-  .logits_offset = 2447441920, .logits_cols = 50304,
-  .flops_per_iteration = 14002667126784,
+  .scratch_elems = 402653184, .recompute_elems = 0, .io_elems = IO_ELEMS,
+  .logits_offset = 9789767680, .logits_cols = 50304,
+  .flops_per_iteration = 56010668507136,
 };

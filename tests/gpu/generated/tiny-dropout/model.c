@@ -19,11 +19,13 @@ enum {
 };
 
 /* Activations of one microbatch, in elements: what each stage keeps for its backward pass, and where
- * its output (the next stage's input) sits in that. */
-enum { EMBED_SAVED = 32768, EMBED_OUTPUT = 0 };
-enum { BLOCK_SAVED = 528384, BLOCK_OUTPUT = 495616 };
-enum { HEAD_SAVED = 99840 };
-enum { IO_ELEMS = 32768 }; /* the activation passed between layers and chunks */
+ * its output (the next stage's input) sits in that (64-bit: a large vocabulary's logits pass 2^31). */
+#define EMBED_SAVED INT64_C(32768)
+#define EMBED_OUTPUT INT64_C(0)
+#define BLOCK_SAVED INT64_C(528384)
+#define BLOCK_OUTPUT INT64_C(495616)
+#define HEAD_SAVED INT64_C(99840)
+#define IO_ELEMS INT64_C(32768) /* the activation passed between layers and chunks */
 
 /* embed forward of one microbatch: 2 calls; saved: 32768 elements kept for backward; tmp: scratch. */
 static void embed_forward(Run *r, const int32_t *tokens, act_t *saved, act_t *tmp) {

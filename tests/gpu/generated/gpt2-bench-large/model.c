@@ -1,0 +1,290 @@
+/* model.c: gpt2 (models/gpt2.lua) compiled by plait for tp 1 × pp 1 × dp 1, vpp 1, microbatch 160, global batch 160
+ * (1 microbatches per pipeline), schedule 1f1b, recompute none, sequence parallel off, gradients reduced
+ * during the backward. Generated: rebuild with plait build rather than editing. Sizes are one tensor-parallel
+ * rank's. */
+#include "device.h"
+#include "kernels.h"
+#include "rt.h"
+#include "profiled.h" /* under --profile, each runtime kernel's time, FLOPs and bytes */
+
+/* Parameters at model scope (r->model_w[P_...]) and of each layer (r->layer_w[layer][L_...]). */
+enum {
+  P_WTE, P_WPE, P_LN_F_WEIGHT, P_LN_F_BIAS
+};
+enum {
+  L_LN_1_WEIGHT, L_LN_1_BIAS, L_ATTN_Q_WEIGHT, L_ATTN_Q_BIAS,
+  L_ATTN_K_WEIGHT, L_ATTN_K_BIAS, L_ATTN_V_WEIGHT, L_ATTN_V_BIAS,
+  L_ATTN_PROJ_WEIGHT, L_ATTN_PROJ_BIAS, L_LN_2_WEIGHT, L_LN_2_BIAS,
+  L_MLP_FC_WEIGHT, L_MLP_FC_BIAS, L_MLP_PROJ_WEIGHT, L_MLP_PROJ_BIAS
+};
+
+/* Activations of one microbatch, in elements: what each stage keeps for its backward pass, and where
+ * its output (the next stage's input) sits in that (64-bit: a large vocabulary's logits pass 2^31). */
+#define EMBED_SAVED INT64_C(125829120)
+#define EMBED_OUTPUT INT64_C(0)
+#define BLOCK_SAVED INT64_C(2018508800)
+#define BLOCK_OUTPUT INT64_C(1892679680)
+#define HEAD_SAVED INT64_C(8368619520)
+#define IO_ELEMS INT64_C(125829120) /* the activation passed between layers and chunks */
+
+/* embed forward of one microbatch: 2 calls; saved: 125829120 elements kept for backward; tmp: scratch. */
+static void embed_forward(Run *r, const int32_t *tokens, act_t *saved, act_t *tmp) {
+  act_t *t0 = tmp + 0; /* [b, seq, hidden] 160×1024×768 */
+  act_t *t1 = saved + 0; /* [b, seq, hidden] 160×1024×768 */
+  rt_embedding_forward(r, 163840, 768, tokens, r->model_w[P_WTE], 50304, 0, t0); /* models/gpt2.lua */
+  ew_0(125829120, 786432, t0, r->model_w[P_WPE], 786432, t1); /* models/gpt2.lua */
+}
+
+/* embed backward of one microbatch: 2 calls; saved: 125829120 elements kept for backward; tmp: scratch. */
+static void embed_backward(Run *r, const int32_t *tokens, act_t *saved, const act_t *dy, act_t *tmp) {
+  (void)saved;
+  (void)tmp;
+  k_sum_rows(160, 786432, dy, r->model_g[P_WPE]);
+  rt_embedding_backward(r, 163840, 768, tokens, dy, 50304, 0, r->model_g[P_WTE]);
+}
+
+/* block forward of one microbatch: 15 calls; saved: 2018508800 elements kept for backward; tmp: scratch. */
+static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t *tmp) {
+  act_t *const *w = r->layer_w[layer];
+  act_t *t0 = saved + 0; /* [b, seq, hidden] 160×1024×768 */
+  real *t1 = (real *)(saved + 125829120); /* [b, seq] 160×1024 */
+  real *t2 = (real *)(saved + 126156800); /* [b, seq] 160×1024 */
+  act_t *t3 = tmp + 0; /* [b, seq, qdim] 160×1024×768 */
+  act_t *t4 = saved + 126484480; /* [b, seq, qdim] 160×1024×768 */
+  act_t *t5 = tmp + 0; /* [b, seq, kvdim] 160×1024×768 */
+  act_t *t6 = saved + 252313600; /* [b, seq, kvdim] 160×1024×768 */
+  act_t *t7 = tmp + 0; /* [b, seq, kvdim] 160×1024×768 */
+  act_t *t8 = saved + 378142720; /* [b, seq, kvdim] 160×1024×768 */
+  act_t *t9 = saved + 503971840; /* [b, seq, qdim] 160×1024×768 */
+  real *t10 = (real *)(saved + 629800960); /* [b, heads, seq] 160×12×1024 */
+  act_t *t11 = tmp + 0; /* [b, seq, hidden] 160×1024×768 */
+  act_t *t13 = saved + 633733120; /* [b, seq, hidden] 160×1024×768 */
+  act_t *t14 = saved + 759562240; /* [b, seq, hidden] 160×1024×768 */
+  real *t15 = (real *)(saved + 885391360); /* [b, seq] 160×1024 */
+  real *t16 = (real *)(saved + 885719040); /* [b, seq] 160×1024 */
+  act_t *t17 = saved + 886046720; /* [b, seq, ffn] 160×1024×3072 */
+  act_t *t19 = saved + 1389363200; /* [b, seq, ffn] 160×1024×3072 */
+  act_t *t20 = tmp + 0; /* [b, seq, hidden] 160×1024×768 */
+  act_t *t22 = saved + 1892679680; /* [b, seq, hidden] 160×1024×768 */
+  k_layernorm_forward(163840, 768, x, w[L_LN_1_WEIGHT], w[L_LN_1_BIAS], 1e-05, t0, t1, t2); /* models/gpt2.lua:10 */
+  k_gemm(0, 1, 163840, 768, 768, 1, t0, w[L_ATTN_Q_WEIGHT], 0, t3); /* models/gpt2.lua:10 */
+  ew_0(125829120, 768, t3, w[L_ATTN_Q_BIAS], 768, t4); /* models/gpt2.lua:10 */
+  k_gemm(0, 1, 163840, 768, 768, 1, t0, w[L_ATTN_K_WEIGHT], 0, t5); /* models/gpt2.lua:10 */
+  ew_0(125829120, 768, t5, w[L_ATTN_K_BIAS], 768, t6); /* models/gpt2.lua:10 */
+  k_gemm(0, 1, 163840, 768, 768, 1, t0, w[L_ATTN_V_WEIGHT], 0, t7); /* models/gpt2.lua:10 */
+  ew_0(125829120, 768, t7, w[L_ATTN_V_BIAS], 768, t8); /* models/gpt2.lua:10 */
+  {
+    const AttnShape shape = {.B = 160, .T = 1024, .Hq = 12, .Hkv = 12, .D = 64, .causal = 1};
+    k_attention_forward(&shape, t4, t6, t8, t9, t10);
+  } /* models/gpt2.lua:10 */
+  k_gemm(0, 1, 163840, 768, 768, 1, t9, w[L_ATTN_PROJ_WEIGHT], 0, t11); /* models/gpt2.lua:10 */
+  ew_1(125829120, 768, x, t11, w[L_ATTN_PROJ_BIAS], 768, t13); /* models/gpt2.lua:10 */
+  k_layernorm_forward(163840, 768, t13, w[L_LN_2_WEIGHT], w[L_LN_2_BIAS], 1e-05, t14, t15, t16); /* models/gpt2.lua:11 */
+  k_gemm(0, 1, 163840, 3072, 768, 1, t14, w[L_MLP_FC_WEIGHT], 0, t17); /* models/gpt2.lua:11 */
+  ew_2(503316480, 3072, t17, w[L_MLP_FC_BIAS], 3072, t19); /* models/gpt2.lua:11 */
+  k_gemm(0, 1, 163840, 768, 3072, 1, t19, w[L_MLP_PROJ_WEIGHT], 0, t20); /* models/gpt2.lua:11 */
+  ew_1(125829120, 768, t13, t20, w[L_MLP_PROJ_BIAS], 768, t22); /* models/gpt2.lua:11 */
+}
+
+/* block backward of one microbatch: 25 calls; saved: 2018508800 elements kept for backward; tmp: scratch. */
+static void block_backward(Run *r, int layer, const act_t *x, act_t *saved, const act_t *dy, act_t *dx, act_t *tmp) {
+  act_t *const *w = r->layer_w[layer];
+  real *const *g = r->layer_g[layer];
+  act_t *t0 = saved + 0; /* [b, seq, hidden] 160×1024×768 */
+  real *t1 = (real *)(saved + 125829120); /* [b, seq] 160×1024 */
+  real *t2 = (real *)(saved + 126156800); /* [b, seq] 160×1024 */
+  act_t *t4 = saved + 126484480; /* [b, seq, qdim] 160×1024×768 */
+  act_t *t6 = saved + 252313600; /* [b, seq, kvdim] 160×1024×768 */
+  act_t *t8 = saved + 378142720; /* [b, seq, kvdim] 160×1024×768 */
+  act_t *t9 = saved + 503971840; /* [b, seq, qdim] 160×1024×768 */
+  real *t10 = (real *)(saved + 629800960); /* [b, heads, seq] 160×12×1024 */
+  act_t *t13 = saved + 633733120; /* [b, seq, hidden] 160×1024×768 */
+  act_t *t14 = saved + 759562240; /* [b, seq, hidden] 160×1024×768 */
+  real *t15 = (real *)(saved + 885391360); /* [b, seq] 160×1024 */
+  real *t16 = (real *)(saved + 885719040); /* [b, seq] 160×1024 */
+  act_t *t17 = saved + 886046720; /* [b, seq, ffn] 160×1024×3072 */
+  act_t *t19 = saved + 1389363200; /* [b, seq, ffn] 160×1024×3072 */
+  act_t *dt19 = tmp + 0; /* [b, seq, ffn] 160×1024×3072 */
+  act_t *dt19_44 = tmp + 503316480; /* [b, seq, ffn] 160×1024×3072 */
+  act_t *dt14 = tmp + 0; /* [b, seq, hidden] 160×1024×768 */
+  act_t *dt13 = tmp + 125829120; /* [b, seq, hidden] 160×1024×768 */
+  act_t *dt13_51 = tmp + 0; /* [b, seq, hidden] 160×1024×768 */
+  act_t *dt9 = tmp + 125829120; /* [b, seq, qdim] 160×1024×768 */
+  act_t *dt4 = tmp + 251658240; /* [b, seq, qdim] 160×1024×768 */
+  act_t *dt6 = tmp + 377487360; /* [b, seq, kvdim] 160×1024×768 */
+  act_t *dt8 = tmp + 503316480; /* [b, seq, kvdim] 160×1024×768 */
+  act_t *dt0 = tmp + 125829120; /* [b, seq, hidden] 160×1024×768 */
+  act_t *dt0_62 = tmp + 503316480; /* [b, seq, hidden] 160×1024×768 */
+  act_t *dt0_65 = tmp + 377487360; /* [b, seq, hidden] 160×1024×768 */
+  act_t *dt0_67 = tmp + 251658240; /* [b, seq, hidden] 160×1024×768 */
+  act_t *dx_68 = tmp + 125829120; /* [b, seq, hidden] 160×1024×768 */
+  k_sum_rows(163840, 768, dy, g[L_MLP_PROJ_BIAS]);
+  k_gemm(0, 0, 163840, 3072, 768, 1, dy, w[L_MLP_PROJ_WEIGHT], 0, dt19);
+  k_gemm_grad(1, 0, 768, 3072, 163840, dy, t19, g[L_MLP_PROJ_WEIGHT]);
+  ew_3(503316480, 3072, dt19, t17, w[L_MLP_FC_BIAS], 3072, dt19_44);
+  k_sum_rows(163840, 3072, dt19_44, g[L_MLP_FC_BIAS]);
+  k_gemm(0, 0, 163840, 768, 3072, 1, dt19_44, w[L_MLP_FC_WEIGHT], 0, dt14);
+  k_gemm_grad(1, 0, 3072, 768, 163840, dt19_44, t14, g[L_MLP_FC_WEIGHT]);
+  k_layernorm_backward(163840, 768, t13, w[L_LN_2_WEIGHT], t15, t16, dt14, dt13, g[L_LN_2_WEIGHT], g[L_LN_2_BIAS]);
+  ew_4(125829120, 125829120, dy, dt13, dt13_51);
+  k_sum_rows(163840, 768, dt13_51, g[L_ATTN_PROJ_BIAS]);
+  k_gemm(0, 0, 163840, 768, 768, 1, dt13_51, w[L_ATTN_PROJ_WEIGHT], 0, dt9);
+  k_gemm_grad(1, 0, 768, 768, 163840, dt13_51, t9, g[L_ATTN_PROJ_WEIGHT]);
+  {
+    const AttnShape shape = {.B = 160, .T = 1024, .Hq = 12, .Hkv = 12, .D = 64, .causal = 1};
+    k_attention_backward(&shape, t4, t6, t8, t9, t10, dt9, dt4, dt6, dt8);
+  }
+  k_sum_rows(163840, 768, dt8, g[L_ATTN_V_BIAS]);
+  k_gemm(0, 0, 163840, 768, 768, 1, dt8, w[L_ATTN_V_WEIGHT], 0, dt0);
+  k_gemm_grad(1, 0, 768, 768, 163840, dt8, t0, g[L_ATTN_V_WEIGHT]);
+  k_sum_rows(163840, 768, dt6, g[L_ATTN_K_BIAS]);
+  k_gemm(0, 0, 163840, 768, 768, 1, dt6, w[L_ATTN_K_WEIGHT], 0, dt0_62);
+  k_gemm_grad(1, 0, 768, 768, 163840, dt6, t0, g[L_ATTN_K_WEIGHT]);
+  k_sum_rows(163840, 768, dt4, g[L_ATTN_Q_BIAS]);
+  k_gemm(0, 0, 163840, 768, 768, 1, dt4, w[L_ATTN_Q_WEIGHT], 0, dt0_65);
+  k_gemm_grad(1, 0, 768, 768, 163840, dt4, t0, g[L_ATTN_Q_WEIGHT]);
+  ew_5(125829120, 125829120, dt0, dt0_62, dt0_65, dt0_67);
+  k_layernorm_backward(163840, 768, x, w[L_LN_1_WEIGHT], t1, t2, dt0_67, dx_68, g[L_LN_1_WEIGHT], g[L_LN_1_BIAS]);
+  ew_4(125829120, 125829120, dt13_51, dx_68, dx);
+}
+
+/* head forward of one microbatch: 3 calls; saved: 8368619520 elements kept for backward; tmp: scratch. */
+static void head_forward(Run *r, const act_t *x, const int32_t *targets, act_t *saved, act_t *tmp) {
+  (void)tmp;
+  act_t *t0 = saved + 0; /* [b, seq, hidden] 160×1024×768 */
+  real *t1 = (real *)(saved + 125829120); /* [b, seq] 160×1024 */
+  real *t2 = (real *)(saved + 126156800); /* [b, seq] 160×1024 */
+  act_t *t3 = saved + 126484480; /* [b, seq, vocab] 160×1024×50304 */
+  real *t5 = (real *)(saved + 8368291840); /* [b, seq] 160×1024 */
+  k_layernorm_forward(163840, 768, x, r->model_w[P_LN_F_WEIGHT], r->model_w[P_LN_F_BIAS], 1e-05, t0, t1, t2); /* models/gpt2.lua */
+  k_gemm(0, 1, 163840, 50304, 768, 1, t0, r->model_w[P_WTE], 0, t3); /* models/gpt2.lua */
+  rt_xent_forward_grad(r, 163840, 50304, t3, targets, 50257, XENT_NO_IGNORE, t5); /* models/gpt2.lua */
+}
+
+/* head backward of one microbatch: 3 calls; saved: 8368619520 elements kept for backward; tmp: scratch. */
+static void head_backward(Run *r, const act_t *x, const int32_t *targets, act_t *saved, act_t *dx, act_t *tmp) {
+  (void)targets;
+  act_t *t0 = saved + 0; /* [b, seq, hidden] 160×1024×768 */
+  real *t1 = (real *)(saved + 125829120); /* [b, seq] 160×1024 */
+  real *t2 = (real *)(saved + 126156800); /* [b, seq] 160×1024 */
+  act_t *dt3 = saved + 126484480; /* [b, seq, vocab] 160×1024×50304 */
+  act_t *dt0 = tmp + 0; /* [b, seq, hidden] 160×1024×768 */
+  /* the cross entropy's gradient: written over the logits by its forward */
+  k_gemm(0, 0, 163840, 768, 50304, 1, dt3, r->model_w[P_WTE], 0, dt0);
+  k_gemm_grad(1, 0, 50304, 768, 163840, dt3, t0, r->model_g[P_WTE]);
+  k_layernorm_backward(163840, 768, x, r->model_w[P_LN_F_WEIGHT], t1, t2, dt0, dx, r->model_g[P_LN_F_WEIGHT], r->model_g[P_LN_F_BIAS]);
+}
+
+/* Chunk 0, pipeline rank 0: embedding, layers 0-11, head. Its slot (one microbatch in flight) holds 32716554240 elements:
+ * the embedding's saved activations at 0,
+ * each layer's saved activations from 125829120,
+ * the head's at 24347934720,
+ * (-1: none). */
+static void chunk_0_forward(Run *r, act_t *slot, const int32_t *tokens, const int32_t *targets) {
+  (void)tokens, (void)targets;
+  embed_forward(r, tokens, slot + 0, r->scratch);
+  const act_t *x = slot + 0 + EMBED_OUTPUT;
+  for (int i = 0; i < 12; i++) {
+    act_t *saved = slot + 125829120 + (int64_t)i * BLOCK_SAVED;
+    block_forward(r, 0 + i, x, saved, r->scratch);
+    x = saved + BLOCK_OUTPUT;
+  }
+  head_forward(r, x, targets, slot + 24347934720, r->scratch);
+}
+
+static void chunk_0_backward(Run *r, act_t *slot, const int32_t *tokens, const int32_t *targets) {
+  (void)tokens, (void)targets;
+  const act_t *input = slot + 0 + EMBED_OUTPUT;
+  const act_t *x = slot + 125829120 + (int64_t)11 * BLOCK_SAVED + BLOCK_OUTPUT;
+  head_backward(r, x, targets, slot + 24347934720, r->grad_a, r->scratch);
+  const act_t *dy = r->grad_a;
+  for (int i = 11; i >= 0; i--) {
+    act_t *saved = slot + 125829120 + (int64_t)i * BLOCK_SAVED;
+    const act_t *layer_input = i > 0 ? saved - BLOCK_SAVED + BLOCK_OUTPUT : input;
+    act_t *dx = dy == r->grad_a ? r->grad_b : r->grad_a;
+    block_backward(r, 0 + i, layer_input, saved, dy, dx, r->scratch);
+    rt_layer_backward_done(r, 0 + i); /* its gradients may be final: reduce them meanwhile */
+    dy = dx;
+  }
+  embed_backward(r, tokens, slot + 0, dy, r->scratch);
+}
+
+static const ParamSpec model_params[] = {
+  /* name, axes, shape, shape without padding, TP split axis, init, std, decay, TP-summed gradient,
+     read by the embedding, read by the head, trained */
+  {"wte", 2, {50304, 768}, {50257, 768}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 1, 1, 1},
+  {"wpe", 2, {1024, 768}, {1024, 768}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 1, 0, 1},
+  {"ln_f.weight", 1, {768}, {768}, -1, INIT_ONE, 0.02, 0, 0, 0, 1, 1},
+  {"ln_f.bias", 1, {768}, {768}, -1, INIT_ZERO, 0.02, 0, 0, 0, 1, 1},
+};
+
+static const ParamSpec block_params[] = {
+  /* name, axes, shape, shape without padding, TP split axis, init, std, decay, TP-summed gradient,
+     read by the embedding, read by the head, trained */
+  {"ln_1.weight", 1, {768}, {768}, -1, INIT_ONE, 0.02, 0, 0, 0, 0, 1},
+  {"ln_1.bias", 1, {768}, {768}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1},
+  {"attn.q.weight", 2, {768, 768}, {768, 768}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0, 1},
+  {"attn.q.bias", 1, {768}, {768}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1},
+  {"attn.k.weight", 2, {768, 768}, {768, 768}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0, 1},
+  {"attn.k.bias", 1, {768}, {768}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1},
+  {"attn.v.weight", 2, {768, 768}, {768, 768}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0, 1},
+  {"attn.v.bias", 1, {768}, {768}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1},
+  {"attn.proj.weight", 2, {768, 768}, {768, 768}, -1, INIT_NORMAL_DIST, 0.0040824829, 1, 0, 0, 0, 1},
+  {"attn.proj.bias", 1, {768}, {768}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1},
+  {"ln_2.weight", 1, {768}, {768}, -1, INIT_ONE, 0.02, 0, 0, 0, 0, 1},
+  {"ln_2.bias", 1, {768}, {768}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1},
+  {"mlp.fc.weight", 2, {3072, 768}, {3072, 768}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0, 1},
+  {"mlp.fc.bias", 1, {3072}, {3072}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1},
+  {"mlp.proj.weight", 2, {768, 3072}, {768, 3072}, -1, INIT_NORMAL_DIST, 0.0040824829, 1, 0, 0, 0, 1},
+  {"mlp.proj.bias", 1, {768}, {768}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1},
+};
+
+static const ChunkSpec chunks[] = {
+  /* first layer, layers, embed, head, slot elements, input, output, gradient received, gradient sent,
+     elements of fused elementwise kernels forward and backward, functions */
+  {0, 12, 1, 1, 32716554240, -1, -1, -1, -1, 30450647040, 33218887680, chunk_0_forward, chunk_0_backward},
+};
+
+/* The plan: each pipeline rank's actions in order (schedule 1f1b, 1 microbatches). Fields: kind, joined
+ * (posted in one group with the action before it), chunk, microbatch, peer rank, the slot of the
+ * chunk's activations it uses, the slot of the neighbouring chunk on this rank it reads or writes. */
+static const Action rank_0[] = {
+  {ACT_FORWARD, 0, 0, 0, -1, 0, -1}, /* 0F0 */
+  {ACT_BACKWARD, 0, 0, 0, -1, 0, -1}, /* 0B0 */
+  {ACT_REDUCE_GRAD, 0, 0, -1, -1, -1, -1}, /* 0REDUCE_GRAD */
+  {ACT_STEP, 0, -1, -1, -1, -1, -1}, /* STEP */
+};
+static const Action *const actions[] = {rank_0};
+static const int nactions[] = {4};
+/* Activation slots per chunk: the most microbatches in flight through it at once. */
+static const int slots[] = {1};
+/* What the plan holds on each pipeline rank (one TP rank's share): parameter elements, each with its
+ * gradient and Adam state, and activation elements. */
+static const RankFootprint footprints[] = {{124475904, 33974845440}};
+
+/* The model's configuration (models/gpt2.lua after --set), which checkpoints record. */
+static const ConfigItem config[] = {
+  {"dropout", "0.0"},
+  {"ffn", "3072"},
+  {"heads", "12"},
+  {"hidden", "768"},
+  {"layers", "12"},
+  {"seq", "1024"},
+  {"vocab", "50257"},
+};
+
+const Program plait_program = {
+  .name = "gpt2", .source = "models/gpt2.lua",
+  .tp = 1, .pp = 1, .vpp = 1, .dp = 1, .mbs = 160, .gbs = 160, .microbatches = 1,
+  .seq = 1024, .hidden = 768, .layers = 12,
+  .vocab = 50257, .vocab_padded = 50304,
+  .recompute = 0, .sequence_parallel = 0, .grad_reduce_after = 0, .masked_lm = 0,
+  .config = config, .nconfig = 7,
+  .model_params = model_params, .nmodel_params = 4,
+  .block_params = block_params, .nblock_params = 16,
+  .chunks = chunks, .nchunks = 1,
+  .actions = actions, .nactions = nactions, .slots = slots, .footprints = footprints,
+  .scratch_elems = 1006632960, .recompute_elems = 0, .io_elems = IO_ELEMS,
+  .logits_offset = 24474419200, .logits_cols = 50304,
+  .flops_per_iteration = 140026671267840,
+};
