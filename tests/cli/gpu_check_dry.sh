@@ -1,7 +1,8 @@
 # gpu_check_dry.sh: tests/gpu/run.sh (make gpu-check) walked through on a machine without a GPU, so that
-# its own logic is right before a GPU's scarce minutes are spent on it: a stand-in nvidia-smi, a bundle
-# (as make gpu-bundle lays it out) whose training programs are a CPU build of tiny and whose benchmark
-# programs, kernel check and llm.c print the lines the real ones print. The report must hold the checks,
+# its own logic is right before a GPU's scarce minutes are spent on it: a stand-in nvidia-smi and nvcc, a
+# bundle (as make gpu-bundle lays it out) whose training programs are a CPU build of tiny (one of them
+# needing a library only the stand-in toolkit's folder holds) and whose benchmark programs, kernel check
+# and llm.c print the lines the real ones print. The report must hold the checks,
 # the benchmark figures computed from those lines, and the plan's prediction beside the measured step; a
 # benchmark that fails must fail the check; a budget too small must skip what does not fit.
 . "$(dirname "$0")/lib.sh"
@@ -18,7 +19,20 @@ echo "made by a test" >"$bundle/bundle.txt"
 echo "compilers of a test" >>"$bundle/bundle.txt"
 cc -std=c11 -O2 -D_GNU_SOURCE -Iruntime -o "$bundle/gpu/tokens" tests/gpu/tokens.c
 $PLAIT build models/tiny.lua --set layers=1 -o "$TMP/tiny" >/dev/null 2>&1 || fail gpu_dry_setup "plait build failed"
-for dir in tiny tiny-dropout tiny-tp2-pp2-vpp2; do
+# tiny's GPU program: a launcher of the CPU build that needs a library in the folder of a stand-in toolkit
+# (the loader does not know it: run.sh must find it there)
+mkdir -p "$TMP/cuda/bin" "$TMP/cuda/lib64" "$bundle/gpu/tiny"
+printf '#!/bin/sh\necho "Build cuda_13.0 (a stand-in)"\n' >"$TMP/cuda/bin/nvcc"
+chmod +x "$TMP/cuda/bin/nvcc"
+echo 'int dry_library(void) { return 0; }' >"$TMP/dry.c"
+cc -shared -fPIC -o "$TMP/cuda/lib64/libplaitdry.so" "$TMP/dry.c"
+cat >"$TMP/launch.c" <<LAUNCH
+#include <unistd.h>
+int dry_library(void);
+int main(int argc, char **argv) { (void)argc; argv[0] = "$TMP/tiny/train"; execv(argv[0], argv); return dry_library() + 1; }
+LAUNCH
+cc -o "$bundle/gpu/tiny/train" "$TMP/launch.c" -L"$TMP/cuda/lib64" -lplaitdry
+for dir in tiny-dropout tiny-tp2-pp2-vpp2; do
   mkdir -p "$bundle/gpu/$dir"
   ln -s "$TMP/tiny/train" "$bundle/gpu/$dir/train"
 done
@@ -57,7 +71,7 @@ EOF
 chmod +x "$bundle/llmc/train_gpt2cu"
 echo "gpt2-bench h100 0.088 29420442624" >"$bundle/plans.txt"
 
-run_check() { env PATH="$TMP/bin:$PATH" PLAIT_GPU_BUILD="$bundle" REPORT_DIR="$1" PLAIT_GPU_BUDGET="$2" sh tests/gpu/run.sh; }
+run_check() { env PATH="$TMP/bin:$PATH" NVCC="$TMP/cuda/bin/nvcc" PLAIT_GPU_BUILD="$bundle" REPORT_DIR="$1" PLAIT_GPU_BUDGET="$2" sh tests/gpu/run.sh; }
 run_check "$TMP/report" 300 >"$TMP/out" 2>&1
 status=$?
 report=$(ls "$TMP"/report/gpu-check-*-NVIDIA-H100-80GB-HBM3.md 2>/dev/null)
@@ -72,6 +86,7 @@ else
 fi
 if grep -q '^| kernels | PASS | 2 outputs within tolerance' "$report" && grep -q '^| tiny_gpu_follows_cpu | PASS |' "$report" &&
    grep -q '^| layout_2221_follows_1111 | PASS |' "$report" && grep -q '^| nccl_one_rank | PASS |' "$report" &&
+   grep -q "^Programs from .make gpu-bundle. (made by a test; compilers of a test), libraries found in $TMP/cuda/lib64\.$" "$report" &&
    grep -A 4 '^### Profile: gpt-1.3B' "$report" | grep -q '^  gemm  70.00' &&
    ! grep -q '^### Profile: gpt2-124M (gpt2-bench-large)' "$report" && [ -f "$TMP/report/gpu-check-logs.tar.gz" ]; then
   pass gpu_dry_checks_and_profiles

@@ -129,15 +129,21 @@ library_dirs() {
   done
 }
 missing_libraries() { ldd "$1" 2>/dev/null | awk '/not found/ { printf "%s ", $1 }'; }
+# The programs' libraries that the loader does not find are looked for in those folders, and the first
+# folder holding each is added to LD_LIBRARY_PATH (no other: a second copy of a library it does find
+# could shadow it).
 programs_start() {
   missing=$(missing_libraries "$B/gpu/tiny/train")
-  if [ -n "$missing" ]; then
+  for library in $missing; do
     for dir in $(library_dirs); do
-      [ -d "$dir" ] && LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$dir"
+      if [ -e "$dir/$library" ]; then
+        LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$dir"
+        break
+      fi
     done
-    export LD_LIBRARY_PATH
-    missing=$(missing_libraries "$B/gpu/tiny/train")
-  fi
+  done
+  [ -n "${LD_LIBRARY_PATH:-}" ] && export LD_LIBRARY_PATH
+  missing=$(missing_libraries "$B/gpu/tiny/train")
   [ -z "$missing" ]
 }
 if [ -f "$B/bundle.txt" ] && programs_start; then
