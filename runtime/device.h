@@ -24,11 +24,15 @@ void device_share(int ranks_in_process);
 double device_memory_available(int ranks_are_processes, int ranks_in_process, char *what, size_t size);
 /* The most ranks this process can run as its threads, 0 for no limit; `why` says what limits it. */
 int device_local_ranks_max(char *why, size_t size);
-/* The memory this process holds at its peak, in bytes, and the word the log names it by (`kind`): on
- * the CPU its peak resident set ("resident"); on a GPU the device memory in use when asked, every
- * allocation of the process with the CUDA context and libraries ("GPU"): asked once training is done,
- * when every arena and buffer the run took is still held. */
-double device_memory_peak(const char **kind);
+/* The memory the log's last line gives: on the CPU this process's peak resident set ("peak resident
+ * memory", this process); on a GPU the device memory in use when asked, every allocation on the GPU with
+ * the CUDA context and libraries ("GPU memory in use", the whole device): asked once training is done,
+ * when every arena and buffer the run took is still held. `json_key` names it in --log-json. */
+typedef struct {
+  double bytes;
+  const char *what, *scope, *json_key;
+} DeviceMemory;
+DeviceMemory device_memory_held(void);
 /* What computes: "CPU", or the GPU's name. */
 const char *device_name(void);
 /* The FLOP/s MFU is measured against: the CPU's peak GEMM rate measured now (every core at once, the best

@@ -92,17 +92,17 @@ void log_format_bytes(double bytes, char *buf, int len) {
 }
 
 void log_finish(Trainer *t) {
-  const char *kind;
-  double peak = device_memory_peak(&kind), planned = planned_bytes_here(t);
-  char peak_text[32], planned_text[32];
-  log_format_bytes(peak, peak_text, sizeof peak_text);
+  DeviceMemory held = device_memory_held();
+  double planned = planned_bytes_here(t);
+  char held_text[32], planned_text[32];
+  log_format_bytes(held.bytes, held_text, sizeof held_text);
   log_format_bytes(planned, planned_text, sizeof planned_text);
-  printf("peak %s memory %s (this process); the plan's memory of its ranks %s (%s)\n", kind, peak_text,
-         planned_text, device_name());
+  printf("%s %s (%s); the plan's memory of its ranks %s (%s)\n", held.what, held_text, held.scope, planned_text,
+         device_name());
   if (t->run.profile) profile_print(t->run.profile, stdout, t->log_json ? t->log_json->file : NULL);
   fflush(stdout);
   if (t->log_json) {
-    fprintf(t->log_json->file, "{\"peak_%s_bytes\": %.0f, \"planned_bytes\": %.0f}\n", kind, peak, planned);
+    fprintf(t->log_json->file, "{\"%s\": %.0f, \"planned_bytes\": %.0f}\n", held.json_key, held.bytes, planned);
     json_written(t);
   }
 }

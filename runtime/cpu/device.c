@@ -83,11 +83,11 @@ int device_local_ranks_max(char *why, size_t size) {
   return ranks;
 }
 
-double device_memory_peak(const char **kind) {
+DeviceMemory device_memory_held(void) {
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
-  *kind = "resident";
-  return usage.ru_maxrss * 1024.0; /* KiB */
+  return (DeviceMemory){usage.ru_maxrss * 1024.0 /* KiB */, "peak resident memory", "this process",
+                        "peak_resident_bytes"};
 }
 
 const char *device_name(void) { return "CPU"; }

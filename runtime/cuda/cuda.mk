@@ -43,7 +43,7 @@ CUDA_CC      := $(if $(MPI_LIB),mpicc,$(CC))
 PROGRAM_CFLAGS := -std=c11 $(OPT) $(WARN) -D_GNU_SOURCE -fopenmp -DPLAIT_CUDA -I$(CUDA_HOME)/include
 comma        := ,
 NCCL_LINK    := $(if $(CUDA_NCCL),-Wl$(comma)-rpath$(comma)$(NCCL_LIBDIR) $(NCCL_LIBDIR)/libnccl.so.2)
-CUDA_LINK    := -Wl,-rpath,$(CUDA_LIBDIR) $(call cuda_lib,cudart) $(call cuda_lib,cublasLt) $(call cuda_lib,nvrtc) \
+CUDA_LINK    := -Wl,--disable-new-dtags -Wl,-rpath,$(CUDA_LIBDIR) $(call cuda_lib,cudart) $(call cuda_lib,cublasLt) $(call cuda_lib,nvrtc) \
                 $(NCCL_LINK) $(MPI_LIB) -fopenmp -lpthread -lstdc++ -lm -ldl
 CUDA_BUILD_DEFS := -DPLAIT_CUDA_CC='"$(CUDA_CC)"' -DPLAIT_CUDA_CFLAGS='"$(PROGRAM_CFLAGS)"' \
                    -DPLAIT_CUDA_LINK='"$(strip $(CUDA_LINK))"'

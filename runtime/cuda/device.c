@@ -203,14 +203,11 @@ double device_peak_share(double process_peak, int ranks_on_machine) {
 
 /* ---- memory ------------------------------------------------------------------------------------ */
 
-double device_memory_peak(const char **kind) {
+DeviceMemory device_memory_held(void) {
   size_t free_bytes = 0, total = 0;
-  *kind = "GPU";
-  if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return (double)(total - free_bytes);
+  if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) cudaGetLastError(), free_bytes = total = 0;
+  return (DeviceMemory){(double)(total - free_bytes), "GPU memory in use", "the whole device, once training is done",
+                        "gpu_in_use_bytes"};
 }
 
 static _Noreturn void out_of_memory(size_t bytes, const char *what) {

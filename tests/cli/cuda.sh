@@ -66,6 +66,18 @@ else fail nvrtc_dropout_kernels_present "no dropout in tiny-dropout's kernels"; 
 if ls "$TMP"/cache/fused-*.bin >/dev/null 2>&1; then pass "nvrtc_cache_files"
 else fail nvrtc_cache_files "nothing in PLAIT_CACHE_DIR"; fi
 
+# NVRTC opens its builtins library by name, which a program's RUNPATH does not reach: GPU programs carry
+# CUDA's folder as an RPATH, so they compile kernels on a machine whose loader cache lacks that folder
+loader=/lib64/ld-linux-x86-64.so.2
+if [ -x "$loader" ]; then
+  if PLAIT_CACHE_DIR="$TMP/cache-nocache" "$loader" --inhibit-cache "$B/tests/cuda/nvrtc_check" 90 generated/tiny/kernels_cuda.c \
+       >"$TMP/nocache.out" 2>&1; then
+    pass nvrtc_without_the_loader_cache
+  else
+    fail nvrtc_without_the_loader_cache "$(grep -v '^PASS' "$TMP/nocache.out" | head -c 400)"
+  fi
+fi
+
 # a kernel that does not compile is named, with NVRTC's log
 cat >"$TMP/broken.c" <<'EOF'
 const CudaKernelSource plait_cuda_kernels[] = {
@@ -127,8 +139,7 @@ else fail gpu_torch_script_parses "$(cat "$TMP/err")"; fi
 
 # make gpu-bundle: the check's programs without MPI, llm.c where its sources are, the plan's figures
 if make gpu-bundle >"$TMP/bundle.log" 2>&1; then
-  linked=$(for p in $(find "$B/gpu-bundle/gpu" -type f -perm -u+x); do ldd "$p" 2>/dev/null; done |
-           grep -c -e libmpi -e 'not found')
+  linked=$(find "$B/gpu-bundle/gpu" -type f -perm -u+x -exec ldd {} \; 2>/dev/null | grep -c -e libmpi -e 'not found')
   plans=$(wc -l <"$B/gpu-bundle/plans.txt")
   want=$((2 * $(grep -vc '^#' tests/gpu/benchmarks.txt)))
   llmc_ok=1

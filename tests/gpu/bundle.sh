@@ -3,7 +3,7 @@
 # without building, in one folder the device tool carries (docs/gpu.md, "On a lent GPU"):
 #   gpu/            the check's programs, built in OBJECTS without MPI (a GPU machine has none), stripped
 #   llmc/           llm.c's train_gpt2.cu (the peer, from LLMC) built for sm_90 with tests/gpu/llmc_cuda13.h,
-#                   and its sources, so that the GPU machine can build it again if the binary does not start
+#                   and its sources beside it
 #   plans.txt       plait plan's iteration time and memory for every benchmark model on h100.lua and h200.lua
 #   bundle.txt      what was built where, with which compilers
 # Ends with an error when the folder would not fit the device tool's 64 MiB beside the working tree.
@@ -24,13 +24,16 @@ mkdir -p "$bundle/gpu" "$bundle/llmc"
   fi
 done
 
+# cuBLAS's folder as an RPATH of llm.c's program (its link has none), where this toolkit keeps it
+cuda_lib=$(dirname "$(dirname "$nvcc")")/lib64
 if [ -f "$llmc/train_gpt2.cu" ]; then
   mkdir -p "$bundle/llmc/src"
   cp -r "$llmc/." "$bundle/llmc/src/"
   chmod -R u+w "$bundle/llmc/src"
   cp tests/gpu/llmc_cuda13.h "$bundle/llmc/src/"
   if ! make -C "$bundle/llmc/src" train_gpt2cu NVCC="$nvcc" NO_MULTI_GPU=1 NO_USE_MPI=1 USE_CUDNN=0 \
-       GPU_COMPUTE_CAPABILITY=90 NVCC_INCLUDES="-include llmc_cuda13.h" NVCC_LDFLAGS="-lcublas -lcublasLt" \
+       GPU_COMPUTE_CAPABILITY=90 NVCC_INCLUDES="-include llmc_cuda13.h" \
+       NVCC_LDFLAGS="-lcublas -lcublasLt -Xlinker --disable-new-dtags -Xlinker -rpath=$cuda_lib" \
        >"$bundle/llmc/build.log" 2>&1; then
     tail -5 "$bundle/llmc/build.log" >&2
     echo "bundle.sh: llm.c's train_gpt2.cu did not build (its log: $bundle/llmc/build.log)" >&2
@@ -55,7 +58,7 @@ grep -v '^#' tests/gpu/benchmarks.txt | while read -r _ dir _ _ _ _ _ _ args; do
 done >"$bundle/plans.txt"
 
 {
-  echo "made by make gpu-bundle on $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -m), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+  echo "made by make gpu-bundle on $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -m), commit $(git describe --always --dirty 2>/dev/null || echo '?')"
   echo "$("$nvcc" --version | tail -1); $(cc --version | head -1)"
   echo "$llmc_line"
 } >"$bundle/bundle.txt"

@@ -14,7 +14,7 @@
 #      the same GPT-2 batch and tokens (with the bundle's llmc/); then a --profile of a few steps by kind
 #      of work; then, where PyTorch is importable and time is left, the same model in PyTorch eager and
 #      under torch.compile.
-# Every step has a time limit and the whole check a budget (PLAIT_GPU_BUDGET seconds, default 480): what
+# Every step has a time limit and the whole check a budget (PLAIT_GPU_BUDGET seconds, default 540): what
 # does not fit is reported as skipped. The report goes to REPORT_DIR (default docs/) as
 # gpu-check-DATE-GPU.md, written again after every step (a check cut off still leaves its report), with
 # the logs beside it as gpu-check-logs.tar.gz; and to stdout. Exit status 1 when a check fails.
@@ -22,7 +22,7 @@ set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root" || exit 1
 B=${PLAIT_GPU_BUILD:-build}
-budget=${PLAIT_GPU_BUDGET:-480}
+budget=${PLAIT_GPU_BUDGET:-540}
 started=$(date +%s)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -35,15 +35,17 @@ failed=0
 # ---- time -------------------------------------------------------------------------------------------
 left() { echo $((budget - ($(date +%s) - started))); }
 # limited SECONDS CMD...: CMD under a limit of SECONDS or the budget's rest, whichever is less (exit 124
-# when it is cut off)
+# when it is cut off; killed 10 s after the limit if it will not end)
 limited() {
   limit=$1
   shift
   rest=$(left)
   [ "$rest" -lt "$limit" ] && limit=$rest
   [ "$limit" -lt 1 ] && return 124
-  timeout "$limit" "$@"
+  timeout -k 10 "$limit" "$@"
 }
+# Did the command whose status is $1 end because the check's budget ran out?
+cut_by_budget() { { [ "$1" = 124 ] || [ "$1" = 137 ]; } && [ "$(left)" -le 1 ]; }
 
 # ---- the report -------------------------------------------------------------------------------------
 note() { echo "$*" | tee -a "$work/notes.md"; }
@@ -67,13 +69,15 @@ publish() {
       echo "## Benchmarks"
       echo
       echo "Median of the steps after the first two; TFLOP/s count the model's FLOPs (the plan's, as in the step"
-      echo "lines' MFU) over the step's time; MFU is against the GPU's dense bf16 peak; peak GPU memory is the"
-      echo "device memory in use once training is done (the CUDA context and libraries included) against the"
-      echo "plan's; predicted is plait plan's iteration time on the machine file of this GPU. llm.c:"
-      echo "train_gpt2.cu, GPT-2 124M from scratch (-e d12), the same batch, sequence and token file, median of"
-      echo "its steps after the first three; \"-\" where it did not run."
+      echo "lines' MFU) over the step's time; MFU is against the GPU's dense bf16 peak; GPU memory is the whole"
+      echo "device's in use once training is done (every arena still held, with the CUDA context and libraries,"
+      echo "which the plan does not count) against the plan's; predicted is plait plan's iteration time on the"
+      echo "machine file of this GPU. llm.c: train_gpt2.cu built with USE_CUDNN=0 (its own attention, which"
+      echo "keeps the whole T×T scores: no flash attention), GPT-2 124M from scratch (-e d12), the same batch,"
+      echo "sequence and token file, median of its steps after the first three; run at batch 64 and below (at"
+      echo "160 its scores alone take 48 GB); \"-\" where it did not run."
       echo
-      echo "| model | batch × seq | plait tokens/s | TFLOP/s | MFU | peak GPU memory / plan | step: measured / predicted | llm.c tokens/s | plait / llm.c |"
+      echo "| model | batch × seq | plait tokens/s | TFLOP/s | MFU | GPU memory in use / plan | step: measured / predicted | llm.c tokens/s | plait / llm.c |"
       echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
       cat "$work/bench.md"
       echo
@@ -89,8 +93,10 @@ publish() {
     fi
     cat "$work/notes.md"
     [ -f "$work/profiles.md" ] && cat "$work/profiles.md"
-  } >"$dest/gpu-check-$day-$slug.md"
-  (cd "$work" && tar czf "$dest/gpu-check-logs.tar.gz" --exclude=cache --exclude=ref --exclude='*.bin' --exclude='*.tar.gz' . 2>/dev/null)
+  } >"$dest/.gpu-check-report"
+  mv "$dest/.gpu-check-report" "$dest/gpu-check-$day-$slug.md"
+  (cd "$work" && tar czf "$dest/.gpu-check-logs" --exclude=cache --exclude=ref --exclude='*.bin' . 2>/dev/null &&
+    mv "$dest/.gpu-check-logs" "$dest/gpu-check-logs.tar.gz")
 }
 
 # ---- the machine ------------------------------------------------------------------------------------
@@ -101,11 +107,12 @@ if ! gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,
 fi
 gpu_name=$(echo "$gpu" | cut -d, -f1 | sed 's/^ *//;s/ *$//')
 slug=$(echo "$gpu_name" | tr -c 'A-Za-z0-9\n' '-' | sed 's/--*/-/g;s/^-//;s/-$//')
-case "$gpu_name" in *H200*) machine=h200 ;; *H100*) machine=h100 ;; *A100*) machine=a100 ;; *) machine= ;; esac
+# the machine file whose plan is set beside the measured step (SXM parts only: h100.lua and h200.lua)
+case "$gpu_name" in *PCIe* | *NVL*) machine= ;; *H200*) machine=h200 ;; *H100*) machine=h100 ;; *A100*) machine=a100 ;; *) machine= ;; esac
 day=$(date +%Y-%m-%d)
 jobs=$(nproc 2>/dev/null || echo 4)
 dest=${REPORT_DIR:-docs}
-mkdir -p "$dest"
+mkdir -p "$dest" && dest=$(cd "$dest" && pwd)
 # NCCL: the toolkit's, else the one Python's nvidia-nccl package carries
 nccl_home=${NCCL_HOME:-}
 if [ -z "$nccl_home" ] && [ -n "$NVCC" ] && [ ! -f "$(dirname "$(dirname "$NVCC")")/include/nccl.h" ]; then
@@ -119,39 +126,44 @@ fi
 } >"$work/header.md"
 
 # ---- the programs: the bundle's where they start here, else built here ------------------------------
+bundle=$B
 # The folders where this machine keeps CUDA's and NCCL's libraries: the toolkit's, and Python's nvidia
 # packages'.
 library_dirs() {
   [ -n "$NVCC" ] && echo "$(dirname "$(dirname "$NVCC")")/lib64" "$(dirname "$(dirname "$NVCC")")/lib"
   echo /usr/local/cuda/lib64 /usr/local/cuda/lib
-  python3 -c 'import nvidia; print("\n".join(nvidia.__path__))' 2>/dev/null | while read -r top; do
+  python3 -c 'import nvidia; print("\n".join(nvidia.__path__))' </dev/null 2>/dev/null | while read -r top; do
     find "$top" -maxdepth 4 -name 'lib*.so*' -exec dirname {} \; 2>/dev/null | sort -u
   done
 }
 missing_libraries() { ldd "$1" 2>/dev/null | awk '/not found/ { printf "%s ", $1 }'; }
-# The programs' libraries that the loader does not find are looked for in those folders, and the first
-# folder holding each is added to LD_LIBRARY_PATH (no other: a second copy of a library it does find
-# could shadow it).
-programs_start() {
-  missing=$(missing_libraries "$B/gpu/tiny/train")
-  for library in $missing; do
+added=
+add_library_dir() {
+  case ":${LD_LIBRARY_PATH:-}:" in *":$1:"*) return ;; esac
+  LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$1"
+  added="${added:+$added:}$1"
+  export LD_LIBRARY_PATH
+}
+# resolve PROGRAM: each library the loader does not find for it is looked for in those folders, and the
+# first folder holding it goes on LD_LIBRARY_PATH (no other: a second copy of a library it does find could
+# shadow it). NVRTC's own folder goes there too: NVRTC opens its builtins library by name, and the program's
+# RUNPATH does not reach that. True when nothing is missing.
+resolve() {
+  for library in $(missing_libraries "$1"); do
     for dir in $(library_dirs); do
-      if [ -e "$dir/$library" ]; then
-        LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$dir"
-        break
-      fi
+      if [ -e "$dir/$library" ]; then add_library_dir "$dir"; break; fi
     done
   done
-  [ -n "${LD_LIBRARY_PATH:-}" ] && export LD_LIBRARY_PATH
-  missing=$(missing_libraries "$B/gpu/tiny/train")
+  nvrtc=$(ldd "$1" 2>/dev/null | awk '/libnvrtc\.so/ && $3 ~ /^\// { print $3 }')
+  [ -n "$nvrtc" ] && add_library_dir "$(dirname "$nvrtc")"
+  missing=$(missing_libraries "$1")
   [ -z "$missing" ]
 }
-if [ -f "$B/bundle.txt" ] && programs_start; then
-  note "Programs from \`make gpu-bundle\` ($(head -1 "$B/bundle.txt"); $(sed -n 2p "$B/bundle.txt"))${LD_LIBRARY_PATH:+, libraries found in $LD_LIBRARY_PATH}."
+if [ -f "$bundle/bundle.txt" ] && resolve "$B/gpu/tiny/train"; then
+  note "Programs from \`make gpu-bundle\` ($(head -1 "$bundle/bundle.txt"); $(sed -n 2p "$bundle/bundle.txt"))${added:+; libraries added from $added}."
 else
-  [ -f "$B/bundle.txt" ] && note "The bundle's programs do not start here (missing: $missing): built here instead."
+  [ -f "$bundle/bundle.txt" ] && note "The bundle's programs do not start here (missing: $missing): built here instead."
   if [ -z "$NVCC" ]; then echo "gpu-check: nvcc not found; install the CUDA toolkit or set NVCC" >&2; exit 1; fi
-  bundle=$B
   B=build
   echo "building (make gpu-programs)"
   # warnings stay warnings here: this machine's compilers may know ones the development machine's do not
@@ -162,19 +174,22 @@ else
     exit 1
   fi
   note "Programs built here with \`make gpu-programs\` in $(($(date +%s) - started)) s."
-  [ -f "$bundle/plans.txt" ] && cp "$bundle/plans.txt" "$work/plans.txt"
+  resolve "$B/gpu/tiny/train"
 fi
-[ -f "$B/plans.txt" ] && cp "$B/plans.txt" "$work/plans.txt"
+[ -f "$bundle/plans.txt" ] && cp "$bundle/plans.txt" "$work/plans.txt"
 export PLAIT_CACHE_DIR="$work/cache"
 
 # ---- 1. kernels ---------------------------------------------------------------------------------------
 seed=$(date +%s)
 mkdir -p "$work/ref"
-limited 120 "$B/gpu/kernel_check-cpu" "$seed" "$work/ref" >"$work/kernels-cpu.log" 2>&1
-limited 120 "$B/gpu/kernel_check-cuda" "$seed" "$work/ref" >"$work/kernels-gpu.log" 2>&1
+limited 60 "$B/gpu/kernel_check-cpu" "$seed" "$work/ref" >"$work/kernels-cpu.log" 2>&1
+limited 60 "$B/gpu/kernel_check-cuda" "$seed" "$work/ref" >"$work/kernels-gpu.log" 2>&1
+kstatus=$?
 kpass=$(grep -c '^PASS' "$work/kernels-gpu.log")
 kfail=$(grep -c '^FAIL' "$work/kernels-gpu.log")
-if [ "$kfail" = 0 ] && [ "$kpass" -gt 0 ] && ! grep -q '^FAIL' "$work/kernels-cpu.log"; then
+if [ "$kstatus" != 0 ] || ! grep -q "^kernel check: $kpass passed, 0 failed$" "$work/kernels-gpu.log"; then
+  result kernels FAIL "kernel_check-cuda ended with status $kstatus after $kpass passed and $kfail failed: $(grep -v '^PASS' "$work/kernels-gpu.log" | tail -n 3 | tr '\n' ';')"
+elif [ "$kfail" = 0 ] && [ "$kpass" -gt 0 ] && ! grep -q '^FAIL' "$work/kernels-cpu.log"; then
   worst=$(sed -n 's/^PASS \(.*\) (relative error \([0-9.e+-]*\), limit \([0-9.e+-]*\))$/\2 \3 \1/p' "$work/kernels-gpu.log" |
     awk '{ r = $1 / $2; if (r > best) { best = r; line = $3 " " $1 " of " $2 } } END { print line }')
   result kernels PASS "$kpass outputs within tolerance, seed $seed (closest to its limit: $worst)"
@@ -186,7 +201,10 @@ fi
 cat "$work/kernels-gpu.log"
 
 # ---- training -------------------------------------------------------------------------------------------
-"$B/gpu/tokens" "$work/text.bin" README.md compiler/*.c runtime/*.c runtime/cpu/*.c >/dev/null
+if ! "$B/gpu/tokens" "$work/text.bin" README.md compiler/*.c runtime/*.c runtime/cpu/*.c >/dev/null; then
+  echo "gpu-check: the token file could not be written in $work" >&2
+  exit 1
+fi
 
 losses() { grep '^step [0-9]* |' "$1" | sed 's/^step \([0-9]*\) | loss \([0-9.]*\).*/\1 \2/'; }
 # compare NAME A B STEPS LIMIT: the loss curves of two logs agree within a relative LIMIT at every step.
@@ -207,17 +225,17 @@ compare() {
 }
 
 TRAIN="--data $work/text.bin --lr 3e-3 --seed 7"
-limited 120 "$B/gpu/tiny/train-cpu" $TRAIN --steps 20 >"$work/tiny-cpu.out" 2>&1
-limited 120 "$B/gpu/tiny/train" $TRAIN --steps 20 >"$work/tiny-gpu.out" 2>&1
+limited 60 "$B/gpu/tiny/train-cpu" $TRAIN --steps 20 >"$work/tiny-cpu.out" 2>&1
+limited 60 "$B/gpu/tiny/train" $TRAIN --steps 20 >"$work/tiny-gpu.out" 2>&1
 compare tiny_gpu_follows_cpu "$work/tiny-cpu.out" "$work/tiny-gpu.out" 20 3e-2
 
-limited 120 "$B/gpu/tiny-dropout/train" $TRAIN --steps 20 >"$work/layout-1.out" 2>&1
-limited 120 "$B/gpu/tiny-tp2-pp2-vpp2/train" $TRAIN --steps 20 >"$work/layout-8.out" 2>&1
+limited 60 "$B/gpu/tiny-dropout/train" $TRAIN --steps 20 >"$work/layout-1.out" 2>&1
+limited 60 "$B/gpu/tiny-tp2-pp2-vpp2/train" $TRAIN --steps 20 >"$work/layout-8.out" 2>&1
 compare layout_2221_follows_1111 "$work/layout-1.out" "$work/layout-8.out" 20 2e-2
 
 port=$((20000 + $$ % 20000))
-limited 60 env RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$B/gpu/tiny/train" $TRAIN --steps 5 >"$work/nccl.out" 2>&1
-limited 60 "$B/gpu/tiny/train" $TRAIN --steps 5 >"$work/local.out" 2>&1
+limited 40 env RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$B/gpu/tiny/train" $TRAIN --steps 5 >"$work/nccl.out" 2>&1
+limited 40 "$B/gpu/tiny/train" $TRAIN --steps 5 >"$work/local.out" 2>&1
 if [ "$(losses "$work/nccl.out" | wc -l)" = 5 ] && [ "$(losses "$work/nccl.out")" = "$(losses "$work/local.out")" ]; then
   result nccl_one_rank PASS "RANK=0 WORLD_SIZE=1 over TCP: 5 steps, the same losses as the local backend"
 else
@@ -235,12 +253,10 @@ llmc_ms() { grep '^step *[0-9]*/' "$1" | sed 's/.*| \([0-9.]*\) ms |.*/\1/' | me
 is_number() { case "$1" in '' | *[!0-9.]*) return 1 ;; esac; }
 ratio() { if is_number "$1" && is_number "$2"; then awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; else echo -; fi; }
 
-llmc=$B/llmc/train_gpt2cu
-if [ -x "$llmc" ] && [ -n "$(missing_libraries "$llmc")" ] && [ -n "$NVCC" ] && [ -d "$B/llmc/src" ]; then
-  # the bundle's binary does not start here: build it again from the bundle's copy of its sources
-  limited 120 make -C "$B/llmc/src" train_gpt2cu NVCC="$NVCC" NO_MULTI_GPU=1 NO_USE_MPI=1 USE_CUDNN=0 \
-    GPU_COMPUTE_CAPABILITY=90 NVCC_INCLUDES="-include llmc_cuda13.h" >"$work/llmc-build.log" 2>&1 &&
-    llmc=$B/llmc/src/train_gpt2cu
+llmc=$bundle/llmc/train_gpt2cu
+if [ -x "$llmc" ] && ! resolve "$llmc"; then
+  note "llm.c's train_gpt2cu does not start here (missing: $missing): no llm.c figures."
+  llmc=
 fi
 
 # bench NAME DIR SEQ BATCH: plait's program, then llm.c on its shape (GPT-2).
@@ -250,18 +266,23 @@ bench() {
   program=$B/gpu/$dir/train
   flops=$(sed -n 's/.*\.flops_per_iteration = \([0-9]*\).*/\1/p' "tests/gpu/generated/$dir/model.c")
   echo "benchmark $label"
-  if ! limited 150 "$program" --data "$work/text.bin" --steps 12 </dev/null >"$work/$dir.out" 2>&1; then
+  limited 150 "$program" --data "$work/text.bin" --steps 12 </dev/null >"$work/$dir.out" 2>&1
+  status=$?
+  if cut_by_budget "$status"; then
+    result "bench $label" SKIP "cut off by the check's budget of $budget s"
+    return
+  elif [ "$status" != 0 ]; then
     result "bench $label" FAIL "$(tail -n 2 "$work/$dir.out")"
     return
   fi
   ms=$(plait_ms "$work/$dir.out") mfu=$(plait_mfu "$work/$dir.out")
   rate=$(awk -v ms="$ms" -v t="$((batch * seq))" 'BEGIN { printf "%.0f", t / (ms / 1e3) }')
   tflops=$(awk -v ms="$ms" -v f="$flops" 'BEGIN { printf "%.1f", f / (ms / 1e3) / 1e12 }')
-  memory=$(sed -n "s/^peak GPU memory \([0-9.]* [KMGT]*B\) (this process); the plan's memory of its ranks \([0-9.]* [KMGT]*B\).*/\1 \/ \2/p" "$work/$dir.out")
+  memory=$(sed -n "s/^GPU memory in use \([0-9.]* [KMGT]*B\) (.*); the plan's memory of its ranks \([0-9.]* [KMGT]*B\).*/\1 \/ \2/p" "$work/$dir.out")
   predicted=$(awk -v d="$dir" -v m="$machine" '$1 == d && $2 == m { print $3 * 1000 }' "$work/plans.txt" 2>/dev/null)
   step="$ms ms${predicted:+ / $(printf '%.1f' "$predicted") ms ($(ratio "$ms" "$predicted"))}"
   llmc_rate=- r_llmc=-
-  if [ "$name" = gpt2-124M ] && [ -x "$llmc" ]; then
+  if [ "$name" = gpt2-124M ] && [ -n "$llmc" ] && [ -x "$llmc" ] && [ "$batch" -le 64 ]; then
     if limited 150 "$llmc" -i "$work/text.bin" -j "$work/text.bin" -e d12 -b "$batch" -t "$seq" -x 20 -v 1000 -m 1 -s 0 \
          </dev/null >"$work/llmc-$batch.out" 2>&1 && [ -n "$(llmc_ms "$work/llmc-$batch.out")" ]; then
       llmc_rate=$(awk -v ms="$(llmc_ms "$work/llmc-$batch.out")" -v t="$((batch * seq))" 'BEGIN { printf "%.0f", t / (ms / 1e3) }')
@@ -291,8 +312,10 @@ torch() {
   eager=$(sed -n 's/^eager tokens\/s \([0-9.]*\)$/\1/p' "$work/$2.torch")
   compiled=$(sed -n 's/^compile tokens\/s \([0-9.]*\)$/\1/p' "$work/$2.torch")
   rate=$(awk -v d="$2" '$2 == d { print $3 }' "$work/rates")
-  [ -z "$eager" ] && eager="failed: $(tail -n 1 "$work/$2.torch" | cut -c1-80)"
-  echo "| $1 | $8 × $6 | $eager | $(ratio "$rate" "$eager") | ${compiled:--} | $(ratio "$rate" "$compiled") |" >>"$work/torch.md"
+  failed_line="failed: $(tail -n 1 "$work/$2.torch" | cut -c1-80 | tr '|' '/')"
+  [ -z "$eager" ] && eager=$failed_line
+  [ -z "$compiled" ] && compiled=$failed_line
+  echo "| $1 | $8 × $6 | $eager | $(ratio "$rate" "$eager") | $compiled | $(ratio "$rate" "$compiled") |" >>"$work/torch.md"
   publish
 }
 
@@ -300,16 +323,18 @@ torch() {
 grep -v '^#' tests/gpu/benchmarks.txt >"$work/benchmarks"
 : >"$work/rates"
 while read -r name dir _ _ _ seq _ batch _; do
-  if [ "$(left)" -lt 30 ]; then result "bench $name, batch $batch" SKIP "the check's budget of $budget s was spent"; continue; fi
+  if [ "$(left)" -lt 90 ]; then result "bench $name, batch $batch" SKIP "too little of the check's budget of $budget s was left"; continue; fi
   bench "$name" "$dir" "$seq" "$batch"
 done <"$work/benchmarks"
 while read -r name dir _ _ _ _ _ batch _; do
-  [ "$batch" -gt 64 ] || [ "$(left)" -lt 60 ] || profile "$name" "$dir"
+  [ "$batch" -gt 64 ] || ! grep -q " $dir " "$work/rates" && continue
+  if [ "$(left)" -lt 60 ]; then note "Not profiled for lack of time: $name at batch $batch."; else profile "$name" "$dir"; fi
 done <"$work/benchmarks"
 python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' </dev/null 2>/dev/null && torch_ok=1 || torch_ok=0
 while read -r name dir layers hidden heads seq vocab batch _; do
-  [ "$torch_ok" = 1 ] && [ "$batch" -le 64 ] && [ "$(left)" -gt 120 ] && grep -q " $dir " "$work/rates" &&
-    torch "$name" "$dir" "$layers" "$hidden" "$heads" "$seq" "$vocab" "$batch"
+  if [ "$torch_ok" != 1 ] || [ "$batch" -gt 64 ] || ! grep -q " $dir " "$work/rates"; then continue; fi
+  if [ "$(left)" -le 120 ]; then note "Not run in PyTorch for lack of time: $name at batch $batch."; continue; fi
+  torch "$name" "$dir" "$layers" "$hidden" "$heads" "$seq" "$vocab" "$batch"
 done <"$work/benchmarks"
 [ "$torch_ok" = 1 ] || note "PyTorch with CUDA was not importable: no PyTorch figures."
 
