@@ -327,7 +327,7 @@ while read -r name dir _ _ _ seq _ batch _; do
   bench "$name" "$dir" "$seq" "$batch"
 done <"$work/benchmarks"
 while read -r name dir _ _ _ _ _ batch _; do
-  [ "$batch" -gt 64 ] || ! grep -q " $dir " "$work/rates" && continue
+  if [ "$batch" -gt 64 ] || ! grep -q " $dir " "$work/rates"; then continue; fi
   if [ "$(left)" -lt 60 ]; then note "Not profiled for lack of time: $name at batch $batch."; else profile "$name" "$dir"; fi
 done <"$work/benchmarks"
 python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' </dev/null 2>/dev/null && torch_ok=1 || torch_ok=0
