@@ -22,6 +22,7 @@ typedef struct {
   int ncontribs;
   char *needs_grad;   /* per forward tensor: depends on a parameter or a real-valued stage input */
   int *param_grad;    /* per parameter: its T_PARAM_GRAD tensor in this graph, or -1 */
+  int *join_grad;     /* per join (Model.joins): its T_PARAM_GRAD tensor in this graph, or -1 */
 } Grad;
 
 static const char *const AUTODIFF = "autodiff";
@@ -53,7 +54,23 @@ static int new_grad(Grad *c, int of, Layout layout) {
   return t;
 }
 
+/* The gradient of a join's tensor: its members' gradients side by side, one matrix, made once. */
+static int join_grad(Grad *c, int view) {
+  Tensor w = c->g->tensors[view];
+  if (c->join_grad[w.join] < 0) {
+    char name[NAME_LEN];
+    snprintf(name, sizeof name, "d%.60s", w.name);
+    int t = graph_tensor(c->g, T_PARAM_GRAD, DT_REAL, w.ndim, w.dims, name);
+    c->g->tensors[t].param = w.param;
+    c->g->tensors[t].join = w.join;
+    c->g->tensors[t].layout = w.layout;
+    c->join_grad[w.join] = t;
+  }
+  return c->join_grad[w.join];
+}
+
 static int param_grad(Grad *c, int param_tensor) {
+  if (c->g->tensors[param_tensor].join >= 0) return join_grad(c, param_tensor);
   int p = c->g->tensors[param_tensor].param;
   if (c->param_grad[p] < 0) {
     const Param *pm = &c->m->params[p];
@@ -84,6 +101,16 @@ static int add_contrib(Grad *c, int t, int grad) {
   return 0;
 }
 
+/* The parameter of gradient tensor t, or every member of its join, is summed over the TP group. */
+static void mark_tp_sum(Grad *c, const Tensor *t) {
+  if (t->join < 0) {
+    c->m->params[t->param].grad_tp_sum = 1;
+    return;
+  }
+  const ParamJoin *j = &c->m->joins[t->join];
+  for (int k = 0; k < j->n; k++) c->m->params[j->params[k]].grad_tp_sum = 1;
+}
+
 /* Appends a backward node; its outputs are laid out by the shard rules. A parameter-gradient output
  * that comes out as partial sums of a replicated parameter marks the parameter for a TP all-reduce. */
 static int emit(Grad *c, Node *n) {
@@ -95,7 +122,7 @@ static int emit(Grad *c, Node *n) {
   for (int k = 0; k < n->nout; k++) {
     Tensor *t = &c->g->tensors[n->out[k]];
     if (t->kind != T_PARAM_GRAD) t->layout = out[k];
-    else if (out[k].kind == LAYOUT_P && t->layout.kind == LAYOUT_R) c->m->params[t->param].grad_tp_sum = 1;
+    else if (out[k].kind == LAYOUT_P && t->layout.kind == LAYOUT_R) mark_tp_sum(c, t);
     else if (!layout_equal(out[k], t->layout))
       return diag(c->d, "%s: %s: gradient layout of %s disagrees with the parameter (a bug in plait)", n->where,
                   op_name(n->op), t->name);
@@ -300,9 +327,66 @@ static int rope_backward(Grad *c, const Node *n, const int *dy) {
   return add_contrib(c, n->in[0], b.out[0]);
 }
 
-/* A part's gradient is the whole's with zeros in the other parts: a one-part concat. */
+static int same_parts(const PartAttr *a, const PartAttr *b) {
+  return a->groups == b->groups && a->nparts == b->nparts &&
+         memcmp(a->sizes, b->sizes, (size_t)a->nparts * sizeof *a->sizes) == 0;
+}
+
+/* Does a forward node before node `before` read tensor t? */
+static int read_before(const Graph *g, int t, int before) {
+  for (int i = 0; i < before; i++)
+    for (int k = 0; k < g->nodes[i].nin; k++)
+      if (g->nodes[i].in[k] == t) return 1;
+  return 0;
+}
+
+/* The forward splits of n's input into each part once, as n splits it (by_part: their nodes), when each
+ * part has a gradient and nothing reads a part before the last split: all of the parts' gradients are
+ * then whole when the last split is reached, backward. */
+static int sibling_splits(Grad *c, const Node *n, int *by_part) {
+  const Graph *g = c->g;
+  const PartAttr *a = &n->a.parts;
+  int last = -1;
+  for (int k = 0; k < a->nparts; k++) by_part[k] = -1;
+  for (int i = 0; i < g->nforward; i++) {
+    const Node *s = &g->nodes[i];
+    if (s->op != OP_SPLIT || s->in[0] != n->in[0]) continue;
+    if (!same_parts(&s->a.parts, a) || by_part[s->a.parts.part] >= 0) return 0;
+    by_part[s->a.parts.part] = last = i;
+  }
+  for (int k = 0; k < a->nparts; k++) {
+    if (by_part[k] < 0) return 0;
+    int part = g->nodes[by_part[k]].out[0];
+    if (contribs_of(c, part)->n == 0 || read_before(g, part, last)) return 0;
+  }
+  return 1;
+}
+
+/* Every part split off, each with its gradient: the whole's gradient is one concat of them (a fused
+ * GEMM's output taken apart). The other parts' contributions are taken here, so their splits find none. */
+static int splits_backward(Grad *c, const Node *n, const int *dy, const int *by_part) {
+  const PartAttr *a = &n->a.parts;
+  int grads[MAX_PARTS];
+  for (int k = 0; k < a->nparts; k++) {
+    int part = c->g->nodes[by_part[k]].out[0];
+    grads[k] = k == a->part ? dy[0] : gradient(c, part);
+    if (grads[k] < 0) return -1;
+    if (k != a->part) contribs_of(c, part)->n = 0;
+  }
+  Node b = node_new(OP_CONCAT, a->nparts, grads);
+  b.a.parts = *a;
+  b.nout = 1;
+  b.out[0] = new_grad(c, n->in[0], layout_r());
+  if (emit(c, &b)) return -1;
+  return add_contrib(c, n->in[0], b.out[0]);
+}
+
+/* A part's gradient is the whole's with zeros in the other parts: a one-part concat; when every part is
+ * split off, one concat of their gradients. */
 static int split_backward(Grad *c, const Node *n, const int *dy) {
   if (!c->needs_grad[n->in[0]]) return 0;
+  int by_part[MAX_PARTS];
+  if (sibling_splits(c, n, by_part)) return splits_backward(c, n, dy, by_part);
   Node b = node_new(OP_CONCAT, 1, dy);
   b.a.parts = n->a.parts;
   b.nout = 1;
@@ -432,12 +516,15 @@ static int differentiate_graph(Model *m, Graph *g, Diag *d) {
   Grad c = {.m = m, .g = g, .d = d};
   c.needs_grad = calloc((size_t)g->ntensors + 1, 1);
   c.param_grad = malloc((size_t)(m->nparams ? m->nparams : 1) * sizeof *c.param_grad);
+  c.join_grad = malloc((size_t)(m->njoins ? m->njoins : 1) * sizeof *c.join_grad);
   for (int i = 0; i < m->nparams; i++) c.param_grad[i] = -1;
+  for (int i = 0; i < m->njoins; i++) c.join_grad[i] = -1;
   mark_needs_grad(&c);
   int status = differentiate(&c);
   free(c.contribs);
   free(c.needs_grad);
   free(c.param_grad);
+  free(c.join_grad);
   return status;
 }
 

@@ -21,7 +21,8 @@
 
 static const char *const build_flags[] = {"--tp", "--pp", "--vpp", "--dp", "--mbs", "--gbs", "--schedule", "--recompute",
                                           "--sequence-parallel", "--partition", "--grad-reduce", "--set", "--machine", "-o",
-                                          "--emit-only", "--double", "--backend", "--lua-instructions", "--lua-memory", NULL};
+                                          "--emit-only", "--double", "--backend", "--lua-instructions", "--lua-memory",
+                                          "--separate-gemms", NULL};
 
 /* Runs the compile command, which writes DIR/train.tmp, and renames that over DIR/train only when it
  * succeeded: a failed rebuild leaves the last working program as it was. */

@@ -9,7 +9,8 @@
 
 static const char *const plan_flags[] = {"--tp", "--pp", "--vpp", "--dp", "--mbs", "--gbs", "--schedule", "--recompute",
                                          "--sequence-parallel", "--partition", "--grad-reduce", "--set", "--format", "--machine",
-                                         "--unit-costs", "--print", "-o", "--lua-instructions", "--lua-memory", NULL};
+                                         "--unit-costs", "--print", "-o", "--lua-instructions", "--lua-memory",
+                                         "--separate-gemms", NULL};
 
 typedef struct {
   const char *name;

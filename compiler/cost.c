@@ -50,10 +50,12 @@ static void count_xent(const Model *m, const Graph *g, const Node *n, int tp, Gr
   s->tp_bytes[PASS_FORWARD] += 3 * cost_ring_allreduce(tokens * 4, tp);
 }
 
-/* What a memory-bound kernel moves: each input read once, each output written once (one TP rank). */
+/* What a memory-bound kernel moves: each input read once, each output written once (one TP rank); a
+ * split reads its part of the whole alone. */
 static double node_bytes(const Model *m, const Graph *g, const Node *n, int tp, int act_bytes) {
   double bytes = 0;
-  for (int k = 0; k < n->nin; k++) bytes += (double)tensor_local_elems(m, &g->tensors[n->in[k]], tp);
+  for (int k = 0; k < n->nin; k++)
+    bytes += (double)tensor_local_elems(m, &g->tensors[n->op == OP_SPLIT ? n->out[0] : n->in[k]], tp);
   for (int k = 0; k < n->nout; k++) bytes += (double)tensor_local_elems(m, &g->tensors[n->out[k]], tp);
   return bytes * act_bytes;
 }
@@ -71,11 +73,12 @@ static void count_nodes(const Model *m, const Graph *g, int tp, int act_bytes, G
   }
 }
 
-/* Parameters the graph uses that it owns: each parameter is counted in the first stage that uses it. */
+/* Parameters the graph uses that it owns: each parameter is counted in the first stage that uses it (a
+ * join's members by their own tensors, which the graph keeps). */
 static void count_params(const Model *m, const Graph *g, const char *seen, int tp, GraphCost *s) {
   for (int i = 0; i < g->ntensors; i++) {
     const Tensor *t = &g->tensors[i];
-    if (t->kind != T_PARAM) continue;
+    if (t->kind != T_PARAM || t->join >= 0) continue;
     const Param *p = &m->params[t->param];
     s->params_local_used += param_local_elems(m, p, tp);
     if (p->grad_tp_sum) s->tp_summed_bytes += 4 * param_local_elems(m, p, tp);

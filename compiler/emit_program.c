@@ -65,7 +65,7 @@ static int used_by(const Graph *g, int param) {
   return 0;
 }
 
-static void param_spec(const Plan *plan, int p, FILE *f) {
+static void param_spec(const Plan *plan, int p, int place, FILE *f) {
   const Model *m = &plan->model;
   const Param *q = &m->params[p];
   static const char *const inits[] = {"INIT_NORMAL_DIST", "INIT_ZERO", "INIT_ONE"};
@@ -73,16 +73,40 @@ static void param_spec(const Plan *plan, int p, FILE *f) {
   for (int a = 0; a < q->ndim; a++) fprintf(f, "%s%lld", a ? ", " : "", (long long)m->dims[q->dims[a]].size);
   fprintf(f, "}, {");
   for (int a = 0; a < q->ndim; a++) fprintf(f, "%s%lld", a ? ", " : "", (long long)m->dims[q->dims[a]].unpadded);
-  fprintf(f, "}, %d, %s, %.9g, %d, %d, %d, %d, %d},\n", q->layout.kind == LAYOUT_S ? q->layout.axis : -1,
-          inits[q->init], q->std, q->decay, q->grad_tp_sum, used_by(&m->embed, p), used_by(&m->head, p), q->trainable);
+  fprintf(f, "}, %d, %s, %.9g, %d, %d, %d, %d, %d, %d},\n", q->layout.kind == LAYOUT_S ? q->layout.axis : -1,
+          inits[q->init], q->std, q->decay, q->grad_tp_sum, used_by(&m->embed, p), used_by(&m->head, p), q->trainable,
+          place);
+}
+
+/* The join parameter p is a member of, -1 for none. */
+static int join_of(const Model *m, int p) {
+  for (int j = 0; j < m->njoins; j++)
+    for (int k = 0; k < m->joins[j].n; k++)
+      if (m->joins[j].params[k] == p) return j;
+  return -1;
+}
+
+/* Where each parameter of a scope lies in memory among the scope's: in table order, but a join's members
+ * side by side in the join's order, where the first of them in table order would lie. */
+static void placement(const Model *m, ParamScope scope, int *place) {
+  int next = 0;
+  for (int p = 0; p < m->nparams; p++) place[p] = -1;
+  for (int p = 0; p < m->nparams; p++) {
+    if (m->params[p].scope != scope || place[p] >= 0) continue;
+    int j = join_of(m, p);
+    if (j < 0) place[p] = next++;
+    for (int k = 0; j >= 0 && k < m->joins[j].n; k++) place[m->joins[j].params[k]] = next++;
+  }
 }
 
 static void param_table(const Plan *plan, ParamScope scope, const char *name, FILE *f) {
+  int place[plan->model.nparams + 1];
+  placement(&plan->model, scope, place);
   fprintf(f, "static const ParamSpec %s[] = {\n", name);
   fprintf(f, "  /* name, axes, shape, shape without padding, TP split axis, init, std, decay, TP-summed gradient,\n"
-             "     read by the embedding, read by the head, trained */\n");
+             "     read by the embedding, read by the head, trained, place in memory */\n");
   for (int p = 0; p < plan->model.nparams; p++)
-    if (plan->model.params[p].scope == scope) param_spec(plan, p, f);
+    if (plan->model.params[p].scope == scope) param_spec(plan, p, place[p], f);
   fprintf(f, "};\n\n");
 }
 

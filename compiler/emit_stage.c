@@ -148,8 +148,24 @@ static int64_t last_dim(const StageWriter *w, int t) {
 }
 static int is_split(const Tensor *t, int axis) { return t->layout.kind == LAYOUT_S && t->layout.axis == axis; }
 
+/* A GEMM over a join's weights side by side (fuse_gemm), or into their gradients, says so first. */
+static void joined_comment(const StageWriter *w, const Node *n) {
+  const Tensor *weight = tensor(w, n->in[1]), *out = tensor(w, n->out[0]);
+  const Model *m = &w->e->plan->model;
+  if (out->join >= 0)
+    fprintf(w->f, "  /* %s: the gradients of %d weights side by side, in one GEMM */\n", out->name,
+            m->joins[out->join].n);
+  else if (weight->join >= 0 && n->a.mm.trans_b)
+    fprintf(w->f, "  /* one GEMM over %s: %d weights side by side in memory */\n", weight->name,
+            m->joins[weight->join].n);
+  else if (weight->join >= 0)
+    fprintf(w->f, "  /* the input's gradient through %s in one GEMM (%d products summed) */\n", weight->name,
+            m->joins[weight->join].n);
+}
+
 static void matmul(const StageWriter *w, const Node *n) {
   int ta = n->a.mm.trans_a, tb = n->a.mm.trans_b;
+  joined_comment(w, n);
   int64_t M, N, K;
   if (!ta) K = last_dim(w, n->in[0]), M = local(w, n->in[0]) / K, N = last_dim(w, n->out[0]);
   else M = last_dim(w, n->in[0]), N = last_dim(w, n->in[1]), K = local(w, n->in[0]) / M;
@@ -311,35 +327,35 @@ static void rope(const StageWriter *w, const Node *n) {
   fprintf(w->f, "};\n    k_rope(&shape, %s, %s);\n  }", in(w, n, 0), out(w, n, 0));
 }
 
-/* The parts' sizes as a C array, and this rank's groups: all, or its share when the last dim is split. */
-static int64_t parts_head(const StageWriter *w, const Node *n, const Tensor *whole) {
+/* "rows, groups, nparts, (const int64_t[]){sizes}": the parts' sizes, and this rank's rows and groups: all of
+ * them, or its share when the last dim of the whole is split. */
+static void parts_arguments(const StageWriter *w, const Node *n, int whole) {
   const PartAttr *a = &n->a.parts;
-  fprintf(w->f, "  {\n    const int64_t sizes[] = {");
+  const Tensor *t = tensor(w, whole);
+  int split = t->layout.kind == LAYOUT_S && t->layout.axis == t->ndim - 1;
+  fprintf(w->f, "%lld, %lld, %d, (const int64_t[]){", (long long)(local(w, whole) / last_dim(w, whole)),
+          (long long)(a->groups / (split ? w->e->plan->par.tp : 1)), a->nparts);
   for (int i = 0; i < a->nparts; i++) fprintf(w->f, "%s%lld", i ? ", " : "", (long long)a->sizes[i]);
-  fprintf(w->f, "};\n");
-  int split = whole->layout.kind == LAYOUT_S && whole->layout.axis == whole->ndim - 1;
-  return a->groups / (split ? w->e->plan->par.tp : 1);
+  fprintf(w->f, "}");
 }
 
 /* A part of each group (the whole is the input). */
 static void split_part(const StageWriter *w, const Node *n) {
-  int64_t groups = parts_head(w, n, tensor(w, n->in[0]));
-  int64_t rows = local(w, n->in[0]) / last_dim(w, n->in[0]);
-  fprintf(w->f, "    k_split(%lld, %lld, %d, sizes, %d, %s, %s);\n  }", (long long)rows, (long long)groups,
-          n->a.parts.nparts, n->a.parts.part, in(w, n, 0), out(w, n, 0));
+  fprintf(w->f, "  k_split(");
+  parts_arguments(w, n, n->in[0]);
+  fprintf(w->f, ", %d, %s, %s);", n->a.parts.part, in(w, n, 0), out(w, n, 0));
 }
 
 /* The parts joined (the whole is the output); a one-input concat fills the other parts with zeros. */
 static void concat_parts(const StageWriter *w, const Node *n) {
-  int64_t groups = parts_head(w, n, tensor(w, n->out[0]));
-  int64_t rows = local(w, n->out[0]) / last_dim(w, n->out[0]);
-  fprintf(w->f, "    const act_t *parts[] = {");
+  fprintf(w->f, "  k_concat(");
+  parts_arguments(w, n, n->out[0]);
+  fprintf(w->f, ", (const act_t *[]){");
   for (int i = 0; i < n->a.parts.nparts; i++) {
     const char *part = n->nin == 1 ? (i == n->a.parts.part ? in(w, n, 0) : "NULL") : in(w, n, i);
     fprintf(w->f, "%s%s", i ? ", " : "", part);
   }
-  fprintf(w->f, "};\n    k_concat(%lld, %lld, %d, sizes, parts, %s);\n  }", (long long)rows, (long long)groups,
-          n->a.parts.nparts, out(w, n, 0));
+  fprintf(w->f, "}, %s);", out(w, n, 0));
 }
 
 static void embedding(const StageWriter *w, const Node *n, int backward) {

@@ -62,7 +62,7 @@ int graph_tensor(Graph *g, TensorKind kind, DType dtype, int ndim, const int *di
   t->dtype = dtype;
   t->ndim = ndim;
   memcpy(t->dims, dims_copy, (size_t)ndim * sizeof *dims);
-  t->producer = t->param = t->grad_of = -1;
+  t->producer = t->param = t->grad_of = t->join = -1;
   snprintf(t->name, sizeof t->name, "%s", name_copy);
   return g->ntensors++;
 }
@@ -168,6 +168,7 @@ void model_free(Model *m) {
   free(m->params);
   free(m->config);
   free(m->layer_attn);
+  free(m->joins);
   for (int i = 0; i < m->nconstants; i++) free(m->constants[i].values);
   free(m->constants);
   memset(m, 0, sizeof *m);

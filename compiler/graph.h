@@ -48,6 +48,8 @@ typedef struct {
   int producer; /* node id; -1 for stage inputs, parameters and parameter gradients */
   int param;    /* parameter id for T_PARAM and T_PARAM_GRAD, constant id for T_CONST, else -1 */
   int grad_of;  /* for T_GRAD: the tensor this is the gradient of, else -1 */
+  int join;     /* T_PARAM, T_PARAM_GRAD: -1, or the join (Model.joins) this tensor stands for whole, its
+                   members' weights (gradients) as one matrix; `param` is then the first member */
   char name[NAME_LEN];
 } Tensor;
 
@@ -195,6 +197,14 @@ typedef struct {
   char where[WHERE_LEN]; /* model file:line that made it */
 } Param;
 
+/* Parameters laid side by side in memory along their first axis, in this order, so that one GEMM reads
+ * their weights, and accumulates into their gradients, as one matrix (fuse_gemm: q, k and v of an
+ * attention; gate and up of a GLU). Each rank's shares lie side by side: its own rows of each. */
+typedef struct {
+  int n;
+  int params[MAX_PARTS];
+} ParamJoin;
+
 typedef struct {
   char key[NAME_LEN];
   char value[NAME_LEN];
@@ -229,6 +239,8 @@ typedef struct {
   int nconstants;
   LayerAttn *layer_attn; /* [row · layers + layer]: the options of attention nodes that differ by layer */
   int nlayer_attn;       /* rows of layer_attn */
+  ParamJoin *joins;      /* parameters a fused GEMM reads as one matrix */
+  int njoins;
 } Model;
 
 /* dims */

@@ -16,7 +16,8 @@ static const Command commands[] = {
      "           --recompute none|full --sequence-parallel --partition balanced|uniform --grad-reduce overlap|after\n"
      "           --set key=value ...]\n"
      "           [--format text|json|dot|trace|svg] [--machine NAME|FILE.lua] [--unit-costs] [--print PASS] [-o FILE]\n"
-     "           [--lua-instructions N] [--lua-memory MB]   (the model file's limits; also for build, import, export)"},
+     "           [--lua-instructions N] [--lua-memory MB]   (the model file's limits; also for build, import, export)\n"
+     "           [--separate-gemms]   (also for build: GEMMs of one input kept apart)"},
     {"tune", cmd_tune,
      "plait tune MODEL.lua --gpus N [--machine NAME|FILE.lua] [--gbs B] [--set key=value ...] [--format text|json]\n"
      "           [--tp N --pp N --vpp N --dp N --mbs N --schedule NAME --recompute none|full --sequence-parallel\n"

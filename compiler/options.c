@@ -98,6 +98,7 @@ static int parse_flag(int argc, char **argv, int *i, Options *o, Diag *d) {
     return budget(flag, value, strcmp(flag, "--lua-instructions") == 0 ? &o->lua_instructions : &o->lua_memory_mb, d);
   }
   if (strcmp(flag, "--unit-costs") == 0) { o->unit_costs = 1; return 0; }
+  if (strcmp(flag, "--separate-gemms") == 0) { o->separate_gemms = 1; return 0; }
   if (strcmp(flag, "--gpus") == 0) return (*i)++, positive(flag, value, &o->gpus, d);
   if (strcmp(flag, "--ranks") == 0) return (*i)++, positive(flag, value, &o->ranks, d);
   if (strcmp(flag, "--emit-only") == 0) { o->emit_only = 1; return 0; }

@@ -18,6 +18,7 @@ typedef struct {
   const char *print;         /* --print PASS: a pass's printed form */
   const char *machine;       /* --machine NAME */
   int unit_costs;            /* --unit-costs */
+  int separate_gemms;        /* --separate-gemms: no GEMMs joined over weights side by side (fuse_gemm) */
   int gpus;                  /* --gpus N (tune: the devices to lay the model over; 0: not given) */
   int ranks;                 /* --ranks N (calibrate: the ranks that share this machine; 0: not given) */
   const char *launcher;      /* --launcher CMD (calibrate: starts the ranks as processes, as mpirun -np N) */

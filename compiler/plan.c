@@ -181,6 +181,7 @@ static int model_passes(const Options *o, Plan *p, FILE *out, Diag *d) {
   if (printing(o, "shapes")) return shape_print(m, out), 1;
   if (shard_model(m, &p->par, d)) return -1;
   if (printing(o, "shard")) return graph_print(m, out), 1;
+  if (!p->separate_gemms) fuse_gemms(m, p->par.tp);
   if (autodiff_model(m, d)) return -1;
   if (printing(o, "autodiff")) return graph_print(m, out), 1;
   fuse_model(m);
@@ -215,6 +216,7 @@ static int start_plan(const Options *o, Plan *p, Diag *d) {
   if (check_print_option(o, d) || choose_machine(o, p, d)) return -1;
   if (host_build_model(o, &p->par, &p->model, d)) return -1;
   p->unit_costs = o->unit_costs;
+  p->separate_gemms = o->separate_gemms;
   p->masked_lm = p->model.masked_lm;
   return 0;
 }

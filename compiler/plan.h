@@ -74,6 +74,7 @@ typedef struct {
   Slots slots;                     /* the activation slot of every action */
   Timeline timeline;               /* the simulated iteration */
   int unit_costs;                  /* simulated with forward 1, backward 2, communication free */
+  int separate_gemms;              /* GEMMs of one input stay apart (--separate-gemms): no fuse_gemm */
   double bytes_tp, bytes_pp, bytes_dp, bytes_embed; /* bytes one rank sends per iteration (the busiest) */
   IterationTime time;              /* where the iteration's time goes */
 } Plan;

@@ -238,6 +238,12 @@ int shape_infer(Model *m, const Graph *g, const Node *n, Shapes *out, Diag *d) {
   }
 }
 
+static int same_sizes(const Model *m, int ndim, const int *a, const int *b) {
+  for (int i = 0; i < ndim; i++)
+    if (dim_size(m, a[i]) != dim_size(m, b[i])) return 0;
+  return 1;
+}
+
 int shape_check(Model *m, const Graph *g, Diag *d) {
   for (int i = 0; i < g->nforward; i++) {
     const Node *n = &g->nodes[i];
@@ -245,7 +251,7 @@ int shape_check(Model *m, const Graph *g, Diag *d) {
     if (shape_infer(m, g, n, &s, d)) return -1;
     for (int k = 0; k < n->nout; k++) {
       const Tensor *t = &g->tensors[n->out[k]];
-      if (t->ndim != s.ndim[k] || memcmp(t->dims, s.dims[k], (size_t)t->ndim * sizeof(int)) != 0)
+      if (t->ndim != s.ndim[k] || !same_sizes(m, t->ndim, t->dims, s.dims[k]))
         return diag(d, "%s: %s: output %d of stage %s has a shape the inputs do not give", n->where,
                     op_name(n->op), k, g->name);
     }

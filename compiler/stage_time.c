@@ -37,10 +37,12 @@ static double local_dim(const Walk *w, const Tensor *t, int axis) {
 
 static double local_elems(const Walk *w, int id) { return (double)tensor_local_elems(w->m, tensor(w, id), w->tp); }
 
-/* Each input read once, each output written once (a gradient accumulated: read and written in fp32). */
+/* Each input read once, each output written once (a gradient accumulated: read and written in fp32); a
+ * split reads its part of the whole alone. */
 static double node_bytes(const Walk *w, const Node *n) {
   double bytes = 0;
-  for (int k = 0; k < n->nin; k++) bytes += local_elems(w, n->in[k]) * w->mc->activation_bytes;
+  for (int k = 0; k < n->nin; k++)
+    bytes += local_elems(w, n->op == OP_SPLIT ? n->out[0] : n->in[k]) * w->mc->activation_bytes;
   for (int k = 0; k < n->nout; k++)
     bytes += local_elems(w, n->out[k]) * (tensor(w, n->out[k])->kind == T_PARAM_GRAD ? 8 : w->mc->activation_bytes);
   return bytes;

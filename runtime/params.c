@@ -54,12 +54,13 @@ static void add_slot(Params *ps, const Program *prog, const ParamSpec *p, int la
   ps->elems += s->n;
 }
 
-/* Chunk by chunk, so that a chunk's gradients lie together (one data-parallel reduction each). */
+/* Chunk by chunk, so that a chunk's gradients lie together (one data-parallel reduction each); in a
+ * layer (or the model's), each parameter at its place: a fused GEMM's weights side by side. */
 static int by_chunk(const void *a, const void *b) {
   const ParamSlot *x = a, *y = b;
   if (x->chunk != y->chunk) return x->chunk - y->chunk;
   if (x->layer != y->layer) return x->layer - y->layer;
-  return (x->spec > y->spec) - (x->spec < y->spec); /* table order */
+  return x->spec->place - y->spec->place;
 }
 
 static void choose(Params *ps, const Program *prog, int pp_rank, int tp_rank) {

@@ -26,6 +26,8 @@ typedef struct {
   int tp_sum;                        /* its gradient is a partial sum over the TP group */
   int in_embed, in_head;             /* model scope: used by the embedding stage / the head */
   int trainable;                     /* 0: frozen: left out of the gradient norm and the optimizer */
+  int place;                         /* its place in memory among its table's parameters (of a layer, or
+                                        of the model): a fused GEMM reads joined weights side by side */
 } ParamSpec;
 
 /* A constant of the model: values computed by the model file when plait built the program; every rank

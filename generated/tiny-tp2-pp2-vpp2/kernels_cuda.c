@@ -58,17 +58,10 @@ const CudaKernelSource plait_cuda_kernels[] = {
     "  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
     "  (void)p;\n"
     "  if (i >= n) return;\n"
-    "  out[i] = st(((ld(x0[i]) + ld(x1[i])) + ld(x2[i])));\n"
-    "}\n"},
-  {"ew_8",
-    "extern \"C\" __global__ void ew_8(long long n, long long p, const act_t *x0, const act_t *x1, const act_t *x2, act_t *out) {\n"
-    "  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
-    "  (void)p;\n"
-    "  if (i >= n) return;\n"
     "  out[i] = st(((ld(x1[i]) + ld(x2[i])) + ld(x0[i])));\n"
     "}\n"},
 };
-const int plait_cuda_kernel_count = 9;
+const int plait_cuda_kernel_count = 8;
 
 void ew_0(int64_t n, int64_t p, const act_t *x0, const act_t *x1, int64_t n1, act_t *out, const EwKeys *keys) {
   void *args[] = {&n, &p, &x0, &x1, &n1, &out, (void *)keys};
@@ -108,10 +101,5 @@ void ew_6(int64_t n, int64_t p, const act_t *x0, const act_t *x1, act_t *out, co
 void ew_7(int64_t n, int64_t p, const act_t *x0, const act_t *x1, const act_t *x2, act_t *out) {
   void *args[] = {&n, &p, &x0, &x1, &x2, &out};
   cuda_launch_fused(7, n, args);
-}
-
-void ew_8(int64_t n, int64_t p, const act_t *x0, const act_t *x1, const act_t *x2, act_t *out) {
-  void *args[] = {&n, &p, &x0, &x1, &x2, &out};
-  cuda_launch_fused(8, n, args);
 }
 

@@ -58,17 +58,17 @@ static void embed_backward(Run *r, const int32_t *tokens, act_t *saved, const ac
   rt_embedding_backward(r, 256, 128, tokens, dt2, 128, 1, r->model_g[P_WTE]);
 }
 
-/* block forward of one microbatch: 17 calls; saved: 330752 elements kept for backward; tmp: scratch. */
+/* block forward of one microbatch: 18 calls; saved: 330752 elements kept for backward; tmp: scratch. */
 static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t *tmp) {
   act_t *const *w = r->layer_w[layer];
   act_t *t0 = saved + 0; /* [b, seq, hidden] 4×64×128 */
   real *t1 = (real *)(saved + 32768); /* [b, seq] 4×64 */
   real *t2 = (real *)(saved + 33280); /* [b, seq] 4×64 */
-  act_t *t3 = tmp + 0; /* [b, seq, qdim] 4×64×64, split on axis 2 */
+  act_t *t3 = tmp + 49152; /* [b, seq, qdim] 4×64×64, split on axis 2 */
   act_t *t4 = saved + 33792; /* [b, seq, qdim] 4×64×64, split on axis 2 */
-  act_t *t5 = tmp + 0; /* [b, seq, kvdim] 4×64×64, split on axis 2 */
+  act_t *t5 = tmp + 65536; /* [b, seq, kvdim] 4×64×64, split on axis 2 */
   act_t *t6 = saved + 50176; /* [b, seq, kvdim] 4×64×64, split on axis 2 */
-  act_t *t7 = tmp + 0; /* [b, seq, kvdim] 4×64×64, split on axis 2 */
+  act_t *t7 = tmp + 81920; /* [b, seq, kvdim] 4×64×64, split on axis 2 */
   act_t *t8 = saved + 66560; /* [b, seq, kvdim] 4×64×64, split on axis 2 */
   act_t *t9 = saved + 82944; /* [b, seq, qdim] 4×64×64, split on axis 2 */
   real *t10 = (real *)(saved + 99328); /* [b, heads, seq] 4×2×64, split on axis 1 */
@@ -83,12 +83,15 @@ static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t
   act_t *t24 = saved + 297984; /* [b, seq, hidden] 4×64×128 */
   act_t *t11_allreduce = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
   act_t *t21_allreduce = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
+  act_t *attn_q_k_v = tmp + 0; /* [b, seq, qdim+kvdim+kvdim] 4×64×192, split on axis 2 */
   k_layernorm_forward(256, 128, x, w[L_LN_1_WEIGHT], w[L_LN_1_BIAS], 1e-05, t0, t1, t2); /* models/tiny.lua:10 */
-  k_gemm(0, 1, 256, 64, 128, 1, t0, w[L_ATTN_Q_WEIGHT], 0, t3); /* models/tiny.lua:10 */
+  /* one GEMM over attn.q+k+v.weight: 3 weights side by side in memory */
+  k_gemm(0, 1, 256, 192, 128, 1, t0, w[L_ATTN_Q_WEIGHT], 0, attn_q_k_v); /* models/tiny.lua:10 */
+  k_split(256, 1, 3, (const int64_t[]){64, 64, 64}, 0, attn_q_k_v, t3); /* models/tiny.lua:10 */
+  k_split(256, 1, 3, (const int64_t[]){64, 64, 64}, 1, attn_q_k_v, t5); /* models/tiny.lua:10 */
+  k_split(256, 1, 3, (const int64_t[]){64, 64, 64}, 2, attn_q_k_v, t7); /* models/tiny.lua:10 */
   ew_2(16384, 64, t3, w[L_ATTN_Q_BIAS], 64, t4); /* models/tiny.lua:10 */
-  k_gemm(0, 1, 256, 64, 128, 1, t0, w[L_ATTN_K_WEIGHT], 0, t5); /* models/tiny.lua:10 */
   ew_2(16384, 64, t5, w[L_ATTN_K_BIAS], 64, t6); /* models/tiny.lua:10 */
-  k_gemm(0, 1, 256, 64, 128, 1, t0, w[L_ATTN_V_WEIGHT], 0, t7); /* models/tiny.lua:10 */
   ew_2(16384, 64, t7, w[L_ATTN_V_BIAS], 64, t8); /* models/tiny.lua:10 */
   {
     const AttnShape shape = {.B = 4, .T = 64, .Hq = 2, .Hkv = 2, .D = 32, .causal = 1};
@@ -115,7 +118,7 @@ static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t
   } /* models/tiny.lua:11 */
 }
 
-/* block backward of one microbatch: 28 calls; saved: 330752 elements kept for backward; tmp: scratch. */
+/* block backward of one microbatch: 24 calls; saved: 330752 elements kept for backward; tmp: scratch. */
 static void block_backward(Run *r, int layer, const act_t *x, act_t *saved, const act_t *dy, act_t *dx, act_t *tmp) {
   act_t *const *w = r->layer_w[layer];
   real *const *g = r->layer_g[layer];
@@ -135,7 +138,7 @@ static void block_backward(Run *r, int layer, const act_t *x, act_t *saved, cons
   act_t *t20 = saved + 232448; /* [b, seq, ffn] 4×64×256, split on axis 2 */
   act_t *dt23 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
   act_t *dt20 = tmp + 32768; /* [b, seq, ffn] 4×64×256, split on axis 2 */
-  act_t *dt20_49 = tmp + 98304; /* [b, seq, ffn] 4×64×256, split on axis 2 */
+  act_t *dt20_51 = tmp + 98304; /* [b, seq, ffn] 4×64×256, split on axis 2 */
   act_t *dt15 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
   act_t *dt15_allreduce = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
   act_t *dt14 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
@@ -144,12 +147,10 @@ static void block_backward(Run *r, int layer, const act_t *x, act_t *saved, cons
   act_t *dt4 = tmp + 32768; /* [b, seq, qdim] 4×64×64, split on axis 2 */
   act_t *dt6 = tmp + 49152; /* [b, seq, kvdim] 4×64×64, split on axis 2 */
   act_t *dt8 = tmp + 81920; /* [b, seq, kvdim] 4×64×64, split on axis 2 */
-  act_t *dt0 = tmp + 98304; /* [b, seq, hidden] 4×64×128 */
-  act_t *dt0_69 = tmp + 65536; /* [b, seq, hidden] 4×64×128 */
-  act_t *dt0_72 = tmp + 131072; /* [b, seq, hidden] 4×64×128 */
-  act_t *dt0_74 = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
+  act_t *dattn_q_k_v = tmp + 98304; /* [b, seq, qdim+kvdim+kvdim] 4×64×192, split on axis 2 */
+  act_t *dt0 = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
   act_t *dt0_allreduce = tmp + 65536; /* [b, seq, hidden] 4×64×128 */
-  act_t *dx_76 = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
+  act_t *dx_74 = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
   {
     const int64_t shape[] = {4, 64, 128};
     const int sites[] = {2};
@@ -159,10 +160,10 @@ static void block_backward(Run *r, int layer, const act_t *x, act_t *saved, cons
   k_sum_rows(256, 128, dt23, g[L_MLP_PROJ_BIAS]);
   k_gemm(0, 0, 256, 256, 128, 1, dt23, w[L_MLP_PROJ_WEIGHT], 0, dt20);
   k_gemm_grad(1, 0, 128, 256, 256, dt23, t20, g[L_MLP_PROJ_WEIGHT]);
-  ew_5(65536, 256, dt20, t18, w[L_MLP_FC_BIAS], 256, dt20_49);
-  k_sum_rows(256, 256, dt20_49, g[L_MLP_FC_BIAS]);
-  k_gemm(0, 0, 256, 128, 256, 1, dt20_49, w[L_MLP_FC_WEIGHT], 0, dt15);
-  k_gemm_grad(1, 0, 256, 128, 256, dt20_49, t15, g[L_MLP_FC_WEIGHT]);
+  ew_5(65536, 256, dt20, t18, w[L_MLP_FC_BIAS], 256, dt20_51);
+  k_sum_rows(256, 256, dt20_51, g[L_MLP_FC_BIAS]);
+  k_gemm(0, 0, 256, 128, 256, 1, dt20_51, w[L_MLP_FC_WEIGHT], 0, dt15);
+  k_gemm_grad(1, 0, 256, 128, 256, dt20_51, t15, g[L_MLP_FC_WEIGHT]);
   rt_allreduce(r, dt15, dt15_allreduce, 32768);
   k_layernorm_backward(256, 128, t14, w[L_LN_2_WEIGHT], t16, t17, dt15_allreduce, dt14, g[L_LN_2_WEIGHT], g[L_LN_2_BIAS]);
   {
@@ -179,18 +180,16 @@ static void block_backward(Run *r, int layer, const act_t *x, act_t *saved, cons
     k_attention_backward(&shape, t4, t6, t8, t9, t10, dt9, dt4, dt6, dt8);
   }
   k_sum_rows(256, 64, dt8, g[L_ATTN_V_BIAS]);
-  k_gemm(0, 0, 256, 128, 64, 1, dt8, w[L_ATTN_V_WEIGHT], 0, dt0);
-  k_gemm_grad(1, 0, 64, 128, 256, dt8, t0, g[L_ATTN_V_WEIGHT]);
   k_sum_rows(256, 64, dt6, g[L_ATTN_K_BIAS]);
-  k_gemm(0, 0, 256, 128, 64, 1, dt6, w[L_ATTN_K_WEIGHT], 0, dt0_69);
-  k_gemm_grad(1, 0, 64, 128, 256, dt6, t0, g[L_ATTN_K_WEIGHT]);
   k_sum_rows(256, 64, dt4, g[L_ATTN_Q_BIAS]);
-  k_gemm(0, 0, 256, 128, 64, 1, dt4, w[L_ATTN_Q_WEIGHT], 0, dt0_72);
-  k_gemm_grad(1, 0, 64, 128, 256, dt4, t0, g[L_ATTN_Q_WEIGHT]);
-  ew_7(32768, 32768, dt0, dt0_69, dt0_72, dt0_74);
-  rt_allreduce(r, dt0_74, dt0_allreduce, 32768);
-  k_layernorm_backward(256, 128, x, w[L_LN_1_WEIGHT], t1, t2, dt0_allreduce, dx_76, g[L_LN_1_WEIGHT], g[L_LN_1_BIAS]);
-  ew_8(32768, 32768, dx_76, dy, dt14, dx);
+  k_concat(256, 1, 3, (const int64_t[]){64, 64, 64}, (const act_t *[]){dt4, dt6, dt8}, dattn_q_k_v);
+  /* the input's gradient through attn.q+k+v.weight in one GEMM (3 products summed) */
+  k_gemm(0, 0, 256, 128, 192, 1, dattn_q_k_v, w[L_ATTN_Q_WEIGHT], 0, dt0);
+  /* dattn.q+k+v.weight: the gradients of 3 weights side by side, in one GEMM */
+  k_gemm_grad(1, 0, 192, 128, 256, dattn_q_k_v, t0, g[L_ATTN_Q_WEIGHT]);
+  rt_allreduce(r, dt0, dt0_allreduce, 32768);
+  k_layernorm_backward(256, 128, x, w[L_LN_1_WEIGHT], t1, t2, dt0_allreduce, dx_74, g[L_LN_1_WEIGHT], g[L_LN_1_BIAS]);
+  ew_7(32768, 32768, dx_74, dy, dt14, dx);
 }
 
 /* head forward of one microbatch: 3 calls; saved: 67072 elements kept for backward; tmp: scratch. */
@@ -357,41 +356,41 @@ static void chunk_3_backward(Run *r, act_t *slot, const int32_t *tokens, const i
 
 static const ParamSpec model_params[] = {
   /* name, axes, shape, shape without padding, TP split axis, init, std, decay, TP-summed gradient,
-     read by the embedding, read by the head, trained */
-  {"wte", 2, {256, 128}, {256, 128}, 0, INIT_NORMAL_DIST, 0.02, 1, 0, 1, 1, 1},
-  {"wpe", 2, {64, 128}, {64, 128}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 1, 0, 1},
-  {"ln_f.weight", 1, {128}, {128}, -1, INIT_ONE, 0.02, 0, 0, 0, 1, 1},
-  {"ln_f.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 1, 1},
+     read by the embedding, read by the head, trained, place in memory */
+  {"wte", 2, {256, 128}, {256, 128}, 0, INIT_NORMAL_DIST, 0.02, 1, 0, 1, 1, 1, 0},
+  {"wpe", 2, {64, 128}, {64, 128}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 1, 0, 1, 1},
+  {"ln_f.weight", 1, {128}, {128}, -1, INIT_ONE, 0.02, 0, 0, 0, 1, 1, 2},
+  {"ln_f.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 1, 1, 3},
 };
 
 static const ParamSpec block_params[] = {
   /* name, axes, shape, shape without padding, TP split axis, init, std, decay, TP-summed gradient,
-     read by the embedding, read by the head, trained */
-  {"ln_1.weight", 1, {128}, {128}, -1, INIT_ONE, 0.02, 0, 0, 0, 0, 1},
-  {"ln_1.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1},
-  {"attn.q.weight", 2, {128, 128}, {128, 128}, 0, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0, 1},
-  {"attn.q.bias", 1, {128}, {128}, 0, INIT_ZERO, 0.02, 0, 0, 0, 0, 1},
-  {"attn.k.weight", 2, {128, 128}, {128, 128}, 0, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0, 1},
-  {"attn.k.bias", 1, {128}, {128}, 0, INIT_ZERO, 0.02, 0, 0, 0, 0, 1},
-  {"attn.v.weight", 2, {128, 128}, {128, 128}, 0, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0, 1},
-  {"attn.v.bias", 1, {128}, {128}, 0, INIT_ZERO, 0.02, 0, 0, 0, 0, 1},
-  {"attn.proj.weight", 2, {128, 128}, {128, 128}, 1, INIT_NORMAL_DIST, 0.00707106781, 1, 0, 0, 0, 1},
-  {"attn.proj.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1},
-  {"ln_2.weight", 1, {128}, {128}, -1, INIT_ONE, 0.02, 0, 0, 0, 0, 1},
-  {"ln_2.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1},
-  {"mlp.fc.weight", 2, {512, 128}, {512, 128}, 0, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0, 1},
-  {"mlp.fc.bias", 1, {512}, {512}, 0, INIT_ZERO, 0.02, 0, 0, 0, 0, 1},
-  {"mlp.proj.weight", 2, {128, 512}, {128, 512}, 1, INIT_NORMAL_DIST, 0.00707106781, 1, 0, 0, 0, 1},
-  {"mlp.proj.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1},
+     read by the embedding, read by the head, trained, place in memory */
+  {"ln_1.weight", 1, {128}, {128}, -1, INIT_ONE, 0.02, 0, 0, 0, 0, 1, 0},
+  {"ln_1.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 1},
+  {"attn.q.weight", 2, {128, 128}, {128, 128}, 0, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0, 1, 2},
+  {"attn.q.bias", 1, {128}, {128}, 0, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 5},
+  {"attn.k.weight", 2, {128, 128}, {128, 128}, 0, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0, 1, 3},
+  {"attn.k.bias", 1, {128}, {128}, 0, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 6},
+  {"attn.v.weight", 2, {128, 128}, {128, 128}, 0, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0, 1, 4},
+  {"attn.v.bias", 1, {128}, {128}, 0, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 7},
+  {"attn.proj.weight", 2, {128, 128}, {128, 128}, 1, INIT_NORMAL_DIST, 0.00707106781, 1, 0, 0, 0, 1, 8},
+  {"attn.proj.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 9},
+  {"ln_2.weight", 1, {128}, {128}, -1, INIT_ONE, 0.02, 0, 0, 0, 0, 1, 10},
+  {"ln_2.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 11},
+  {"mlp.fc.weight", 2, {512, 128}, {512, 128}, 0, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0, 1, 12},
+  {"mlp.fc.bias", 1, {512}, {512}, 0, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 13},
+  {"mlp.proj.weight", 2, {128, 512}, {128, 512}, 1, INIT_NORMAL_DIST, 0.00707106781, 1, 0, 0, 0, 1, 14},
+  {"mlp.proj.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 15},
 };
 
 static const ChunkSpec chunks[] = {
   /* first layer, layers, embed, head, slot elements, input, output, gradient received, gradient sent,
      elements of fused elementwise kernels forward and backward, functions */
-  {0, 1, 1, 0, 396288, -1, 330752, 363520, -1, 491520, 688128, chunk_0_forward, chunk_0_backward},
-  {1, 1, 0, 0, 429056, 0, 330752, 363520, 396288, 425984, 622592, chunk_1_forward, chunk_1_backward},
-  {2, 1, 0, 0, 429056, 0, 330752, 363520, 396288, 425984, 622592, chunk_2_forward, chunk_2_backward},
-  {3, 1, 0, 1, 463360, 0, -1, -1, 430592, 425984, 622592, chunk_3_forward, chunk_3_backward},
+  {0, 1, 1, 0, 396288, -1, 330752, 363520, -1, 491520, 557056, chunk_0_forward, chunk_0_backward},
+  {1, 1, 0, 0, 429056, 0, 330752, 363520, 396288, 425984, 491520, chunk_1_forward, chunk_1_backward},
+  {2, 1, 0, 0, 429056, 0, 330752, 363520, 396288, 425984, 491520, chunk_2_forward, chunk_2_backward},
+  {3, 1, 0, 1, 463360, 0, -1, -1, 430592, 425984, 491520, chunk_3_forward, chunk_3_backward},
 };
 
 /* The plan: each pipeline rank's actions in order (schedule interleaved, 4 microbatches). Fields: kind, joined

@@ -1,10 +1,11 @@
 # equivalence.sh: the layout changes speed and memory, never the numbers. A tiny GPT (with dropout) and
 # a tiny Llama-style model trained 10 steps under many (tp, pp, vpp, dp, schedule, recomputation,
-# gradients reduced during or after the backward) layouts give each step's single-rank loss and gradient
-# norm within 1e-5 relative (global-norm clipping counts every parameter once across TP, PP and DP; the
-# Llama model's norms under TP or DP past step 1 are compared in double precision) and the single-rank
-# final weights within 1e-4; two layouts do the same under mpirun; a checkpoint saved under one layout
-# continues under another.
+# gradients reduced during or after the backward) layouts, and with q, k, v (and gate, up) as separate
+# GEMMs rather than one over their weights side by side (--separate-gemms), give each step's
+# single-rank loss and gradient norm within 1e-5 relative (global-norm clipping counts every parameter
+# once across TP, PP and DP; the Llama model's norms under TP or DP past step 1 are compared in double
+# precision) and the single-rank final weights within 1e-4; two layouts do the same under mpirun; a
+# checkpoint saved under one layout continues under another.
 . "$(dirname "$0")/lib.sh"
 cd "$PLAIT_ROOT" || exit 1
 DIFF=$PLAIT_ROOT/build/tools/ckpt_diff
@@ -60,7 +61,7 @@ for tag in gpt llama; do
   run $tag "$model" "" || { fail "reference_$tag" "$(tail -c 500 "$TMP/$tag.log")"; continue; }
   for layout in "--tp 2" "--pp 2 --schedule gpipe" "--pp 2 --schedule 1f1b" "--pp 2 --vpp 2" "--dp 2" \
                 "--tp 2 --pp 2 --dp 2" "--tp 2 --pp 2 --vpp 2 --sequence-parallel" "--pp 4 --vpp 2" \
-                "--pp 2 --recompute full" "--pp 2 --dp 2 --grad-reduce after"; do
+                "--pp 2 --recompute full" "--pp 2 --dp 2 --grad-reduce after" "--separate-gemms"; do
     check_layout $tag "$model" "$layout"
   done
 done

@@ -11,7 +11,7 @@
 
 static const char *const all_flags[] = {"--tp", "--pp", "--vpp", "--dp", "--mbs", "--gbs", "--schedule", "--recompute",
                                         "--sequence-parallel", "--partition", "--set", "--format", "--machine",
-                                        "--unit-costs", "--print", "-o", NULL};
+                                        "--unit-costs", "--print", "-o", "--separate-gemms", NULL};
 
 static int plan_of(const char *command, Plan *p) {
   char buf[1024], *argv[64];
@@ -222,8 +222,61 @@ static void shape_inference(void) {
   plan_free(&p);
 }
 
+/* The forward matmul reading join j's weights, -1 when none does. */
+static int joined_gemm(const Graph *g, int j) {
+  for (int i = 0; i < g->nforward; i++)
+    if (g->nodes[i].op == OP_MATMUL && g->tensors[g->nodes[i].in[1]].join == j) return i;
+  return -1;
+}
+
+/* The last dim of t on one of tp ranks. */
+static int64_t local_width(const Model *m, const Tensor *t, int tp) {
+  int64_t n = m->dims[t->dims[t->ndim - 1]].size;
+  return t->layout.kind == LAYOUT_S && t->layout.axis == t->ndim - 1 ? n / tp : n;
+}
+
+/* GEMMs that read one input by weights of one layout are one (fuse_gemm): a GPT block's q, k and v over
+ * a join of their weights, 384 columns; a Llama block's q, k, v (grouped: 8 q heads and 2 kv heads of 16)
+ * and gate, up at tp 2, each rank's share of the joined output its heads' columns (96) and its half of
+ * both (256); --separate-gemms keeps the six. Each join's output is split into every part once, forward,
+ * and its gradient is one concat of the parts', backward; the block's backward has two GEMMs a forward one. */
+static void gemm_fusion(void) {
+  const struct {
+    const char *command;
+    int matmuls, joins, splits;
+    int64_t width[2];
+  } cases[] = {
+      {"models/tiny.lua", 4, 1, 3, {384}},
+      {"models/llama.lua --set layers=2 hidden=128 heads=8 kv_heads=2 ffn=256 seq=32 vocab=256 --tp 2", 4, 2, 5, {96, 256}},
+      {"models/tiny.lua --separate-gemms", 6, 0, 0, {0}},
+  };
+  for (unsigned c = 0; c < sizeof cases / sizeof *cases; c++) {
+    Plan p;
+    if (plan_of(cases[c].command, &p)) return;
+    const Graph *g = &p.model.block;
+    const char *command = cases[c].command;
+    CHECK(count_ops(g, OP_MATMUL, 0) == cases[c].matmuls && count_ops(g, OP_MATMUL, 1) == 2 * cases[c].matmuls,
+          "%s: %d forward and %d backward matmuls", command, count_ops(g, OP_MATMUL, 0), count_ops(g, OP_MATMUL, 1));
+    CHECK(p.model.njoins == cases[c].joins, "%s: %d joins, expected %d", command, p.model.njoins, cases[c].joins);
+    CHECK(count_ops(g, OP_SPLIT, 0) == cases[c].splits && count_ops(g, OP_CONCAT, 1) == cases[c].joins,
+          "%s: %d splits forward, %d concats backward", command, count_ops(g, OP_SPLIT, 0), count_ops(g, OP_CONCAT, 1));
+    for (int j = 0; j < p.model.njoins && j < 2; j++) {
+      int mm = joined_gemm(g, j);
+      CHECK(mm >= 0, "%s: no GEMM reads join %d", command, j);
+      if (mm < 0) continue;
+      int y = g->nodes[mm].out[0];
+      int64_t width = local_width(&p.model, &g->tensors[y], p.par.tp);
+      CHECK(width == cases[c].width[j] && readers(g, y) == p.model.joins[j].n,
+            "%s: join %d's output is %lld wide on a rank (expected %lld), read %d times", command, j, (long long)width,
+            (long long)cases[c].width[j], readers(g, y));
+    }
+    plan_free(&p);
+  }
+}
+
 int main(void) {
   RUN(shape_inference);
+  RUN(gemm_fusion);
   RUN(fusion);
   RUN(xent_in_forward);
   RUN(memory_plan);

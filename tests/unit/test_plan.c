@@ -171,6 +171,15 @@ static void tp_summed_gradients(void) {
   plan_free(&p);
 }
 
+/* Does gradient tensor t accumulate into parameter p's gradient: its own, or a join's it is part of? */
+static int grad_of_param(const Model *m, const Tensor *t, int p) {
+  if (t->kind != T_PARAM_GRAD) return 0;
+  if (t->join < 0) return t->param == p;
+  for (int k = 0; k < m->joins[t->join].n; k++)
+    if (m->joins[t->join].params[k] == p) return 1;
+  return 0;
+}
+
 /* Every parameter receives a gradient somewhere, and every matmul's backward is two matmuls. */
 static void every_parameter_has_a_gradient(void) {
   const char *models[] = {"models/tiny.lua --tp 2", "models/llama.lua --set layers=2 hidden=256 heads=8 kv_heads=2 ffn=688 seq=64",
@@ -185,8 +194,7 @@ static void every_parameter_has_a_gradient(void) {
       for (int g = 0; g < 3; g++)
         for (int n = 0; n < graphs[g]->nnodes; n++)
           for (int o = 0; o < graphs[g]->nodes[n].nout; o++) {
-            const Tensor *t = &graphs[g]->tensors[graphs[g]->nodes[n].out[o]];
-            found |= t->kind == T_PARAM_GRAD && t->param == k;
+            found |= grad_of_param(&p.model, &graphs[g]->tensors[graphs[g]->nodes[n].out[o]], k);
           }
       CHECK(found, "%s: parameter %s gets no gradient", models[i], p.model.params[k].name);
     }

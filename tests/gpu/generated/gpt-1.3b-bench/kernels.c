@@ -84,18 +84,3 @@ void ew_4(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict 
   for (int64_t row = 0; row < n / p; row++) ew_4_row(row, p, x0, x1, out);
 }
 
-/* ew_5: out = ((x0 + x1) + x2)
- * (first made at autodiff) */
-CPU_WIDE static void ew_5_row(int64_t row, int64_t p, const act_t *restrict x0, const act_t *restrict x1, const act_t *restrict x2, act_t *restrict out) {
-#pragma omp simd
-  for (int64_t j = 0; j < p; j++) {
-    int64_t i = row * p + j;
-    out[i] = ((x0[i] + x1[i]) + x2[i]);
-  }
-}
-
-void ew_5(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, const act_t *restrict x2, act_t *restrict out) {
-#pragma omp parallel for
-  for (int64_t row = 0; row < n / p; row++) ew_5_row(row, p, x0, x1, x2, out);
-}
-

@@ -11,6 +11,5 @@ void ew_1(int64_t n, int64_t p, const act_t *x0, const act_t *x1, const act_t *x
 void ew_2(int64_t n, int64_t p, const act_t *x0, const act_t *x1, int64_t n1, act_t *out);
 void ew_3(int64_t n, int64_t p, const act_t *x0, const act_t *x1, const act_t *x2, int64_t n2, act_t *out);
 void ew_4(int64_t n, int64_t p, const act_t *x0, const act_t *x1, act_t *out);
-void ew_5(int64_t n, int64_t p, const act_t *x0, const act_t *x1, const act_t *x2, act_t *out);
 
 #endif

@@ -39,15 +39,8 @@ const CudaKernelSource plait_cuda_kernels[] = {
     "  if (i >= n) return;\n"
     "  out[i] = st((ld(x0[i]) + ld(x1[i])));\n"
     "}\n"},
-  {"ew_5",
-    "extern \"C\" __global__ void ew_5(long long n, long long p, const act_t *x0, const act_t *x1, const act_t *x2, act_t *out) {\n"
-    "  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
-    "  (void)p;\n"
-    "  if (i >= n) return;\n"
-    "  out[i] = st(((ld(x0[i]) + ld(x1[i])) + ld(x2[i])));\n"
-    "}\n"},
 };
-const int plait_cuda_kernel_count = 6;
+const int plait_cuda_kernel_count = 5;
 
 void ew_0(int64_t n, int64_t p, const act_t *x0, const act_t *x1, int64_t n1, act_t *out) {
   void *args[] = {&n, &p, &x0, &x1, &n1, &out};
@@ -72,10 +65,5 @@ void ew_3(int64_t n, int64_t p, const act_t *x0, const act_t *x1, const act_t *x
 void ew_4(int64_t n, int64_t p, const act_t *x0, const act_t *x1, act_t *out) {
   void *args[] = {&n, &p, &x0, &x1, &out};
   cuda_launch_fused(4, n, args);
-}
-
-void ew_5(int64_t n, int64_t p, const act_t *x0, const act_t *x1, const act_t *x2, act_t *out) {
-  void *args[] = {&n, &p, &x0, &x1, &x2, &out};
-  cuda_launch_fused(5, n, args);
 }
 

@@ -43,17 +43,17 @@ static void embed_backward(Run *r, const int32_t *tokens, act_t *saved, const ac
   rt_embedding_backward(r, 65536, 768, tokens, dy, 50304, 0, r->model_g[P_WTE]);
 }
 
-/* block forward of one microbatch: 15 calls; saved: 807403520 elements kept for backward; tmp: scratch. */
+/* block forward of one microbatch: 16 calls; saved: 807403520 elements kept for backward; tmp: scratch. */
 static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t *tmp) {
   act_t *const *w = r->layer_w[layer];
   act_t *t0 = saved + 0; /* [b, seq, hidden] 64×1024×768 */
   real *t1 = (real *)(saved + 50331648); /* [b, seq] 64×1024 */
   real *t2 = (real *)(saved + 50462720); /* [b, seq] 64×1024 */
-  act_t *t3 = tmp + 0; /* [b, seq, qdim] 64×1024×768 */
+  act_t *t3 = tmp + 150994944; /* [b, seq, qdim] 64×1024×768 */
   act_t *t4 = saved + 50593792; /* [b, seq, qdim] 64×1024×768 */
-  act_t *t5 = tmp + 0; /* [b, seq, kvdim] 64×1024×768 */
+  act_t *t5 = tmp + 201326592; /* [b, seq, kvdim] 64×1024×768 */
   act_t *t6 = saved + 100925440; /* [b, seq, kvdim] 64×1024×768 */
-  act_t *t7 = tmp + 0; /* [b, seq, kvdim] 64×1024×768 */
+  act_t *t7 = tmp + 251658240; /* [b, seq, kvdim] 64×1024×768 */
   act_t *t8 = saved + 151257088; /* [b, seq, kvdim] 64×1024×768 */
   act_t *t9 = saved + 201588736; /* [b, seq, qdim] 64×1024×768 */
   real *t10 = (real *)(saved + 251920384); /* [b, heads, seq] 64×12×1024 */
@@ -66,12 +66,15 @@ static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t
   act_t *t19 = saved + 555745280; /* [b, seq, ffn] 64×1024×3072 */
   act_t *t20 = tmp + 0; /* [b, seq, hidden] 64×1024×768 */
   act_t *t22 = saved + 757071872; /* [b, seq, hidden] 64×1024×768 */
+  act_t *attn_q_k_v = tmp + 0; /* [b, seq, qdim+kvdim+kvdim] 64×1024×2304 */
   k_layernorm_forward(65536, 768, x, w[L_LN_1_WEIGHT], w[L_LN_1_BIAS], 1e-05, t0, t1, t2); /* models/gpt2.lua:10 */
-  k_gemm(0, 1, 65536, 768, 768, 1, t0, w[L_ATTN_Q_WEIGHT], 0, t3); /* models/gpt2.lua:10 */
+  /* one GEMM over attn.q+k+v.weight: 3 weights side by side in memory */
+  k_gemm(0, 1, 65536, 2304, 768, 1, t0, w[L_ATTN_Q_WEIGHT], 0, attn_q_k_v); /* models/gpt2.lua:10 */
+  k_split(65536, 1, 3, (const int64_t[]){768, 768, 768}, 0, attn_q_k_v, t3); /* models/gpt2.lua:10 */
+  k_split(65536, 1, 3, (const int64_t[]){768, 768, 768}, 1, attn_q_k_v, t5); /* models/gpt2.lua:10 */
+  k_split(65536, 1, 3, (const int64_t[]){768, 768, 768}, 2, attn_q_k_v, t7); /* models/gpt2.lua:10 */
   ew_0(50331648, 768, t3, w[L_ATTN_Q_BIAS], 768, t4); /* models/gpt2.lua:10 */
-  k_gemm(0, 1, 65536, 768, 768, 1, t0, w[L_ATTN_K_WEIGHT], 0, t5); /* models/gpt2.lua:10 */
   ew_0(50331648, 768, t5, w[L_ATTN_K_BIAS], 768, t6); /* models/gpt2.lua:10 */
-  k_gemm(0, 1, 65536, 768, 768, 1, t0, w[L_ATTN_V_WEIGHT], 0, t7); /* models/gpt2.lua:10 */
   ew_0(50331648, 768, t7, w[L_ATTN_V_BIAS], 768, t8); /* models/gpt2.lua:10 */
   {
     const AttnShape shape = {.B = 64, .T = 1024, .Hq = 12, .Hkv = 12, .D = 64, .causal = 1};
@@ -86,7 +89,7 @@ static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t
   ew_1(50331648, 768, t13, t20, w[L_MLP_PROJ_BIAS], 768, t22); /* models/gpt2.lua:11 */
 }
 
-/* block backward of one microbatch: 25 calls; saved: 807403520 elements kept for backward; tmp: scratch. */
+/* block backward of one microbatch: 21 calls; saved: 807403520 elements kept for backward; tmp: scratch. */
 static void block_backward(Run *r, int layer, const act_t *x, act_t *saved, const act_t *dy, act_t *dx, act_t *tmp) {
   act_t *const *w = r->layer_w[layer];
   real *const *g = r->layer_g[layer];
@@ -105,47 +108,43 @@ static void block_backward(Run *r, int layer, const act_t *x, act_t *saved, cons
   act_t *t17 = saved + 354418688; /* [b, seq, ffn] 64×1024×3072 */
   act_t *t19 = saved + 555745280; /* [b, seq, ffn] 64×1024×3072 */
   act_t *dt19 = tmp + 0; /* [b, seq, ffn] 64×1024×3072 */
-  act_t *dt19_44 = tmp + 201326592; /* [b, seq, ffn] 64×1024×3072 */
+  act_t *dt19_46 = tmp + 201326592; /* [b, seq, ffn] 64×1024×3072 */
   act_t *dt14 = tmp + 0; /* [b, seq, hidden] 64×1024×768 */
   act_t *dt13 = tmp + 50331648; /* [b, seq, hidden] 64×1024×768 */
-  act_t *dt13_51 = tmp + 0; /* [b, seq, hidden] 64×1024×768 */
+  act_t *dt13_53 = tmp + 0; /* [b, seq, hidden] 64×1024×768 */
   act_t *dt9 = tmp + 50331648; /* [b, seq, qdim] 64×1024×768 */
   act_t *dt4 = tmp + 100663296; /* [b, seq, qdim] 64×1024×768 */
   act_t *dt6 = tmp + 150994944; /* [b, seq, kvdim] 64×1024×768 */
   act_t *dt8 = tmp + 201326592; /* [b, seq, kvdim] 64×1024×768 */
+  act_t *dattn_q_k_v = tmp + 251658240; /* [b, seq, qdim+kvdim+kvdim] 64×1024×2304 */
   act_t *dt0 = tmp + 50331648; /* [b, seq, hidden] 64×1024×768 */
-  act_t *dt0_62 = tmp + 201326592; /* [b, seq, hidden] 64×1024×768 */
-  act_t *dt0_65 = tmp + 150994944; /* [b, seq, hidden] 64×1024×768 */
-  act_t *dt0_67 = tmp + 100663296; /* [b, seq, hidden] 64×1024×768 */
-  act_t *dx_68 = tmp + 50331648; /* [b, seq, hidden] 64×1024×768 */
+  act_t *dx_66 = tmp + 100663296; /* [b, seq, hidden] 64×1024×768 */
   k_sum_rows(65536, 768, dy, g[L_MLP_PROJ_BIAS]);
   k_gemm(0, 0, 65536, 3072, 768, 1, dy, w[L_MLP_PROJ_WEIGHT], 0, dt19);
   k_gemm_grad(1, 0, 768, 3072, 65536, dy, t19, g[L_MLP_PROJ_WEIGHT]);
-  ew_3(201326592, 3072, dt19, t17, w[L_MLP_FC_BIAS], 3072, dt19_44);
-  k_sum_rows(65536, 3072, dt19_44, g[L_MLP_FC_BIAS]);
-  k_gemm(0, 0, 65536, 768, 3072, 1, dt19_44, w[L_MLP_FC_WEIGHT], 0, dt14);
-  k_gemm_grad(1, 0, 3072, 768, 65536, dt19_44, t14, g[L_MLP_FC_WEIGHT]);
+  ew_3(201326592, 3072, dt19, t17, w[L_MLP_FC_BIAS], 3072, dt19_46);
+  k_sum_rows(65536, 3072, dt19_46, g[L_MLP_FC_BIAS]);
+  k_gemm(0, 0, 65536, 768, 3072, 1, dt19_46, w[L_MLP_FC_WEIGHT], 0, dt14);
+  k_gemm_grad(1, 0, 3072, 768, 65536, dt19_46, t14, g[L_MLP_FC_WEIGHT]);
   k_layernorm_backward(65536, 768, t13, w[L_LN_2_WEIGHT], t15, t16, dt14, dt13, g[L_LN_2_WEIGHT], g[L_LN_2_BIAS]);
-  ew_4(50331648, 50331648, dy, dt13, dt13_51);
-  k_sum_rows(65536, 768, dt13_51, g[L_ATTN_PROJ_BIAS]);
-  k_gemm(0, 0, 65536, 768, 768, 1, dt13_51, w[L_ATTN_PROJ_WEIGHT], 0, dt9);
-  k_gemm_grad(1, 0, 768, 768, 65536, dt13_51, t9, g[L_ATTN_PROJ_WEIGHT]);
+  ew_4(50331648, 50331648, dy, dt13, dt13_53);
+  k_sum_rows(65536, 768, dt13_53, g[L_ATTN_PROJ_BIAS]);
+  k_gemm(0, 0, 65536, 768, 768, 1, dt13_53, w[L_ATTN_PROJ_WEIGHT], 0, dt9);
+  k_gemm_grad(1, 0, 768, 768, 65536, dt13_53, t9, g[L_ATTN_PROJ_WEIGHT]);
   {
     const AttnShape shape = {.B = 64, .T = 1024, .Hq = 12, .Hkv = 12, .D = 64, .causal = 1};
     k_attention_backward(&shape, t4, t6, t8, t9, t10, dt9, dt4, dt6, dt8);
   }
   k_sum_rows(65536, 768, dt8, g[L_ATTN_V_BIAS]);
-  k_gemm(0, 0, 65536, 768, 768, 1, dt8, w[L_ATTN_V_WEIGHT], 0, dt0);
-  k_gemm_grad(1, 0, 768, 768, 65536, dt8, t0, g[L_ATTN_V_WEIGHT]);
   k_sum_rows(65536, 768, dt6, g[L_ATTN_K_BIAS]);
-  k_gemm(0, 0, 65536, 768, 768, 1, dt6, w[L_ATTN_K_WEIGHT], 0, dt0_62);
-  k_gemm_grad(1, 0, 768, 768, 65536, dt6, t0, g[L_ATTN_K_WEIGHT]);
   k_sum_rows(65536, 768, dt4, g[L_ATTN_Q_BIAS]);
-  k_gemm(0, 0, 65536, 768, 768, 1, dt4, w[L_ATTN_Q_WEIGHT], 0, dt0_65);
-  k_gemm_grad(1, 0, 768, 768, 65536, dt4, t0, g[L_ATTN_Q_WEIGHT]);
-  ew_5(50331648, 50331648, dt0, dt0_62, dt0_65, dt0_67);
-  k_layernorm_backward(65536, 768, x, w[L_LN_1_WEIGHT], t1, t2, dt0_67, dx_68, g[L_LN_1_WEIGHT], g[L_LN_1_BIAS]);
-  ew_4(50331648, 50331648, dt13_51, dx_68, dx);
+  k_concat(65536, 1, 3, (const int64_t[]){768, 768, 768}, (const act_t *[]){dt4, dt6, dt8}, dattn_q_k_v);
+  /* the input's gradient through attn.q+k+v.weight in one GEMM (3 products summed) */
+  k_gemm(0, 0, 65536, 768, 2304, 1, dattn_q_k_v, w[L_ATTN_Q_WEIGHT], 0, dt0);
+  /* dattn.q+k+v.weight: the gradients of 3 weights side by side, in one GEMM */
+  k_gemm_grad(1, 0, 2304, 768, 65536, dattn_q_k_v, t0, g[L_ATTN_Q_WEIGHT]);
+  k_layernorm_backward(65536, 768, x, w[L_LN_1_WEIGHT], t1, t2, dt0, dx_66, g[L_LN_1_WEIGHT], g[L_LN_1_BIAS]);
+  ew_4(50331648, 50331648, dt13_53, dx_66, dx);
 }
 
 /* head forward of one microbatch: 3 calls; saved: 3347447808 elements kept for backward; tmp: scratch. */
@@ -211,38 +210,38 @@ static void chunk_0_backward(Run *r, act_t *slot, const int32_t *tokens, const i
 
 static const ParamSpec model_params[] = {
   /* name, axes, shape, shape without padding, TP split axis, init, std, decay, TP-summed gradient,
-     read by the embedding, read by the head, trained */
-  {"wte", 2, {50304, 768}, {50257, 768}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 1, 1, 1},
-  {"wpe", 2, {1024, 768}, {1024, 768}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 1, 0, 1},
-  {"ln_f.weight", 1, {768}, {768}, -1, INIT_ONE, 0.02, 0, 0, 0, 1, 1},
-  {"ln_f.bias", 1, {768}, {768}, -1, INIT_ZERO, 0.02, 0, 0, 0, 1, 1},
+     read by the embedding, read by the head, trained, place in memory */
+  {"wte", 2, {50304, 768}, {50257, 768}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 1, 1, 1, 0},
+  {"wpe", 2, {1024, 768}, {1024, 768}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 1, 0, 1, 1},
+  {"ln_f.weight", 1, {768}, {768}, -1, INIT_ONE, 0.02, 0, 0, 0, 1, 1, 2},
+  {"ln_f.bias", 1, {768}, {768}, -1, INIT_ZERO, 0.02, 0, 0, 0, 1, 1, 3},
 };
 
 static const ParamSpec block_params[] = {
   /* name, axes, shape, shape without padding, TP split axis, init, std, decay, TP-summed gradient,
-     read by the embedding, read by the head, trained */
-  {"ln_1.weight", 1, {768}, {768}, -1, INIT_ONE, 0.02, 0, 0, 0, 0, 1},
-  {"ln_1.bias", 1, {768}, {768}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1},
-  {"attn.q.weight", 2, {768, 768}, {768, 768}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0, 1},
-  {"attn.q.bias", 1, {768}, {768}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1},
-  {"attn.k.weight", 2, {768, 768}, {768, 768}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0, 1},
-  {"attn.k.bias", 1, {768}, {768}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1},
-  {"attn.v.weight", 2, {768, 768}, {768, 768}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0, 1},
-  {"attn.v.bias", 1, {768}, {768}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1},
-  {"attn.proj.weight", 2, {768, 768}, {768, 768}, -1, INIT_NORMAL_DIST, 0.0040824829, 1, 0, 0, 0, 1},
-  {"attn.proj.bias", 1, {768}, {768}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1},
-  {"ln_2.weight", 1, {768}, {768}, -1, INIT_ONE, 0.02, 0, 0, 0, 0, 1},
-  {"ln_2.bias", 1, {768}, {768}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1},
-  {"mlp.fc.weight", 2, {3072, 768}, {3072, 768}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0, 1},
-  {"mlp.fc.bias", 1, {3072}, {3072}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1},
-  {"mlp.proj.weight", 2, {768, 3072}, {768, 3072}, -1, INIT_NORMAL_DIST, 0.0040824829, 1, 0, 0, 0, 1},
-  {"mlp.proj.bias", 1, {768}, {768}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1},
+     read by the embedding, read by the head, trained, place in memory */
+  {"ln_1.weight", 1, {768}, {768}, -1, INIT_ONE, 0.02, 0, 0, 0, 0, 1, 0},
+  {"ln_1.bias", 1, {768}, {768}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 1},
+  {"attn.q.weight", 2, {768, 768}, {768, 768}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0, 1, 2},
+  {"attn.q.bias", 1, {768}, {768}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 5},
+  {"attn.k.weight", 2, {768, 768}, {768, 768}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0, 1, 3},
+  {"attn.k.bias", 1, {768}, {768}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 6},
+  {"attn.v.weight", 2, {768, 768}, {768, 768}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0, 1, 4},
+  {"attn.v.bias", 1, {768}, {768}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 7},
+  {"attn.proj.weight", 2, {768, 768}, {768, 768}, -1, INIT_NORMAL_DIST, 0.0040824829, 1, 0, 0, 0, 1, 8},
+  {"attn.proj.bias", 1, {768}, {768}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 9},
+  {"ln_2.weight", 1, {768}, {768}, -1, INIT_ONE, 0.02, 0, 0, 0, 0, 1, 10},
+  {"ln_2.bias", 1, {768}, {768}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 11},
+  {"mlp.fc.weight", 2, {3072, 768}, {3072, 768}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0, 1, 12},
+  {"mlp.fc.bias", 1, {3072}, {3072}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 13},
+  {"mlp.proj.weight", 2, {768, 3072}, {768, 3072}, -1, INIT_NORMAL_DIST, 0.0040824829, 1, 0, 0, 0, 1, 14},
+  {"mlp.proj.bias", 1, {768}, {768}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 15},
 };
 
 static const ChunkSpec chunks[] = {
   /* first layer, layers, embed, head, slot elements, input, output, gradient received, gradient sent,
      elements of fused elementwise kernels forward and backward, functions */
-  {0, 12, 1, 1, 13086621696, -1, -1, -1, -1, 12180258816, 13287555072, chunk_0_forward, chunk_0_backward},
+  {0, 12, 1, 1, 13086621696, -1, -1, -1, -1, 12180258816, 10871635968, chunk_0_forward, chunk_0_backward},
 };
 
 /* The plan: each pipeline rank's actions in order (schedule 1f1b, 1 microbatches). Fields: kind, joined

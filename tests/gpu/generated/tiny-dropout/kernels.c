@@ -115,24 +115,9 @@ void ew_6(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict 
   for (int64_t row = 0; row < n / p; row++) ew_6_row(row, p, x0, x1, out, keys);
 }
 
-/* ew_7: out = ((x0 + x1) + x2)
+/* ew_7: out = ((x1 + x2) + x0)
  * (first made at autodiff) */
 CPU_WIDE static void ew_7_row(int64_t row, int64_t p, const act_t *restrict x0, const act_t *restrict x1, const act_t *restrict x2, act_t *restrict out) {
-#pragma omp simd
-  for (int64_t j = 0; j < p; j++) {
-    int64_t i = row * p + j;
-    out[i] = ((x0[i] + x1[i]) + x2[i]);
-  }
-}
-
-void ew_7(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, const act_t *restrict x2, act_t *restrict out) {
-#pragma omp parallel for
-  for (int64_t row = 0; row < n / p; row++) ew_7_row(row, p, x0, x1, x2, out);
-}
-
-/* ew_8: out = ((x1 + x2) + x0)
- * (first made at autodiff) */
-CPU_WIDE static void ew_8_row(int64_t row, int64_t p, const act_t *restrict x0, const act_t *restrict x1, const act_t *restrict x2, act_t *restrict out) {
 #pragma omp simd
   for (int64_t j = 0; j < p; j++) {
     int64_t i = row * p + j;
@@ -140,8 +125,8 @@ CPU_WIDE static void ew_8_row(int64_t row, int64_t p, const act_t *restrict x0, 
   }
 }
 
-void ew_8(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, const act_t *restrict x2, act_t *restrict out) {
+void ew_7(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, const act_t *restrict x2, act_t *restrict out) {
 #pragma omp parallel for
-  for (int64_t row = 0; row < n / p; row++) ew_8_row(row, p, x0, x1, x2, out);
+  for (int64_t row = 0; row < n / p; row++) ew_7_row(row, p, x0, x1, x2, out);
 }
 
