@@ -9,6 +9,7 @@
 
 #include "device.h"
 #include "flags.h"
+#include "kernels.h"
 #include "preflight.h"
 #include "save_folder.h"
 #include "trainer.h"
@@ -48,6 +49,8 @@ static int check(TrainArgs *a, Refusal *r) {
   if (a->gradcheck && strcmp(REAL_NAME, "f64") != 0)
     return refuse(r, "--gradcheck needs double precision: build with plait build --double");
   char error[4400];
+  if (k_attention_available((AttentionChoice)a->attention, error, sizeof error))
+    return refuse(r, "--attention cudnn: %s", error);
   if (a->save && save_folder_prepare(a->save, a->init, error, sizeof error)) return refuse(r, "%s", error);
   return 0;
 }

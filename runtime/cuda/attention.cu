@@ -619,7 +619,7 @@ static void backward(const Attn &a) {
   launch(attention_dkv_kernel<D>, kv_grid, dkv_smem(D), a, "attention_dkv_kernel");
 }
 
-void k_attention_forward(const AttnShape *s, const act_t *q, const act_t *k, const act_t *v, act_t *out, real *lse) {
+void plait_attention_forward(const AttnShape *s, const act_t *q, const act_t *k, const act_t *v, act_t *out, real *lse) {
   if (s->B <= 0 || s->T <= 0) return;
   Attn a = attn_setup(s);
   a.q = q, a.k = k, a.v = v, a.out_w = out, a.lse_w = lse;
@@ -637,8 +637,8 @@ void k_attention_forward(const AttnShape *s, const act_t *q, const act_t *k, con
   }
 }
 
-void k_attention_backward(const AttnShape *s, const act_t *q, const act_t *k, const act_t *v, const act_t *out,
-                          const real *lse, const act_t *dout, act_t *dq, act_t *dk, act_t *dv) {
+void plait_attention_backward(const AttnShape *s, const act_t *q, const act_t *k, const act_t *v, const act_t *out,
+                              const real *lse, const act_t *dout, act_t *dq, act_t *dk, act_t *dv) {
   if (s->B <= 0 || s->T <= 0) return;
   Attn a = attn_setup(s);
   a.q = q, a.k = k, a.v = v, a.out = out, a.lse = lse, a.dout = dout, a.dq = dq, a.dk = dk, a.dv = dv;

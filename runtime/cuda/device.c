@@ -57,6 +57,7 @@ static void context_free(void *arg) {
   cudaSetDevice(c->device);
   cudaStreamSynchronize(c->stream);
   gpu_gemm_plans_free(c);
+  gpu_attention_free(c);
   for (int s = 0; s < GPU_SCRATCH_SLOTS; s++)
     if (c->scratch[s]) cudaFreeAsync(c->scratch[s], c->stream);
   cudaStreamSynchronize(c->stream);

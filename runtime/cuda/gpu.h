@@ -33,6 +33,9 @@ typedef struct {
   cublasLtMatmulAlgo_t algo;
 } GpuGemmPlan;
 
+/* Which kernels run each shape of attention, and cuDNN's plans and buffers (attention_path.c). */
+typedef struct GpuAttention GpuAttention;
+
 /* Device scratch a kernel call may use for its temporaries; contents do not outlive the call. */
 enum { GPU_SCRATCH_A, GPU_SCRATCH_B, GPU_SCRATCH_C, GPU_SCRATCH_SLOTS };
 
@@ -52,6 +55,7 @@ typedef struct {
   size_t pinned_bytes;
   size_t planned_bytes; /* what the plan puts on this rank (device_expect), 0 until known */
   GpuGemmPlan plans[GPU_GEMM_PLANS];
+  GpuAttention *attention; /* NULL until the first attention call or choice */
 } GpuContext;
 
 GpuContext *gpu_context(void);
@@ -79,6 +83,14 @@ void gpu_sync(const char *what);
 void gpu_fold(void *dst, const void *const *src, int count, int64_t n, int element_bytes, int bf16, int max);
 /* The cuBLASLt plans' teardown (gemm.cu), called when a context is freed. */
 void gpu_gemm_plans_free(GpuContext *c);
+/* The attention's plans and buffers freed with the context (attention_path.c). */
+void gpu_attention_free(GpuContext *c);
+/* plait's own attention kernels (attention.cu), for what k_attention_forward and k_attention_backward
+ * do not give to cuDNN. */
+void plait_attention_forward(const AttnShape *s, const act_t *q, const act_t *k, const act_t *v, act_t *out,
+                             real *lse);
+void plait_attention_backward(const AttnShape *s, const act_t *q, const act_t *k, const act_t *v, const act_t *out,
+                              const real *lse, const act_t *dout, act_t *dq, act_t *dk, act_t *dv);
 
 /* Deterministic sums over rows come in two kernels: per chunk of GPU_ROW_CHUNK rows, partial[k][c] is
  * the chunk's sum of column c (rows in order); then out[c] += Σ_k partial[k][c], chunks in order

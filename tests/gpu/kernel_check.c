@@ -20,6 +20,7 @@ typedef struct {
   uint64_t seed;
   const char *dir;
   int passed, failed;
+  int attention_runs, attention_on_cudnn;
 } Check;
 
 #ifdef PLAIT_CUDA
@@ -230,27 +231,25 @@ static void norm_case(Check *c, int rms, int64_t rows, int64_t C) {
   device_free(mean), device_free(rstd), device_free(dw), device_free(db);
 }
 
-/* Forward, then backward from the forward's own output and log-normalisers; with a sliding window,
- * capped scores and a scale of one's own where asked. */
-static void attention_case_with(Check *c, int64_t B, int64_t T, int Hq, int Hkv, int D, int causal, int rope,
-                                int64_t window, double softcap, double scale, int alibi) {
-  AttnShape s = {.B = B, .T = T, .Hq = Hq, .Hkv = Hkv, .D = D, .causal = causal, .rope = rope, .rope_theta = 10000,
-                 .window = window, .softcap = softcap, .scale = scale, .alibi = alibi, .head0 = alibi ? Hq : 0,
-                 .heads_total = 2 * Hq}; /* with ALiBi: the second of two ranks' heads */
-  char tag[128], name[200];
-  snprintf(tag, sizeof tag, "B%lld_T%lld_H%d_KV%d_D%d%s%s_w%lld_cap%g_scale%g%s", (long long)B, (long long)T, Hq, Hkv,
-           D, causal ? "_causal" : "", rope ? "_rope" : "", (long long)window, softcap, scale, alibi ? "_alibi" : "");
-  int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D;
+/* Forward, then backward from the forward's own output and log-normalisers, on the kernels `choice`
+ * gives the shape (the GPU's path is printed first and counted). */
+static void attention_run(Check *c, const AttnShape *s, const char *tag, AttentionChoice choice) {
+  char name[200];
+  int64_t nq = s->B * s->T * s->Hq * s->D, nkv = s->B * s->T * s->Hkv * s->D;
+  k_attention_choose(choice, 0);
+  const char *path = k_attention_path(s);
+  if (on_gpu) printf("attention %s on %s's kernels\n", tag, path);
+  c->attention_runs++, c->attention_on_cudnn += strcmp(path, "cuDNN") == 0;
   act_t *q = act_input(c, "attn.q", nq, -2, 2), *k = act_input(c, "attn.k", nkv, -2, 2);
   act_t *v = act_input(c, "attn.v", nkv, -1, 1), *dout = act_input(c, "attn.dout", nq, -1, 1);
   act_t *out = act_output(nq), *dq = act_output(nq), *dk = act_output(nkv), *dv = act_output(nkv);
-  real *lse = real_output(B * Hq * T);
-  k_attention_forward(&s, q, k, v, out, lse);
+  real *lse = real_output(s->B * s->Hq * s->T);
+  k_attention_forward(s, q, k, v, out, lse);
   snprintf(name, sizeof name, "attention_forward_out_%s", tag);
   check_act(c, name, out, nq, tolerance[BF16]);
   snprintf(name, sizeof name, "attention_forward_lse_%s", tag);
-  check_real(c, name, lse, B * Hq * T, tolerance[BF16]);
-  k_attention_backward(&s, q, k, v, out, lse, dout, dq, dk, dv);
+  check_real(c, name, lse, s->B * s->Hq * s->T, tolerance[BF16]);
+  k_attention_backward(s, q, k, v, out, lse, dout, dq, dk, dv);
   snprintf(name, sizeof name, "attention_backward_dq_%s", tag);
   check_act(c, name, dq, nq, tolerance[BF16]);
   snprintf(name, sizeof name, "attention_backward_dk_%s", tag);
@@ -259,6 +258,20 @@ static void attention_case_with(Check *c, int64_t B, int64_t T, int Hq, int Hkv,
   check_act(c, name, dv, nkv, tolerance[BF16]);
   device_free(q), device_free(k), device_free(v), device_free(dout), device_free(out);
   device_free(dq), device_free(dk), device_free(dv), device_free(lse);
+}
+
+/* A shape with a sliding window, capped scores and a scale of one's own where asked, on the GPU both on
+ * the kernels auto picks (cuDNN's where it serves the shape) and on plait's own. */
+static void attention_case_with(Check *c, int64_t B, int64_t T, int Hq, int Hkv, int D, int causal, int rope,
+                                int64_t window, double softcap, double scale, int alibi) {
+  AttnShape s = {.B = B, .T = T, .Hq = Hq, .Hkv = Hkv, .D = D, .causal = causal, .rope = rope, .rope_theta = 10000,
+                 .window = window, .softcap = softcap, .scale = scale, .alibi = alibi, .head0 = alibi ? Hq : 0,
+                 .heads_total = 2 * Hq}; /* with ALiBi: the second of two ranks' heads */
+  char tag[128];
+  snprintf(tag, sizeof tag, "B%lld_T%lld_H%d_KV%d_D%d%s%s_w%lld_cap%g_scale%g%s", (long long)B, (long long)T, Hq, Hkv,
+           D, causal ? "_causal" : "", rope ? "_rope" : "", (long long)window, softcap, scale, alibi ? "_alibi" : "");
+  attention_run(c, &s, tag, ATTENTION_AUTO);
+  if (on_gpu) attention_run(c, &s, tag, ATTENTION_PLAIT);
 }
 
 static void attention_case(Check *c, int64_t B, int64_t T, int Hq, int Hkv, int D, int causal, int rope) {
@@ -401,6 +414,16 @@ static void to_act_case(Check *c, int64_t n) {
 }
 #endif
 
+/* On a GPU where a cuDNN can be used, some of the attention cases must have run on it. */
+static void attention_cudnn_coverage(Check *c) {
+  char why[1024];
+  if (!on_gpu) return;
+  int usable = k_attention_available(ATTENTION_CUDNN, why, sizeof why) == 0;
+  printf("attention: %d of %d runs on cuDNN's kernels%s%s\n", c->attention_on_cudnn, c->attention_runs,
+         usable ? "" : "; cuDNN cannot be used: ", usable ? "" : why);
+  if (usable && c->attention_on_cudnn == 0) c->failed++, printf("FAIL attention: no case ran on cuDNN\n");
+}
+
 int main(int argc, char **argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: %s SEED DIR\n", argv[0]);
@@ -435,6 +458,9 @@ int main(int argc, char **argv) {
   attention_case(&c, 1, 70, 2, 1, 256, 1, 1);                       /* heads of 256 (Gemma): the plain kernel */
   attention_case(&c, 2, 40, 4, 2, 80, 0, 1);                        /* heads of 80 (Phi-2), not causal */
   attention_case_with(&c, 1, 90, 2, 2, 48, 1, 0, 20, 3.0, 0.2, 1); /* 48 wide: window, cap, scale, ALiBi */
+  attention_case(&c, 1, 1024, 4, 4, 64, 1, 0);                      /* GPT-2's heads over its sequence */
+  attention_case_with(&c, 1, 640, 8, 2, 128, 1, 1, 200, 0, 0, 0);  /* Llama-like: grouped, rope, a window */
+  attention_cudnn_coverage(&c);
   rope_case(&c, 2, 100, 4, 64, 64, 0, ROPE_SCALING_NONE);
   rope_case(&c, 1, 70, 3, 80, 32, 0, ROPE_SCALING_NONE); /* Phi-2's partial rotary */
   rope_case(&c, 1, 50, 2, 64, 64, 1, ROPE_SCALING_LINEAR);
