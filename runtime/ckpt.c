@@ -8,7 +8,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -289,27 +288,14 @@ static int reader_fail(Ckpt *c, const char *fmt, ...) {
 }
 
 static int map_file(Ckpt *c) {
-  int fd = open(c->path, O_RDONLY);
-  if (fd < 0) return reader_fail(c, "cannot open the checkpoint (%s); check the path", strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return reader_fail(c, "not a regular file; give the path of a checkpoint file");
-  }
-  if (st.st_size < 8) {
-    close(fd);
+  char why[512];
+  if (mapped_open(&c->file, c->path, why, sizeof why) != 0)
+    return reader_fail(c, "%s; give the path of a checkpoint file", why);
+  if (c->file.size < 8)
     return reader_fail(c,
                        "truncated: %lld bytes, fewer than the 8 that start a safetensors file; the file was cut "
                        "short, use another checkpoint",
-                       (long long)st.st_size);
-  }
-  c->map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-  close(fd);
-  if (c->map == MAP_FAILED) {
-    c->map = NULL;
-    return reader_fail(c, "cannot map the checkpoint (%s); check that it is readable", strerror(errno));
-  }
-  c->size = (size_t)st.st_size;
+                       (long long)c->file.size);
   return 0;
 }
 
@@ -317,22 +303,22 @@ static int map_file(Ckpt *c) {
  * that do not open a JSON object are not a safetensors file. */
 static int header_length(Ckpt *c, uint64_t *len) {
   uint64_t n = 0;
-  for (int i = 7; i >= 0; i--) n = n << 8 | c->map[i];
-  int json = c->size > 8 && c->map[8] == '{';
-  if (c->size > 8 && !json)
+  for (int i = 7; i >= 0; i--) n = n << 8 | c->file.data[i];
+  int json = c->file.size > 8 && c->file.data[8] == '{';
+  if (c->file.size > 8 && !json)
     return reader_fail(c, "not a safetensors file (no JSON header after the 8-byte length); give a checkpoint file");
-  if (n > c->size - 8)
+  if (n > c->file.size - 8)
     return reader_fail(c,
                        "truncated: the header needs %llu bytes but the file holds %llu after the length; the file "
                        "was cut short, use another checkpoint",
-                       (unsigned long long)n, (unsigned long long)(c->size - 8));
+                       (unsigned long long)n, (unsigned long long)(c->file.size - 8));
   *len = n;
   return 0;
 }
 
 /* The data region must hold exactly the tensors' bytes. */
 static int check_data_size(Ckpt *c, const CkptHeader *h, uint64_t header_len) {
-  uint64_t have = c->size - 8 - header_len;
+  uint64_t have = c->file.size - 8 - header_len;
   if (have < h->data_bytes)
     return reader_fail(c,
                        "truncated: the tensors need %llu bytes of data but the file holds %llu; the file was cut "
@@ -379,7 +365,7 @@ int ckpt_open(Ckpt *c, const char *path) {
     return -1;
   }
   CkptHeader h;
-  if (ckpt_header_parse((const char *)c->map + 8, (size_t)len, &h) != 0) {
+  if (ckpt_header_parse((const char *)c->file.data + 8, (size_t)len, &h) != 0) {
     reader_fail(c, "%s; %s", h.error, h.fix);
     ckpt_close(c);
     return -1;
@@ -387,7 +373,7 @@ int ckpt_open(Ckpt *c, const char *path) {
   c->tensors = h.tensors, c->ntensors = h.ntensors;
   c->meta = h.meta, c->nmeta = h.nmeta;
   c->strings = h.strings;
-  c->data = c->map + 8 + len;
+  c->data = c->file.data + 8 + len;
   if (check_data_size(c, &h, len) != 0 || read_checksums(c) != 0) {
     ckpt_close(c);
     return -1;
@@ -396,11 +382,11 @@ int ckpt_open(Ckpt *c, const char *path) {
 }
 
 void ckpt_close(Ckpt *c) {
-  if (c->map) munmap(c->map, c->size);
+  mapped_close(&c->file);
   free(c->tensors);
   free(c->meta);
   free(c->strings);
-  c->map = NULL, c->tensors = NULL, c->meta = NULL, c->strings = NULL;
+  c->tensors = NULL, c->meta = NULL, c->strings = NULL;
   c->ntensors = c->nmeta = 0;
 }
 

@@ -25,6 +25,7 @@
 #include <stdio.h>
 
 #include "ckpt_hash.h"
+#include "mapped.h"
 #include "real.h"
 
 #define CKPT_MAX_DIMS 8
@@ -111,8 +112,7 @@ typedef struct {
 
 typedef struct {
   const char *path;
-  unsigned char *map; /* the whole file, mapped read-only */
-  size_t size;
+  Mapped file;               /* the whole file, mapped read-only */
   const unsigned char *data; /* the data region: after the header */
   CkptTensor *tensors;       /* sorted by name */
   int ntensors;
