@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ckpt_model.h"
 #include "commands.h"
@@ -242,7 +243,8 @@ static int write_checkpoint(Source *s, const Family *f, const Model *m, const ch
   char path[4200], source[4200], layers[16];
   snprintf(path, sizeof path, "%s/model.safetensors", out);
   if (outfile_check("-o", path, (const char *const *)s->paths, s->nfiles, d)) return -1;
-  if (mkdir(out, 0777) != 0 && errno != EEXIST) return diag(d, "-o %s: cannot create the folder: %s", out, strerror(errno));
+  int created = mkdir(out, 0777) == 0;
+  if (!created && errno != EEXIST) return diag(d, "-o %s: cannot create the folder: %s", out, strerror(errno));
   char(*keys)[NAME_LEN + 8] = calloc((size_t)m->nconfig + 1, sizeof *keys);
   snprintf(source, sizeof source, "Hugging Face checkpoint %s", s->dir);
   int nmeta;
@@ -253,6 +255,7 @@ static int write_checkpoint(Source *s, const Family *f, const Model *m, const ch
   for (int i = 0; i < f->nlinks && status == 0; i++) status = write_link(s, f, &f->links[i], &w, d);
   if (status == 0 && ckpt_write_end(&w)) status = diag(d, "%s", w.error);
   if (status) ckpt_write_abort(&w);
+  if (status && created) rmdir(out); /* the folder this run made, empty again: a refused import leaves nothing */
   free(specs);
   free(meta);
   free(keys);

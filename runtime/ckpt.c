@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -478,6 +479,22 @@ static int verify(Ckpt *c, CkptTensor *t) {
   return 0;
 }
 
+/* Every value read is finite: a NaN or an infinity is named with its place in the tensor ([i, j]). */
+static int check_finite(Ckpt *c, const CkptTensor *t, const int64_t *begin, const int64_t *count, const real *out) {
+  int64_t n = elements(t->ndim, count), i = 0;
+  while (i < n && isfinite(out[i])) i++;
+  if (i == n) return 0;
+  char place[256];
+  int64_t at[CKPT_MAX_DIMS], rest = i;
+  for (int d = t->ndim - 1; d >= 0; d--) {
+    at[d] = begin[d] + rest % count[d];
+    rest /= count[d];
+  }
+  return reader_fail(c, "tensor '%s' holds %s at %s: its values are damaged; use another checkpoint, or repair the "
+                     "tensor where it was made", t->name, isnan(out[i]) ? "a NaN" : "an infinity",
+                     shape_text(place, sizeof place, t->ndim, at));
+}
+
 int ckpt_read_box(Ckpt *c, const char *name, int ndim, const int64_t *shape, const int64_t *begin, const int64_t *count,
                   real *out) {
   CkptTensor *t = find(c, name);
@@ -485,7 +502,7 @@ int ckpt_read_box(Ckpt *c, const char *name, int ndim, const int64_t *shape, con
       verify(c, t) != 0)
     return -1;
   read_rows(c, t, begin, count, out);
-  return 0;
+  return check_finite(c, t, begin, count, out);
 }
 
 int ckpt_read(Ckpt *c, const char *name, int ndim, const int64_t *shape, real *out) {

@@ -136,8 +136,8 @@ const char *ckpt_meta(const Ckpt *c, const char *key);
 
 /* Reads the box [begin, begin + count) of tensor `name`, which must have the shape the caller expects
  * (`shape`, ndim axes), a dtype plait reads and bytes that match its checksum, into out (row-major over the
- * box), converted to real. Returns 0, or -1 with c->error naming both shapes when they differ, or the
- * tensor whose bytes do not match. */
+ * box), converted to real. Returns 0, or -1 with c->error naming both shapes when they differ, the tensor
+ * whose bytes do not match, or the first NaN or infinity read, with its place. */
 int ckpt_read_box(Ckpt *c, const char *name, int ndim, const int64_t *shape, const int64_t *begin, const int64_t *count,
                   real *out);
 /* The whole tensor. */
