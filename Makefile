@@ -30,7 +30,7 @@ B := build
 COMPILER_C   := $(filter-out compiler/main.c,$(wildcard compiler/*.c))
 COMPILER_RE  := $(wildcard compiler/*.re)
 # plait import and export read and write checkpoints with the runtime's own reader and writer, in double.
-COMPILER_RT  := ckpt ckpt_hash ckpt_header ckpt_meta ckpt_model half mapped
+COMPILER_RT  := ckpt ckpt_hash ckpt_header ckpt_meta ckpt_model half infile mapped
 COMPILER_OBJ := $(COMPILER_C:compiler/%.c=$(B)/compiler/%.o) $(COMPILER_RE:compiler/%.re=$(B)/compiler/%.o) \
                 $(B)/compiler/lualib.o $(COMPILER_RT:%=$(B)/compiler/rt/%.o)
 LUA_SOURCES  := $(wildcard lib/plait/*.lua lib/plait/machines/*.lua)
@@ -75,7 +75,7 @@ $(B)/gen/%.c: compiler/%.re
 
 $(B)/compiler/%.o: $(B)/gen/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(LUA_INC) -Icompiler -c -o $@ $<
+	$(CC) $(CFLAGS) $(LUA_INC) -Icompiler -Iruntime -c -o $@ $<
 
 # lib/plait/*.lua carried inside the binary: one byte array per module ("init" is the module "plait"; the
 # built-in machine files lib/plait/machines/NAME.lua are the modules plait.machines.NAME).

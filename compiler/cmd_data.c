@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "diag.h"
+#include "infile.h"
 #include "outfile.h"
 #include "tokenfile.h"
 
@@ -105,8 +106,9 @@ static int copy_file(const char *path, TokenWriter *train, TokenWriter *val, int
                      Diag *d) {
   unsigned char bytes[65536];
   uint16_t tokens[sizeof bytes];
-  FILE *f = fopen(path, "rb");
-  if (!f) return diag(d, "cannot read '%s' (%s); check the path", path, strerror(errno));
+  char why[512];
+  FILE *f = infile_open(path, why, sizeof why);
+  if (!f) return diag(d, "'%s': %s; give text files after --bytes", path, why);
   int rc = 0;
   size_t n;
   while ((n = fread(bytes, 1, sizeof bytes, f)) > 0) {

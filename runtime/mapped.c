@@ -3,7 +3,6 @@
 #include "mapped.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -12,6 +11,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "infile.h"
 
 enum { MOST_MAPPED = 64, PATH_BYTES = 1024 };
 
@@ -80,22 +81,13 @@ static void unwatch(const Mapped *m) {
   pthread_mutex_unlock(&watched_lock);
 }
 
-static const char *file_kind(mode_t mode) {
-  return S_ISDIR(mode) ? "a directory" : S_ISFIFO(mode) ? "a FIFO" : S_ISCHR(mode) ? "a character device"
-         : S_ISBLK(mode) ? "a block device" : S_ISSOCK(mode) ? "a socket" : "not a plain file";
-}
-
 int mapped_open(Mapped *m, const char *path, char *why, size_t size) {
   memset(m, 0, sizeof *m);
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-  if (fd < 0) {
-    snprintf(why, size, "cannot open it (%s)", strerror(errno));
-    return -1;
-  }
+  int fd = infile_fd(path, why, size);
   struct stat st;
-  int known = fstat(fd, &st) == 0;
-  if (!known || !S_ISREG(st.st_mode)) {
-    snprintf(why, size, "not a regular file (%s)", known ? file_kind(st.st_mode) : strerror(errno));
+  if (fd < 0) return -1;
+  if (fstat(fd, &st) != 0) {
+    snprintf(why, size, "cannot read it (%s)", strerror(errno));
     close(fd);
     return -1;
   }
