@@ -366,8 +366,9 @@ static __device__ __forceinline__ void adjust(float (&s)[NC][4], const Attn &a, 
 }
 
 /* The online softmax over one chunk of one m-tile's rows (half 0: row g, half 1: row g + 8): s·mul are
- * base-2 scores; the maxima m2 move on, O and the lane's partial sums l are rescaled, and s becomes
- * P = exp2(s·mul − max). A row with nothing seen yet subtracts 0, not −∞. */
+ * base-2 scores; the maxima m2 move on, O and the lane's partial sums l are rescaled (skipped when no row
+ * of the warp's half has a new maximum), and s becomes P = exp2(s·mul − max). A row with nothing seen yet
+ * subtracts 0, not −∞. */
 template <int NC, int ND>
 static __device__ __forceinline__ void softmax_step(float (&s)[NC][4], float (&o)[ND][4], float (&m2)[2],
                                                     float (&l)[2], float mul) {
@@ -381,9 +382,11 @@ static __device__ __forceinline__ void softmax_step(float (&s)[NC][4], float (&o
     float m_new = fmaxf(m2[half], top * mul), base = m_new == -INFINITY ? 0.0f : m_new;
     float rescale = exp2_approx(m2[half] - base);
     m2[half] = m_new;
-    l[half] *= rescale;
+    if (__any_sync(0xffffffffu, rescale != 1.0f)) { /* else every factor is 1: the same bits without it */
+      l[half] *= rescale;
 #pragma unroll
-    for (int d = 0; d < ND; d++) o[d][2 * half] *= rescale, o[d][2 * half + 1] *= rescale;
+      for (int d = 0; d < ND; d++) o[d][2 * half] *= rescale, o[d][2 * half + 1] *= rescale;
+    }
 #pragma unroll
     for (int n = 0; n < NC; n++)
 #pragma unroll
@@ -438,7 +441,7 @@ static __device__ __forceinline__ void store_row(const float (&acc)[D / 8][4], i
  * loading while this one is used; per chunk of KC keys: S = Q·Kᵀ in registers, the online softmax, and
  * O += P·V with P from S's registers. Then out = O/l and lse = (max + log2 l)·ln 2. MOD: a cap or ALiBi. */
 template <int D, bool MOD>
-__global__ void __launch_bounds__(THREADS) attention_forward_kernel(Attn a) {
+__global__ void __launch_bounds__(THREADS, 2) attention_forward_kernel(Attn a) {
   constexpr int MT = 2, BR = 64 * MT, BC = Plan<D>::BC, KC = MOD ? Plan<D>::KC_MOD : Plan<D>::KC, LD = D + 8;
   constexpr int ND = D / 8;
   constexpr bool QREG = Plan<D>::QREG;
@@ -529,7 +532,7 @@ __global__ void attention_prep_kernel(Attn a, int D, int vector, float *delta, f
  * see, K and V of the next one loading while this one is used. Per key tile: S = Q·Kᵀ and dP = dO·Vᵀ in
  * registers, P = exp2(S − lse2), dS = P·(dP − Δ)·cap' in place of S, dQ += dS·K. dQ·scale stored. */
 template <int D, bool MOD>
-__global__ void __launch_bounds__(THREADS) attention_dq_kernel(Attn a) {
+__global__ void __launch_bounds__(THREADS, 2) attention_dq_kernel(Attn a) {
   constexpr int MT = Plan<D>::DQ_MT, BR = 64 * MT, BC = 64, LD = D + 8, ND = D / 8, NC = BC / 8;
   constexpr bool QREG = Plan<D>::DQ_QREG;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -615,7 +618,7 @@ static __device__ __forceinline__ void load_step(const Attn &a, int64_t b, int h
  * while this one is used (rows past T are zeros: they add nothing). Per query tile, keys as rows: Sᵀ = K·Qᵀ
  * and dPᵀ = V·dOᵀ in registers, Pᵀ and dSᵀ in their place, dV += Pᵀ·dO and dK += dSᵀ·Q. dK·scale stored. */
 template <int D, bool MOD>
-__global__ void __launch_bounds__(THREADS) attention_dkv_kernel(Attn a) {
+__global__ void __launch_bounds__(THREADS, 2) attention_dkv_kernel(Attn a) {
   constexpr int BR = Plan<D>::DKV_BR, BC = 16 * WARPS, LD = D + 8, ND = D / 8, NR = BR / 8;
   constexpr bool KREG = Plan<D>::KREG;
   extern __shared__ __align__(16) unsigned char smem[];
