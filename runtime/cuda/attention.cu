@@ -848,6 +848,9 @@ static void launch(Kernel kernel, int64_t blocks, size_t smem, const Attn &a, co
     exit(1);
   }
   gpu_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), name);
+  /* all of L1 that can be shared memory: two blocks of up to 104 KB an SM */
+  gpu_check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 (int)cudaSharedmemCarveoutMaxShared), name);
   kernel<<<(unsigned)blocks, THREADS, smem, gpu_stream()>>>(a);
   gpu_check_launch(name);
 }
