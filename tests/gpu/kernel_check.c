@@ -165,6 +165,16 @@ static void check_value(Check *c, const char *name, double value, double toleran
   settle(c, name, &value, 1, tolerance);
 }
 
+/* Whether two buffers of the backend hold the same bytes. */
+static int same_bytes(const void *a, const void *b, size_t bytes) {
+  char *x = malloc(bytes), *y = malloc(bytes);
+  device_download(x, a, bytes);
+  device_download(y, b, bytes);
+  int same = memcmp(x, y, bytes) == 0;
+  free(x), free(y);
+  return same;
+}
+
 enum { BF16 = 0, FP32 = 1, SUMS = 2 };
 static const double tolerance[] = {1e-2, 1e-5, 1e-4};
 
@@ -259,8 +269,20 @@ static void attention_case_with(Check *c, int64_t B, int64_t T, int Hq, int Hkv,
   check_act(c, name, dk, nkv, tolerance[BF16]);
   snprintf(name, sizeof name, "attention_backward_dv_%s", tag);
   check_act(c, name, dv, nkv, tolerance[BF16]);
+  /* plait's promise: the same bits on every run (no atomics, sums in a fixed order) */
+  act_t *out2 = act_output(nq), *dq2 = act_output(nq), *dk2 = act_output(nkv), *dv2 = act_output(nkv);
+  real *lse2 = real_output(B * Hq * T);
+  k_attention_forward(&s, q, k, v, out2, lse2);
+  k_attention_backward(&s, q, k, v, out2, lse2, dout, dq2, dk2, dv2);
+  size_t q_bytes = (size_t)nq * sizeof(act_t), kv_bytes = (size_t)nkv * sizeof(act_t);
+  int same = same_bytes(out, out2, q_bytes) && same_bytes(lse, lse2, (size_t)(B * Hq * T) * sizeof(real)) &&
+             same_bytes(dq, dq2, q_bytes) && same_bytes(dk, dk2, kv_bytes) && same_bytes(dv, dv2, kv_bytes);
+  snprintf(name, sizeof name, "attention_rerun_%s", tag);
+  if (same) c->passed++, printf("PASS %s (the same bits again)\n", name);
+  else c->failed++, printf("FAIL %s: a second run gave other bits\n", name);
   device_free(q), device_free(k), device_free(v), device_free(dout), device_free(out);
   device_free(dq), device_free(dk), device_free(dv), device_free(lse);
+  device_free(out2), device_free(dq2), device_free(dk2), device_free(dv2), device_free(lse2);
 }
 
 static void attention_case(Check *c, int64_t B, int64_t T, int Hq, int Hkv, int D, int causal, int rope) {
@@ -451,6 +473,7 @@ int main(int argc, char **argv) {
   attention_case_with(&c, 1, 64, 4, 4, 128, 1, 0, 1, 0, 0, 0);     /* a window of one key */
   attention_case_with(&c, 2, 160, 2, 1, 32, 1, 0, 64, 0, 0, 0);    /* a window of one tile */
   attention_case_with(&c, 1, 70, 2, 2, 16, 0, 1, 0, 0, 0, 1);      /* 16: rope, ALiBi, not causal */
+  attention_case(&c, 1, 50, 2, 1, 20, 1, 1);                        /* 20: plain kernels, Δ's scalar loop */
   rope_case(&c, 2, 100, 4, 64, 64, 0, ROPE_SCALING_NONE);
   rope_case(&c, 1, 70, 3, 80, 32, 0, ROPE_SCALING_NONE); /* Phi-2's partial rotary */
   rope_case(&c, 1, 50, 2, 64, 64, 1, ROPE_SCALING_LINEAR);
