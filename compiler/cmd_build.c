@@ -89,9 +89,9 @@ static int compile_cuda(const char *dir, Diag *d) {
 #endif
 }
 
-/* The CUDA attention kernels take heads of up to 256 elements (16, 32, 64 and 128 on the tensor-core
- * tiles, the others on a plain kernel): another size is refused here, with the node that asks for it,
- * before anything is compiled. */
+/* The CUDA attention kernels take heads of up to 256 elements (16, 32, 64, 80, 96 and 128 on the
+ * tensor-core tiles, the others on a plain kernel): another size is refused here, with the node that asks
+ * for it, before anything is compiled. */
 static int check_cuda_attention(const Model *m, Diag *d) {
   const Graph *graphs[] = {&m->embed, &m->block, &m->head};
   for (int g = 0; g < 3; g++)
