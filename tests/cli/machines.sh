@@ -23,6 +23,15 @@ if awk -v a="$(iteration "$TMP/builtin.json")" -v b="$(iteration "$TMP/fast.json
   pass machine_file_numbers_used
 else fail machine_file_numbers_used "a100 $(iteration "$TMP/builtin.json") s, twice as fast $(iteration "$TMP/fast.json") s"; fi
 
+# the optimizer step: the gradient norm's pass over the fp32 gradients (4 bytes a parameter), then Adam's
+# 34 bytes a parameter in bf16, each a kernel at a100's copy rate (2.039 TB/s × 0.69, 4 µs a launch)
+$PLAIT plan models/gpt2.lua --machine a100 --format json >"$TMP/gpt2.json"
+optimizer=$(sed -n 's/.*"optimizer": \([0-9.e+-]*\)}.*/\1/p' "$TMP/gpt2.json" | head -n 1)
+params=$(sed -n 's/.*"params_padded": \([0-9]*\),.*/\1/p' "$TMP/gpt2.json" | head -n 1)
+if awk -v t="$optimizer" -v n="$params" 'BEGIN { e = 8e-6 + n * 38 / (2.039e12 * 0.69); exit !(n > 0 && (t - e) ^ 2 < 1e-18) }'; then
+  pass optimizer_step_norm_and_adam
+else fail optimizer_step_norm_and_adam "$optimizer s for $params parameters"; fi
+
 # every field missing, or negative, is named
 for field in gemm_efficiency memory_bandwidth memory_efficiency memory compute_units launch_overhead special_rate devices \
              link_bandwidth link_latency nics nic_bandwidth nic_latency; do
