@@ -55,7 +55,8 @@ static double optimizer_seconds(const Plan *p) {
     if (params > most) most = params;
   }
   double bytes_per_param = 4 + 3 * 8 + (p->machine.activation_bytes == 2 ? 2 : 0) + 4;
-  return kernel_stream(&p->machine, 4 * most).seconds + kernel_stream(&p->machine, most * bytes_per_param).seconds;
+  return kernel_stream(&p->machine, MEMORY_GRAD_NORM, 4 * most).seconds +
+         kernel_stream(&p->machine, MEMORY_OPTIMIZER, most * bytes_per_param).seconds;
 }
 
 static double chunk_both(const Plan *p, int c) {
