@@ -374,7 +374,9 @@ static void builtin_names(char *buf, size_t len) {
 static int load_file(const char *path, Machine *m, Diag *d) {
   char why[512];
   FILE *f = infile_open(path, why, sizeof why);
-  if (!f) return diag(d, "--machine %s: %s; give a machine file (a .lua file) or a built-in name", path, why);
+  if (!f)
+    return diag(d, "--machine %s: cannot read the machine file: %s; give a machine file (a .lua file) or a built-in "
+                "name", path, why);
   char *text = malloc(1 << 16);
   size_t len = fread(text, 1, 1 << 16, f);
   int too_long = !feof(f);

@@ -85,7 +85,7 @@ expect_error constant_too_large "^plait: tests/cli/models/constants.lua:[0-9]+: 
   $PLAIT plan tests/cli/models/constants.lua --set seq=4096
 # a FIFO (or a device) where plait reads a file is refused at once, never waited on
 mkfifo "$TMP/fifo.lua" "$TMP/fifo.txt" "$TMP/fifo.json"
-within fifo_machine_ends 10 expect_error fifo_machine "^plait: --machine .*fifo.lua: not a regular file \(a FIFO\)" \
+within fifo_machine_ends 10 expect_error fifo_machine "^plait: --machine .*fifo.lua: cannot read the machine file: not a regular file \(a FIFO\)" \
   timeout 20 $PLAIT plan models/tiny.lua --machine "$TMP/fifo.lua"
 within fifo_schedule_ends 10 expect_error fifo_schedule "^plait: schedule file .*fifo.txt: not a regular file \(a FIFO\)" \
   timeout 20 $PLAIT plan models/tiny.lua --pp 2 --schedule "$TMP/fifo.txt"
@@ -93,5 +93,5 @@ within fifo_trace_ends 10 expect_error fifo_trace "^plait: trace .*fifo.json: no
   timeout 20 $PLAIT check "$TMP/fifo.json"
 within fifo_text_ends 10 expect_error fifo_text "^plait: .*fifo.txt.* not a regular file" \
   timeout 20 $PLAIT data --bytes "$TMP/fifo.txt" -o "$TMP/fifo-out.bin"
-within device_machine_ends 10 expect_error device_machine "^plait: --machine /dev/zero: not a regular file \(a character device\)" \
+within device_machine_ends 10 expect_error device_machine "^plait: --machine /dev/zero: cannot read the machine file: not a regular file \(a character device\)" \
   timeout 20 $PLAIT plan models/tiny.lua --machine /dev/zero
