@@ -339,6 +339,6 @@ int cmd_export(int argc, char **argv) {
     model_free(&m);
   }
   if (status == 0) return 0;
-  if (!e.reported) fprintf(stderr, "plait: %s\n", d.msg);
+  if (!e.reported) diag_print(d.msg);
   return 1;
 }

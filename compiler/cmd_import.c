@@ -11,6 +11,7 @@
 
 #include "ckpt_model.h"
 #include "commands.h"
+#include "escape.h"
 #include "family.h"
 #include "host.h"
 #include "options.h"
@@ -225,10 +226,11 @@ static int write_link(Source *s, const Family *f, const FamilyLink *l, CkptWrite
 static void note_longer(Source *s, const Family *f, const FamilyLink *l) {
   const CkptTensor *t = find(s, f, l->name).tensor;
   int axis = l->transpose ? 1 : 0;
+  char hf[ESCAPED_SIZE(FAMILY_NAME_LEN)], ours[ESCAPED_SIZE(FAMILY_NAME_LEN)];
   if (l->at_least && t->shape[axis] > l->shape[axis])
-    printf("note: %s has %lld rows, the model's %s %lld: the first %lld are taken\n", l->name,
-           (long long)t->shape[axis], f->tensors[l->parts[0]].name, (long long)l->shape[axis],
-           (long long)l->shape[axis]);
+    printf("note: %s has %lld rows, the model's %s %lld: the first %lld are taken\n",
+           escape(ESC_TEXT, l->name, hf, sizeof hf), (long long)t->shape[axis], escape(ESC_TEXT, f->tensors[l->parts[0]].name, ours, sizeof ours),
+           (long long)l->shape[axis], (long long)l->shape[axis]);
 }
 
 static int same_folder(const char *a, const char *b) {
@@ -327,6 +329,6 @@ int cmd_import(int argc, char **argv) {
     model_free(&m);
   }
   if (status == 0) return 0;
-  if (!im.reported) fprintf(stderr, "plait: %s\n", d.msg);
+  if (!im.reported) diag_print(d.msg);
   return 1;
 }

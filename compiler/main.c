@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "diag.h"
 
 typedef struct {
   const char *name;
@@ -48,6 +49,8 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) return usage(stdout);
   for (unsigned i = 0; i < sizeof commands / sizeof *commands; i++)
     if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc, argv);
-  fprintf(stderr, "plait: unknown command '%s'; see plait help\n", argv[1]);
+  Diag d;
+  diag(&d, "unknown command '%s'; see plait help", argv[1]);
+  diag_print(d.msg);
   return 2;
 }

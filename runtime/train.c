@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "device.h"
+#include "escape.h"
 #include "flags.h"
 #include "kernels.h"
 #include "preflight.h"
@@ -70,7 +71,11 @@ int main(int argc, char **argv) {
   Refusal refusal;
   signal(SIGXFSZ, SIG_IGN); /* past a file-size limit (ulimit -f) a write fails with EFBIG, which is told */
   if (preflight(argc, argv, &args, &refusal)) {
-    if (!comm_ranks_are_processes()) return fprintf(stderr, "plait: %s\n", refusal.text), 1;
+    if (!comm_ranks_are_processes()) {
+      fprintf(stderr, "plait: ");
+      escape_write(ESC_TEXT, refusal.text, stderr);
+      return fprintf(stderr, "\n"), 1;
+    }
     args.start_error = refusal.text;
   } else {
     args.gemm_rate = device_peak_flops();
