@@ -30,7 +30,7 @@ B := build
 COMPILER_C   := $(filter-out compiler/main.c,$(wildcard compiler/*.c))
 COMPILER_RE  := $(wildcard compiler/*.re)
 # plait import and export read and write checkpoints with the runtime's own reader and writer, in double.
-COMPILER_RT  := ckpt ckpt_hash ckpt_header ckpt_meta ckpt_model escape half
+COMPILER_RT  := ckpt ckpt_hash ckpt_header ckpt_meta ckpt_model escape half own_folder write_place
 COMPILER_OBJ := $(COMPILER_C:compiler/%.c=$(B)/compiler/%.o) $(COMPILER_RE:compiler/%.re=$(B)/compiler/%.o) \
                 $(B)/compiler/lualib.o $(COMPILER_RT:%=$(B)/compiler/rt/%.o)
 LUA_SOURCES  := $(wildcard lib/plait/*.lua lib/plait/machines/*.lua)

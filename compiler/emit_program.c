@@ -1,10 +1,7 @@
 /* emit_program.c: the generated program's model.c (parameter tables, stage and chunk functions, the
  * Program descriptor) and the files of DIR/, each written to a temporary name and renamed. */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "emit.h"
 #include "escape.h"
@@ -366,31 +363,21 @@ static void model_c(const Emission *e, FILE *f) {
 
 typedef void (*Writer)(const Emission *e, FILE *f);
 
-/* Writes one file of DIR through a temporary name; the model file may not be one of them. */
-static int write_file(const Emission *e, const char *dir, const char *name, Writer write, Diag *d) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
+/* Writes one file of DIR through a temporary name of the folder's; the model file may not be one of them. */
+static int write_file(const Emission *e, const OwnFolder *dir, const char *name, Writer write, Diag *d) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%s", dir->path, name);
   const char *inputs[] = {e->plan->model.file};
   OutFile out;
-  if (outfile_check("-o", path, inputs, 1, d) || outfile_open(&out, path, d)) return -1;
+  if (outfile_check("-o", path, inputs, 1, d) || outfile_open_in(&out, dir, name, path, sizeof path, d)) return -1;
   write(e, out.file);
   return outfile_close(&out, d);
 }
 
-static int make_dir(const char *dir, Diag *d) {
-  if (mkdir(dir, 0777) == 0 || errno == EEXIST) return 0;
-  return diag(d, "-o %s: cannot create the directory: %s", dir, strerror(errno));
-}
-
-int emit_program(const Plan *p, const char *dir, Diag *d) {
+int emit_program(const Plan *p, const OwnFolder *dir, Diag *d) {
   Emission e = {.plan = p, .stage = {&p->model.embed, &p->model.block, &p->model.head}, .memory = p->memory};
-  char first[4096];
-  const char *inputs[] = {p->model.file};
-  snprintf(first, sizeof first, "%s/model.c", dir);
-  if (outfile_check("-o", first, inputs, 1, d)) return -1; /* before the folder is made */
   emit_collect_kernels(&e);
-  int status = make_dir(dir, d);
-  if (status == 0) status = write_file(&e, dir, "model.c", model_c, d);
+  int status = write_file(&e, dir, "model.c", model_c, d);
   if (status == 0) status = write_file(&e, dir, "kernels.h", emit_kernels_h, d);
   if (status == 0) status = write_file(&e, dir, "kernels.c", emit_kernels_c, d);
   if (status == 0) status = write_file(&e, dir, "kernels_cuda.c", emit_kernels_cuda, d);

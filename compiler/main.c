@@ -33,7 +33,8 @@ static const Command commands[] = {
      "           [--format report|text|csv|trace|svg] [-o FILE]"},
     {"data", cmd_data, "plait data --bytes FILE... -o OUT.bin [--val-fraction F]   (validation part: OUT.val.bin)"},
     {"import", cmd_import,
-     "plait import MODEL.lua HF_DIR -o CKPT_DIR [--set key=value ...]   (a Hugging Face checkpoint: weights to start from)"},
+     "plait import MODEL.lua HF_DIR -o CKPT_DIR [--set key=value ...] [--force]   (a Hugging Face checkpoint: weights\n"
+     "           to start from; --force replaces a full training checkpoint in CKPT_DIR)"},
     {"export", cmd_export,
      "plait export MODEL.lua CKPT_DIR -o HF_DIR [--dtype f32|bf16|f16|f64] [--shard-size 5GB] [--set key=value ...]"},
 };

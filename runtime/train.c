@@ -52,7 +52,7 @@ static int check(TrainArgs *a, Refusal *r) {
   char error[4400];
   if (k_attention_available((AttentionChoice)a->attention, error, sizeof error))
     return refuse(r, "--attention cudnn: %s", error);
-  if (a->save && save_folder_prepare(a->save, a->init, error, sizeof error)) return refuse(r, "%s", error);
+  if (a->save && save_folder_check(a->save, a->init, error, sizeof error)) return refuse(r, "%s", error);
   return 0;
 }
 
