@@ -674,6 +674,25 @@ static int l_beside(lua_State *L) {
   return 1;
 }
 
+/* core.json_string(s): s as a JSON string, escaped as every JSON string plait writes (escape.h); a NUL byte
+ * inside becomes \u0000. */
+static int l_json_string(lua_State *L) {
+  size_t n;
+  const char *s = luaL_checklstring(L, 1, &n);
+  char *part = lua_newuserdatauv(L, ESCAPED_SIZE(n), 0); /* counted against the model file's memory */
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  luaL_addchar(&b, '"');
+  for (size_t at = 0; at <= n; at += strlen(s + at) + 1) {
+    if (at) luaL_addstring(&b, "\\u0000");
+    escape(ESC_JSON, s + at, part, ESCAPED_SIZE(n));
+    luaL_addlstring(&b, part + 1, strlen(part) - 2); /* without its quotes */
+  }
+  luaL_addchar(&b, '"');
+  luaL_pushresult(&b);
+  return 1;
+}
+
 /* The function of upvalue 1 called with the arguments, its results returned. */
 static int call_kept(lua_State *L) {
   lua_pushvalue(L, lua_upvalueindex(1));
@@ -709,6 +728,7 @@ static const luaL_Reg core_functions[] = {
     {"shape", l_shape},     {"stage", l_stage},         {"output", l_output},
     {"overrides", l_overrides}, {"consume", l_consume}, {"set_config", l_set_config},
     {"where", l_where}, {"model_dir", l_model_dir}, {"beside", l_beside}, {"keeps_caller", l_keeps_caller},
+    {"json_string", l_json_string},
     {NULL, NULL},
 };
 
