@@ -618,6 +618,16 @@ static int l_consume(lua_State *L) {
   return 0;
 }
 
+/* A config value at the top of the stack, which checkpoints record as JSON and loading compares: at most
+ * NAME_LEN - 1 bytes of UTF-8 text. */
+static void config_value_arg(lua_State *L, const char *key) {
+  size_t n;
+  const char *value = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &n) : "";
+  if (lua_type(L, -1) == LUA_TSTRING && (n >= NAME_LEN || strlen(value) != n || !escape_is_utf8(value)))
+    fail(L, "config.%s: a text value must be at most %d bytes of UTF-8 text (checkpoints record it)", key,
+         NAME_LEN - 1);
+}
+
 /* core.set_config(config [, name]): the configuration's scalar entries for the plan to print and
  * checkpoints to record, and (from plait.model) the model's name. */
 static int l_set_config(lua_State *L) {
@@ -632,7 +642,7 @@ static int l_set_config(lua_State *L) {
   lua_pushnil(L);
   while (lua_next(L, 1)) {
     if (lua_type(L, -2) == LUA_TSTRING && (lua_isnumber(L, -1) || lua_isstring(L, -1) || lua_isboolean(L, -1))) {
-      plain_name_arg(L, -2, "config key");
+      config_value_arg(L, plain_name_arg(L, -2, "config key"));
       ConfigEntry *e = &m->config[m->nconfig++];
       snprintf(e->key, sizeof e->key, "%s", lua_tostring(L, -2));
       if (lua_isboolean(L, -1)) snprintf(e->value, sizeof e->value, "%s", lua_toboolean(L, -1) ? "true" : "false");

@@ -130,6 +130,16 @@ void escape_write(EscFormat format, const char *text, FILE *f) {
   escape_into(format, text, &s);
 }
 
+int escape_is_utf8(const char *text) {
+  unsigned cp;
+  for (const unsigned char *c = (const unsigned char *)text; *c;) {
+    int n = utf8_char(c, &cp);
+    if (n == 0) return 0;
+    c += n;
+  }
+  return 1;
+}
+
 int escape_plain_name(const char *name, size_t most) {
   size_t n = strlen(name);
   if (n == 0 || n > most) return 0;

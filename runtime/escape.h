@@ -28,6 +28,9 @@ const char *escape(EscFormat format, const char *text, char *out, size_t size);
 /* Writes text escaped for the format to f, whatever its length. */
 void escape_write(EscFormat format, const char *text, FILE *f);
 
+/* Whether text is UTF-8 throughout: what a JSON string carries byte for byte. */
+int escape_is_utf8(const char *text);
+
 /* Whether name is plain: 1 to `most` characters, each an ASCII letter or digit, '_', '.' or '-'. Names
  * that become identifiers or keys (a model's, its parameters', constants', dims', config keys, a
  * machine's) must be. */

@@ -35,9 +35,17 @@ expect_error config_key_refused "^plait: .*/config_key.lua:1[56]: config key '.*
 hostile_model long_name "cfg.name = string.rep('a', 64)"
 sed -i 's/name = "tiny"/name = cfg.name/' "$TMP/long_name.lua"
 expect_error long_name_refused "^plait: .*/long_name.lua:1[56]: the model's name 'a{64}' $NAME_ERROR" $PLAIT plan "$TMP/long_name.lua"
+hostile_model config_value "cfg.note = 'caf\\233'"
+expect_error config_value_refused "^plait: .*/config_value.lua:1[56]: config.note: a text value must be at most 63 bytes \
+of UTF-8 text \(checkpoints record it\)$" $PLAIT plan "$TMP/config_value.lua"
 sed 's|^  name = "cpu",$|  name = "x\\"; */ /* evil\\n",|' lib/plait/machines/cpu.lua >"$TMP/machine.lua"
 expect_error machine_name_refused "^plait: machine .*/machine.lua: name 'x\"; \*/ /\* evil\\\\n' is not a plain name" \
   $PLAIT plan models/tiny.lua --machine "$TMP/machine.lua"
+# a machine's about is free text: shown escaped, on its line
+sed 's|^  about = .*|  about = "\\27[31mred\\n second line",|' lib/plait/machines/cpu.lua >"$TMP/about.lua"
+$PLAIT plan models/tiny.lua --machine "$TMP/about.lua" >"$TMP/about.txt" 2>&1
+if grep -q '^machine     cpu: \\x1b\[31mred\\n second line$' "$TMP/about.txt" && ! grep -q "$(printf '\033')" "$TMP/about.txt"
+then pass machine_about_escaped; else fail machine_about_escaped "$(grep -a machine "$TMP/about.txt")"; fi
 
 # ---- free text: a hostile path for the model file and the schedule, and a hostile config value ---------
 dir="$TMP/x\"; } int evil; /* */ #include \"evil.h\" ??/ %s%n \\

@@ -66,6 +66,11 @@ static void test_write(void) {
   free(text);
 }
 
+static void test_utf8(void) {
+  CHECK(escape_is_utf8("plain ascii") && escape_is_utf8("caf\xc3\xa9 \xe2\x80\xa6"), "UTF-8 refused");
+  CHECK(!escape_is_utf8("caf\xe9") && !escape_is_utf8("\xc3") && !escape_is_utf8("\xed\xa0\x80"), "not UTF-8 taken");
+}
+
 static void test_plain_names(void) {
   const char *plain[] = {"tiny", "attn.q.weight", "layers-2_x", "A9", NULL};
   const char *refused[] = {"", "a b", "a\"b", "a/b", "a*b", "x\n", "é", "a;b", "0123456789abcdef0", NULL};
@@ -82,6 +87,7 @@ int main(void) {
   RUN(test_text);
   RUN(test_cut);
   RUN(test_write);
+  RUN(test_utf8);
   RUN(test_plain_names);
   TEST_EXIT();
 }
