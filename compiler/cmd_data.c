@@ -170,6 +170,6 @@ int cmd_data(int argc, char **argv) {
   if (rc == 0) rc = write_outputs(&a, total, &d);
   free(a.inputs);
   if (rc == 0) return 0;
-  fprintf(stderr, "plait: %s\n", d.msg);
+  diag_print(d.msg);
   return 1;
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
 #include "layers.h"
 #include "shape.h"
 
@@ -41,6 +42,17 @@ static int fail(lua_State *L, const char *fmt, ...) {
   core_user_where(L, where, sizeof where);
   lua_pushfstring(L, "%s: %s", where, msg);
   return lua_error(L);
+}
+
+/* A name that becomes an identifier or a key of the program, its checkpoints and plans (`what` names its
+ * kind): plain, at most NAME_LEN - 1 characters; anything else is refused at the model file's line. */
+static const char *plain_name_arg(lua_State *L, int arg, const char *what) {
+  const char *name = luaL_checkstring(L, arg);
+  char shown[120];
+  if (!escape_plain_name(name, NAME_LEN - 1))
+    fail(L, "%s '%s' is not a plain name: give it 1 to %d ASCII letters, digits, '_', '.' or '-'", what,
+         escape(ESC_TEXT, name, shown, sizeof shown), NAME_LEN - 1);
+  return name;
 }
 
 static int check_graph(lua_State *L, Builder *b) {
@@ -130,7 +142,7 @@ static int add_node(lua_State *L, Builder *b, Node *n) {
 
 static int l_dim(lua_State *L) {
   Builder *b = builder(L);
-  const char *name = luaL_checkstring(L, 1);
+  const char *name = plain_name_arg(L, 1, "dim");
   lua_Integer size = luaL_checkinteger(L, 2), granule = luaL_optinteger(L, 3, 1);
   if (size < 1) return fail(L, "dim %s: size %lld must be positive", name, (long long)size);
   if (granule < 1 || size % granule != 0)
@@ -162,7 +174,9 @@ static int l_vocab_dim(lua_State *L) {
 static int l_input(lua_State *L) {
   Builder *b = builder(L);
   check_graph(L, b);
-  const char *name = luaL_checkstring(L, 1);
+  const char *name = plain_name_arg(L, 1, "input");
+  if (strpbrk(name, ".-") || (name[0] >= '0' && name[0] <= '9'))
+    return fail(L, "input '%s' is not a C identifier: use letters, digits and '_', not first a digit", name);
   int dims[MAX_DIMS], n = dims_arg(L, b, 2, dims);
   DType dt = strcmp(luaL_checkstring(L, 3), "int") == 0 ? DT_INT : DT_REAL;
   Graph *g = b->graph;
@@ -244,8 +258,7 @@ static int l_dim_size(lua_State *L) {
 static int l_constant(lua_State *L) {
   Builder *b = builder(L);
   check_graph(L, b);
-  const char *name = luaL_checkstring(L, 1);
-  if (strlen(name) >= NAME_LEN) return fail(L, "constant name '%s' is longer than %d characters", name, NAME_LEN - 1);
+  const char *name = plain_name_arg(L, 1, "constant");
   int dims[MAX_DIMS], ndim = dims_arg(L, b, 2, dims);
   luaL_checktype(L, 3, LUA_TTABLE);
   int c = find_or_make_constant(L, b, name, ndim, dims, 3);
@@ -271,8 +284,7 @@ static int l_param(lua_State *L) {
   check_graph(L, b);
   Param p;
   memset(&p, 0, sizeof p);
-  const char *name = luaL_checkstring(L, 1);
-  if (strlen(name) >= NAME_LEN) return fail(L, "parameter name '%s' is longer than %d characters", name, NAME_LEN - 1);
+  const char *name = plain_name_arg(L, 1, "parameter");
   snprintf(p.name, sizeof p.name, "%s", name);
   p.ndim = dims_arg(L, b, 2, p.dims);
   p.init = (InitKind)luaL_checkoption(L, 3, NULL, inits);
@@ -606,10 +618,22 @@ static int l_consume(lua_State *L) {
   return 0;
 }
 
-/* Keeps the configuration's scalar entries for the plan to print. */
+/* A config value at the top of the stack, which checkpoints record as JSON and loading compares: at most
+ * NAME_LEN - 1 bytes of UTF-8 text. */
+static void config_value_arg(lua_State *L, const char *key) {
+  size_t n;
+  const char *value = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &n) : "";
+  if (lua_type(L, -1) == LUA_TSTRING && (n >= NAME_LEN || strlen(value) != n || !escape_is_utf8(value)))
+    fail(L, "config.%s: a text value must be at most %d bytes of UTF-8 text (checkpoints record it)", key,
+         NAME_LEN - 1);
+}
+
+/* core.set_config(config [, name]): the configuration's scalar entries for the plan to print and
+ * checkpoints to record, and (from plait.model) the model's name. */
 static int l_set_config(lua_State *L) {
   Model *m = builder(L)->model;
   luaL_checktype(L, 1, LUA_TTABLE);
+  if (!lua_isnoneornil(L, 2)) snprintf(m->name, sizeof m->name, "%s", plain_name_arg(L, 2, "the model's name"));
   int n = 0;
   lua_pushnil(L);
   while (lua_next(L, 1)) n++, lua_pop(L, 1);
@@ -618,6 +642,7 @@ static int l_set_config(lua_State *L) {
   lua_pushnil(L);
   while (lua_next(L, 1)) {
     if (lua_type(L, -2) == LUA_TSTRING && (lua_isnumber(L, -1) || lua_isstring(L, -1) || lua_isboolean(L, -1))) {
+      config_value_arg(L, plain_name_arg(L, -2, "config key"));
       ConfigEntry *e = &m->config[m->nconfig++];
       snprintf(e->key, sizeof e->key, "%s", lua_tostring(L, -2));
       if (lua_isboolean(L, -1)) snprintf(e->value, sizeof e->value, "%s", lua_toboolean(L, -1) ? "true" : "false");
@@ -659,6 +684,43 @@ static int l_beside(lua_State *L) {
   return 1;
 }
 
+/* core.json_string(s): s as a JSON string, escaped as every JSON string plait writes (escape.h); a NUL byte
+ * inside becomes \u0000. */
+static int l_json_string(lua_State *L) {
+  size_t n;
+  const char *s = luaL_checklstring(L, 1, &n);
+  char *part = lua_newuserdatauv(L, ESCAPED_SIZE(n), 0); /* counted against the model file's memory */
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  luaL_addchar(&b, '"');
+  for (size_t at = 0; at <= n; at += strlen(s + at) + 1) {
+    if (at) luaL_addstring(&b, "\\u0000");
+    escape(ESC_JSON, s + at, part, ESCAPED_SIZE(n));
+    luaL_addlstring(&b, part + 1, strlen(part) - 2); /* without its quotes */
+  }
+  luaL_addchar(&b, '"');
+  luaL_pushresult(&b);
+  return 1;
+}
+
+/* The function of upvalue 1 called with the arguments, its results returned. */
+static int call_kept(lua_State *L) {
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+  return lua_gettop(L);
+}
+
+/* core.keeps_caller(f): f behind a C function. A model file's `return f(...)` is a tail call, which
+ * replaces the model file's frame with a Lua function's but not with a C function's: errors raised in f
+ * then name the model file's line. */
+static int l_keeps_caller(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  lua_pushvalue(L, 1);
+  lua_pushcclosure(L, call_kept, 1);
+  return 1;
+}
+
 /* core.where(): "file:line" of the model file's innermost frame, or its name (lib/plait's errors). */
 static int l_where(lua_State *L) {
   char where[WHERE_LEN];
@@ -675,7 +737,8 @@ static const luaL_Reg core_functions[] = {
     {"rope", l_rope}, {"constant", l_constant}, {"dim_size", l_dim_size}, {"split", l_split}, {"concat", l_concat}, {"variant_output", l_variant_output}, {"variant_done", l_variant_done},
     {"shape", l_shape},     {"stage", l_stage},         {"output", l_output},
     {"overrides", l_overrides}, {"consume", l_consume}, {"set_config", l_set_config},
-    {"where", l_where}, {"model_dir", l_model_dir}, {"beside", l_beside},
+    {"where", l_where}, {"model_dir", l_model_dir}, {"beside", l_beside}, {"keeps_caller", l_keeps_caller},
+    {"json_string", l_json_string},
     {NULL, NULL},
 };
 

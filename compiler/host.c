@@ -181,12 +181,11 @@ static int run_model_file(lua_State *L, const char *file, Diag *d) {
   return is_model ? 0 : diag(d, "%s must return plait.model{...}", file);
 }
 
+/* The depth from the model table (its name and configuration core.set_config took when plait.model ran). */
 static void read_model_fields(lua_State *L, int model, Model *m, const char *file) {
-  lua_getfield(L, model, "name");
-  snprintf(m->name, sizeof m->name, "%s", lua_tostring(L, -1));
   lua_getfield(L, model, "layers");
   m->layers = (int)lua_tointeger(L, -1);
-  lua_pop(L, 2);
+  lua_pop(L, 1);
   snprintf(m->file, sizeof m->file, "%s", file);
 }
 
@@ -240,6 +239,7 @@ static int run_model(const Options *o, const Parallel *flags, Parallel *par, Mod
   lua_pushstring(L, file);
   lua_setfield(L, LUA_REGISTRYINDEX, CORE_MODEL_FILE);
   int status = run_model_file(L, file, d);
+  if (status == 0 && !m->name[0]) status = diag(d, "%s must return plait.model{...}", file);
   if (status == 0) {
     int model = lua_gettop(L);
     read_model_fields(L, model, m, file);

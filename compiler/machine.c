@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
 #include "infile.h"
 #include "lua_limits.h"
 #include "lualib.h"
@@ -82,6 +83,18 @@ static int read_string(lua_State *L, int t, const char *origin, const char *key,
   if (s) snprintf(out, len, "%s", s);
   lua_pop(L, 1);
   return s ? 0 : diag(d, "machine %s: %s is missing (a string); add it to the machine file", origin, key);
+}
+
+/* The machine's name, which plans print: plain, as a model's names are. */
+static int read_name(lua_State *L, int t, const char *origin, Machine *m, Diag *d) {
+  if (read_string(L, t, origin, "name", m->name, sizeof m->name, d)) return -1;
+  lua_getfield(L, t, "name");
+  char shown[120];
+  int plain = escape_plain_name(lua_tostring(L, -1), sizeof m->name - 1);
+  if (!plain) escape(ESC_TEXT, lua_tostring(L, -1), shown, sizeof shown);
+  lua_pop(L, 1);
+  return plain ? 0 : diag(d, "machine %s: name '%s' is not a plain name: give it 1 to %d ASCII letters, digits, "
+                          "'_', '.' or '-'", origin, shown, (int)sizeof m->name - 1);
 }
 
 /* precision names the training precision; device.flops[precision] is its peak. */
@@ -322,7 +335,7 @@ static int read_kernels(lua_State *L, int t, const char *origin, Machine *m, Dia
 static int read_machine(lua_State *L, const char *origin, Machine *m, Diag *d) {
   int t = lua_gettop(L);
   if (!lua_istable(L, t)) return diag(d, "machine %s: the file must return a table (see docs/cost-model.md)", origin);
-  if (read_string(L, t, origin, "name", m->name, sizeof m->name, d) ||
+  if (read_name(L, t, origin, m, d) ||
       read_string(L, t, origin, "about", m->about, sizeof m->about, d) || read_precision(L, t, origin, m, d) ||
       read_tile(L, t, origin, m, d) || read_gemm_rates(L, t, origin, m, d) || read_kernels(L, t, origin, m, d))
     return -1;

@@ -2,7 +2,6 @@
  * header and boxes of tensors, each checked against its checksum. */
 #include "ckpt.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <fcntl.h>
@@ -74,9 +73,11 @@ static int check_specs(CkptWriter *w, const CkptSpec *tensors, int ntensors) {
   return 0;
 }
 
-/* Creates the temporary file beside the final one. */
-static int open_temp(CkptWriter *w) {
-  if (snprintf(w->temp, sizeof w->temp, "%s.tmp.XXXXXX", w->path) >= (int)sizeof w->temp) {
+/* Creates the temporary file beside the final one: from the template, else PATH.tmp.XXXXXX. */
+static int open_temp(CkptWriter *w, const char *template) {
+  int n = template ? snprintf(w->temp, sizeof w->temp, "%s", template)
+                   : snprintf(w->temp, sizeof w->temp, "%s.tmp.XXXXXX", w->path);
+  if (n >= (int)sizeof w->temp) {
     w->temp[0] = 0;
     errno = ENAMETOOLONG;
     return writer_io_fail(w);
@@ -113,6 +114,11 @@ static int keep_specs(CkptWriter *w, const CkptSpec *tensors, int ntensors) {
 
 int ckpt_write_begin(CkptWriter *w, const char *path, const CkptSpec *tensors, int ntensors, const CkptMeta *meta,
                      int nmeta) {
+  return ckpt_write_begin_as(w, path, NULL, tensors, ntensors, meta, nmeta);
+}
+
+int ckpt_write_begin_as(CkptWriter *w, const char *path, const char *temp, const CkptSpec *tensors, int ntensors,
+                        const CkptMeta *meta, int nmeta) {
   memset(w, 0, sizeof *w);
   w->path = path;
   if (check_specs(w, tensors, ntensors) != 0) return -1;
@@ -123,8 +129,7 @@ int ckpt_write_begin(CkptWriter *w, const char *path, const CkptSpec *tensors, i
   if (!w->header) return writer_fail(w, "out of memory while writing the header");
   unsigned char length[8];
   for (int i = 0; i < 8; i++) length[i] = (unsigned char)((uint64_t)w->header_len >> (8 * i));
-  ckpt_remove_temporaries(path);
-  if (open_temp(w) != 0) return -1;
+  if (open_temp(w, temp) != 0) return -1;
   if (fwrite(length, 8, 1, w->file) != 1 || fwrite(w->header, w->header_len, 1, w->file) != 1)
     return writer_io_fail(w);
   return keep_specs(w, tensors, ntensors);
@@ -194,11 +199,10 @@ int ckpt_write_data(CkptWriter *w, const real *data, int64_t n) {
   return 0;
 }
 
-/* The folder that holds path ("dir/", or "." for a bare name); returns the bare name. */
-static const char *folder_of(const char *path, char *folder, size_t len) {
+/* The folder that holds path ("dir/", or "." for a bare name). */
+static void folder_of(const char *path, char *folder, size_t len) {
   const char *slash = strrchr(path, '/');
   snprintf(folder, len, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
-  return slash ? slash + 1 : path;
 }
 
 /* Makes the rename itself durable: a sync of the folder that holds the file. */
@@ -247,28 +251,6 @@ int ckpt_save(CkptWriter *w, const char *path, const CkptSpec *tensors, const re
   for (int i = 0; i < ntensors; i++)
     if (ckpt_write_data(w, data[i], elements(tensors[i].ndim, tensors[i].shape)) != 0) return -1;
   return ckpt_write_end(w);
-}
-
-/* A name mkstemp made from name + ".tmp.XXXXXX": six letters or digits after the dot. */
-static int is_temporary_of(const char *entry, const char *name) {
-  size_t n = strlen(name);
-  if (strncmp(entry, name, n) != 0 || strncmp(entry + n, ".tmp.", 5) != 0 || strlen(entry + n + 5) != 6) return 0;
-  for (const char *c = entry + n + 5; *c; c++)
-    if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z'))) return 0;
-  return 1;
-}
-
-void ckpt_remove_temporaries(const char *path) {
-  char folder[4096];
-  const char *name = folder_of(path, folder, sizeof folder);
-  DIR *d = opendir(folder);
-  if (!d) return; /* the write that follows names the folder's trouble */
-  struct stat st;
-  for (struct dirent *e; (e = readdir(d));)
-    if (is_temporary_of(e->d_name, name) && fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-        S_ISREG(st.st_mode))
-      unlinkat(dirfd(d), e->d_name, 0);
-  closedir(d);
 }
 
 /* ---- reading ------------------------------------------------------------------------------------ */

@@ -24,6 +24,7 @@ typedef struct {
 } Watched;
 
 static Watched watched[MOST_MAPPED];
+static volatile char telling; /* one thread tells the fault; the others wait for its _exit */
 static pthread_mutex_t watched_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t handler_once = PTHREAD_ONCE_INIT;
 
@@ -40,6 +41,8 @@ static void on_bus_error(int sig, siginfo_t *info, void *context) {
   for (int i = 0; i < MOST_MAPPED; i++) {
     uintptr_t start = watched[i].start;
     if (!start || at < start || at >= start + watched[i].size) continue;
+    if (__atomic_test_and_set(&telling, __ATOMIC_SEQ_CST))
+      for (;;) pause(); /* another thread faulted too: its line is enough */
     char line[PATH_BYTES + 256];
     size_t n = text_copy(line, 0, sizeof line, "plait: ");
     n = text_copy(line, n, sizeof line, watched[i].path);

@@ -10,6 +10,7 @@
 #include "device.h"
 #include "log.h"
 #include "output.h"
+#include "write_place.h"
 
 int refuse(Refusal *r, const char *fmt, ...) {
   va_list ap;
@@ -26,10 +27,10 @@ static int regular_input(const char *flag, const char *value, const char *path, 
   struct stat st;
   if (!path || stat(path, &st) != 0 || S_ISREG(st.st_mode)) return 0;
   if (strcmp(value, path) == 0)
-    return refuse(r, "%s %s is %s, not a regular file; give the path of %s", flag, path, output_file_kind(st.st_mode),
+    return refuse(r, "%s %s is %s, not a regular file; give the path of %s", flag, path, place_kind(st.st_mode),
                   what);
   return refuse(r, "%s %s: %s is %s, not a regular file; give the folder of %s", flag, value, path,
-                output_file_kind(st.st_mode), what);
+                place_kind(st.st_mode), what);
 }
 
 /* DIR/model.safetensors of a checkpoint directory flag. */

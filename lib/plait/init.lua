@@ -8,7 +8,7 @@ local plait = {}
 -- Errors name the model file's line, not the library's.
 
 -- "file:line" of the innermost caller outside lib/plait; the model file's name where no frame of it is
--- left (a stage that is a library function, or `return plait.model{...}`, a tail call).
+-- left (a stage that is a library function).
 function plait.fail(fmt, ...)
   error(core.where() .. ": " .. string.format(fmt, ...), 0)
 end
@@ -420,7 +420,9 @@ local model_fields = { name = "string", config = "table", embed = "function", bl
                        head = "function", layers = "number", parallel = "table", family = "string or table" }
 
 -- family: the Hugging Face family (plait.hf) that import and export read: a name or a family table.
-function plait.model(m)
+-- A C function calls it, so that `return plait.model{...}` (a tail call) keeps the model file's frame and
+-- errors name its line.
+local function model(m)
   if type(m) ~= "table" then fail("plait.model takes a table") end
   for k, v in pairs(m) do
     local want = model_fields[k]
@@ -439,9 +441,10 @@ function plait.model(m)
   end
   m.parallel = m.parallel or {}
   name_dims(m.config)
-  core.set_config(m.config) -- as the model file left it (derived sizes included)
+  core.set_config(m.config, m.name) -- as the model file left them (derived sizes included)
   return setmetatable(m, { __name = "plait.model" })
 end
+plait.model = core.keeps_caller(model)
 
 local function expect_tensor(x, what)
   if not is_tensor(x) then fail("%s must return a tensor, got %s", what, type(x)) end

@@ -3,6 +3,8 @@
 -- a hole), null the value json.null; numbers are Lua integers when written without a fraction or an
 -- exponent, floats otherwise. Encoding writes object keys sorted, and each float in the fewest digits
 -- that read back to it.
+local core = require "plait.core"
+
 local json = {}
 
 json.null = setmetatable({}, { __tostring = function() return "null" end, __name = "json.null" })
@@ -138,12 +140,9 @@ end
 ---------------------------------------------------------------------------------------------------
 -- Encoding.
 
-local function encode_string(s)
-  return '"' .. s:gsub('[%c"\\]', function(c)
-    local named = { ['"'] = '\\"', ["\\"] = "\\\\", ["\n"] = "\\n", ["\t"] = "\\t", ["\r"] = "\\r" }
-    return named[c] or string.format("\\u%04x", c:byte())
-  end) .. '"'
-end
+-- Strings are escaped as every JSON string plait writes (runtime/escape.c): a byte that is not UTF-8
+-- becomes U+FFFD.
+local encode_string = core.json_string
 
 -- The fewest significant digits that read back to the same float; integers as integers.
 local function encode_number(x)

@@ -25,8 +25,8 @@ expect_error runs_a_program "^plait: $M/runs_program.lua:2: attempt to call a ni
   $PLAIT plan $M/runs_program.lua
 expect_error lua_flag_value "--lua-memory takes a whole number of at least 1, not 'lots'" $PLAIT plan models/tiny.lua --lua-memory lots
 # model-file mistakes name the file (and the line, where a frame of it is left), and the config key
-expect_error missing_block "^plait: $M/missing_block.lua: plait.model: missing field 'block'$" $PLAIT plan $M/missing_block.lua
-expect_error zero_layers "^plait: models/tiny.lua: plait.model: 'layers' must be a whole number from 1 to 2\^20, got 0$" \
+expect_error missing_block "^plait: $M/missing_block.lua:[0-9]+: plait.model: missing field 'block'$" $PLAIT plan $M/missing_block.lua
+expect_error zero_layers "^plait: models/tiny.lua:[0-9]+: plait.model: 'layers' must be a whole number from 1 to 2\^20, got 0$" \
   $PLAIT plan models/tiny.lua --set layers=0
 expect_error negative_size "^plait: models/tiny.lua: config.hidden = -4 \(--set hidden=-4\): a size must be a positive integer, got -4$" \
   $PLAIT plan models/tiny.lua --set hidden=-4
