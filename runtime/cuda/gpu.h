@@ -42,6 +42,7 @@ enum { GPU_SCRATCH_A, GPU_SCRATCH_B, GPU_SCRATCH_C, GPU_SCRATCH_SLOTS };
  * on its stream; host code that reads results waits on it. Freed when the thread ends. */
 typedef struct {
   int device;
+  int sms; /* the device's multiprocessors */
   cudaStream_t stream;
   cublasLtHandle_t lt;
   void *workspace; /* cuBLASLt's */
@@ -89,6 +90,11 @@ void gpu_finish_column_sums(int64_t chunks, int64_t C, const float *partial, flo
 
 /* The blocks of `threads` that cover n items. */
 static inline unsigned gpu_blocks(int64_t n, int threads) { return (unsigned)((n + threads - 1) / threads); }
+/* The blocks of `threads` for a kernel whose threads stride over `items` (a grid-stride loop): as many as
+ * the kernel's occupancy keeps on every multiprocessor at once, fewer when the items are fewer. */
+unsigned gpu_grid(const void *kernel, int threads, int64_t items);
+/* Whether p allows 16-byte accesses. */
+static inline int gpu_aligned16(const void *p) { return (uintptr_t)p % 16 == 0; }
 
 #ifdef __cplusplus
 }
@@ -98,6 +104,33 @@ static inline unsigned gpu_blocks(int64_t n, int threads) { return (unsigned)((n
 /* bf16 ↔ float: loads widen exactly, stores round to nearest even. */
 static __device__ __forceinline__ float ld(__nv_bfloat16 x) { return __bfloat162float(x); }
 static __device__ __forceinline__ __nv_bfloat16 st(float x) { return __float2bfloat16_rn(x); }
+
+/* 16-byte accesses: eight consecutive elements at p (16-byte aligned) widened to float, or rounded (bf16)
+ * and stored (global memory). */
+static __device__ __forceinline__ void load8(const __nv_bfloat16 *p, float *x) {
+  uint4 raw = *(const uint4 *)p;
+  const unsigned word[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    x[2 * k] = __uint_as_float(word[k] << 16);
+    x[2 * k + 1] = __uint_as_float(word[k] & 0xffff0000u);
+  }
+}
+static __device__ __forceinline__ void store8(__nv_bfloat16 *p, const float *y) {
+  unsigned word[4];
+#pragma unroll
+  for (int k = 0; k < 4; k++)
+    word[k] = (unsigned)__bfloat16_as_ushort(st(y[2 * k])) | (unsigned)__bfloat16_as_ushort(st(y[2 * k + 1])) << 16;
+  __stwb((uint4 *)p, make_uint4(word[0], word[1], word[2], word[3])); /* one store (a plain one may be split) */
+}
+static __device__ __forceinline__ void load8(const float *p, float *x) {
+  float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
+  x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+}
+static __device__ __forceinline__ void store8(float *p, const float *y) {
+  __stwb((float4 *)p, make_float4(y[0], y[1], y[2], y[3]));
+  __stwb((float4 *)p + 1, make_float4(y[4], y[5], y[6], y[7]));
+}
 
 /* Sum and max over a warp; every lane gets the result (the same bits on every lane and every run). */
 static __device__ __forceinline__ float warp_sum(float v) {

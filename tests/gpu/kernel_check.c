@@ -328,41 +328,52 @@ static void embedding_case(Check *c, int64_t N, int64_t C, int64_t vocab, int64_
   device_free(ids), device_free(table), device_free(out), device_free(dout), device_free(dtable);
 }
 
+/* A cross entropy's row statistics, checked as STEP_max_TAG, STEP_sumexp_TAG, STEP_target_TAG, STEP_lse_TAG. */
+static void check_xent_rows(Check *c, const char *step, const char *tag, int64_t N, const real *max, const real *sumexp,
+                            const real *target, const real *lse) {
+  const char *what[4] = {"max", "sumexp", "target", "lse"};
+  const real *rows[4] = {max, sumexp, target, lse};
+  for (int i = 0; i < 4; i++) {
+    char name[160];
+    snprintf(name, sizeof name, "%s_%s_%s", step, what[i], tag);
+    check_real(c, name, rows[i], N, tolerance[i == 1 ? SUMS : FP32]);
+  }
+}
+
 /* The three forward steps and the backward of one shard of columns [col0, col0 + cols), vocabulary
- * `vocab` (the rest padding), targets over the whole vocabulary with some rows ignored (target -1). */
+ * `vocab` (the rest padding), targets over the whole vocabulary with some rows ignored (target -1, and
+ * the ignored id: every fifth row's target is 7, which the loss and the gradient take as ignored); over
+ * whole rows, the forward that also takes the gradient. */
 static void xent_case(Check *c, int64_t N, int64_t cols, int64_t col0, int64_t vocab) {
-  char name[96], tag[64];
+  char name[128], tag[64];
   snprintf(tag, sizeof tag, "%lldx%lld_col%lld_vocab%lld", (long long)N, (long long)cols, (long long)col0, (long long)vocab);
   act_t *logits = act_input(c, "xent.logits", N * cols, -4, 4);
   int32_t *host = malloc((size_t)N * sizeof *host), *targets = device_alloc((size_t)N * sizeof *targets, "targets");
   for (int64_t n = 0; n < N; n++)
-    host[n] = n % 7 == 3 ? -1 : (int32_t)philox_below(c->seed, philox_stream_of("xent.targets"), (uint64_t)n, (uint64_t)vocab);
+    host[n] = n % 7 == 3 ? -1 : n % 5 == 1 && vocab > 7 ? 7
+            : (int32_t)philox_below(c->seed, philox_stream_of("xent.targets"), (uint64_t)n, (uint64_t)vocab);
   device_upload(targets, host, (size_t)N * sizeof *host);
   real *max = real_output(N), *sumexp = real_output(N), *target = real_output(N), *lse = real_output(N);
   k_xent_max(N, cols, logits, col0, vocab, max);
-  snprintf(name, sizeof name, "xent_max_%s", tag);
-  check_real(c, name, max, N, tolerance[FP32]);
   k_xent_sums(N, cols, logits, col0, vocab, targets, max, sumexp, target);
-  snprintf(name, sizeof name, "xent_sumexp_%s", tag);
-  check_real(c, name, sumexp, N, tolerance[SUMS]);
-  snprintf(name, sizeof name, "xent_target_%s", tag);
-  check_real(c, name, target, N, tolerance[FP32]);
-  double loss = k_xent_loss(N, targets, -1, max, sumexp, target, (real)(1.0 / N), lse);
+  double loss = k_xent_loss(N, targets, 7, max, sumexp, target, (real)(1.0 / N), lse);
   snprintf(name, sizeof name, "xent_loss_%s", tag);
   check_value(c, name, loss, tolerance[SUMS]);
-  snprintf(name, sizeof name, "xent_lse_%s", tag);
-  check_real(c, name, lse, N, tolerance[FP32]);
-  k_xent_backward(N, cols, logits, col0, vocab, targets, -1, lse, (real)(1.0 / N));
+  check_xent_rows(c, "xent", tag, N, max, sumexp, target, lse);
+  k_xent_backward(N, cols, logits, col0, vocab, targets, 7, lse, (real)(1.0 / N));
   snprintf(name, sizeof name, "xent_backward_%s", tag);
   check_act(c, name, logits, N * cols, tolerance[BF16]);
-  if (col0 == 0 && cols >= vocab) { /* unsplit: the forward that also takes the gradient */
+  if (col0 == 0 && cols >= vocab) {
     act_t *fused = act_input(c, "xent.logits", N * cols, -4, 4);
+    real *stats = real_output(4 * N);
+    loss = k_xent_forward_grad(N, cols, fused, vocab, targets, 7, (real)(1.0 / N), stats, stats + N, stats + 2 * N,
+                               stats + 3 * N);
     snprintf(name, sizeof name, "xent_forward_grad_loss_%s", tag);
-    check_value(c, name, k_xent_forward_grad(N, cols, fused, vocab, targets, -1, (real)(1.0 / N), max, sumexp, target, lse),
-                tolerance[SUMS]);
+    check_value(c, name, loss, tolerance[SUMS]);
     snprintf(name, sizeof name, "xent_forward_grad_%s", tag);
     check_act(c, name, fused, N * cols, tolerance[BF16]);
-    device_free(fused);
+    check_xent_rows(c, "xent_forward_grad", tag, N, stats, stats + N, stats + 2 * N, stats + 3 * N);
+    device_free(fused), device_free(stats);
   }
   free(host);
   device_free(logits), device_free(targets), device_free(max), device_free(sumexp), device_free(target), device_free(lse);
@@ -446,6 +457,11 @@ int main(int argc, char **argv) {
   xent_case(&c, 64, 300, 0, 300);
   xent_case(&c, 70, 300, 100, 350);
   xent_case(&c, 16, 64, 400, 350); /* a shard of padding only: the tiny model's vocabulary at tp 4 */
+  xent_case(&c, 33, 1004, 0, 1001);          /* rows of 1004: every row starts at another 16-byte offset */
+  xent_case(&c, 31, 512, 0, 500);            /* aligned rows, padding */
+  xent_case(&c, 9, 256, 256, 500);           /* an aligned shard, part padding */
+  xent_case(&c, 5, 50304, 0, 50257);         /* GPT-2's rows: one pass through shared memory */
+  xent_case(&c, 3, 120001, 0, 119999);       /* rows too long for shared memory: the steps one by one */
   optim_case(&c, 100003);
 #ifdef PLAIT_CUDA
   to_act_case(&c, 65537);
