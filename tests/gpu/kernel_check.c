@@ -454,6 +454,10 @@ int main(int argc, char **argv) {
   parts_case(&c, 7, 1);
   embedding_case(&c, 300, 64, 50, 0, 50);
   embedding_case(&c, 500, 96, 120, 40, 60);
+  embedding_case(&c, 1000, 64, 3, 0, 3);     /* each row's positions over many chunks of 64 */
+  embedding_case(&c, 777, 36, 5, 2, 3);      /* 36 columns: no 16-byte rows; ids on both sides of the shard */
+  embedding_case(&c, 4099, 768, 5000, 0, 5000);
+  embedding_case(&c, 1, 8, 4, 1, 2);         /* one position */
   xent_case(&c, 64, 300, 0, 300);
   xent_case(&c, 70, 300, 100, 350);
   xent_case(&c, 16, 64, 400, 350); /* a shard of padding only: the tiny model's vocabulary at tp 4 */
