@@ -40,6 +40,7 @@ while read -r name args; do
 done <<'MODELS'
 tiny models/tiny.lua
 tiny-dropout models/tiny.lua --set dropout=0.1 --tp 2
+tiny-sp models/tiny.lua --tp 2 --sequence-parallel
 gpt2 models/gpt2.lua
 llama models/llama.lua --set layers=2 kv_heads=8 --tp 2
 bert models/bert.lua --set layers=2
