@@ -11,21 +11,14 @@ enum {
   BATCH = 8,  /* positions whose loads are in flight at once */
 };
 
-/* W columns from p: 8 (16-byte accesses, p aligned) or 1, as float. */
-template <int W, typename T>
-static __device__ __forceinline__ void load_columns(const T *p, float *x) {
-  if (W == 8) load8(p, x);
-  else x[0] = (float)p[0];
-}
-
+/* p[0 .. W) += x. */
 template <int W>
-static __device__ __forceinline__ void add_columns(float *p, const float *x) {
+static __device__ __forceinline__ void add_vec(float *p, const float *x) {
   float sum[W];
-  load_columns<W>(p, sum);
+  load_vec<W>(p, sum);
 #pragma unroll
   for (int k = 0; k < W; k++) sum[k] += x[k];
-  if (W == 8) store8(p, sum);
-  else p[0] = sum[0];
+  store_vec<W>(p, sum);
 }
 
 /* ---- forward ---------------------------------------------------------------------------------------- */
@@ -38,9 +31,9 @@ __global__ void embedding_forward_kernel(int64_t N, int64_t C, const int32_t *id
   int64_t per_row = C / W, items = N * per_row;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < items; i += (int64_t)gridDim.x * blockDim.x) {
     int64_t n = i / per_row, c = i % per_row * W, row = (int64_t)ids[n] - row0;
-    bool held = row >= 0 && row < rows;
-    if (W == 8) __stwb((uint4 *)(out + n * C + c), held ? *(const uint4 *)(table + row * C + c) : make_uint4(0, 0, 0, 0));
-    else out[n * C + c] = held ? table[row * C + c] : st(0.0f);
+    const __nv_bfloat16 *from = row >= 0 && row < rows ? table + row * C + c : NULL;
+    if constexpr (W == 8) __stwb((uint4 *)(out + n * C + c), from ? *(const uint4 *)from : make_uint4(0, 0, 0, 0));
+    else out[n * C + c] = from ? *from : st(0.0f);
   }
 }
 
@@ -96,24 +89,19 @@ __global__ void embedding_chunk_kernel(Sorted s, const __nv_bfloat16 *dout, floa
   if (c >= s.C) return;
   uint32_t before = k0 > 0 ? s.key[k0 - 1] : UINT32_MAX, after = k1 < s.N ? s.key[k1] : UINT32_MAX;
   uint32_t row = s.key[k0];
+  if (row >= s.rows) return; /* the chunk holds ids outside the shard alone (they sort last) */
   float sum[W] = {};
   auto flush = [&](bool continues) {
     if (row >= s.rows) return; /* ids outside the shard */
-    if (row == before) {
-#pragma unroll
-      for (int k = 0; k < W; k++) lead[b * s.C + c + k] = sum[k];
-    } else if (continues) {
-#pragma unroll
-      for (int k = 0; k < W; k++) own[b * s.C + c + k] = sum[k];
-    } else {
-      add_columns<W>(dtable + row * s.C + c, sum);
-    }
+    if (row == before) store_vec<W>(lead + b * s.C + c, sum);
+    else if (continues) store_vec<W>(own + b * s.C + c, sum);
+    else add_vec<W>(dtable + row * s.C + c, sum);
   };
   for (int64_t k = k0; k < k1; k += BATCH) {
     float x[BATCH][W];
 #pragma unroll
     for (int u = 0; u < BATCH; u++)
-      if (k + u < k1) load_columns<W>(dout + (int64_t)s.order[k + u] * s.C + c, x[u]);
+      if (k + u < k1 && s.key[k + u] < s.rows) load_vec<W>(dout + (int64_t)s.order[k + u] * s.C + c, x[u]);
 #pragma unroll
     for (int u = 0; u < BATCH; u++) {
       if (k + u >= k1) break;
@@ -151,24 +139,24 @@ __global__ void embedding_carry_kernel(Sorted s, const float *lead, const float 
   if (c >= s.C || row >= s.rows || k1 == s.N || s.key[k1] != row || (k0 > 0 && s.key[k0 - 1] == row)) return;
   int64_t last = (rows_end(s, k1, row) - 1) / CHUNK; /* the chunk holding the row's last position */
   float sum[W], x[BATCH][W];
-  load_columns<W>(own + b * s.C + c, sum);
+  load_vec<W>(own + b * s.C + c, sum);
   for (int64_t d = b + 1; d <= last; d += BATCH) {
 #pragma unroll
     for (int u = 0; u < BATCH; u++)
-      if (d + u <= last) load_columns<W>(lead + (d + u) * s.C + c, x[u]);
+      if (d + u <= last) load_vec<W>(lead + (d + u) * s.C + c, x[u]);
 #pragma unroll
     for (int u = 0; u < BATCH; u++)
       if (d + u <= last)
 #pragma unroll
         for (int j = 0; j < W; j++) sum[j] += x[u][j];
   }
-  add_columns<W>(dtable + row * s.C + c, sum);
+  add_vec<W>(dtable + row * s.C + c, sum);
 }
 
 template <int W>
 static void embedding_sums(const Sorted &s, const act_t *dout, real *dtable, float *lead, float *own) {
   int64_t vectors = s.C / W, chunks = (s.N + CHUNK - 1) / CHUNK;
-  int threads = vectors < 128 ? (int)(vectors + 31) / 32 * 32 : 128;
+  int threads = gpu_column_threads(vectors);
   dim3 grid((unsigned)chunks, gpu_blocks(vectors, threads));
   embedding_chunk_kernel<W><<<grid, threads, 0, gpu_stream()>>>(s, dout, dtable, lead, own);
   gpu_check_launch("embedding_chunk_kernel");

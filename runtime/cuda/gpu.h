@@ -93,6 +93,9 @@ static inline unsigned gpu_blocks(int64_t n, int threads) { return (unsigned)((n
 /* The blocks of `threads` for a kernel whose threads stride over `items` (a grid-stride loop): as many as
  * the kernel's occupancy keeps on every multiprocessor at once, fewer when the items are fewer. */
 unsigned gpu_grid(const void *kernel, int threads, int64_t items);
+/* The threads of a block that gives a thread to each of `items` columns (or vectors of 8): a whole number
+ * of warps, at most 256; more items take more blocks. */
+static inline int gpu_column_threads(int64_t items) { return items < 256 ? (int)(items + 31) / 32 * 32 : 256; }
 /* Whether p allows 16-byte accesses. */
 static inline int gpu_aligned16(const void *p) { return (uintptr_t)p % 16 == 0; }
 
@@ -106,9 +109,8 @@ static __device__ __forceinline__ float ld(__nv_bfloat16 x) { return __bfloat162
 static __device__ __forceinline__ __nv_bfloat16 st(float x) { return __float2bfloat16_rn(x); }
 
 /* 16-byte accesses: eight consecutive elements at p (16-byte aligned) widened to float, or rounded (bf16)
- * and stored (global memory). */
-static __device__ __forceinline__ void load8(const __nv_bfloat16 *p, float *x) {
-  uint4 raw = *(const uint4 *)p;
+ * and stored (global memory); widen8 widens 8 bf16 already loaded. */
+static __device__ __forceinline__ void widen8(uint4 raw, float *x) {
   const unsigned word[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
   for (int k = 0; k < 4; k++) {
@@ -116,6 +118,7 @@ static __device__ __forceinline__ void load8(const __nv_bfloat16 *p, float *x) {
     x[2 * k + 1] = __uint_as_float(word[k] & 0xffff0000u);
   }
 }
+static __device__ __forceinline__ void load8(const __nv_bfloat16 *p, float *x) { widen8(*(const uint4 *)p, x); }
 static __device__ __forceinline__ void store8(__nv_bfloat16 *p, const float *y) {
   unsigned word[4];
 #pragma unroll
@@ -130,6 +133,20 @@ static __device__ __forceinline__ void load8(const float *p, float *x) {
 static __device__ __forceinline__ void store8(float *p, const float *y) {
   __stwb((float4 *)p, make_float4(y[0], y[1], y[2], y[3]));
   __stwb((float4 *)p + 1, make_float4(y[4], y[5], y[6], y[7]));
+}
+
+/* W consecutive elements at p, bf16 or float: 8 through the 16-byte accesses above, or 1. */
+static __device__ __forceinline__ void store1(__nv_bfloat16 *p, float y) { *p = st(y); }
+static __device__ __forceinline__ void store1(float *p, float y) { *p = y; }
+template <int W, typename T>
+static __device__ __forceinline__ void load_vec(const T *p, float *x) {
+  if constexpr (W == 8) load8(p, x);
+  else x[0] = (float)p[0];
+}
+template <int W, typename T>
+static __device__ __forceinline__ void store_vec(T *p, const float *y) {
+  if constexpr (W == 8) store8(p, y);
+  else store1(p, y[0]);
 }
 
 /* Sum and max over a warp; every lane gets the result (the same bits on every lane and every run). */

@@ -286,25 +286,27 @@ static void rope_case(Check *c, int64_t B, int64_t T, int heads, int D, int rota
   device_free(x), device_free(y), device_free(back);
 }
 
-/* A fused tensor taken apart by groups of parts and joined back, with a missing part as zeros. */
-static void parts_case(Check *c, int64_t rows, int64_t groups) {
-  const int64_t sizes[3] = {24, 8, 40};
-  char name[96];
-  int64_t period = 72, n = rows * groups * period;
+/* A fused tensor taken apart by groups of parts of 3, 1 and 5 units and joined back, with a missing part as
+ * zeros (units of 8: 16-byte copies; of 1: an element at a time). */
+static void parts_case(Check *c, int64_t rows, int64_t groups, int64_t unit) {
+  const int64_t sizes[3] = {3 * unit, unit, 5 * unit};
+  char name[96], tag[64];
+  int64_t period = 9 * unit, n = rows * groups * period;
+  snprintf(tag, sizeof tag, "%lldx%lldx%lld", (long long)rows, (long long)groups, (long long)period);
   act_t *x = act_input(c, "parts.x", n, -1, 1), *joined = act_output(n), *lone = act_output(n);
   act_t *part[3];
   for (int i = 0; i < 3; i++) {
     part[i] = act_output(rows * groups * sizes[i]);
     k_split(rows, groups, 3, sizes, i, x, part[i]);
-    snprintf(name, sizeof name, "split_%lldx%lld_part%d", (long long)rows, (long long)groups, i);
+    snprintf(name, sizeof name, "split_%s_part%d", tag, i);
     check_act(c, name, part[i], rows * groups * sizes[i], tolerance[FP32]);
   }
   const act_t *all[3] = {part[0], part[1], part[2]}, *middle[3] = {NULL, part[1], NULL};
   k_concat(rows, groups, 3, sizes, all, joined);
-  snprintf(name, sizeof name, "concat_%lldx%lld", (long long)rows, (long long)groups);
+  snprintf(name, sizeof name, "concat_%s", tag);
   check_act(c, name, joined, n, tolerance[FP32]);
   k_concat(rows, groups, 3, sizes, middle, lone);
-  snprintf(name, sizeof name, "concat_one_part_%lldx%lld", (long long)rows, (long long)groups);
+  snprintf(name, sizeof name, "concat_one_part_%s", tag);
   check_act(c, name, lone, n, tolerance[FP32]);
   device_free(x), device_free(joined), device_free(lone);
   for (int i = 0; i < 3; i++) device_free(part[i]);
@@ -426,10 +428,13 @@ int main(int argc, char **argv) {
   gemm_case(&c, 1, 0, 64, 48, 600, 1, 0);
   sum_rows_case(&c, 300, 200);
   sum_rows_case(&c, 1000, 768);
+  sum_rows_case(&c, 129, 37); /* 37 columns: a column a thread */
   norm_case(&c, 0, 256, 768);
   norm_case(&c, 0, 100, 100);
   norm_case(&c, 1, 200, 512);
   norm_case(&c, 1, 33, 36);
+  norm_case(&c, 0, 41, 2048); /* rows held in registers, 8 vectors a lane */
+  norm_case(&c, 1, 19, 2304); /* rows too wide to hold: read again each pass */
   attention_case(&c, 2, 128, 4, 4, 64, 1, 0);
   attention_case(&c, 1, 100, 4, 2, 32, 1, 1);
   attention_case(&c, 2, 64, 2, 1, 128, 0, 1);
@@ -450,8 +455,9 @@ int main(int argc, char **argv) {
   rope_case(&c, 1, 70, 3, 80, 32, 0, ROPE_SCALING_NONE); /* Phi-2's partial rotary */
   rope_case(&c, 1, 50, 2, 64, 64, 1, ROPE_SCALING_LINEAR);
   rope_case(&c, 2, 90, 2, 128, 128, 0, ROPE_SCALING_LLAMA3);
-  parts_case(&c, 100, 4);
-  parts_case(&c, 7, 1);
+  parts_case(&c, 100, 4, 8);
+  parts_case(&c, 7, 1, 8);
+  parts_case(&c, 33, 3, 1);
   embedding_case(&c, 300, 64, 50, 0, 50);
   embedding_case(&c, 500, 96, 120, 40, 60);
   embedding_case(&c, 1000, 64, 3, 0, 3);     /* each row's positions over many chunks of 64 */
