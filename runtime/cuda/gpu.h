@@ -88,6 +88,11 @@ enum { GPU_ROW_CHUNK = 128 };
 static inline int64_t gpu_row_chunks(int64_t rows) { return (rows + GPU_ROW_CHUNK - 1) / GPU_ROW_CHUNK; }
 void gpu_finish_column_sums(int64_t chunks, int64_t C, const float *partial, float *out);
 
+/* Deterministic sums in double: a block's values meet in a fixed tree (block_tree_sum below), then the
+ * blocks' sums partial[0 .. count) in order, into partial[count] (which the caller leaves room for), and
+ * the total comes back to the host (it waits for the stream; optim.cu). */
+double gpu_total_in_order(int64_t count, double *partial);
+
 /* The blocks of `threads` that cover n items. */
 static inline unsigned gpu_blocks(int64_t n, int threads) { return (unsigned)((n + threads - 1) / threads); }
 /* The blocks of `threads` for a kernel whose threads stride over `items` (a grid-stride loop): as many as
@@ -161,6 +166,19 @@ static __device__ __forceinline__ double warp_sum_double(double v) {
 static __device__ __forceinline__ float warp_max(float v) {
   for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
+}
+
+/* Sum in double over a block of a power-of-two size up to 1024, pairs meeting in a fixed tree; thread 0
+ * gets the result. */
+static __device__ __forceinline__ double block_tree_sum(double v) {
+  __shared__ double sums[1024];
+  sums[threadIdx.x] = v;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if ((int)threadIdx.x < half) sums[threadIdx.x] += sums[threadIdx.x + half];
+    __syncthreads();
+  }
+  return sums[0];
 }
 
 /* Sum over a block of up to 1024 threads (a multiple of 32); every thread gets the result. */

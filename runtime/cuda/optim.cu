@@ -1,5 +1,6 @@
 /* optim.cu: AdamW over a tensor of fp32 master weights and the squared gradient norm, on the GPU
- * (deterministic: the norm's sums run in an order fixed by the size alone). */
+ * (deterministic: the norm's sums run in an order fixed by the size alone), and the ordered total of
+ * per-block sums the norm and the cross entropy's loss share. */
 #include "gpu.h"
 
 #include <math.h>
@@ -55,35 +56,33 @@ enum { NORM_BLOCK = 1 << 14, NORM_THREADS = 256 }; /* elements per block of the 
 /* partial[b] = Σ g² over elements [b·NORM_BLOCK, (b+1)·NORM_BLOCK), in double: thread i takes every
  * NORM_THREADS-th element from i, then the threads' sums meet in a fixed tree. */
 __global__ void norm_partials_kernel(int64_t n, const float *grad, double *partial) {
-  __shared__ double sums[NORM_THREADS];
   int64_t first = (int64_t)blockIdx.x * NORM_BLOCK, last = min(n, first + NORM_BLOCK);
   double sum = 0;
   for (int64_t i = first + threadIdx.x; i < last; i += NORM_THREADS) sum += (double)grad[i] * grad[i];
-  sums[threadIdx.x] = sum;
-  __syncthreads();
-  for (int half = NORM_THREADS / 2; half > 0; half /= 2) {
-    if ((int)threadIdx.x < half) sums[threadIdx.x] += sums[threadIdx.x + half];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) partial[blockIdx.x] = sums[0];
+  sum = block_tree_sum(sum);
+  if (threadIdx.x == 0) partial[blockIdx.x] = sum;
 }
 
 /* total = Σ_b partial[b] in block order (one thread: the blocks are few). */
-__global__ void norm_total_kernel(int64_t blocks, const double *partial, double *total) {
+__global__ void total_in_order_kernel(int64_t count, double *partial) {
   double sum = 0;
-  for (int64_t b = 0; b < blocks; b++) sum += partial[b];
-  *total = sum;
+  for (int64_t b = 0; b < count; b++) sum += partial[b];
+  partial[count] = sum;
+}
+
+double gpu_total_in_order(int64_t count, double *partial) {
+  double total = 0;
+  total_in_order_kernel<<<1, 1, 0, gpu_stream()>>>(count, partial);
+  gpu_check_launch("total_in_order_kernel");
+  device_download(&total, partial + count, sizeof total);
+  return total;
 }
 
 double optim_norm_sq(int64_t n, const real *grad) {
   if (n <= 0) return 0;
   int64_t blocks = (n + NORM_BLOCK - 1) / NORM_BLOCK;
-  double *partial = (double *)gpu_scratch(GPU_SCRATCH_C, (size_t)(blocks + 1) * sizeof(double)), total = 0;
-  cudaStream_t stream = gpu_stream();
-  norm_partials_kernel<<<(unsigned)blocks, NORM_THREADS, 0, stream>>>(n, grad, partial);
+  double *partial = (double *)gpu_scratch(GPU_SCRATCH_C, (size_t)(blocks + 1) * sizeof(double));
+  norm_partials_kernel<<<(unsigned)blocks, NORM_THREADS, 0, gpu_stream()>>>(n, grad, partial);
   gpu_check_launch("norm_partials_kernel");
-  norm_total_kernel<<<1, 1, 0, stream>>>(blocks, partial, partial + blocks);
-  gpu_check_launch("norm_total_kernel");
-  device_download(&total, partial + blocks, sizeof total);
-  return total;
+  return gpu_total_in_order(blocks, partial);
 }

@@ -89,25 +89,20 @@ __global__ void xent_sums_kernel(int64_t cols, int64_t valid, const __nv_bfloat1
   }
 }
 
-/* One block: lse[n] = max[n] + log(sumexp[n]) for every row, and
- *   loss = scale·Σ_n (lse[n] − target[n]) over the rows that count,
- * in double: thread i sums rows i, i + THREADS, … in order, then the threads' sums meet in a fixed tree. */
+/* lse[n] = max[n] + log(sumexp[n]) for every row, and the loss's partial sum over the rows
+ * [b·THREADS, (b + 1)·THREADS) of block b, Σ (lse[n] − target[n]) over those that count, in double, a row
+ * a thread, the threads' terms meeting in a fixed tree; gpu_total_in_order adds the blocks in order. */
 __global__ void xent_loss_kernel(int64_t N, const int32_t *targets, int64_t ignore, const float *max,
-                                 const float *sumexp, const float *target, float *lse, double *loss) {
-  __shared__ double partial[THREADS];
-  double sum = 0;
-  for (int64_t n = threadIdx.x; n < N; n += blockDim.x) {
+                                 const float *sumexp, const float *target, float *lse, double *partial) {
+  int64_t n = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  double term = 0;
+  if (n < N) {
     double row_lse = (double)max[n] + log((double)sumexp[n]);
     lse[n] = (float)row_lse;
-    if (xent_counts(targets[n], ignore)) sum += row_lse - (double)target[n];
+    if (xent_counts(targets[n], ignore)) term = row_lse - (double)target[n];
   }
-  partial[threadIdx.x] = sum;
-  __syncthreads();
-  for (int half = blockDim.x / 2; half > 0; half /= 2) {
-    if ((int)threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) *loss = partial[0];
+  term = block_tree_sum(term);
+  if (threadIdx.x == 0) partial[blockIdx.x] = term;
 }
 
 /* In place: z[n, j] ← scale·(exp(z − lse[n]) − [col0 + j = t_n]) on valid columns, 0 on padding and on
@@ -252,11 +247,11 @@ void k_xent_sums(int64_t N, int64_t cols, const act_t *logits, int64_t col0, int
 double k_xent_loss(int64_t N, const int32_t *targets, int64_t ignore, const real *max, const real *sumexp,
                    const real *target, real scale, real *lse) {
   if (N <= 0) return 0;
-  double *loss = (double *)gpu_scratch(GPU_SCRATCH_C, sizeof(double)), host = 0;
-  xent_loss_kernel<<<1, THREADS, 0, gpu_stream()>>>(N, targets, ignore, max, sumexp, target, lse, loss);
+  unsigned blocks = gpu_blocks(N, THREADS);
+  double *partial = (double *)gpu_scratch(GPU_SCRATCH_C, (size_t)(blocks + 1) * sizeof(double));
+  xent_loss_kernel<<<blocks, THREADS, 0, gpu_stream()>>>(N, targets, ignore, max, sumexp, target, lse, partial);
   gpu_check_launch("xent_loss_kernel");
-  device_download(&host, loss, sizeof host);
-  return scale * host;
+  return scale * gpu_total_in_order(blocks, partial);
 }
 
 void k_xent_backward(int64_t N, int64_t cols, act_t *logits, int64_t col0, int64_t vocab, const int32_t *targets,
