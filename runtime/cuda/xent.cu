@@ -193,9 +193,10 @@ __global__ void __launch_bounds__(THREADS, 2)
   }
   bool live = xent_counts((int32_t)t, ignore) && m != -INFINITY; /* then Σe ≥ 1 */
   float mul = live ? scale / sum : 0.0f;
+  int64_t onehot = t < valid ? t : -1; /* the column that loses `scale` (none past the vocabulary) */
   for (int64_t u = threadIdx.x; u < spans; u += blockDim.x) {
     int64_t j0 = 8 * u - lead;
-    int hit = t >= j0 && t < j0 + 8 ? (int)(t - j0) : -1; /* the target's place in this vector */
+    int hit = onehot >= j0 && onehot < j0 + 8 ? (int)(onehot - j0) : -1; /* its place in this vector */
     float g[8] = {};
     if (live) {
       kept_vector(kept, u, lead, valid, x);
