@@ -127,8 +127,10 @@ static __device__ __forceinline__ void load8(const __nv_bfloat16 *p, float *x) {
 static __device__ __forceinline__ void store8(__nv_bfloat16 *p, const float *y) {
   unsigned word[4];
 #pragma unroll
-  for (int k = 0; k < 4; k++)
-    word[k] = (unsigned)__bfloat16_as_ushort(st(y[2 * k])) | (unsigned)__bfloat16_as_ushort(st(y[2 * k + 1])) << 16;
+  for (int k = 0; k < 4; k++) { /* a pair rounded to nearest even by one instruction, the first in the low half */
+    __nv_bfloat162 pair = __floats2bfloat162_rn(y[2 * k], y[2 * k + 1]);
+    memcpy(&word[k], &pair, sizeof word[k]);
+  }
   __stwb((uint4 *)p, make_uint4(word[0], word[1], word[2], word[3])); /* one store (a plain one may be split) */
 }
 static __device__ __forceinline__ void load8(const float *p, float *x) {
