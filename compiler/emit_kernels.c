@@ -167,34 +167,79 @@ void emit_kernels_h(const Emission *e, FILE *f) {
 
 /* ---- CUDA ------------------------------------------------------------------------------------- */
 
-/* The kernel as CUDA C: activations are act_t (bf16), gradients of parameters float, arithmetic in
- * float; ld() and st() convert (the runtime's NVRTC prelude defines them and the rt_ functions). A
- * thread per element; an input repeating every n_i elements is read at i mod n_i (row i / p of the
- * output reads row (i / p) mod (n_i / p) of the input, at the same place j = i mod p). Dropout's p is
- * a double, as in the C kernels, so that both draw the same masks. */
-int emit_kernel_cuda_source(const Emission *e, int index, char *buf, int len) {
-  const Kernel *k = &e->kernels.kernels[index];
-  char params[1024], body[4096], names[MAX_INPUTS][48];
+/* The expression over element i, an input read from memory (ld(x0[i]), or ld(x1[i % n1]) repeating), or,
+ * in the vector loop, from the 8 values loaded for it (v0[j]). */
+static void body_cuda(const Kernel *k, int vector, char *buf, int len) {
+  char names[MAX_INPUTS][48];
   const char *spelled[MAX_INPUTS];
-  parameters(k, "n", "act_t", "float", "", "long long", "EwKeys keys", params, sizeof params);
   for (int i = 0; i < k->node->nin; i++) {
-    if (k->broadcast[i]) snprintf(names[i], sizeof names[i], "ld(%s[i %% n%d])", input_names[i], i);
+    if (vector) snprintf(names[i], sizeof names[i], "v%d[j]", i);
+    else if (k->broadcast[i]) snprintf(names[i], sizeof names[i], "ld(%s[i %% n%d])", input_names[i], i);
     else snprintf(names[i], sizeof names[i], "ld(%s[i])", input_names[i]);
     spelled[i] = names[i];
   }
   static const ExprDialect cuda_dialect = {"rt_", "rt_dropout(%s, %.9g, &keys, %d, i)"};
-  expr_to_c(&k->node->expr, spelled, &cuda_dialect, body, sizeof body);
-  const char *store = k->accumulate ? "out[i] += %s;" : "out[i] = st(%s);";
-  char line[4200];
-  snprintf(line, sizeof line, store, body);
+  expr_to_c(&k->node->expr, spelled, &cuda_dialect, buf, len);
+}
+
+/* The vector loop's condition (every pointer 16-byte aligned, and every repeating input's length a
+ * multiple of 8, so that 8 consecutive elements fall in one run of it, at i0 mod n_i), its arrays and
+ * its loads. */
+static void vector_parts(const Kernel *k, char *wide, char *arrays, char *loads, int len) {
+  int w = 0, a = snprintf(arrays, len, "y[8]"), l = 0;
+  loads[0] = 0;
+  for (int i = 0; i < k->node->nin; i++) {
+    w += snprintf(wide + w, len - w, "rt_wide(%s) && ", input_names[i]);
+    if (k->broadcast[i]) w += snprintf(wide + w, len - w, "n%d %% 8 == 0 && ", i);
+    a += snprintf(arrays + a, len - a, ", v%d[8]", i);
+    if (k->broadcast[i])
+      l += snprintf(loads + l, len - l, "      rt_load8(%s + i0 %% n%d, v%d);\n", input_names[i], i, i);
+    else
+      l += snprintf(loads + l, len - l, "      rt_load8(%s + i0, v%d);\n", input_names[i], i);
+  }
+  snprintf(wide + w, len - w, "rt_wide(out)");
+  if (k->accumulate) snprintf(loads + l, len - l, "      rt_load8(out + i0, y);\n");
+}
+
+/* The kernel as CUDA C: activations are act_t (bf16), gradients of parameters float, arithmetic in
+ * float; ld(), st(), rt_load8() and rt_store8() convert (the runtime's NVRTC prelude defines them and the
+ * rt_ functions). Threads stride over a grid the launch sizes to the device, taking 8 consecutive
+ * elements at a time (one 16-byte load per input, one store) where vector_parts' condition holds; the
+ * elements past the last 8, or all of them otherwise, one at a time. An input repeating every n_i
+ * elements is read at i mod n_i (row i / p of the output reads row (i / p) mod (n_i / p) of the input,
+ * at the same place j = i mod p). Dropout draws by the element's index i on both paths, and its p is a
+ * double, as in the C kernels, so that both draw the same masks. */
+int emit_kernel_cuda_source(const Emission *e, int index, char *buf, int len) {
+  const Kernel *k = &e->kernels.kernels[index];
+  char params[1024], scalar[4096], vector[4096], wide[1024], arrays[1024], loads[1024], store[4200];
+  parameters(k, "n", "act_t", "float", "", "long long", "EwKeys keys", params, sizeof params);
+  body_cuda(k, 0, scalar, sizeof scalar);
+  body_cuda(k, 1, vector, sizeof vector);
+  vector_parts(k, wide, arrays, loads, sizeof wide);
+  snprintf(store, sizeof store, k->accumulate ? "out[i] += %s;" : "out[i] = st(%s);", scalar);
   return snprintf(buf, len,
                   "extern \"C\" __global__ void ew_%d(%s) {\n"
-                  "  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+                  "  long long step = (long long)gridDim.x * blockDim.x;\n"
+                  "  long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
                   "  (void)p;\n"
-                  "  if (i >= n) return;\n"
-                  "  %s\n"
+                  "  if (%s) {\n"
+                  "    for (long long w = first; w < n / 8; w += step) {\n"
+                  "      long long i0 = w * 8;\n"
+                  "      float %s;\n"
+                  "%s"
+                  "#pragma unroll\n"
+                  "      for (int j = 0; j < 8; j++) {\n"
+                  "%s"
+                  "        y[j] %s %s;\n"
+                  "      }\n"
+                  "      rt_store8(out + i0, y);\n"
+                  "    }\n"
+                  "    first += n / 8 * 8;\n"
+                  "  }\n"
+                  "  for (long long i = first; i < n; i += step) %s\n"
                   "}\n",
-                  index, params, line);
+                  index, params, wide, arrays, loads, k->dropouts ? "        long long i = i0 + j;\n" : "",
+                  k->accumulate ? "+=" : "=", vector, store);
 }
 
 /* A C string literal of the source, one line per line. */
@@ -215,7 +260,7 @@ void emit_kernels_cuda(const Emission *e, FILE *f) {
   fprintf(f, "#include \"kernels.h\"\n#include \"cuda_rt.h\"\n\n");
   fprintf(f, "const CudaKernelSource plait_cuda_kernels[] = {\n");
   for (int index = 0; index < e->kernels.count; index++) {
-    char src[8192];
+    char src[16384];
     emit_kernel_cuda_source(e, index, src, sizeof src);
     fprintf(f, "  {\"ew_%d\",\n", index);
     string_literal(src, f);

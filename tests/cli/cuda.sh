@@ -1,8 +1,8 @@
 # cuda.sh: the CUDA backend where no GPU is needed: the runtime and generated CUDA programs (tiny, gpt2)
 # compile and link; every fused kernel of the reference models compiles with NVRTC for sm_90 (and a
-# broken one is reported with its name and NVRTC's log); the kernel cache; a CUDA program without a
-# GPU stops with one line; the GPU check's programs are built and its CPU side runs. Skipped, with a
-# line saying so, only where nvcc is absent.
+# broken one is reported with its name and NVRTC's log), and some run on the host through a stand-in
+# for CUDA; the kernel cache; a CUDA program without a GPU stops with one line; the GPU check's programs
+# are built and its CPU side runs. Skipped, with a line saying so, only where nvcc is absent.
 . "$(dirname "$0")/lib.sh"
 cd "$PLAIT_ROOT" || exit 1
 B=$PLAIT_ROOT/build
@@ -40,6 +40,7 @@ while read -r name args; do
 done <<'MODELS'
 tiny models/tiny.lua
 tiny-dropout models/tiny.lua --set dropout=0.1 --tp 2
+tiny-sp models/tiny.lua --tp 2 --sequence-parallel
 gpt2 models/gpt2.lua
 llama models/llama.lua --set layers=2 kv_heads=8 --tp 2
 bert models/bert.lua --set layers=2
@@ -65,6 +66,23 @@ if grep -q 'rt_dropout' "$TMP"/nvrtc-tiny-dropout/kernels_cuda.c; then pass "nvr
 else fail nvrtc_dropout_kernels_present "no dropout in tiny-dropout's kernels"; fi
 if ls "$TMP"/cache/fused-*.bin >/dev/null 2>&1; then pass "nvrtc_cache_files"
 else fail nvrtc_cache_files "nothing in PLAIT_CACHE_DIR"; fi
+
+# the fused kernels of three of those programs run on the host (tests/gpu/fused_host.py): the 8-wide
+# vector loop gives the element loop's bits, dropout and fp32 gradients included
+if ! command -v python3 >/dev/null 2>&1 || ! command -v c++ >/dev/null 2>&1; then
+  pass "fused_host (skipped: python3 or c++ is missing)"
+else
+  for name in tiny-dropout tiny-sp primitives; do
+    if python3 tests/gpu/fused_host.py "$TMP/nvrtc-$name/kernels_cuda.c" "$TMP/fused-$name.cpp" 2>"$TMP/err" &&
+       c++ -std=c++17 -O1 -Wall -Wextra -Werror -Wno-unknown-pragmas -DPLAIT_CUDA -Itests/gpu -Iruntime/cuda -Iruntime \
+         -o "$TMP/fused-$name" "$TMP/fused-$name.cpp" 2>>"$TMP/err" &&
+       "$TMP/fused-$name" >"$TMP/fused.out" 2>&1; then
+      pass "fused_host_$name ($(grep -c '^PASS' "$TMP/fused.out") kernels: the vector loop gives the element loop's bits)"
+    else
+      fail "fused_host_$name" "$(head -c 600 "$TMP/err") $(grep -v '^PASS' "$TMP/fused.out" 2>/dev/null | head -c 600)"
+    fi
+  done
+fi
 
 # NVRTC opens its builtins library by name, which a program's RUNPATH does not reach: GPU programs carry
 # CUDA's folder as an RPATH, so they compile kernels on a machine whose loader cache lacks that folder

@@ -324,25 +324,27 @@ static void rope_case(Check *c, int64_t B, int64_t T, int heads, int D, int rota
   device_free(x), device_free(y), device_free(back);
 }
 
-/* A fused tensor taken apart by groups of parts and joined back, with a missing part as zeros. */
-static void parts_case(Check *c, int64_t rows, int64_t groups) {
-  const int64_t sizes[3] = {24, 8, 40};
-  char name[96];
-  int64_t period = 72, n = rows * groups * period;
+/* A fused tensor taken apart by groups of parts of 3, 1 and 5 units and joined back, with a missing part as
+ * zeros (units of 8: 16-byte copies; of 1: an element at a time). */
+static void parts_case(Check *c, int64_t rows, int64_t groups, int64_t unit) {
+  const int64_t sizes[3] = {3 * unit, unit, 5 * unit};
+  char name[96], tag[64];
+  int64_t period = 9 * unit, n = rows * groups * period;
+  snprintf(tag, sizeof tag, "%lldx%lldx%lld", (long long)rows, (long long)groups, (long long)period);
   act_t *x = act_input(c, "parts.x", n, -1, 1), *joined = act_output(n), *lone = act_output(n);
   act_t *part[3];
   for (int i = 0; i < 3; i++) {
     part[i] = act_output(rows * groups * sizes[i]);
     k_split(rows, groups, 3, sizes, i, x, part[i]);
-    snprintf(name, sizeof name, "split_%lldx%lld_part%d", (long long)rows, (long long)groups, i);
+    snprintf(name, sizeof name, "split_%s_part%d", tag, i);
     check_act(c, name, part[i], rows * groups * sizes[i], tolerance[FP32]);
   }
   const act_t *all[3] = {part[0], part[1], part[2]}, *middle[3] = {NULL, part[1], NULL};
   k_concat(rows, groups, 3, sizes, all, joined);
-  snprintf(name, sizeof name, "concat_%lldx%lld", (long long)rows, (long long)groups);
+  snprintf(name, sizeof name, "concat_%s", tag);
   check_act(c, name, joined, n, tolerance[FP32]);
   k_concat(rows, groups, 3, sizes, middle, lone);
-  snprintf(name, sizeof name, "concat_one_part_%lldx%lld", (long long)rows, (long long)groups);
+  snprintf(name, sizeof name, "concat_one_part_%s", tag);
   check_act(c, name, lone, n, tolerance[FP32]);
   device_free(x), device_free(joined), device_free(lone);
   for (int i = 0; i < 3; i++) device_free(part[i]);
@@ -366,41 +368,52 @@ static void embedding_case(Check *c, int64_t N, int64_t C, int64_t vocab, int64_
   device_free(ids), device_free(table), device_free(out), device_free(dout), device_free(dtable);
 }
 
+/* A cross entropy's row statistics, checked as STEP_max_TAG, STEP_sumexp_TAG, STEP_target_TAG, STEP_lse_TAG. */
+static void check_xent_rows(Check *c, const char *step, const char *tag, int64_t N, const real *max, const real *sumexp,
+                            const real *target, const real *lse) {
+  const char *what[4] = {"max", "sumexp", "target", "lse"};
+  const real *rows[4] = {max, sumexp, target, lse};
+  for (int i = 0; i < 4; i++) {
+    char name[160];
+    snprintf(name, sizeof name, "%s_%s_%s", step, what[i], tag);
+    check_real(c, name, rows[i], N, tolerance[i == 1 ? SUMS : FP32]);
+  }
+}
+
 /* The three forward steps and the backward of one shard of columns [col0, col0 + cols), vocabulary
- * `vocab` (the rest padding), targets over the whole vocabulary with some rows ignored (target -1). */
+ * `vocab` (the rest padding), targets over the whole vocabulary with some rows ignored (target -1, and
+ * the ignored id: every fifth row's target is 7, which the loss and the gradient take as ignored); over
+ * whole rows, the forward that also takes the gradient. */
 static void xent_case(Check *c, int64_t N, int64_t cols, int64_t col0, int64_t vocab) {
-  char name[96], tag[64];
+  char name[128], tag[64];
   snprintf(tag, sizeof tag, "%lldx%lld_col%lld_vocab%lld", (long long)N, (long long)cols, (long long)col0, (long long)vocab);
   act_t *logits = act_input(c, "xent.logits", N * cols, -4, 4);
   int32_t *host = malloc((size_t)N * sizeof *host), *targets = device_alloc((size_t)N * sizeof *targets, "targets");
   for (int64_t n = 0; n < N; n++)
-    host[n] = n % 7 == 3 ? -1 : (int32_t)philox_below(c->seed, philox_stream_of("xent.targets"), (uint64_t)n, (uint64_t)vocab);
+    host[n] = n % 7 == 3 ? -1 : n % 5 == 1 && vocab > 7 ? 7
+            : (int32_t)philox_below(c->seed, philox_stream_of("xent.targets"), (uint64_t)n, (uint64_t)vocab);
   device_upload(targets, host, (size_t)N * sizeof *host);
   real *max = real_output(N), *sumexp = real_output(N), *target = real_output(N), *lse = real_output(N);
   k_xent_max(N, cols, logits, col0, vocab, max);
-  snprintf(name, sizeof name, "xent_max_%s", tag);
-  check_real(c, name, max, N, tolerance[FP32]);
   k_xent_sums(N, cols, logits, col0, vocab, targets, max, sumexp, target);
-  snprintf(name, sizeof name, "xent_sumexp_%s", tag);
-  check_real(c, name, sumexp, N, tolerance[SUMS]);
-  snprintf(name, sizeof name, "xent_target_%s", tag);
-  check_real(c, name, target, N, tolerance[FP32]);
-  double loss = k_xent_loss(N, targets, -1, max, sumexp, target, (real)(1.0 / N), lse);
+  double loss = k_xent_loss(N, targets, 7, max, sumexp, target, (real)(1.0 / N), lse);
   snprintf(name, sizeof name, "xent_loss_%s", tag);
   check_value(c, name, loss, tolerance[SUMS]);
-  snprintf(name, sizeof name, "xent_lse_%s", tag);
-  check_real(c, name, lse, N, tolerance[FP32]);
-  k_xent_backward(N, cols, logits, col0, vocab, targets, -1, lse, (real)(1.0 / N));
+  check_xent_rows(c, "xent", tag, N, max, sumexp, target, lse);
+  k_xent_backward(N, cols, logits, col0, vocab, targets, 7, lse, (real)(1.0 / N));
   snprintf(name, sizeof name, "xent_backward_%s", tag);
   check_act(c, name, logits, N * cols, tolerance[BF16]);
-  if (col0 == 0 && cols >= vocab) { /* unsplit: the forward that also takes the gradient */
+  if (col0 == 0 && cols >= vocab) {
     act_t *fused = act_input(c, "xent.logits", N * cols, -4, 4);
+    real *stats = real_output(4 * N);
+    loss = k_xent_forward_grad(N, cols, fused, vocab, targets, 7, (real)(1.0 / N), stats, stats + N, stats + 2 * N,
+                               stats + 3 * N);
     snprintf(name, sizeof name, "xent_forward_grad_loss_%s", tag);
-    check_value(c, name, k_xent_forward_grad(N, cols, fused, vocab, targets, -1, (real)(1.0 / N), max, sumexp, target, lse),
-                tolerance[SUMS]);
+    check_value(c, name, loss, tolerance[SUMS]);
     snprintf(name, sizeof name, "xent_forward_grad_%s", tag);
     check_act(c, name, fused, N * cols, tolerance[BF16]);
-    device_free(fused);
+    check_xent_rows(c, "xent_forward_grad", tag, N, stats, stats + N, stats + 2 * N, stats + 3 * N);
+    device_free(fused), device_free(stats);
   }
   free(host);
   device_free(logits), device_free(targets), device_free(max), device_free(sumexp), device_free(target), device_free(lse);
@@ -463,10 +476,13 @@ int main(int argc, char **argv) {
   gemm_case(&c, 1, 0, 64, 48, 600, 1, 0);
   sum_rows_case(&c, 300, 200);
   sum_rows_case(&c, 1000, 768);
+  sum_rows_case(&c, 129, 37); /* 37 columns: a column a thread */
   norm_case(&c, 0, 256, 768);
   norm_case(&c, 0, 100, 100);
   norm_case(&c, 1, 200, 512);
   norm_case(&c, 1, 33, 36);
+  norm_case(&c, 0, 41, 2048); /* rows held in registers, 8 vectors a lane */
+  norm_case(&c, 1, 19, 2304); /* rows too wide to hold: read again each pass */
   attention_case(&c, 2, 128, 4, 4, 64, 1, 0);
   attention_case(&c, 1, 100, 4, 2, 32, 1, 1);
   attention_case(&c, 2, 64, 2, 1, 128, 0, 1);
@@ -505,13 +521,23 @@ int main(int argc, char **argv) {
   rope_case(&c, 1, 70, 3, 80, 32, 0, ROPE_SCALING_NONE); /* Phi-2's partial rotary */
   rope_case(&c, 1, 50, 2, 64, 64, 1, ROPE_SCALING_LINEAR);
   rope_case(&c, 2, 90, 2, 128, 128, 0, ROPE_SCALING_LLAMA3);
-  parts_case(&c, 100, 4);
-  parts_case(&c, 7, 1);
+  parts_case(&c, 100, 4, 8);
+  parts_case(&c, 7, 1, 8);
+  parts_case(&c, 33, 3, 1);
   embedding_case(&c, 300, 64, 50, 0, 50);
   embedding_case(&c, 500, 96, 120, 40, 60);
+  embedding_case(&c, 1000, 64, 3, 0, 3);     /* each row's positions over many chunks of 64 */
+  embedding_case(&c, 777, 36, 5, 2, 3);      /* 36 columns: no 16-byte rows; ids on both sides of the shard */
+  embedding_case(&c, 4099, 768, 5000, 0, 5000);
+  embedding_case(&c, 1, 8, 4, 1, 2);         /* one position */
   xent_case(&c, 64, 300, 0, 300);
   xent_case(&c, 70, 300, 100, 350);
   xent_case(&c, 16, 64, 400, 350); /* a shard of padding only: the tiny model's vocabulary at tp 4 */
+  xent_case(&c, 33, 1004, 0, 1001);          /* rows of 1004: every row starts at another 16-byte offset */
+  xent_case(&c, 31, 512, 0, 500);            /* aligned rows, padding */
+  xent_case(&c, 9, 256, 256, 500);           /* an aligned shard, part padding */
+  xent_case(&c, 5, 50304, 0, 50257);         /* GPT-2's rows: one pass through shared memory */
+  xent_case(&c, 3, 120001, 0, 119999);       /* rows too long for shared memory: the steps one by one */
   optim_case(&c, 100003);
 #ifdef PLAIT_CUDA
   to_act_case(&c, 65537);
