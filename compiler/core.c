@@ -310,7 +310,8 @@ static int find_or_make_constant(lua_State *L, Builder *b, const char *name, int
 /* core.dim_size(name): the size of a dim. */
 static int l_dim_size(lua_State *L) {
   Builder *b = builder(L);
-  lua_pushinteger(L, b->model->dims[dim_arg(L, b, luaL_checkstring(L, 1))].size);
+  int d = dim_arg(L, b, luaL_checkstring(L, 1));
+  lua_pushinteger(L, b->model->dims[d].size);
   return 1;
 }
 
@@ -589,7 +590,8 @@ static int l_xent(lua_State *L) {
 
 static int l_shape(lua_State *L) {
   Builder *b = builder(L);
-  const Tensor *t = &b->graph->tensors[tensor_arg(L, b, 1)];
+  int id = tensor_arg(L, b, 1);
+  const Tensor *t = &b->graph->tensors[id];
   lua_createtable(L, t->ndim, 0);
   for (int i = 0; i < t->ndim; i++) {
     const Dim *d = &b->model->dims[t->dims[i]];
