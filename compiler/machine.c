@@ -359,7 +359,7 @@ static int evaluate(const char *text, size_t len, const char *chunk, const char 
     lua_setupvalue(L, -2, 1);
     status = lua_pcall(L, 0, 1, 0);
   }
-  if (status != LUA_OK && limits.memory_exceeded)
+  if (status != LUA_OK && limits.memory.exceeded)
     diag(d, "machine %s: the machine file used more than %d MB of Lua memory; a machine file is a table of numbers",
          origin, MACHINE_MEMORY_MB);
   else if (status != LUA_OK) diag(d, "machine %s: %s", origin, lua_tostring(L, -1));

@@ -15,7 +15,7 @@ within endless_loop_ends 60 expect_error endless_loop \
   "^plait: $M/endless_loop.lua:2: the model file ran more than 1000000000 Lua instructions \(a loop that does not end\?\); raise the limit with --lua-instructions N$" \
   timeout 120 $PLAIT plan $M/endless_loop.lua
 within memory_bomb_ends 60 expect_error memory_bomb \
-  "^plait: $M/memory_bomb.lua: the model file used more than 64 MB of Lua memory; raise the limit with --lua-memory MB$" \
+  "^plait: $M/memory_bomb.lua:3: the model file used more than 64 MB of memory \(its Lua values and the model it traces\); raise the limit with --lua-memory MB$" \
   timeout 120 $PLAIT plan $M/memory_bomb.lua --lua-memory 64
 expect_error reads_outside_its_folder "^plait: $M/reads_outside.lua:2: a model file reads files in its own folder only, not /etc/passwd$" \
   $PLAIT plan $M/reads_outside.lua
