@@ -545,7 +545,7 @@ static void test_hash(void) {
 static long data_offset(const char *path, const char *name) {
   Ckpt c;
   if (ckpt_open(&c, path) != 0) return -1;
-  long at = (long)(c.data - c.map) + (long)ckpt_find(&c, name)->begin;
+  long at = (long)(c.data - c.file.data) + (long)ckpt_find(&c, name)->begin;
   ckpt_close(&c);
   return at;
 }
