@@ -6,6 +6,7 @@
 #include "gpu.h"
 
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -52,11 +53,12 @@ static void load_library(void) {
   library_missing = cudnn_load(&where, CUDART_VERSION / 1000, &library, library_why, sizeof library_why);
 }
 
-/* The process's cuDNN, or NULL with why. */
+/* The process's cuDNN (why untouched), or NULL with why. */
 static const Cudnn *cudnn(const char **why) {
   pthread_once(&library_once, load_library);
+  if (!library_missing) return &library;
   *why = library_why;
-  return library_missing ? NULL : &library;
+  return NULL;
 }
 
 int k_attention_available(AttentionChoice choice, char *why, size_t size) {
@@ -228,7 +230,7 @@ static void report(const AttentionSite *site, const char *reason) {
 }
 
 static void decide(GpuAttention *a, AttentionSite *site) {
-  char why[1024];
+  char why[PATH_MAX + 1024];
   const char *reason = a->choice == ATTENTION_PLAIT ? "--attention plait" : try_cudnn(a, site, why, sizeof why);
   char shape[160];
   site->cudnn = reason == NULL;
