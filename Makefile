@@ -30,7 +30,7 @@ B := build
 COMPILER_C   := $(filter-out compiler/main.c,$(wildcard compiler/*.c))
 COMPILER_RE  := $(wildcard compiler/*.re)
 # plait import and export read and write checkpoints with the runtime's own reader and writer, in double.
-COMPILER_RT  := ckpt ckpt_hash ckpt_header ckpt_meta ckpt_model half
+COMPILER_RT  := ckpt ckpt_hash ckpt_header ckpt_meta ckpt_model escape half infile mapped own_folder write_place
 COMPILER_OBJ := $(COMPILER_C:compiler/%.c=$(B)/compiler/%.o) $(COMPILER_RE:compiler/%.re=$(B)/compiler/%.o) \
                 $(B)/compiler/lualib.o $(COMPILER_RT:%=$(B)/compiler/rt/%.o)
 LUA_SOURCES  := $(wildcard lib/plait/*.lua lib/plait/machines/*.lua)
@@ -75,7 +75,7 @@ $(B)/gen/%.c: compiler/%.re
 
 $(B)/compiler/%.o: $(B)/gen/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(LUA_INC) -Icompiler -c -o $@ $<
+	$(CC) $(CFLAGS) $(LUA_INC) -Icompiler -Iruntime -c -o $@ $<
 
 # lib/plait/*.lua carried inside the binary: one byte array per module ("init" is the module "plait"; the
 # built-in machine files lib/plait/machines/NAME.lua are the modules plait.machines.NAME).
@@ -158,10 +158,10 @@ demo: all
 # ---- fuzzing: the schedule readers under libFuzzer (clang); `make fuzz FUZZ_SECONDS=N` -----------
 FUZZ_SECONDS ?= 180
 FUZZ_SRC := tests/fuzz/fuzz_schedule_read.c $(B)/gen/schedule_read.c $(addprefix compiler/,schedule.c schedule_csv.c \
-            schedule_write.c lower.c validate.c simulate.c diag.c)
-$(B)/fuzz/fuzz_schedule_read: $(FUZZ_SRC) compiler/schedule.h compiler/simulate.h compiler/diag.h
+            schedule_write.c lower.c validate.c simulate.c diag.c) runtime/escape.c
+$(B)/fuzz/fuzz_schedule_read: $(FUZZ_SRC) compiler/schedule.h compiler/simulate.h compiler/diag.h runtime/escape.h
 	@mkdir -p $(@D)/corpus
-	clang -std=c11 -g -O1 -D_GNU_SOURCE -Icompiler -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -o $@ $(FUZZ_SRC)
+	clang -std=c11 -g -O1 -D_GNU_SOURCE -Icompiler -Iruntime -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -o $@ $(FUZZ_SRC)
 fuzz: $(B)/fuzz/fuzz_schedule_read
 	$< -max_total_time=$(FUZZ_SECONDS) -timeout=10 -print_final_stats=1 $(B)/fuzz/corpus tests/fuzz/corpus
 

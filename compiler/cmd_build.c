@@ -24,12 +24,23 @@ static const char *const build_flags[] = {"--tp", "--pp", "--vpp", "--dp", "--mb
                                           "--emit-only", "--double", "--backend", "--lua-instructions", "--lua-memory",
                                           "--separate-gemms", NULL};
 
-/* Runs the compile command, which writes DIR/train.tmp, and renames that over DIR/train only when it
+/* What plait build writes into DIR, a program's folder of its own. */
+static const char *const program_files[] = {"model.c", "kernels.h", "kernels.c", "kernels_cuda.c", "train"};
+
+/* A new temporary of DIR for the program the compiler writes (its name in temp). */
+static int program_temp(const OwnFolder *dir, char *temp, size_t len, Diag *d) {
+  own_folder_temp(dir, "train", temp, len);
+  int fd = mkstemp(temp);
+  if (fd < 0) return diag(d, "cannot write in %s: %s; check that it is writable and has space", dir->path, strerror(errno));
+  close(fd);
+  return 0;
+}
+
+/* Runs the compile command, which writes the program to temp, and renames that over DIR/train only when it
  * succeeded: a failed rebuild leaves the last working program as it was. */
-static int run_compiler(const char *command, const char *dir, Diag *d) {
-  char temp[PATH_MAX + 16], program[PATH_MAX + 16];
-  snprintf(temp, sizeof temp, "%s/train.tmp", dir);
-  snprintf(program, sizeof program, "%s/train", dir);
+static int run_compiler(const char *command, const char *temp, const OwnFolder *dir, Diag *d) {
+  char program[PATH_MAX + 16];
+  snprintf(program, sizeof program, "%s/train", dir->path);
   int status = system(command);
   if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     unlink(temp);
@@ -56,43 +67,47 @@ static int baseline_cpu(Diag *d) {
 }
 
 /* DIR/train from DIR/model.c and DIR/kernels.c with the CPU runtime (fp32, or fp64 with --double). */
-static int compile_cpu(const Options *o, const char *dir, Diag *d) {
-  char home[PATH_MAX], library[PATH_MAX + 64], command[4 * PATH_MAX + 512];
+static int compile_cpu(const Options *o, const OwnFolder *folder, Diag *d) {
+  char home[PATH_MAX], library[PATH_MAX + 64], command[8 * PATH_MAX + 512], temp[PATH_MAX + 64];
+  const char *dir = folder->path;
   int baseline = baseline_cpu(d);
   if (baseline < 0 || plait_home(home, sizeof home, d)) return -1;
   snprintf(library, sizeof library, "%s/build/libplait_rt%s%s.a", home, o->double_precision ? "64" : "",
            baseline ? "_baseline" : "");
   if (access(library, R_OK) != 0)
     return diag(d, "the runtime library %s is missing; run make%s in %s", library, baseline ? " baseline" : "", home);
+  if (program_temp(folder, temp, sizeof temp, d)) return -1;
   snprintf(command, sizeof command,
            "mpicc -std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -fopenmp %s%s -I'%s/runtime' -I'%s/runtime/cpu' "
-           "-I'%s' '%s/model.c' '%s/kernels.c' '%s' %s -lm -o '%s/train.tmp'",
+           "-I'%s' '%s/model.c' '%s/kernels.c' '%s' %s -lm -o '%s'",
            o->double_precision ? "-DPLAIT_REAL_DOUBLE " : "", baseline ? "-DPLAIT_CPU_BASELINE" : "", home, home, dir,
-           dir, dir, library, OPENBLAS, dir);
-  return run_compiler(command, dir, d);
+           dir, dir, library, OPENBLAS, temp);
+  return run_compiler(command, temp, folder, d);
 }
 
 /* DIR/train from DIR/model.c and DIR/kernels_cuda.c with the CUDA runtime (bf16 compute, fp32 master
  * weights), linked with cudart, cuBLASLt, NVRTC, NCCL and MPI where the Makefile found them. */
-static int compile_cuda(const char *dir, Diag *d) {
+static int compile_cuda(const OwnFolder *folder, Diag *d) {
 #ifdef PLAIT_CUDA_LINK
-  char home[PATH_MAX], library[PATH_MAX + 64], command[4 * PATH_MAX + 2048];
+  char home[PATH_MAX], library[PATH_MAX + 64], command[8 * PATH_MAX + 2048], temp[PATH_MAX + 64];
+  const char *dir = folder->path;
   if (plait_home(home, sizeof home, d)) return -1;
   snprintf(library, sizeof library, "%s/build/libplait_rt_cuda.a", home);
   if (access(library, R_OK) != 0) return diag(d, "the CUDA runtime library %s is missing; run make in %s", library, home);
+  if (program_temp(folder, temp, sizeof temp, d)) return -1;
   snprintf(command, sizeof command, "%s %s -I'%s/runtime' -I'%s/runtime/cuda' -I'%s' '%s/model.c' '%s/kernels_cuda.c' '%s' %s "
-           "-o '%s/train.tmp'", PLAIT_CUDA_CC, PLAIT_CUDA_CFLAGS, home, home, dir, dir, dir, library, PLAIT_CUDA_LINK, dir);
-  return run_compiler(command, dir, d);
+           "-o '%s'", PLAIT_CUDA_CC, PLAIT_CUDA_CFLAGS, home, home, dir, dir, dir, library, PLAIT_CUDA_LINK, temp);
+  return run_compiler(command, temp, folder, d);
 #else
-  (void)dir;
+  (void)folder;
   return diag(d, "--backend cuda: this plait was built where nvcc was not found; install the CUDA toolkit and run make "
               "again (or use --emit-only)");
 #endif
 }
 
-/* The CUDA attention kernels take heads of up to 256 elements (16, 32, 64 and 128 on the tensor-core
- * tiles, the others on a plain kernel): another size is refused here, with the node that asks for it,
- * before anything is compiled. */
+/* The CUDA attention kernels take heads of up to 256 elements (16, 32, 64, 80, 96 and 128 on the
+ * tensor-core tiles, the others on a plain kernel): another size is refused here, with the node that asks
+ * for it, before anything is compiled. */
 static int check_cuda_attention(const Model *m, Diag *d) {
   const Graph *graphs[] = {&m->embed, &m->block, &m->head};
   for (int g = 0; g < 3; g++)
@@ -114,11 +129,16 @@ static int run(const Options *o, Diag *d) {
   if (cuda && o->double_precision)
     return diag(d, "--double is for gradient checks on the CPU; the CUDA backend computes in bf16 and fp32 (drop one)");
   Plan p;
+  OwnFolder dir = {0};
   int status = plan_build(o, &p, stdout, d);
   if (status == 0 && cuda) status = check_cuda_attention(&p.model, d);
-  if (status == 0) status = emit_program(&p, o->output, d);
+  if (status == 0)
+    status = own_folder_claim(&dir, "-o", o->output, FOLDER_PROGRAM, program_files,
+                              sizeof program_files / sizeof *program_files, d->msg, sizeof d->msg);
+  if (status == 0) status = emit_program(&p, &dir, d);
   plan_free(&p);
-  if (status == 0 && !o->emit_only) status = cuda ? compile_cuda(o->output, d) : compile_cpu(o, o->output, d);
+  if (status == 0 && !o->emit_only) status = cuda ? compile_cuda(&dir, d) : compile_cpu(o, &dir, d);
+  own_folder_free(&dir);
   return status;
 }
 
@@ -126,6 +146,6 @@ int cmd_build(int argc, char **argv) {
   Options o;
   Diag d;
   if (options_parse(argc, argv, 2, build_flags, 1, &o, &d) == 0 && run(&o, &d) == 0) return 0;
-  fprintf(stderr, "plait: %s\n", d.msg);
+  diag_print(d.msg);
   return 1;
 }

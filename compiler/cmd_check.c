@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "escape.h"
 #include "options.h"
 #include "outfile.h"
 #include "plan.h"
@@ -41,7 +42,8 @@ static void print_report(const Options *o, const Schedule *s, const Timeline *t,
   int actions = 0;
   const char *unit = t->unit ? "units" : "s";
   for (int r = 0; r < s->pp; r++) actions += s->rank[r].count;
-  fprintf(f, "%s: valid schedule: %d ranks, %d stage%s per rank, %d microbatches, %d actions\n", o->file, s->pp, s->vpp,
+  escape_write(ESC_TEXT, o->file, f);
+  fprintf(f, ": valid schedule: %d ranks, %d stage%s per rank, %d microbatches, %d actions\n", s->pp, s->vpp,
           s->vpp > 1 ? "s" : "", s->microbatches, actions);
   fprintf(f, "bubble fraction: %.6g (flush at %g, ideal %g %s; %s)\n", t->bubble_fraction, t->flush, t->ideal, unit,
           ends_with(o->file, ".json") ? "measured in the trace"
@@ -90,6 +92,23 @@ static int model_costs(const Options *o, const Schedule *s, Costs *costs, Diag *
   return status;
 }
 
+/* An invalid schedule's message and neighbourhood on stdout, the file's name and lines shown as text. */
+static void print_invalid(const char *file, const ScheduleFault *fault) {
+  escape_write(ESC_TEXT, file, stdout);
+  printf(": invalid schedule: ");
+  escape_write(ESC_TEXT, fault->message, stdout);
+  printf("\n");
+  for (const char *line = fault->context; *line;) {
+    size_t n = strcspn(line, "\n");
+    char text[sizeof fault->context];
+    snprintf(text, sizeof text, "%.*s", (int)n, line);
+    escape_write(ESC_TEXT, text, stdout);
+    if (line[n] == '\n') printf("\n");
+    line += n + (line[n] == '\n');
+  }
+  printf("\n");
+}
+
 /* Validates, then simulates and writes; an invalid schedule shows its neighbourhood on stdout. */
 static int check(const Options *o, Schedule *s, Diag *d) {
   ScheduleFault fault;
@@ -97,7 +116,7 @@ static int check(const Options *o, Schedule *s, Diag *d) {
   Timeline t;
   lower_schedule(s, o->parallel.grad_reduce_after == 1 ? LOWER_REDUCE_AFTER : 0);
   if (validate_schedule(s, &fault)) {
-    printf("%s: invalid schedule: %s\n%s\n", o->file, fault.message, fault.context);
+    print_invalid(o->file, &fault);
     return diag(d, "%s: %s", o->file, fault.message);
   }
   if (o->model && !o->unit_costs) {
@@ -122,7 +141,7 @@ static int check_trace(const Options *o, Diag *d) {
   if (trace_read(o->file, &s, &t, d)) return -1;
   int status = 0;
   if (validate_schedule(&s, &fault)) {
-    printf("%s: invalid schedule: %s\n%s\n", o->file, fault.message, fault.context);
+    print_invalid(o->file, &fault);
     status = diag(d, "%s: %s", o->file, fault.message);
   }
   if (status == 0) status = write_output(o, &s, &t, d);
@@ -146,6 +165,6 @@ int cmd_check(int argc, char **argv) {
     status = check(&o, &s, &d);
     schedule_free(&s);
   }
-  if (status) fprintf(stderr, "plait: %s\n", d.msg);
+  if (status) diag_print(d.msg);
   return status ? 1 : 0;
 }

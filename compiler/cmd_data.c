@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "diag.h"
+#include "infile.h"
 #include "outfile.h"
 #include "tokenfile.h"
 
@@ -105,8 +106,9 @@ static int copy_file(const char *path, TokenWriter *train, TokenWriter *val, int
                      Diag *d) {
   unsigned char bytes[65536];
   uint16_t tokens[sizeof bytes];
-  FILE *f = fopen(path, "rb");
-  if (!f) return diag(d, "cannot read '%s' (%s); check the path", path, strerror(errno));
+  char why[512];
+  FILE *f = infile_open(path, why, sizeof why);
+  if (!f) return diag(d, "'%s': %s; give text files after --bytes", path, why);
   int rc = 0;
   size_t n;
   while ((n = fread(bytes, 1, sizeof bytes, f)) > 0) {
@@ -168,6 +170,6 @@ int cmd_data(int argc, char **argv) {
   if (rc == 0) rc = write_outputs(&a, total, &d);
   free(a.inputs);
   if (rc == 0) return 0;
-  fprintf(stderr, "plait: %s\n", d.msg);
+  diag_print(d.msg);
   return 1;
 }

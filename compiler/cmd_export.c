@@ -3,8 +3,9 @@
  * the tensors under the family's names and layouts in model.safetensors, or in shards of at most
  * --shard-size bytes with model.safetensors.index.json, as transformers' save_pretrained writes them.
  * Tensors are F32 unless --dtype asks for bf16, f16 or f64. Everything is checked before anything is
- * written; the folder is written beside its final name and moved into place. */
-#include <dirent.h>
+ * written; the folder is written beside its final name and moved into place, into an existing one only
+ * where it is plait's own (own_folder.h): files export wrote before are the only ones it replaces or
+ * removes. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -204,82 +205,68 @@ static int make_temp(Export *e, Diag *d) {
   return diag(d, "-o %s: cannot create a folder beside it: %s", e->o->output, strerror(errno));
 }
 
-
-/* The names of a folder's files (not . and ..), NULL-terminated; NULL when it cannot be read. */
-static char **folder_names(const char *dir) {
-  DIR *folder = opendir(dir);
-  if (!folder) return NULL;
+/* What the folder holds: config.json, the shards, and their index where there are several. */
+static int export_files(const Export *e, char (*buf)[64], const char **names) {
   int n = 0;
-  char **names = calloc(1, sizeof *names);
-  for (struct dirent *entry; (entry = readdir(folder));) {
-    if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0) continue;
-    names = realloc(names, sizeof *names * (size_t)(n + 2));
-    names[n++] = strdup(entry->d_name);
-    names[n] = NULL;
+  snprintf(buf[n], sizeof buf[n], "config.json");
+  names[n] = buf[n], n++;
+  for (int s = 0; s < e->nshards; s++, n++) {
+    shard_name(e, s, buf[n], sizeof buf[n]);
+    names[n] = buf[n];
   }
-  closedir(folder);
-  return names;
+  if (e->nshards > 1) {
+    snprintf(buf[n], sizeof buf[n], "model.safetensors.index.json");
+    names[n] = buf[n], n++;
+  }
+  return n;
 }
 
-static void free_names(char **names) {
-  for (int i = 0; names && names[i]; i++) free(names[i]);
-  free(names);
-}
-
-/* The folder being written, and whatever is left in it. */
-static void remove_folder(const char *dir) {
-  char **names = folder_names(dir), path[4600];
-  for (int i = 0; names && names[i]; i++) {
-    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+/* The folder being written: the files this export put there and its marker, then the folder itself. */
+static void remove_temp(const Export *e, const char *const *names, int n) {
+  char path[4600];
+  for (int i = 0; i <= n; i++) {
+    snprintf(path, sizeof path, "%s/%s", e->temp, i < n ? names[i] : OWN_FOLDER_MARKER);
     unlink(path);
   }
-  free_names(names);
-  rmdir(dir);
+  rmdir(e->temp);
 }
 
-static int listed(char *const *names, const char *name) {
-  for (int i = 0; names[i]; i++)
-    if (strcmp(names[i], name) == 0) return 1;
-  return 0;
-}
-
-/* A new folder is renamed into place. Into an existing one each new file is renamed, and then the
- * checkpoint files an earlier export left that this one did not write (another shard count's
- * safetensors files or index, which a reader would take for part of this checkpoint) are removed. */
-static int move_into_place(Export *e, Diag *d) {
-  const char *out = e->o->output;
-  if (rename(e->temp, out) == 0) return 0;
-  char **written = folder_names(e->temp), **old = folder_names(out), from[4600], to[4600];
-  int status = written && old ? 0 : diag(d, "cannot read %s or %s: %s", e->temp, out, strerror(errno));
-  for (int i = 0; status == 0 && written[i]; i++) {
-    snprintf(from, sizeof from, "%s/%s", e->temp, written[i]);
-    snprintf(to, sizeof to, "%s/%s", out, written[i]);
-    if (rename(from, to) != 0) status = diag(d, "cannot move %s to %s: %s", from, to, strerror(errno));
+/* A new folder is renamed into place. Into one of plait's own each file is renamed, and then the files
+ * its marker lists that this export did not write (another shard count's, which a reader would take for
+ * part of this checkpoint) are removed; nothing else there is touched. */
+static int move_into_place(Export *e, OwnFolder *out, const char *const *names, int n, Diag *d) {
+  if (!out->exists && rename(e->temp, out->path) == 0) {
+    e->temp[0] = 0; /* moved, marker and all */
+    return 0;
   }
-  for (int i = 0; status == 0 && old[i]; i++) {
-    int checkpoint_file = strncmp(old[i], "model", 5) == 0 && strstr(old[i], ".safetensors");
-    snprintf(to, sizeof to, "%s/%s", out, old[i]);
-    if (checkpoint_file && !listed(written, old[i])) unlink(to);
+  if (own_folder_claim(out, "-o", e->o->output, FOLDER_HF, names, n, d->msg, sizeof d->msg)) return -1;
+  char from[4600], to[4600];
+  for (int i = 0; i < n; i++) {
+    snprintf(from, sizeof from, "%s/%s", e->temp, names[i]);
+    snprintf(to, sizeof to, "%s/%s", out->path, names[i]);
+    if (rename(from, to) != 0) return diag(d, "cannot move %s to %s: %s", from, to, strerror(errno));
   }
-  free_names(written);
-  free_names(old);
-  return status;
+  return own_folder_settle(out, names, n, d->msg, sizeof d->msg);
 }
 
 static int write_folder(lua_State *L, int model, Export *e, const Family *f, Diag *d) {
-  struct stat st;
-  char config[4300];
-  const char *inputs[] = {e->ckpt_path, e->o->file};
+  char config[4300], (*buf)[64] = calloc((size_t)e->nshards + 2, sizeof *buf);
+  const char *inputs[] = {e->ckpt_path, e->o->file}, **names = calloc((size_t)e->nshards + 2, sizeof *names);
+  int n = export_files(e, buf, names);
+  OwnFolder out, temp = {0};
   snprintf(config, sizeof config, "%s/config.json", e->o->output);
-  if (stat(e->o->output, &st) == 0 && !S_ISDIR(st.st_mode))
-    return diag(d, "-o %s is a file; give a folder for the Hugging Face checkpoint", e->o->output);
-  if (outfile_check("-o", config, inputs, 2, d)) return -1;
-  if (make_temp(e, d)) return -1;
-  int status = write_config(L, model, e, d);
+  int status = own_folder_check(&out, "-o", e->o->output, FOLDER_HF, d->msg, sizeof d->msg) ||
+               outfile_check("-o", config, inputs, 2, d) || make_temp(e, d) ? -1 : 0;
+  if (status == 0) status = own_folder_claim(&temp, "-o", e->temp, FOLDER_HF, names, n, d->msg, sizeof d->msg);
+  if (status == 0) status = write_config(L, model, e, d);
   for (int s = 0; s < e->nshards && status == 0; s++) status = write_shard(e, f, s, d);
   if (status == 0 && e->nshards > 1) status = write_index(L, e, f, d);
-  if (status == 0) status = move_into_place(e, d);
-  remove_folder(e->temp);
+  if (status == 0) status = move_into_place(e, &out, names, n, d);
+  if (e->temp[0]) remove_temp(e, names, n);
+  own_folder_free(&out);
+  own_folder_free(&temp);
+  free(names);
+  free(buf);
   return status;
 }
 
@@ -339,6 +326,6 @@ int cmd_export(int argc, char **argv) {
     model_free(&m);
   }
   if (status == 0) return 0;
-  if (!e.reported) fprintf(stderr, "plait: %s\n", d.msg);
+  if (!e.reported) diag_print(d.msg);
   return 1;
 }

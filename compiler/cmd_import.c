@@ -3,21 +3,22 @@
  * checkpoint of the model, through the links of the model's family (lib/plait/hf.lua). config.json,
  * the tensors' names and their shapes are checked against the model first, and every disagreement is
  * named on a line of its own; then nothing is written. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ckpt_model.h"
 #include "commands.h"
+#include "escape.h"
 #include "family.h"
 #include "host.h"
 #include "options.h"
 #include "outfile.h"
 #include "relayout.h"
 
-static const char *const import_flags[] = {"--set", "-o", "--lua-instructions", "--lua-memory", NULL};
+static const char *const import_flags[] = {"--set", "-o", "--force", "--lua-instructions", "--lua-memory", NULL};
 
 /* The Hugging Face checkpoint: its files, and which tensors a link has claimed. */
 typedef struct {
@@ -225,9 +226,11 @@ static int write_link(Source *s, const Family *f, const FamilyLink *l, CkptWrite
 static void note_longer(Source *s, const Family *f, const FamilyLink *l) {
   const CkptTensor *t = find(s, f, l->name).tensor;
   int axis = l->transpose ? 1 : 0;
+  char hf[ESCAPED_SIZE(FAMILY_NAME_LEN)], ours[ESCAPED_SIZE(FAMILY_NAME_LEN)];
   if (l->at_least && t->shape[axis] > l->shape[axis])
-    printf("note: %s has %lld rows, the model's %s %lld: the first %lld are taken\n", l->name,
-           (long long)t->shape[axis], f->tensors[l->parts[0]].name, (long long)l->shape[axis],
+    printf("note: %s has %lld rows, the model's %s %lld: the first %lld are taken\n",
+           escape(ESC_TEXT, l->name, hf, sizeof hf), (long long)t->shape[axis],
+           escape(ESC_TEXT, f->tensors[l->parts[0]].name, ours, sizeof ours), (long long)l->shape[axis],
            (long long)l->shape[axis]);
 }
 
@@ -236,23 +239,60 @@ static int same_folder(const char *a, const char *b) {
   return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
 }
 
-static int write_checkpoint(Source *s, const Family *f, const Model *m, const char *out, Diag *d) {
+/* A training checkpoint (Adam's state beside the weights) is not replaced by weights alone without --force. */
+static int check_replaced(const OwnFolder *folder, int force, Diag *d) {
+  char path[4200];
+  Ckpt c;
+  snprintf(path, sizeof path, "%s/model.safetensors", folder->path);
+  if (force || !folder->exists || ckpt_open(&c, path) != 0) return 0;
+  const char *contents = ckpt_meta(&c, CKPT_CONTENTS_KEY), *step = ckpt_meta(&c, "step");
+  int full = contents && strcmp(contents, CKPT_WEIGHTS_AND_OPTIMIZER) == 0;
+  for (int i = 0; i < c.ntensors && !full; i++) full = strncmp(c.tensors[i].name, "adam.", 5) == 0;
+  char at[64] = "";
+  if (step) snprintf(at, sizeof at, " of step %.32s", step);
+  if (full)
+    diag(d, "-o %s holds a training checkpoint%s (weights and Adam's state), which weights alone would replace: give "
+            "another folder, or --force to replace it", folder->path, at);
+  ckpt_close(&c);
+  return full ? -1 : 0;
+}
+
+/* A folder this run made and then could not fill: its marker removed, then the folder, empty again. */
+static void forget_folder(const char *out) {
+  char marker[4200];
+  snprintf(marker, sizeof marker, "%s/%s", out, OWN_FOLDER_MARKER);
+  unlink(marker);
+  rmdir(out);
+}
+
+static int write_checkpoint(Source *s, const Family *f, const Model *m, const Options *o, Diag *d) {
+  static const char *const files[] = {"model.safetensors"};
+  const char *out = o->output;
   if (same_folder(s->dir, out))
     return diag(d, "-o %s is the Hugging Face folder itself; its model.safetensors would be replaced, choose another", out);
-  char path[4200], source[4200], layers[16];
+  char path[4200], source[4200], layers[16], temp[4300];
   snprintf(path, sizeof path, "%s/model.safetensors", out);
-  if (outfile_check("-o", path, (const char *const *)s->paths, s->nfiles, d)) return -1;
-  if (mkdir(out, 0777) != 0 && errno != EEXIST) return diag(d, "-o %s: cannot create the folder: %s", out, strerror(errno));
+  OwnFolder folder = {0};
+  int status = own_folder_check(&folder, "-o", out, FOLDER_CHECKPOINT, d->msg, sizeof d->msg) ||
+               outfile_check("-o", path, (const char *const *)s->paths, s->nfiles, d) ||
+               check_replaced(&folder, o->force, d) ? -1 : 0;
+  int created = !folder.exists; /* before the claim makes it */
+  if (status == 0 && own_folder_claim(&folder, "-o", out, FOLDER_CHECKPOINT, files, 1, d->msg, sizeof d->msg))
+    status = -1;
+  if (status == 0) own_folder_temp(&folder, "model.safetensors", temp, sizeof temp);
+  own_folder_free(&folder);
+  if (status) return -1;
   char(*keys)[NAME_LEN + 8] = calloc((size_t)m->nconfig + 1, sizeof *keys);
   snprintf(source, sizeof source, "Hugging Face checkpoint %s", s->dir);
   int nmeta;
   CkptMeta *meta = metadata(m, source, keys, layers, &nmeta);
   CkptSpec *specs = specs_of(s, f);
   CkptWriter w;
-  int status = ckpt_write_begin(&w, path, specs, f->ntensors, meta, nmeta) ? diag(d, "%s", w.error) : 0;
+  status = ckpt_write_begin_as(&w, path, temp, specs, f->ntensors, meta, nmeta) ? diag(d, "%s", w.error) : 0;
   for (int i = 0; i < f->nlinks && status == 0; i++) status = write_link(s, f, &f->links[i], &w, d);
   if (status == 0 && ckpt_write_end(&w)) status = diag(d, "%s", w.error);
   if (status) ckpt_write_abort(&w);
+  if (status && created) forget_folder(out); /* the folder this run made: a refused import leaves nothing */
   free(specs);
   free(meta);
   free(keys);
@@ -302,7 +342,7 @@ static int import(lua_State *L, int model, const Model *m, void *ctx, Diag *d) {
     status = -1;
   }
   for (int i = 0; status == 0 && i < f.nlinks; i++) note_longer(&s, &f, &f.links[i]);
-  if (status == 0) status = write_checkpoint(&s, &f, m, im->o->output, d);
+  if (status == 0) status = write_checkpoint(&s, &f, m, im->o, d);
   int64_t count = 0;
   for (int i = 0; i < f.ntensors; i++) count += family_tensor_elems(&f.tensors[i]);
   if (status == 0)
@@ -327,6 +367,6 @@ int cmd_import(int argc, char **argv) {
     model_free(&m);
   }
   if (status == 0) return 0;
-  if (!im.reported) fprintf(stderr, "plait: %s\n", d.msg);
+  if (!im.reported) diag_print(d.msg);
   return 1;
 }

@@ -39,6 +39,6 @@ int cmd_tune(int argc, char **argv) {
   Options o;
   Diag d;
   if (options_parse(argc, argv, 2, tune_flags, 1, &o, &d) == 0 && run(&o, &d) == 0) return 0;
-  fprintf(stderr, "plait: %s\n", d.msg);
+  diag_print(d.msg);
   return 1;
 }

@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
 #include "layers.h"
+#include "lua_limits.h"
 #include "shape.h"
 
 static Builder *builder(lua_State *L) { return lua_touserdata(L, lua_upvalueindex(1)); }
@@ -43,9 +45,51 @@ static int fail(lua_State *L, const char *fmt, ...) {
   return lua_error(L);
 }
 
+/* A name that becomes an identifier or a key of the program, its checkpoints and plans (`what` names its
+ * kind): plain, at most NAME_LEN - 1 characters; anything else is refused at the model file's line. */
+static const char *plain_name_arg(lua_State *L, int arg, const char *what) {
+  const char *name = luaL_checkstring(L, arg);
+  char shown[120];
+  if (!escape_plain_name(name, NAME_LEN - 1))
+    fail(L, "%s '%s' is not a plain name: give it 1 to %d ASCII letters, digits, '_', '.' or '-'", what,
+         escape(ESC_TEXT, name, shown, sizeof shown), NAME_LEN - 1);
+  return name;
+}
+
 static int check_graph(lua_State *L, Builder *b) {
   if (!b->graph) return fail(L, "tensors can only be made while plait traces a model's stages");
   return 0;
+}
+
+/* The stages in the order they are traced (Builder.stage_kind is 1 + an index here): block_variant,
+ * another layer's block, repeats, and core.variant_done ends the run of them; the head's output ends the
+ * trace ("done"). */
+static const char *const stage_names[] = {"embed", "block", "block_variant", "head", "done", NULL};
+enum { STAGE_EMBED = 1, STAGE_BLOCK, STAGE_VARIANT, STAGE_HEAD, STAGE_DONE };
+
+/* Dims and the configuration change only until the head's loss ends the trace. */
+static int check_open(lua_State *L, Builder *b) {
+  if (b->stage_kind == STAGE_DONE) return fail(L, "the model is traced: it cannot change any more");
+  return 0;
+}
+
+/* After an addition to the model that failed: when the memory budget refused it, that limit's error. */
+static void check_memory(lua_State *L, Builder *b) {
+  if (b->model->budget && b->model->budget->exceeded) lua_limits_error(L);
+}
+
+/* An addition to the model or a graph: its index, or (-1: the budget refused it) the memory limit's
+ * error. */
+static int added(lua_State *L, int index) {
+  if (index < 0) lua_limits_error(L);
+  return index;
+}
+
+/* Integer argument `arg` (optional with a default when opt), which must fit an int. */
+static int int_arg(lua_State *L, int arg, int opt, int default_value) {
+  lua_Integer v = opt ? luaL_optinteger(L, arg, default_value) : luaL_checkinteger(L, arg);
+  if (v < INT_MIN || v > INT_MAX) return fail(L, "argument %d: %lld is out of range", arg, (long long)v);
+  return (int)v;
 }
 
 /* A tensor argument: a table with an integer field id naming a tensor of the current stage. */
@@ -60,6 +104,13 @@ static int tensor_arg(lua_State *L, Builder *b, int arg) {
     return fail(L, "a tensor from another stage was used in stage %s; pass values between stages as the "
                    "stage functions' arguments and results", b->graph->name);
   return (int)id;
+}
+
+/* The last dim of tensor t, for an operation (`what`) over it; a tensor of no axes has none. */
+static const Dim *last_dim(lua_State *L, Builder *b, int t, const char *what) {
+  const Tensor *x = &b->graph->tensors[t];
+  if (x->ndim < 1) fail(L, "%s takes a tensor of at least one axis, not a scalar", what);
+  return &b->model->dims[x->dims[x->ndim - 1]];
 }
 
 static int dim_arg(lua_State *L, Builder *b, const char *name) {
@@ -114,29 +165,32 @@ static int add_node(lua_State *L, Builder *b, Node *n) {
   Shapes s;
   core_user_where(L, n->where, sizeof n->where);
   if (shape_infer(b->model, b->graph, n, &s, &d)) {
+    check_memory(L, b);
     lua_pushstring(L, d.msg);
     return lua_error(L);
   }
   n->nout = s.nout;
   for (int k = 0; k < s.nout; k++) check_elements(L, b, s.ndim[k], s.dims[k]);
   for (int k = 0; k < s.nout; k++) {
-    n->out[k] = graph_tensor(b->graph, T_ACT, s.dtype[k], s.ndim[k], s.dims[k], NULL);
+    n->out[k] = added(L, graph_tensor(b->graph, T_ACT, s.dtype[k], s.ndim[k], s.dims[k], NULL));
     name_tensor(b, n->out[k], "t");
   }
-  graph_node(b->graph, n);
+  added(L, graph_node(b->graph, n));
   lua_pushinteger(L, n->out[0]);
   return 1;
 }
 
 static int l_dim(lua_State *L) {
   Builder *b = builder(L);
-  const char *name = luaL_checkstring(L, 1);
+  check_open(L, b);
+  const char *name = plain_name_arg(L, 1, "dim");
   lua_Integer size = luaL_checkinteger(L, 2), granule = luaL_optinteger(L, 3, 1);
   if (size < 1) return fail(L, "dim %s: size %lld must be positive", name, (long long)size);
   if (granule < 1 || size % granule != 0)
     return fail(L, "dim %s: size %lld is not a whole number of pieces of %lld", name, (long long)size,
                 (long long)granule);
   if (model_dim(b->model, name, size, granule) < 0) {
+    check_memory(L, b);
     int d = model_find_dim(b->model, name);
     return fail(L, "dim '%s' is %lld already, not %lld", name, (long long)b->model->dims[d].unpadded,
                 (long long)size);
@@ -148,10 +202,14 @@ static int l_dim(lua_State *L) {
 /* The vocabulary, padded up to a multiple of 128·tp as Megatron pads it. */
 static int l_vocab_dim(lua_State *L) {
   Builder *b = builder(L);
+  check_open(L, b);
   lua_Integer vocab = luaL_checkinteger(L, 1);
   if (vocab < 1) return fail(L, "vocab %lld must be positive", (long long)vocab);
   int d = model_dim(b->model, "vocab", vocab, 1);
-  if (d < 0) return fail(L, "the vocabulary is %lld already, not %lld", (long long)b->model->dims[model_find_dim(b->model, "vocab")].unpadded, (long long)vocab);
+  if (d < 0) {
+    check_memory(L, b);
+    return fail(L, "the vocabulary is %lld already, not %lld", (long long)b->model->dims[model_find_dim(b->model, "vocab")].unpadded, (long long)vocab);
+  }
   int64_t multiple = 128LL * b->tp;
   b->model->dims[d].size = (vocab + multiple - 1) / multiple * multiple;
   b->model->vocab_dim = d;
@@ -162,40 +220,65 @@ static int l_vocab_dim(lua_State *L) {
 static int l_input(lua_State *L) {
   Builder *b = builder(L);
   check_graph(L, b);
-  const char *name = luaL_checkstring(L, 1);
+  const char *name = plain_name_arg(L, 1, "input");
+  if (strpbrk(name, ".-") || (name[0] >= '0' && name[0] <= '9'))
+    return fail(L, "input '%s' is not a C identifier: use letters, digits and '_', not first a digit", name);
   int dims[MAX_DIMS], n = dims_arg(L, b, 2, dims);
   DType dt = strcmp(luaL_checkstring(L, 3), "int") == 0 ? DT_INT : DT_REAL;
   Graph *g = b->graph;
-  int t = graph_tensor(g, T_INPUT, dt, n, dims, name);
+  if (g->ninputs == (int)(sizeof g->inputs / sizeof *g->inputs))
+    return fail(L, "stage %s takes at most %d inputs", g->name, g->ninputs);
+  int t = added(L, graph_tensor(g, T_INPUT, dt, n, dims, name));
   g->inputs[g->ninputs++] = t;
   lua_pushinteger(L, t);
   return 1;
 }
 
-static int find_param(const Model *m, const char *name, ParamScope scope) {
-  for (int i = 0; i < m->nparams; i++)
-    if (m->params[i].scope == scope && strcmp(m->params[i].name, name) == 0) return i;
-  return -1;
+static const char *param_name(const void *model, int id) {
+  return ((const Model *)model)->params[id].name;
+}
+static const char *constant_name(const void *model, int id) {
+  return ((const Model *)model)->constants[id].name;
+}
+
+static int find_param(const Builder *b, const char *name, ParamScope scope) {
+  return name_index_find(&b->param_index[scope], name, param_name, b->model);
+}
+
+/* The slot of leaf `id` in *leaves, grown to hold it (a fresh slot belongs to no stage). */
+static Leaf *leaf_slot(lua_State *L, Builder *b, Leaf **leaves, int *cap, int id) {
+  if (id >= *cap) {
+    int cap2 = *cap ? *cap : 16;
+    while (cap2 <= id) cap2 *= 2;
+    Leaf *grown = budget_realloc(b->model->budget, *leaves, (size_t)*cap * sizeof **leaves,
+                                 (size_t)cap2 * sizeof **leaves);
+    if (!grown) lua_limits_error(L);
+    memset(grown + *cap, 0, (size_t)(cap2 - *cap) * sizeof *grown);
+    *leaves = grown, *cap = cap2;
+  }
+  return &(*leaves)[id];
 }
 
 /* The stage's tensor of leaf `id` of kind `kind` (parameter or constant id): one per stage that uses it. */
-static int leaf_tensor(Builder *b, TensorKind kind, int id, int ndim, const int *dims, const char *name) {
-  Graph *g = b->graph;
-  for (int i = 0; i < g->ntensors; i++)
-    if (g->tensors[i].kind == kind && g->tensors[i].param == id) return i;
-  int t = graph_tensor(g, kind, DT_REAL, ndim, dims, name);
-  g->tensors[t].param = id;
+static int leaf_tensor(lua_State *L, Builder *b, TensorKind kind, int id, int ndim, const int *dims,
+                       const char *name) {
+  Leaf *leaf = kind == T_PARAM ? leaf_slot(L, b, &b->param_leaves, &b->param_leaves_cap, id)
+                               : leaf_slot(L, b, &b->constant_leaves, &b->constant_leaves_cap, id);
+  if (leaf->stage == b->stages_begun) return leaf->tensor;
+  int t = added(L, graph_tensor(b->graph, kind, DT_REAL, ndim, dims, name));
+  b->graph->tensors[t].param = id;
+  leaf->stage = b->stages_begun, leaf->tensor = t;
   return t;
 }
 
-static int param_tensor(Builder *b, int p) {
+static int param_tensor(lua_State *L, Builder *b, int p) {
   const Param *pm = &b->model->params[p];
-  return leaf_tensor(b, T_PARAM, p, pm->ndim, pm->dims, pm->name);
+  return leaf_tensor(L, b, T_PARAM, p, pm->ndim, pm->dims, pm->name);
 }
 
-static int constant_tensor(Builder *b, int c) {
+static int constant_tensor(lua_State *L, Builder *b, int c) {
   const Constant *k = &b->model->constants[c];
-  return leaf_tensor(b, T_CONST, c, k->ndim, k->dims, k->name);
+  return leaf_tensor(L, b, T_CONST, c, k->ndim, k->dims, k->name);
 }
 
 /* The constant named `name`, or a new one from the values at stack index `arg` (a list of numbers). */
@@ -203,18 +286,21 @@ static int find_or_make_constant(lua_State *L, Builder *b, const char *name, int
   Model *m = b->model;
   int64_t count = 1;
   for (int i = 0; i < ndim; i++) count *= m->dims[dims[i]].size;
-  for (int c = 0; c < m->nconstants; c++)
-    if (strcmp(m->constants[c].name, name) == 0) {
-      if (m->constants[c].count != count) return fail(L, "constant '%s' is made twice with different shapes", name);
-      return c;
-    }
+  int found = name_index_find(&b->constant_index, name, constant_name, m);
+  if (found >= 0) {
+    if (m->constants[found].count != count)
+      return fail(L, "constant '%s' is made twice with different shapes", name);
+    return found;
+  }
   if (count > CONSTANT_MAX_ELEMS)
     return fail(L, "constant '%s' has %lld elements; a program carries at most %d: compute it from primitives, or make "
                    "it a parameter with trainable = false", name, (long long)count, CONSTANT_MAX_ELEMS);
   if ((int64_t)lua_rawlen(L, arg) != count)
     return fail(L, "constant '%s' has %lld values for a shape of %lld elements", name, (long long)lua_rawlen(L, arg),
                 (long long)count);
-  Constant k = {.ndim = ndim, .count = count, .values = malloc((size_t)count * sizeof(double))};
+  size_t bytes = (size_t)count * sizeof(double);
+  Constant k = {.ndim = ndim, .count = count, .values = budget_realloc(m->budget, NULL, 0, bytes)};
+  if (!k.values) lua_limits_error(L);
   snprintf(k.name, sizeof k.name, "%s", name);
   memcpy(k.dims, dims, sizeof k.dims);
   core_user_where(L, k.where, sizeof k.where);
@@ -224,19 +310,22 @@ static int find_or_make_constant(lua_State *L, Builder *b, const char *name, int
     k.values[i] = lua_tonumberx(L, -1, &isnum);
     lua_pop(L, 1);
     if (!isnum || !isfinite(k.values[i])) {
-      free(k.values);
+      budget_realloc(m->budget, k.values, bytes, 0);
       return fail(L, "constant '%s': value %lld is not a finite number", name, (long long)i + 1);
     }
   }
-  m->constants = realloc(m->constants, (size_t)(m->nconstants + 1) * sizeof *m->constants);
-  m->constants[m->nconstants] = k;
-  return m->nconstants++;
+  int c = model_constant(m, &k);
+  if (c < 0) budget_realloc(m->budget, k.values, bytes, 0);
+  added(L, c);
+  added(L, name_index_add(&b->constant_index, c, constant_name, m, m->budget));
+  return c;
 }
 
 /* core.dim_size(name): the size of a dim. */
 static int l_dim_size(lua_State *L) {
   Builder *b = builder(L);
-  lua_pushinteger(L, b->model->dims[dim_arg(L, b, luaL_checkstring(L, 1))].size);
+  int d = dim_arg(L, b, luaL_checkstring(L, 1));
+  lua_pushinteger(L, b->model->dims[d].size);
   return 1;
 }
 
@@ -244,24 +333,30 @@ static int l_dim_size(lua_State *L) {
 static int l_constant(lua_State *L) {
   Builder *b = builder(L);
   check_graph(L, b);
-  const char *name = luaL_checkstring(L, 1);
-  if (strlen(name) >= NAME_LEN) return fail(L, "constant name '%s' is longer than %d characters", name, NAME_LEN - 1);
+  const char *name = plain_name_arg(L, 1, "constant");
   int dims[MAX_DIMS], ndim = dims_arg(L, b, 2, dims);
   luaL_checktype(L, 3, LUA_TTABLE);
   int c = find_or_make_constant(L, b, name, ndim, dims, 3);
-  lua_pushinteger(L, constant_tensor(b, c));
+  lua_pushinteger(L, constant_tensor(L, b, c));
   return 1;
 }
 
 /* Another layer's parameter: layer 0's of that name, of the same shape. */
 static int layer_param(lua_State *L, Builder *b, const Param *p) {
-  int found = find_param(b->model, p->name, p->scope);
+  int found = find_param(b, p->name, p->scope);
   if (found < 0) return fail(L, "parameter '%s' is made by this layer but not by layer 0; layers share their parameters' names", p->name);
   const Param *q = &b->model->params[found];
   if (q->ndim != p->ndim || memcmp(q->dims, p->dims, (size_t)p->ndim * sizeof *p->dims) != 0)
     return fail(L, "parameter '%s' has another shape in this layer than in layer 0", p->name);
-  lua_pushinteger(L, param_tensor(b, found));
+  lua_pushinteger(L, param_tensor(L, b, found));
   return 1;
+}
+
+/* A new parameter of the model, found by its name from now on. */
+static int add_param(lua_State *L, Builder *b, const Param *p) {
+  int i = added(L, model_param(b->model, p));
+  added(L, name_index_add(&b->param_index[p->scope], i, param_name, b->model, b->model->budget));
+  return i;
 }
 
 static int l_param(lua_State *L) {
@@ -271,8 +366,7 @@ static int l_param(lua_State *L) {
   check_graph(L, b);
   Param p;
   memset(&p, 0, sizeof p);
-  const char *name = luaL_checkstring(L, 1);
-  if (strlen(name) >= NAME_LEN) return fail(L, "parameter name '%s' is longer than %d characters", name, NAME_LEN - 1);
+  const char *name = plain_name_arg(L, 1, "parameter");
   snprintf(p.name, sizeof p.name, "%s", name);
   p.ndim = dims_arg(L, b, 2, p.dims);
   p.init = (InitKind)luaL_checkoption(L, 3, NULL, inits);
@@ -283,21 +377,21 @@ static int l_param(lua_State *L) {
   p.scope = b->scope;
   core_user_where(L, p.where, sizeof p.where);
   if (b->tracing_variant) return layer_param(L, b, &p);
-  if (find_param(b->model, p.name, p.scope) >= 0)
+  if (find_param(b, p.name, p.scope) >= 0)
     return fail(L, "parameter '%s' is defined twice; give each layer its own name", p.name);
   if ((p.hint == HINT_ROW && p.ndim != 2) || ((p.hint == HINT_COLUMN || p.hint == HINT_VOCAB) && p.ndim < 1))
     return fail(L, "parameter '%s': a %s hint needs a matrix", p.name, hints[p.hint]);
-  lua_pushinteger(L, param_tensor(b, model_param(b->model, &p)));
+  lua_pushinteger(L, param_tensor(L, b, add_param(L, b, &p)));
   return 1;
 }
 
 static int l_param_ref(lua_State *L) {
   Builder *b = builder(L);
   check_graph(L, b);
-  int p = find_param(b->model, luaL_checkstring(L, 1), SCOPE_MODEL);
+  int p = find_param(b, luaL_checkstring(L, 1), SCOPE_MODEL);
   if (p < 0) return 0;
   if (b->graph == &b->model->head && strcmp(b->model->params[p].name, "wte") == 0) b->model->tied = 1;
-  lua_pushinteger(L, param_tensor(b, p));
+  lua_pushinteger(L, param_tensor(L, b, p));
   return 1;
 }
 
@@ -340,6 +434,7 @@ static int l_dropout(lua_State *L) {
   Node n = node_new(OP_EW, 0, NULL);
   int a = ew_operand(L, b, 1, &n);
   expr_dropout(&n.expr, a, luaL_checknumber(L, 2), b->dropout_sites++);
+  if (n.nin == 0) return fail(L, "dropout of a number alone: it takes a tensor");
   return add_node(L, b, &n);
 }
 
@@ -368,9 +463,8 @@ static int l_norm(lua_State *L) {
   n.a.norm.kind = kind;
   n.a.norm.eps = luaL_checknumber(L, 5);
   n.a.norm.weighted = with_weight;
-  n.a.norm.group = (int)luaL_optinteger(L, 6, 0);
-  const Tensor *x = &b->graph->tensors[in[0]];
-  int64_t width = b->model->dims[x->dims[x->ndim - 1]].size;
+  n.a.norm.group = int_arg(L, 6, 1, 0);
+  int64_t width = last_dim(L, b, in[0], "a norm")->size;
   if (n.a.norm.group < 0 || (n.a.norm.group && width % n.a.norm.group != 0))
     return fail(L, "a norm over groups of %d does not divide the width %lld", n.a.norm.group, (long long)width);
   return add_node(L, b, &n);
@@ -381,8 +475,8 @@ static int l_attention(lua_State *L) {
   int in[3] = {tensor_arg(L, b, 1), tensor_arg(L, b, 2), tensor_arg(L, b, 3)};
   Node n = node_new(OP_ATTENTION, 3, in);
   AttnAttr *at = &n.a.attn;
-  at->heads = (int)luaL_checkinteger(L, 4);
-  at->kv_heads = (int)luaL_checkinteger(L, 5);
+  at->heads = int_arg(L, 4, 0, 0);
+  at->kv_heads = int_arg(L, 5, 0, 0);
   at->causal = lua_toboolean(L, 6);
   at->rope = lua_toboolean(L, 7);
   at->rope_theta = luaL_checknumber(L, 8);
@@ -396,8 +490,7 @@ static int l_attention(lua_State *L) {
                 (long long)at->window);
   if (at->softcap < 0 || at->scale < 0)
     return fail(L, "attention: softcap and scale are positive numbers (or 0 for none and 1/√head_dim)");
-  const Tensor *q = &b->graph->tensors[in[0]];
-  int64_t width = b->model->dims[q->dims[q->ndim - 1]].size;
+  int64_t width = last_dim(L, b, in[0], "attention")->size;
   if (at->heads < 1 || at->kv_heads < 1 || at->heads % at->kv_heads != 0 || width % at->heads != 0)
     return fail(L, "attention: %d heads and %d kv heads do not fit a width of %lld", at->heads, at->kv_heads,
                 (long long)width);
@@ -413,8 +506,8 @@ static int l_rope(lua_State *L) {
   int in = tensor_arg(L, b, 1);
   Node n = node_new(OP_ROPE, 1, &in);
   RopeAttr *r = &n.a.rope;
-  r->head_dim = (int)luaL_checkinteger(L, 2);
-  r->rotary = (int)luaL_checkinteger(L, 3);
+  r->head_dim = int_arg(L, 2, 0, 0);
+  r->rotary = int_arg(L, 3, 0, 0);
   r->interleaved = lua_toboolean(L, 4);
   r->theta = luaL_checknumber(L, 5);
   static const char *const scalings[] = {"none", "linear", "llama3", NULL};
@@ -424,8 +517,8 @@ static int l_rope(lua_State *L) {
   r->high_freq_factor = luaL_optnumber(L, 9, 4);
   r->original_positions = luaL_optnumber(L, 10, 8192);
   const Tensor *x = &b->graph->tensors[in];
-  int64_t width = b->model->dims[x->dims[x->ndim - 1]].size;
   if (x->ndim != 3) return fail(L, "rope takes [batch, seq, heads·head_dim], not a tensor of %d axes", x->ndim);
+  int64_t width = last_dim(L, b, in, "rope")->size;
   if (r->head_dim < 2 || width % r->head_dim != 0)
     return fail(L, "rope: head_dim %d does not divide the width %lld", r->head_dim, (long long)width);
   if (r->rotary < 2 || r->rotary > r->head_dim || r->rotary % 2 != 0)
@@ -443,7 +536,8 @@ static int part_sizes(lua_State *L, int arg, PartAttr *a) {
     lua_rawgeti(L, arg, i + 1);
     a->sizes[i] = lua_tointeger(L, -1);
     lua_pop(L, 1);
-    if (a->sizes[i] < 1) return fail(L, "split: part %d's size must be a positive whole number", i + 1);
+    if (a->sizes[i] < 1 || a->sizes[i] > INT_MAX)
+      return fail(L, "split: part %d's size must be a whole number from 1 to %d", i + 1, INT_MAX);
   }
   return 0;
 }
@@ -453,9 +547,10 @@ static int l_split(lua_State *L) {
   Builder *b = builder(L);
   int in = tensor_arg(L, b, 1);
   Node n = node_new(OP_SPLIT, 1, &in);
-  n.a.parts.groups = (int)luaL_checkinteger(L, 2);
+  n.a.parts.groups = int_arg(L, 2, 0, 0);
   part_sizes(L, 3, &n.a.parts);
-  n.a.parts.part = (int)luaL_checkinteger(L, 4);
+  n.a.parts.part = int_arg(L, 4, 0, 0);
+  last_dim(L, b, in, "split");
   return add_node(L, b, &n);
 }
 
@@ -466,15 +561,14 @@ static int l_concat(lua_State *L) {
   int count = (int)lua_rawlen(L, 1), in[MAX_PARTS];
   if (count < 1 || count > MAX_PARTS) return fail(L, "concat: 1 to %d tensors, not %d", MAX_PARTS, count);
   Node n = node_new(OP_CONCAT, 0, NULL);
-  n.a.parts.groups = (int)luaL_checkinteger(L, 2);
+  n.a.parts.groups = int_arg(L, 2, 0, 0);
   n.a.parts.nparts = count;
   n.a.parts.part = -1;
   for (int i = 0; i < count; i++) {
     lua_rawgeti(L, 1, i + 1);
     in[i] = tensor_arg(L, b, lua_gettop(L));
     lua_pop(L, 1);
-    const Tensor *t = &b->graph->tensors[in[i]];
-    int64_t width = b->model->dims[t->dims[t->ndim - 1]].size;
+    int64_t width = last_dim(L, b, in[i], "concat")->size;
     if (n.a.parts.groups < 1 || width % n.a.parts.groups != 0)
       return fail(L, "concat: tensor %d's last dim (%lld) is not a whole number of %d groups", i + 1, (long long)width,
                   n.a.parts.groups);
@@ -496,8 +590,7 @@ static int l_xent(lua_State *L) {
   Builder *b = builder(L);
   int in[2] = {tensor_arg(L, b, 1), tensor_arg(L, b, 2)};
   Node n = node_new(OP_XENT, 2, in);
-  const Tensor *z = &b->graph->tensors[in[0]];
-  int64_t width = b->model->dims[z->dims[z->ndim - 1]].unpadded;
+  int64_t width = last_dim(L, b, in[0], "cross entropy")->unpadded;
   n.a.xent.vocab = luaL_checkinteger(L, 3);
   if (n.a.xent.vocab <= 0) n.a.xent.vocab = width;
   n.a.xent.ignore_index = lua_isnoneornil(L, 4) ? XENT_NO_IGNORE : luaL_checkinteger(L, 4);
@@ -509,7 +602,8 @@ static int l_xent(lua_State *L) {
 
 static int l_shape(lua_State *L) {
   Builder *b = builder(L);
-  const Tensor *t = &b->graph->tensors[tensor_arg(L, b, 1)];
+  int id = tensor_arg(L, b, 1);
+  const Tensor *t = &b->graph->tensors[id];
   lua_createtable(L, t->ndim, 0);
   for (int i = 0; i < t->ndim; i++) {
     const Dim *d = &b->model->dims[t->dims[i]];
@@ -523,20 +617,38 @@ static int l_shape(lua_State *L) {
   return 1;
 }
 
+/* Whether stage `kind` may begin after the stage being traced. */
+static int stage_follows(const Builder *b, int kind) {
+  switch (kind) {
+  case STAGE_EMBED: return b->stage_kind == 0;
+  case STAGE_BLOCK: return b->stage_kind == STAGE_EMBED;
+  case STAGE_VARIANT: return b->stage_kind == STAGE_BLOCK || b->stage_kind == STAGE_VARIANT;
+  case STAGE_HEAD: return b->stage_kind == STAGE_BLOCK;
+  default: return 0;
+  }
+}
+
 /* core.stage(name): "embed", "block", "head", or "block_variant": another layer's block, traced afresh
  * from the dropout sites layer 0 began with. */
 static int l_stage(lua_State *L) {
   Builder *b = builder(L);
-  const char *name = luaL_checkstring(L, 1);
+  int kind = 1 + luaL_checkoption(L, 1, NULL, stage_names);
+  if (!stage_follows(b, kind))
+    return fail(L, "plait traces a model's stages once, in order (embed, block, each other layer's block, "
+                   "head): not %s after %s", stage_names[kind - 1],
+                b->stage_kind ? stage_names[b->stage_kind - 1] : "none");
   Model *m = b->model;
-  b->tracing_variant = strcmp(name, "block_variant") == 0;
+  b->stage_kind = kind;
+  b->stages_begun++;
+  b->tracing_variant = kind == STAGE_VARIANT;
   if (b->tracing_variant) {
     graph_free(&b->variant);
     graph_init(&b->variant, "block");
+    b->variant.budget = m->budget;
     b->graph = &b->variant;
     b->dropout_sites = b->block_first_site;
   } else {
-    b->graph = strcmp(name, "embed") == 0 ? &m->embed : strcmp(name, "block") == 0 ? &m->block : &m->head;
+    b->graph = kind == STAGE_EMBED ? &m->embed : kind == STAGE_BLOCK ? &m->block : &m->head;
   }
   if (b->graph == &m->block) b->block_first_site = b->dropout_sites;
   b->scope = b->graph == &m->head || b->graph == &m->embed ? SCOPE_MODEL : SCOPE_BLOCK;
@@ -547,12 +659,16 @@ static int l_stage(lua_State *L) {
 /* core.variant_output(y, layer): ends another layer's trace and compares it with layer 0's. */
 static int l_variant_output(lua_State *L) {
   Builder *b = builder(L);
+  if (b->stage_kind != STAGE_VARIANT) return fail(L, "another layer's block ends only while it is traced");
   int y = tensor_arg(L, b, 1);
-  int layer = (int)luaL_checkinteger(L, 2);
+  int layer = int_arg(L, 2, 0, 0);
+  if (layer < 1 || layer >= b->model->layers)
+    return fail(L, "layer %d: the model's other layers are 1 to %d", layer, b->model->layers - 1);
   b->variant.output = y;
   b->variant.nforward = b->variant.nnodes;
   Diag d;
   if (layers_compare(b->model, &b->variant, layer, &d)) {
+    check_memory(L, b);
     lua_pushstring(L, d.msg);
     return lua_error(L);
   }
@@ -565,9 +681,13 @@ static int l_variant_output(lua_State *L) {
 /* core.variant_done(): every layer compared; the dropout sites continue after the block's. */
 static int l_variant_done(lua_State *L) {
   Builder *b = builder(L);
+  if (b->stage_kind != STAGE_VARIANT)
+    return fail(L, "the other layers' blocks end only after they are traced");
+  b->stage_kind = STAGE_BLOCK;
   layers_finish(b->model);
   graph_free(&b->variant);
   memset(&b->variant, 0, sizeof b->variant);
+  b->graph = NULL;
   b->tracing_variant = 0;
   b->dropout_sites = b->block_end_site;
   return 0;
@@ -575,8 +695,9 @@ static int l_variant_done(lua_State *L) {
 
 static int l_output(lua_State *L) {
   Builder *b = builder(L);
+  int output = tensor_arg(L, b, 1);
   Graph *g = b->graph;
-  g->output = tensor_arg(L, b, 1);
+  g->output = output;
   g->nforward = g->nnodes;
   if (g == &b->model->block) b->block_end_site = b->dropout_sites;
   const Tensor *t = &g->tensors[g->output];
@@ -585,6 +706,7 @@ static int l_output(lua_State *L) {
     b->model->hidden_dim = t->dims[2];
   }
   if (g == &b->model->head && t->ndim != 0) return fail(L, "head must return the scalar loss");
+  if (g == &b->model->head) b->stage_kind = STAGE_DONE, b->graph = NULL;
   return 0;
 }
 
@@ -606,18 +728,36 @@ static int l_consume(lua_State *L) {
   return 0;
 }
 
-/* Keeps the configuration's scalar entries for the plan to print. */
+/* A config value at the top of the stack, which checkpoints record as JSON and loading compares: at most
+ * NAME_LEN - 1 bytes of UTF-8 text. */
+static void config_value_arg(lua_State *L, const char *key) {
+  size_t n;
+  const char *value = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &n) : "";
+  if (lua_type(L, -1) == LUA_TSTRING && (n >= NAME_LEN || strlen(value) != n || !escape_is_utf8(value)))
+    fail(L, "config.%s: a text value must be at most %d bytes of UTF-8 text (checkpoints record it)", key,
+         NAME_LEN - 1);
+}
+
+/* core.set_config(config [, name]): the configuration's scalar entries for the plan to print and
+ * checkpoints to record, and (from plait.model) the model's name. */
 static int l_set_config(lua_State *L) {
+  check_open(L, builder(L));
   Model *m = builder(L)->model;
   luaL_checktype(L, 1, LUA_TTABLE);
+  if (!lua_isnoneornil(L, 2)) snprintf(m->name, sizeof m->name, "%s", plain_name_arg(L, 2, "the model's name"));
   int n = 0;
   lua_pushnil(L);
   while (lua_next(L, 1)) n++, lua_pop(L, 1);
-  m->config = realloc(m->config, (size_t)(n ? n : 1) * sizeof *m->config);
+  size_t bytes = (size_t)(n ? n : 1) * sizeof *m->config;
+  ConfigEntry *config =
+      budget_realloc(m->budget, m->config, (size_t)m->config_cap * sizeof *m->config, bytes);
+  if (!config) lua_limits_error(L);
+  m->config = config, m->config_cap = n ? n : 1;
   m->nconfig = 0;
   lua_pushnil(L);
   while (lua_next(L, 1)) {
     if (lua_type(L, -2) == LUA_TSTRING && (lua_isnumber(L, -1) || lua_isstring(L, -1) || lua_isboolean(L, -1))) {
+      config_value_arg(L, plain_name_arg(L, -2, "config key"));
       ConfigEntry *e = &m->config[m->nconfig++];
       snprintf(e->key, sizeof e->key, "%s", lua_tostring(L, -2));
       if (lua_isboolean(L, -1)) snprintf(e->value, sizeof e->value, "%s", lua_toboolean(L, -1) ? "true" : "false");
@@ -659,6 +799,43 @@ static int l_beside(lua_State *L) {
   return 1;
 }
 
+/* core.json_string(s): s as a JSON string, escaped as every JSON string plait writes (escape.h); a NUL byte
+ * inside becomes \u0000. */
+static int l_json_string(lua_State *L) {
+  size_t n;
+  const char *s = luaL_checklstring(L, 1, &n);
+  char *part = lua_newuserdatauv(L, ESCAPED_SIZE(n), 0); /* counted against the model file's memory */
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  luaL_addchar(&b, '"');
+  for (size_t at = 0; at <= n; at += strlen(s + at) + 1) {
+    if (at) luaL_addstring(&b, "\\u0000");
+    escape(ESC_JSON, s + at, part, ESCAPED_SIZE(n));
+    luaL_addlstring(&b, part + 1, strlen(part) - 2); /* without its quotes */
+  }
+  luaL_addchar(&b, '"');
+  luaL_pushresult(&b);
+  return 1;
+}
+
+/* The function of upvalue 1 called with the arguments, its results returned. */
+static int call_kept(lua_State *L) {
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+  return lua_gettop(L);
+}
+
+/* core.keeps_caller(f): f behind a C function. A model file's `return f(...)` is a tail call, which
+ * replaces the model file's frame with a Lua function's but not with a C function's: errors raised in f
+ * then name the model file's line. */
+static int l_keeps_caller(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  lua_pushvalue(L, 1);
+  lua_pushcclosure(L, call_kept, 1);
+  return 1;
+}
+
 /* core.where(): "file:line" of the model file's innermost frame, or its name (lib/plait's errors). */
 static int l_where(lua_State *L) {
   char where[WHERE_LEN];
@@ -675,7 +852,8 @@ static const luaL_Reg core_functions[] = {
     {"rope", l_rope}, {"constant", l_constant}, {"dim_size", l_dim_size}, {"split", l_split}, {"concat", l_concat}, {"variant_output", l_variant_output}, {"variant_done", l_variant_done},
     {"shape", l_shape},     {"stage", l_stage},         {"output", l_output},
     {"overrides", l_overrides}, {"consume", l_consume}, {"set_config", l_set_config},
-    {"where", l_where}, {"model_dir", l_model_dir}, {"beside", l_beside},
+    {"where", l_where}, {"model_dir", l_model_dir}, {"beside", l_beside}, {"keeps_caller", l_keeps_caller},
+    {"json_string", l_json_string},
     {NULL, NULL},
 };
 
@@ -684,6 +862,17 @@ static int open_core(lua_State *L) {
   lua_pushvalue(L, lua_upvalueindex(1));
   luaL_setfuncs(L, core_functions, 1);
   return 1;
+}
+
+void core_free(Builder *b) {
+  MemoryBudget *budget = b->model->budget;
+  graph_free(&b->variant);
+  name_index_free(&b->param_index[SCOPE_MODEL], budget);
+  name_index_free(&b->param_index[SCOPE_BLOCK], budget);
+  name_index_free(&b->constant_index, budget);
+  budget_realloc(budget, b->param_leaves, (size_t)b->param_leaves_cap * sizeof *b->param_leaves, 0);
+  budget_realloc(budget, b->constant_leaves,
+                 (size_t)b->constant_leaves_cap * sizeof *b->constant_leaves, 0);
 }
 
 void core_register(lua_State *L, Builder *b) {

@@ -15,9 +15,17 @@ typedef struct {
   int used;
 } Override;
 
+/* A parameter's or constant's tensor in the stage being traced: valid while `stage` is
+ * Builder.stages_begun. */
+typedef struct {
+  int stage, tensor;
+} Leaf;
+
 typedef struct {
   Model *model;
   Graph *graph;     /* the stage being traced */
+  int stages_begun; /* embed 1, block 2, then each other layer's block, head: Leaf.stage */
+  int stage_kind;   /* the stage being traced: 0 before embed, then 1 + its index in core.c's stage names */
   ParamScope scope; /* block parameters are per layer; the others belong to the model */
   int tp;           /* the vocabulary is padded to a multiple of 128·tp */
   int dropout_sites;
@@ -28,10 +36,16 @@ typedef struct {
   int block_end_site;     /* and end here */
   Override overrides[MAX_OVERRIDES];
   int noverrides;
+  NameIndex param_index[2];  /* parameters by name, per ParamScope */
+  NameIndex constant_index;  /* constants by name */
+  Leaf *param_leaves, *constant_leaves; /* per parameter, per constant: its tensor in the stage traced */
+  int param_leaves_cap, constant_leaves_cap;
 } Builder;
 
 /* Makes require("plait.core") return the builder's functions. */
 void core_register(lua_State *L, Builder *b);
+/* Frees what tracing kept beside the model (the other layers' block, the indexes). */
+void core_free(Builder *b);
 
 /* The registry key of the model file's name. */
 #define CORE_MODEL_FILE "plait.model_file"

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "escape.h"
+
 int diag(Diag *d, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -30,9 +32,15 @@ void diag_add(DiagList *l, const char *fmt, ...) {
   snprintf(l->lines[l->count++], (size_t)n + 1, "%s", line);
 }
 
+void diag_print(const char *line) {
+  fprintf(stderr, "plait: ");
+  escape_write(ESC_TEXT, line, stderr);
+  fprintf(stderr, "\n");
+}
+
 int diag_report(const DiagList *l) {
   enum { SHOWN = 20 };
-  for (int i = 0; i < l->count && i < SHOWN; i++) fprintf(stderr, "plait: %s\n", l->lines[i]);
+  for (int i = 0; i < l->count && i < SHOWN; i++) diag_print(l->lines[i]);
   if (l->count > SHOWN) fprintf(stderr, "plait: ... and %d more\n", l->count - SHOWN);
   return l->count;
 }

@@ -15,9 +15,13 @@ typedef struct {
   int count, cap;
 } DiagList;
 
+/* Prints one line to stderr as "plait: LINE", its control characters shown escaped (a message may quote
+ * a model file's or a checkpoint's text). */
+void diag_print(const char *line);
+
 /* Adds one line (newlines in it become spaces). */
 void diag_add(DiagList *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Prints the lines to stderr as "plait: LINE", the first 20 and then how many more; returns the count. */
+/* Prints the lines as diag_print does, the first 20 and then how many more; returns the count. */
 int diag_report(const DiagList *l);
 void diag_list_free(DiagList *l);
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "memplan.h"
+#include "own_folder.h"
 #include "plan.h"
 
 /* The fused elementwise kernels of a model: one per distinct (expression, broadcast pattern,
@@ -60,7 +61,8 @@ void emit_constant_enum(const Model *m, int c, char *buf, int len);
 int64_t emit_local_dim(const Plan *p, const Tensor *t, int a);
 int64_t emit_local_elems(const Plan *p, const Tensor *t);
 
-/* Writes DIR/ (creating it) with every source; returns 0 or -1 with the reason in d. */
-int emit_program(const Plan *p, const char *dir, Diag *d);
+/* Writes every source into DIR, a program's folder the caller claimed (own_folder.h); returns 0 or -1
+ * with the reason in d. */
+int emit_program(const Plan *p, const OwnFolder *dir, Diag *d);
 
 #endif

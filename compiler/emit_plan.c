@@ -1,5 +1,6 @@
 /* emit_plan.c: the plan's action lists, with their activation slots, as C tables of the generated program. */
 #include "emit.h"
+#include "escape.h"
 
 static const char *const kind_names[ACTION_KINDS] = {
     [ACTION_F] = "ACT_FORWARD",           [ACTION_B] = "ACT_BACKWARD",         [ACTION_SEND_F] = "ACT_SEND_F",
@@ -21,10 +22,11 @@ static void rank_table(const Plan *p, int rank, FILE *f) {
 }
 
 void emit_plan_tables(const Plan *p, FILE *f) {
+  char schedule[ESCAPED_SIZE(sizeof p->par.schedule)];
   fprintf(f, "/* The plan: each pipeline rank's actions in order (schedule %s, %d microbatches). Fields: kind, joined\n"
              " * (posted in one group with the action before it), chunk, microbatch, peer rank, the slot of the\n"
              " * chunk's activations it uses, the slot of the neighbouring chunk on this rank it reads or writes. */\n",
-          p->par.schedule, p->microbatches);
+          escape(ESC_C_COMMENT, p->par.schedule, schedule, sizeof schedule), p->microbatches);
   for (int r = 0; r < p->par.pp; r++) rank_table(p, r, f);
   fprintf(f, "static const Action *const actions[] = {");
   for (int r = 0; r < p->par.pp; r++) fprintf(f, "%srank_%d", r ? ", " : "", r);

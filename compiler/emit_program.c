@@ -1,12 +1,10 @@
 /* emit_program.c: the generated program's model.c (parameter tables, stage and chunk functions, the
  * Program descriptor) and the files of DIR/, each written to a temporary name and renamed. */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "emit.h"
+#include "escape.h"
 #include "outfile.h"
 
 /* ---- parameters ----------------------------------------------------------------------------- */
@@ -41,10 +39,11 @@ static void constant_enum(const Model *m, FILE *f) {
 static void constant_tables(const Model *m, FILE *f) {
   for (int c = 0; c < m->nconstants; c++) {
     const Constant *k = &m->constants[c];
-    char shape[200];
+    char shape[200], name[ESCAPED_SIZE(NAME_LEN)], where[ESCAPED_SIZE(WHERE_LEN)];
     shape_string(m, k->ndim, k->dims, shape, sizeof shape);
-    fprintf(f, "/* %s %s (%s) */\nstatic const double constant_%d[%lld] = {", k->name, shape, k->where, c,
-            (long long)k->count);
+    fprintf(f, "/* %s %s (%s) */\nstatic const double constant_%d[%lld] = {",
+            escape(ESC_C_COMMENT, k->name, name, sizeof name), shape,
+            escape(ESC_C_COMMENT, k->where, where, sizeof where), c, (long long)k->count);
     for (int64_t i = 0; i < k->count; i++) {
       char number[32];
       expr_number_text(k->values[i], number, sizeof number);
@@ -53,8 +52,11 @@ static void constant_tables(const Model *m, FILE *f) {
     fprintf(f, "\n};\n\n");
   }
   fprintf(f, "static const ConstantSpec constants[] = {\n");
-  for (int c = 0; c < m->nconstants; c++)
-    fprintf(f, "  {\"%s\", %lld, constant_%d},\n", m->constants[c].name, (long long)m->constants[c].count, c);
+  for (int c = 0; c < m->nconstants; c++) {
+    char name[ESCAPED_SIZE(NAME_LEN)];
+    fprintf(f, "  {%s, %lld, constant_%d},\n", escape(ESC_C_STRING, m->constants[c].name, name, sizeof name),
+            (long long)m->constants[c].count, c);
+  }
   fprintf(f, "  {NULL, 0, NULL},\n};\n\n");
 }
 
@@ -69,7 +71,8 @@ static void param_spec(const Plan *plan, int p, int place, FILE *f) {
   const Model *m = &plan->model;
   const Param *q = &m->params[p];
   static const char *const inits[] = {"INIT_NORMAL_DIST", "INIT_ZERO", "INIT_ONE"};
-  fprintf(f, "  {\"%s\", %d, {", q->name, q->ndim);
+  char name[ESCAPED_SIZE(NAME_LEN)];
+  fprintf(f, "  {%s, %d, {", escape(ESC_C_STRING, q->name, name, sizeof name), q->ndim);
   for (int a = 0; a < q->ndim; a++) fprintf(f, "%s%lld", a ? ", " : "", (long long)m->dims[q->dims[a]].size);
   fprintf(f, "}, {");
   for (int a = 0; a < q->ndim; a++) fprintf(f, "%s%lld", a ? ", " : "", (long long)m->dims[q->dims[a]].unpadded);
@@ -257,30 +260,20 @@ static int by_key(const void *a, const void *b) {
   return strcmp(((const ConfigEntry *)a)->key, ((const ConfigEntry *)b)->key);
 }
 
-/* A C string literal of text: quotes, backslashes and bytes outside printable ASCII escaped. */
-static void c_string(const char *text, FILE *f) {
-  fputc('"', f);
-  for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
-    if (*c == '"' || *c == '\\') fprintf(f, "\\%c", *c);
-    else if (*c < 32 || *c > 126) fprintf(f, "\\%03o", *c);
-    else fputc(*c, f);
-  }
-  fputc('"', f);
-}
-
 /* The model's configuration by key (sorted: Lua's table order is not fixed), which checkpoints record and
  * loading compares. plait.model requires seq and hidden, so the table is never empty. */
 static void config_table(const Model *m, FILE *f) {
   ConfigEntry *sorted = malloc((size_t)m->nconfig * sizeof *sorted);
   memcpy(sorted, m->config, (size_t)m->nconfig * sizeof *sorted);
   qsort(sorted, (size_t)m->nconfig, sizeof *sorted, by_key);
-  fprintf(f, "/* The model's configuration (%s after --set), which checkpoints record. */\n", m->file);
-  fprintf(f, "static const ConfigItem config[] = {\n");
+  fprintf(f, "/* The model's configuration (");
+  escape_write(ESC_C_COMMENT, m->file, f);
+  fprintf(f, " after --set), which checkpoints record. */\nstatic const ConfigItem config[] = {\n");
   for (int i = 0; i < m->nconfig; i++) {
     fprintf(f, "  {");
-    c_string(sorted[i].key, f);
+    escape_write(ESC_C_STRING, sorted[i].key, f);
     fprintf(f, ", ");
-    c_string(sorted[i].value, f);
+    escape_write(ESC_C_STRING, sorted[i].value, f);
     fprintf(f, "},\n");
   }
   fprintf(f, "};\n\n");
@@ -291,12 +284,16 @@ static void config_table(const Model *m, FILE *f) {
 
 static void header(const Plan *p, FILE *f) {
   const Parallel *par = &p->par;
+  char name[ESCAPED_SIZE(NAME_LEN)], file[ESCAPED_SIZE(WHERE_LEN)], schedule[ESCAPED_SIZE(sizeof par->schedule)];
+  escape(ESC_C_COMMENT, p->model.name, name, sizeof name);
+  escape(ESC_C_COMMENT, p->model.file, file, sizeof file);
+  escape(ESC_C_COMMENT, par->schedule, schedule, sizeof schedule);
   fprintf(f, "/* model.c: %s (%s) compiled by plait for tp %d × pp %d × dp %d, vpp %d, microbatch %d, global batch %d\n"
              " * (%d microbatches per pipeline), schedule %s, recompute %s, sequence parallel %s, gradients reduced\n"
              " * %s. Generated: rebuild with plait build rather than editing. Sizes are one tensor-parallel\n"
              " * rank's. */\n",
-          p->model.name, p->model.file, par->tp, par->pp, par->dp, par->vpp, par->mbs, par->gbs, p->microbatches,
-          par->schedule, par->recompute ? "full" : "none", par->sequence_parallel ? "on" : "off",
+          name, file, par->tp, par->pp, par->dp, par->vpp, par->mbs, par->gbs, p->microbatches, schedule,
+          par->recompute ? "full" : "none", par->sequence_parallel ? "on" : "off",
           par->grad_reduce_after ? "after the backward" : "during the backward");
   fprintf(f, "#include \"device.h\"\n#include \"kernels.h\"\n#include \"rt.h\"\n");
   fprintf(f, "#include \"profiled.h\" /* under --profile, each runtime kernel's time, FLOPs and bytes */\n\n");
@@ -338,8 +335,10 @@ static int64_t logits_cols(const Emission *e) {
 static void program(const Emission *e, FILE *f) {
   const Plan *p = e->plan;
   const Model *m = &p->model;
+  char name[ESCAPED_SIZE(NAME_LEN)], file[ESCAPED_SIZE(WHERE_LEN)];
   fprintf(f, "const Program plait_program = {\n");
-  fprintf(f, "  .name = \"%s\", .source = \"%s\",\n", m->name, m->file);
+  fprintf(f, "  .name = %s, .source = %s,\n", escape(ESC_C_STRING, m->name, name, sizeof name),
+          escape(ESC_C_STRING, m->file, file, sizeof file));
   fprintf(f, "  .tp = %d, .pp = %d, .vpp = %d, .dp = %d, .mbs = %d, .gbs = %d, .microbatches = %d,\n", p->par.tp,
           p->par.pp, p->par.vpp, p->par.dp, p->par.mbs, p->par.gbs, p->microbatches);
   fprintf(f, "  .seq = %lld, .hidden = %lld, .layers = %d,\n", (long long)m->dims[m->seq_dim].size,
@@ -388,31 +387,21 @@ static void model_c(const Emission *e, FILE *f) {
 
 typedef void (*Writer)(const Emission *e, FILE *f);
 
-/* Writes one file of DIR through a temporary name; the model file may not be one of them. */
-static int write_file(const Emission *e, const char *dir, const char *name, Writer write, Diag *d) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
+/* Writes one file of DIR through a temporary name of the folder's; the model file may not be one of them. */
+static int write_file(const Emission *e, const OwnFolder *dir, const char *name, Writer write, Diag *d) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%s", dir->path, name);
   const char *inputs[] = {e->plan->model.file};
   OutFile out;
-  if (outfile_check("-o", path, inputs, 1, d) || outfile_open(&out, path, d)) return -1;
+  if (outfile_check("-o", path, inputs, 1, d) || outfile_open_in(&out, dir, name, path, sizeof path, d)) return -1;
   write(e, out.file);
   return outfile_close(&out, d);
 }
 
-static int make_dir(const char *dir, Diag *d) {
-  if (mkdir(dir, 0777) == 0 || errno == EEXIST) return 0;
-  return diag(d, "-o %s: cannot create the directory: %s", dir, strerror(errno));
-}
-
-int emit_program(const Plan *p, const char *dir, Diag *d) {
+int emit_program(const Plan *p, const OwnFolder *dir, Diag *d) {
   Emission e = {.plan = p, .stage = {&p->model.embed, &p->model.block, &p->model.head}, .memory = p->memory};
-  char first[4096];
-  const char *inputs[] = {p->model.file};
-  snprintf(first, sizeof first, "%s/model.c", dir);
-  if (outfile_check("-o", first, inputs, 1, d)) return -1; /* before the folder is made */
   emit_collect_kernels(&e);
-  int status = make_dir(dir, d);
-  if (status == 0) status = write_file(&e, dir, "model.c", model_c, d);
+  int status = write_file(&e, dir, "model.c", model_c, d);
   if (status == 0) status = write_file(&e, dir, "kernels.h", emit_kernels_h, d);
   if (status == 0) status = write_file(&e, dir, "kernels.c", emit_kernels_c, d);
   if (status == 0) status = write_file(&e, dir, "kernels_cuda.c", emit_kernels_cuda, d);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "emit.h"
+#include "escape.h"
 #include "layers.h"
 
 enum { NAME_CHARS = 128 };
@@ -422,7 +423,9 @@ static void node(const StageWriter *w, int index) {
   case OP_SLICE: collective(w, n, "rt_slice", n->out[0]); break;
   default: fprintf(w->f, "  /* %s */", op_name(n->op)); break;
   }
-  fprintf(w->f, n->inserted || strcmp(n->where, "autodiff") == 0 ? "\n" : " /* %s */\n", n->where);
+  char where[ESCAPED_SIZE(WHERE_LEN)];
+  fprintf(w->f, n->inserted || strcmp(n->where, "autodiff") == 0 ? "\n" : " /* %s */\n",
+          escape(ESC_C_COMMENT, n->where, where, sizeof where));
 }
 
 /* ---- functions ------------------------------------------------------------------------------ */

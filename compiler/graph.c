@@ -5,42 +5,52 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void *grow(void *array, int *cap, int need, size_t elem) {
+/* The array grown to hold `need` elements (its capacity doubled), within budget; NULL when the budget
+ * refuses (the array left as it was). */
+static void *grow(void *array, int *cap, int need, size_t elem, MemoryBudget *budget) {
   if (need <= *cap) return array;
   int cap2 = *cap ? *cap * 2 : 16;
   while (cap2 < need) cap2 *= 2;
-  void *p = realloc(array, (size_t)cap2 * elem);
-  if (!p) {
-    fprintf(stderr, "plait: out of memory\n");
-    exit(1);
-  }
-  *cap = cap2;
-  return p;
+  void *grown = budget_realloc(budget, array, (size_t)*cap * elem, (size_t)cap2 * elem);
+  if (grown) *cap = cap2;
+  return grown;
 }
+
+static const char *dim_name(const void *model, int id) { return ((const Model *)model)->dims[id].name; }
 
 int model_find_dim(const Model *m, const char *name) {
-  for (int i = 0; i < m->ndims; i++)
-    if (strcmp(m->dims[i].name, name) == 0) return i;
-  return -1;
+  return name_index_find(&m->dim_index, name, dim_name, m);
 }
 
-/* Returns the dim of that name, made if new; -1 if the name is taken by another size. */
 int model_dim(Model *m, const char *name, int64_t size, int64_t granule) {
   int d = model_find_dim(m, name);
   if (d >= 0) return m->dims[d].unpadded == size ? d : -1;
-  m->dims = grow(m->dims, &m->dims_cap, m->ndims + 1, sizeof *m->dims);
+  void *grown = grow(m->dims, &m->dims_cap, m->ndims + 1, sizeof *m->dims, m->budget);
+  if (!grown) return -1;
+  m->dims = grown;
   Dim *dim = &m->dims[m->ndims];
   memset(dim, 0, sizeof *dim);
   snprintf(dim->name, sizeof dim->name, "%s", name);
   dim->size = dim->unpadded = size;
   dim->granule = granule > 0 ? granule : 1;
+  if (name_index_add(&m->dim_index, m->ndims, dim_name, m, m->budget)) return -1;
   return m->ndims++;
 }
 
 int model_param(Model *m, const Param *p) {
-  m->params = grow(m->params, &m->params_cap, m->nparams + 1, sizeof *m->params);
+  void *grown = grow(m->params, &m->params_cap, m->nparams + 1, sizeof *m->params, m->budget);
+  if (!grown) return -1;
+  m->params = grown;
   m->params[m->nparams] = *p;
   return m->nparams++;
+}
+
+int model_constant(Model *m, const Constant *k) {
+  void *grown = grow(m->constants, &m->constants_cap, m->nconstants + 1, sizeof *m->constants, m->budget);
+  if (!grown) return -1;
+  m->constants = grown;
+  m->constants[m->nconstants] = *k;
+  return m->nconstants++;
 }
 
 void graph_init(Graph *g, const char *name) {
@@ -55,7 +65,9 @@ int graph_tensor(Graph *g, TensorKind kind, DType dtype, int ndim, const int *di
   char name_copy[NAME_LEN];
   memcpy(dims_copy, dims, (size_t)ndim * sizeof *dims);
   snprintf(name_copy, sizeof name_copy, "%s", name ? name : "");
-  g->tensors = grow(g->tensors, &g->tensors_cap, g->ntensors + 1, sizeof *g->tensors);
+  void *grown = grow(g->tensors, &g->tensors_cap, g->ntensors + 1, sizeof *g->tensors, g->budget);
+  if (!grown) return -1;
+  g->tensors = grown;
   Tensor *t = &g->tensors[g->ntensors];
   memset(t, 0, sizeof *t);
   t->kind = kind;
@@ -79,7 +91,9 @@ Node node_new(OpKind op, int nin, const int *in) {
 
 /* Appends a node; its outputs' producer becomes the new node. */
 int graph_node(Graph *g, const Node *n) {
-  g->nodes = grow(g->nodes, &g->nodes_cap, g->nnodes + 1, sizeof *g->nodes);
+  void *grown = grow(g->nodes, &g->nodes_cap, g->nnodes + 1, sizeof *g->nodes, g->budget);
+  if (!grown) return -1;
+  g->nodes = grown;
   g->nodes[g->nnodes] = *n;
   for (int i = 0; i < n->nout; i++)
     if (g->tensors[n->out[i]].kind != T_PARAM_GRAD) g->tensors[n->out[i]].producer = g->nnodes;
@@ -156,8 +170,8 @@ int layout_equal(Layout a, Layout b) {
 }
 
 void graph_free(Graph *g) {
-  free(g->tensors);
-  free(g->nodes);
+  budget_realloc(g->budget, g->tensors, (size_t)g->tensors_cap * sizeof *g->tensors, 0);
+  budget_realloc(g->budget, g->nodes, (size_t)g->nodes_cap * sizeof *g->nodes, 0);
 }
 
 void model_free(Model *m) {
@@ -171,6 +185,7 @@ void model_free(Model *m) {
   free(m->joins);
   for (int i = 0; i < m->nconstants; i++) free(m->constants[i].values);
   free(m->constants);
+  name_index_free(&m->dim_index, NULL);
   memset(m, 0, sizeof *m);
 }
 

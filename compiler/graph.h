@@ -5,7 +5,10 @@
 
 #include <stdint.h>
 #include <stdio.h>
+
+#include "budget.h"
 #include "expr.h"
+#include "name_index.h"
 
 enum { MAX_DIMS = 6, MAX_INPUTS = 16, MAX_OUTPUTS = 4, NAME_LEN = 64, WHERE_LEN = 160 };
 
@@ -176,6 +179,7 @@ typedef struct {
   int grad_output;        /* after autodiff: gradient of `output` given to backward (-1 for the loss) */
   int grad_input;         /* after autodiff: gradient of inputs[0] when it is real-valued, else -1 */
   int nforward;           /* nodes[0..nforward) are the forward pass */
+  MemoryBudget *budget;   /* while a model file is traced, what its tables may take (NULL: no bound) */
 } Graph;
 
 typedef enum { INIT_NORMAL, INIT_ZEROS, INIT_ONES } InitKind;
@@ -229,26 +233,31 @@ typedef struct {
   Param *params;
   int nparams, params_cap;
   ConfigEntry *config;
-  int nconfig;
+  int nconfig, config_cap;
   int layers;      /* number of times the block repeats */
   int seq_dim, batch_dim, hidden_dim, vocab_dim; /* well-known dims; vocab_dim is -1 without one */
   int tied;        /* the head's output matrix is the embedding table */
   int masked_lm;   /* the loss ignores some targets: the data marks masked positions (BERT) */
   Graph embed, block, head;
   Constant *constants;
-  int nconstants;
+  int nconstants, constants_cap;
   LayerAttn *layer_attn; /* [row · layers + layer]: the options of attention nodes that differ by layer */
   int nlayer_attn;       /* rows of layer_attn */
   ParamJoin *joins;      /* parameters a fused GEMM reads as one matrix */
   int njoins;
+  NameIndex dim_index;   /* dims by name */
+  MemoryBudget *budget;  /* while the model file is traced, what the model's tables may take (NULL: no
+                            bound): the growth of dims, params, constants and layer_attn */
 } Model;
 
-/* dims */
+/* dims: model_dim returns the dim of that name, made if new; -1 if the name is taken by another size, or
+ * when m's budget refuses the growth (m->budget->exceeded then says which) */
 int model_dim(Model *m, const char *name, int64_t size, int64_t granule);
 int model_find_dim(const Model *m, const char *name);
-/* parameters */
+/* parameters and constants: the new one's index, or -1 when m's budget refuses the growth */
 int model_param(Model *m, const Param *p);
-/* tensors and nodes */
+int model_constant(Model *m, const Constant *k);
+/* tensors and nodes: graph_tensor and graph_node return -1 when g's budget refuses the growth */
 void graph_init(Graph *g, const char *name);
 void graph_free(Graph *g);
 int graph_tensor(Graph *g, TensorKind kind, DType dtype, int ndim, const int *dims, const char *name);

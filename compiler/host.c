@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "escape.h"
 #include "lua_limits.h"
 #include "lualib.h"
 
@@ -181,13 +182,25 @@ static int run_model_file(lua_State *L, const char *file, Diag *d) {
   return is_model ? 0 : diag(d, "%s must return plait.model{...}", file);
 }
 
-static void read_model_fields(lua_State *L, int model, Model *m, const char *file) {
-  lua_getfield(L, model, "name");
-  snprintf(m->name, sizeof m->name, "%s", lua_tostring(L, -1));
-  lua_getfield(L, model, "layers");
-  m->layers = (int)lua_tointeger(L, -1);
-  lua_pop(L, 2);
+/* The record's name and layers, checked again: the model file may have changed them after plait.model. */
+static int read_model_fields(lua_State *L, int model, Model *m, const char *file, Diag *d) {
   snprintf(m->file, sizeof m->file, "%s", file);
+  lua_getfield(L, model, "name");
+  lua_getfield(L, model, "layers");
+  int whole;
+  lua_Integer layers = lua_tointegerx(L, -1, &whole);
+  int named = lua_type(L, -2) == LUA_TSTRING;
+  if (named) snprintf(m->name, sizeof m->name, "%s", lua_tostring(L, -2));
+  lua_pop(L, 2);
+  if (!named) return diag(d, "%s: the model's name must be a string", file);
+  char shown[120];
+  if (!escape_plain_name(m->name, NAME_LEN - 1))
+    return diag(d, "%s: the model's name '%s' is not a plain name: give it 1 to %d ASCII letters, digits, '_', '.' "
+                "or '-'", file, escape(ESC_TEXT, m->name, shown, sizeof shown), NAME_LEN - 1);
+  if (!whole || layers < 1 || layers > 1 << 20)
+    return diag(d, "%s: plait.model: 'layers' must be a whole number from 1 to 2^20", file);
+  m->layers = (int)layers;
+  return 0;
 }
 
 /* Parameters past 2^50 (a thousand times today's largest models) are sizes gone wrong: the counts, memory
@@ -233,20 +246,23 @@ static int run_model(const Options *o, const Parallel *flags, Parallel *par, Mod
   LuaLimits limits;
   lua_State *L = lua_limits_state(&limits, o->lua_instructions, o->lua_memory_mb);
   if (!L) return diag(d, "cannot start Lua: out of memory");
+  limits.locate = core_user_where;
+  m->budget = m->embed.budget = m->block.budget = m->head.budget = &limits.memory;
   luaL_openlibs(L);
+  lua_limits_open(L);
   preload_library(L);
   core_register(L, &b);
   close_search_paths(L);
   lua_pushstring(L, file);
   lua_setfield(L, LUA_REGISTRYINDEX, CORE_MODEL_FILE);
   int status = run_model_file(L, file, d);
+  if (status == 0 && !m->name[0]) status = diag(d, "%s must return plait.model{...}", file);
   if (status == 0) {
     int model = lua_gettop(L);
-    read_model_fields(L, model, m, file);
-    status = read_parallel(L, model, par, d);
-    if (status) {
+    status = read_model_fields(L, model, m, file, d);
+    if (status == 0 && read_parallel(L, model, par, d)) {
       Diag why = *d;
-      diag(d, "%s: %s", file, why.msg);
+      status = diag(d, "%s: %s", file, why.msg);
     }
     if (status == 0) {
       parallel_override(par, flags);
@@ -262,7 +278,8 @@ static int run_model(const Options *o, const Parallel *flags, Parallel *par, Mod
   }
   if (status) lua_limits_explain(&limits, file, d);
   lua_close(L);
-  graph_free(&b.variant);
+  core_free(&b);
+  m->budget = m->embed.budget = m->block.budget = m->head.budget = NULL;
   return status;
 }
 

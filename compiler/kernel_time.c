@@ -25,15 +25,17 @@ static double gemm_compute_seconds(const Machine *m, double batch, double M, dou
   return best;
 }
 
-/* A measured rate at `flops`: linear in log(FLOPs) between the sizes measured, the nearest one's beyond. */
-double kernel_rate_at(const RateCurve *c, double flops) {
-  int n = c->n;
-  if (flops <= c->flops[0]) return c->rate[0];
-  if (flops >= c->flops[n - 1]) return c->rate[n - 1];
+double kernel_interpolate_log(const double *x, const double *y, int n, double at) {
+  if (at <= x[0]) return y[0];
+  if (at >= x[n - 1]) return y[n - 1];
   int i = 1;
-  while (c->flops[i] < flops) i++;
-  double x0 = log(c->flops[i - 1]), x1 = log(c->flops[i]), f = (log(flops) - x0) / (x1 - x0);
-  return c->rate[i - 1] + f * (c->rate[i] - c->rate[i - 1]);
+  while (x[i] < at) i++;
+  double x0 = log(x[i - 1]), x1 = log(x[i]), f = (log(at) - x0) / (x1 - x0);
+  return y[i - 1] + f * (y[i] - y[i - 1]);
+}
+
+double kernel_rate_at(const RateCurve *c, double flops) {
+  return kernel_interpolate_log(c->flops, c->rate, c->n, flops);
 }
 
 /* The part a product's short side plays: 1 when it is the inner size K (a weight gradient summed over
@@ -93,13 +95,14 @@ KernelTime kernel_gemm(const Machine *m, double batch, double M, double N, doubl
   return k;
 }
 
-KernelTime kernel_stream(const Machine *m, double bytes) {
-  double memory = bytes / (m->memory_bandwidth * m->memory_efficiency);
+KernelTime kernel_stream(const Machine *m, MemoryKind kind, double bytes) {
+  double share = kind == MEMORY_COPY ? 1 : m->kind_efficiency[kind];
+  double memory = bytes / (m->memory_bandwidth * m->memory_efficiency * share);
   return (KernelTime){memory + m->launch_overhead, 0, bytes, m->launch_overhead > memory ? BOUND_LATENCY : BOUND_MEMORY};
 }
 
-KernelTime kernel_elementwise(const Machine *m, double bytes, double specials) {
-  KernelTime k = kernel_stream(m, bytes);
+KernelTime kernel_elementwise(const Machine *m, MemoryKind kind, double bytes, double specials) {
+  KernelTime k = kernel_stream(m, kind, bytes);
   double compute = m->special_rate > 0 ? specials / m->special_rate : 0;
   if (compute + m->launch_overhead <= k.seconds) return k;
   return (KernelTime){compute + m->launch_overhead, 0, bytes, BOUND_COMPUTE};

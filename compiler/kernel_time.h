@@ -17,6 +17,8 @@ typedef struct {
 /* "compute", "quantisation", "memory", "latency", "communication". */
 const char *kernel_bound_name(Bound b);
 
+/* y measured at n increasing x, at `at`: linear in log(x) between the two nearest, the nearest's beyond. */
+double kernel_interpolate_log(const double *x, const double *y, int n, double at);
 /* A measured rate curve at `flops` (c->n > 0): linear in log(FLOPs) between the sizes measured. */
 double kernel_rate_at(const RateCurve *c, double flops);
 /* A measured GEMM rate for an M×N×K product (g->count > 0), from the measured shapes like it: see
@@ -25,11 +27,12 @@ double kernel_gemm_rate(const GemmRates *g, double M, double N, double K);
 /* `batch` GEMMs of M×K by K×N on one device; `c_bytes`: bytes of output traffic per element (the
  * activation precision to write it, 8 to accumulate into an fp32 gradient). */
 KernelTime kernel_gemm(const Machine *m, double batch, double M, double N, double K, double c_bytes);
-/* A kernel that reads and writes `bytes` once each way, at the memory's streaming rate. */
-KernelTime kernel_stream(const Machine *m, double bytes);
-/* An elementwise kernel: its bytes at the streaming rate, or its special functions (tanh, exp, ...) at
- * the device's rate for them, whichever takes longer. */
-KernelTime kernel_elementwise(const Machine *m, double bytes, double specials);
+/* A memory-bound kernel of a kind that reads and writes `bytes` in all, at the copy rate times the share
+ * the kind's kernels reach (MEMORY_COPY: the copy rate). */
+KernelTime kernel_stream(const Machine *m, MemoryKind kind, double bytes);
+/* A kernel of a memory-bound kind with special functions (tanh, exp, ...): its bytes as kernel_stream, or
+ * its special functions at the device's rate for them, whichever takes longer. */
+KernelTime kernel_elementwise(const Machine *m, MemoryKind kind, double bytes, double specials);
 /* Adds b to a (seconds, FLOPs, bytes); the bound of the longer. */
 void kernel_add(KernelTime *a, KernelTime b);
 

@@ -22,13 +22,19 @@ static int attention_nodes(const Graph *g) {
   return n;
 }
 
-/* Layer 0's options fill column 0 of a table with a row per attention node. */
-static void start_table(Model *m) {
+/* Layer 0's options fill column 0 of a table with a row per attention node (within the model's budget:
+ * -1 when it refuses). */
+static int start_table(Model *m) {
   const Graph *g = &m->block;
-  m->nlayer_attn = attention_nodes(g);
-  m->layer_attn = calloc((size_t)(m->nlayer_attn ? m->nlayer_attn : 1) * (size_t)m->layers, sizeof *m->layer_attn);
+  int rows = attention_nodes(g);
+  size_t bytes = (size_t)(rows ? rows : 1) * (size_t)m->layers * sizeof *m->layer_attn;
+  m->layer_attn = budget_realloc(m->budget, NULL, 0, bytes);
+  if (!m->layer_attn) return -1;
+  memset(m->layer_attn, 0, bytes);
+  m->nlayer_attn = rows;
   for (int i = 0, row = 0; i < g->nforward; i++)
     if (g->nodes[i].op == OP_ATTENTION) m->layer_attn[row++ * m->layers] = options_of(&g->nodes[i].a.attn);
+  return 0;
 }
 
 /* Two nodes alike but for their place in the model file and their attention options. */
@@ -51,7 +57,8 @@ static int same_tensor(const Tensor *a, const Tensor *b) {
 
 int layers_compare(Model *m, const Graph *variant, int layer, Diag *d) {
   const Graph *g = &m->block;
-  if (!m->layer_attn) start_table(m);
+  if (!m->layer_attn && start_table(m))
+    return diag(d, "%s: layer %d: no memory left for the options of %d layers", m->file, layer, m->layers);
   int count = variant->nforward < g->nforward ? variant->nforward : g->nforward;
   for (int i = 0; i < count; i++)
     if (!same_node(&g->nodes[i], &variant->nodes[i]))

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
+#include "infile.h"
 #include "lua_limits.h"
 #include "lualib.h"
 
@@ -83,6 +85,18 @@ static int read_string(lua_State *L, int t, const char *origin, const char *key,
   return s ? 0 : diag(d, "machine %s: %s is missing (a string); add it to the machine file", origin, key);
 }
 
+/* The machine's name, which plans print: plain, as a model's names are. */
+static int read_name(lua_State *L, int t, const char *origin, Machine *m, Diag *d) {
+  if (read_string(L, t, origin, "name", m->name, sizeof m->name, d)) return -1;
+  lua_getfield(L, t, "name");
+  char shown[120];
+  int plain = escape_plain_name(lua_tostring(L, -1), sizeof m->name - 1);
+  if (!plain) escape(ESC_TEXT, lua_tostring(L, -1), shown, sizeof shown);
+  lua_pop(L, 1);
+  return plain ? 0 : diag(d, "machine %s: name '%s' is not a plain name: give it 1 to %d ASCII letters, digits, "
+                          "'_', '.' or '-'", origin, shown, (int)sizeof m->name - 1);
+}
+
 /* precision names the training precision; device.flops[precision] is its peak. */
 static int read_precision(lua_State *L, int t, const char *origin, Machine *m, Diag *d) {
   char precision[16];
@@ -90,6 +104,7 @@ static int read_precision(lua_State *L, int t, const char *origin, Machine *m, D
   if (strcmp(precision, "bf16") && strcmp(precision, "fp16") && strcmp(precision, "fp32"))
     return diag(d, "machine %s: precision \"%s\" is not one plait trains in (bf16, fp16, fp32)", origin, precision);
   m->activation_bytes = strcmp(precision, "fp32") == 0 ? 4 : 2;
+  m->bf16 = strcmp(precision, "bf16") == 0;
   if (section_table(L, t, origin, "device", d)) return -1;
   lua_getfield(L, -1, "flops");
   int ok = lua_istable(L, -1);
@@ -163,23 +178,30 @@ static int read_entries(lua_State *L, int t, const char *origin, const char *nam
   return status;
 }
 
-/* One { M, N, K, FLOP/s } of device.gemm_rates, at the top of the stack (popped). */
-static int read_gemm_shape(lua_State *L, const char *origin, const char *name, int i, void *into, Diag *d) {
-  static const char *const what[] = {"the rows M of a measured GEMM", "its columns N", "its inner size K",
-                                     "the FLOP/s it ran at"};
-  GemmRates *g = into;
-  double *field[] = {&g->m[i - 1], &g->n[i - 1], &g->k[i - 1], &g->rate[i - 1]};
-  char path[64];
-  snprintf(path, sizeof path, "%s[%d]", name, i);
-  int status = lua_istable(L, -1) && lua_rawlen(L, -1) == 4
+/* The table at the top of the stack (popped) as `count` numbers into field[], each positive; `form` is
+ * what the message says it must be. */
+static int read_tuple(lua_State *L, const char *origin, const char *path, int count, const char *const *what,
+                      double *const *field, const char *form, Diag *d) {
+  int status = lua_istable(L, -1) && (int)lua_rawlen(L, -1) == count
                    ? 0
-                   : diag(d, "machine %s: %s must be { M, N, K, FLOP/s } (run plait calibrate again)", origin, path);
-  for (int j = 0; status == 0 && j < 4; j++) {
+                   : diag(d, "machine %s: %s must be %s", origin, path, form);
+  for (int j = 0; status == 0 && j < count; j++) {
     lua_geti(L, -1, j + 1);
     status = take_number(L, origin, path, what[j], 0, 0, field[j], d);
   }
   lua_pop(L, 1);
   return status;
+}
+
+/* One { M, N, K, FLOP/s } of device.gemm_rates, at the top of the stack (popped). */
+static int read_gemm_shape(lua_State *L, const char *origin, const char *name, int i, void *into, Diag *d) {
+  static const char *const what[] = {"the rows M of a measured GEMM", "its columns N", "its inner size K",
+                                     "the FLOP/s it ran at"};
+  GemmRates *g = into;
+  double *const field[] = {&g->m[i - 1], &g->n[i - 1], &g->k[i - 1], &g->rate[i - 1]};
+  char path[64];
+  snprintf(path, sizeof path, "%s[%d]", name, i);
+  return read_tuple(L, origin, path, 4, what, field, "{ M, N, K, FLOP/s } (run plait calibrate again)", d);
 }
 
 /* device.gemm_rates (optional): GEMM calls' rates measured at shapes. */
@@ -191,16 +213,105 @@ static int read_gemm_rates(lua_State *L, int t, const char *origin, Machine *m, 
   return status;
 }
 
-/* kernels.attention: "materialised" (the s×s scores stored) or "fused"; kernels.attention_dropout;
- * kernels.attention_rates (optional). */
-static int read_kernels(lua_State *L, int t, const char *origin, Machine *m, Diag *d) {
+/* One { head size, forward FLOP/s, backward FLOP/s } of an attention kernel's rates, at the top of the
+ * stack (popped); head sizes increasing. */
+static int read_head_rate(lua_State *L, const char *origin, const char *name, int i, void *into, Diag *d) {
+  static const char *const what[] = {"the head size measured", "the forward's FLOP/s over the scores it computes",
+                                     "the backward's FLOP/s, counted as twice the forward's FLOPs"};
+  AttentionRates *r = into;
+  double *const field[] = {&r->head_dim[i - 1], &r->forward[i - 1], &r->backward[i - 1]};
+  char path[96];
+  snprintf(path, sizeof path, "%s[%d]", name, i);
+  if (read_tuple(L, origin, path, 3, what, field, "{ head size, forward FLOP/s, backward FLOP/s }", d))
+    return -1;
+  if (i > 1 && r->head_dim[i - 1] <= r->head_dim[i - 2])
+    return diag(d, "machine %s: %s has head size %g, not more than the entry before it; list them by head size",
+                origin, path, r->head_dim[i - 1]);
+  return 0;
+}
+
+/* kernels.cudnn_attention or kernels.plait_attention: required where kernels.attention runs that kernel. */
+static int read_attention_rates(lua_State *L, int k, const char *origin, const char *key, int required,
+                                const char *attention, AttentionRates *r, Diag *d) {
+  char name[64];
+  snprintf(name, sizeof name, "kernels.%s", key);
+  if (read_entries(L, k, origin, name, key, MACHINE_HEAD_SIZES,
+                   "entries { head size, forward FLOP/s, backward FLOP/s }", read_head_rate, r, &r->count, d))
+    return -1;
+  if (r->count == 0 && required)
+    return diag(d, "machine %s: %s is missing ({ head size, forward FLOP/s, backward FLOP/s } of the kernel, "
+                "measured); kernels.attention \"%s\" times attention on it", origin, name, attention);
+  return 0;
+}
+
+const char *const memory_kind_names[MEMORY_KINDS] = {"elementwise", "norm",      "bias_sums", "embedding",
+                                                     "xent",        "optimizer", "grad_norm"};
+
+static int memory_kind_named(const char *name) {
+  for (int i = 0; i < MEMORY_KINDS; i++)
+    if (strcmp(name, memory_kind_names[i]) == 0) return i;
+  return -1;
+}
+
+/* One kind = share of kernels.memory_efficiency, its key at -2 and value at -1 (the value popped). */
+static int read_kind_efficiency(lua_State *L, const char *origin, Machine *m, Diag *d) {
+  const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "";
+  int kind = memory_kind_named(key);
+  if (kind < 0) {
+    lua_pop(L, 1);
+    return diag(d, "machine %s: kernels.memory_efficiency names a kind \"%s\"; the kinds are elementwise, norm, "
+                "bias_sums, embedding, xent, optimizer, grad_norm", origin, key);
+  }
+  char path[96];
+  snprintf(path, sizeof path, "kernels.memory_efficiency.%s", key);
+  double *share = &m->kind_efficiency[kind];
+  if (take_number(L, origin, path, "the share of the copy rate the kind's kernels reach", 0, 0, share, d))
+    return -1;
+  if (*share > 1)
+    return diag(d, "machine %s: %s is %g; it is a share of the copy rate, at most 1", origin, path, *share);
+  return 0;
+}
+
+/* kernels.memory_efficiency (optional): { kind = share of the copy rate, ... }; kinds not named get 1. */
+static int read_kind_efficiencies(lua_State *L, int k, const char *origin, Machine *m, Diag *d) {
+  for (int i = 0; i < MEMORY_KINDS; i++) m->kind_efficiency[i] = 1;
+  lua_getfield(L, k, "memory_efficiency");
+  int status = 0;
+  if (lua_istable(L, -1)) {
+    lua_pushnil(L);
+    while (lua_next(L, -2))
+      if ((status = read_kind_efficiency(L, origin, m, d))) {
+        lua_pop(L, 1);
+        break;
+      }
+  } else if (!lua_isnil(L, -1)) {
+    status = diag(d, "machine %s: kernels.memory_efficiency must be a table { kind = share, ... }", origin);
+  }
+  lua_pop(L, 1);
+  return status;
+}
+
+static const char *const attention_names[] = {"materialised", "fused", "cudnn", "plait"};
+
+static int read_attention_software(lua_State *L, int k, const char *origin, Machine *m, Diag *d) {
   char attention[32];
+  if (read_string(L, k, origin, "attention", attention, sizeof attention, d)) return -1;
+  for (int i = 0; i < (int)(sizeof attention_names / sizeof *attention_names); i++)
+    if (strcmp(attention, attention_names[i]) == 0) {
+      m->attention = (AttentionSoftware)i;
+      return 0;
+    }
+  return diag(d, "machine %s: kernels.attention is \"%s\"; it must be \"materialised\", \"fused\", \"cudnn\" or "
+              "\"plait\"", origin, attention);
+}
+
+/* kernels.attention (materialised, fused, cudnn or plait) and kernels.attention_dropout; optional:
+ * kernels.attention_rates (fused), the rates of cuDNN's and plait's attention kernels (required by the
+ * software that runs them) and the memory-bound kinds' efficiencies. */
+static int read_kernels(lua_State *L, int t, const char *origin, Machine *m, Diag *d) {
   if (section_table(L, t, origin, "kernels", d)) return -1;
   int k = lua_gettop(L);
-  int status = read_string(L, k, origin, "attention", attention, sizeof attention, d);
-  if (status == 0 && strcmp(attention, "materialised") && strcmp(attention, "fused"))
-    status = diag(d, "machine %s: kernels.attention is \"%s\"; it must be \"materialised\" or \"fused\"", origin, attention);
-  m->materialised_attention = status == 0 && strcmp(attention, "materialised") == 0;
+  int status = read_attention_software(L, k, origin, m, d);
   if (status == 0) {
     lua_getfield(L, k, "attention_dropout");
     status = take_number(L, origin, "kernels.attention_dropout", "the dropout rate on the attention scores", 1, 0,
@@ -209,6 +320,14 @@ static int read_kernels(lua_State *L, int t, const char *origin, Machine *m, Dia
   if (status == 0)
     status = read_entries(L, k, origin, "kernels.attention_rates", "attention_rates", MACHINE_RATE_POINTS,
                           "pairs { FLOPs, FLOP/s }", read_rate_point, &m->attention_rates, &m->attention_rates.n, d);
+  const char *software = attention_names[m->attention];
+  if (status == 0)
+    status = read_attention_rates(L, k, origin, "cudnn_attention", m->attention == ATTENTION_CUDNN, software,
+                                  &m->cudnn_attention, d);
+  if (status == 0)
+    status = read_attention_rates(L, k, origin, "plait_attention", m->attention >= ATTENTION_CUDNN, software,
+                                  &m->plait_attention, d);
+  if (status == 0) status = read_kind_efficiencies(L, k, origin, m, d);
   lua_pop(L, 1);
   return status;
 }
@@ -216,7 +335,7 @@ static int read_kernels(lua_State *L, int t, const char *origin, Machine *m, Dia
 static int read_machine(lua_State *L, const char *origin, Machine *m, Diag *d) {
   int t = lua_gettop(L);
   if (!lua_istable(L, t)) return diag(d, "machine %s: the file must return a table (see docs/cost-model.md)", origin);
-  if (read_string(L, t, origin, "name", m->name, sizeof m->name, d) ||
+  if (read_name(L, t, origin, m, d) ||
       read_string(L, t, origin, "about", m->about, sizeof m->about, d) || read_precision(L, t, origin, m, d) ||
       read_tile(L, t, origin, m, d) || read_gemm_rates(L, t, origin, m, d) || read_kernels(L, t, origin, m, d))
     return -1;
@@ -240,7 +359,7 @@ static int evaluate(const char *text, size_t len, const char *chunk, const char 
     lua_setupvalue(L, -2, 1);
     status = lua_pcall(L, 0, 1, 0);
   }
-  if (status != LUA_OK && limits.memory_exceeded)
+  if (status != LUA_OK && limits.memory.exceeded)
     diag(d, "machine %s: the machine file used more than %d MB of Lua memory; a machine file is a table of numbers",
          origin, MACHINE_MEMORY_MB);
   else if (status != LUA_OK) diag(d, "machine %s: %s", origin, lua_tostring(L, -1));
@@ -266,8 +385,11 @@ static void builtin_names(char *buf, size_t len) {
 }
 
 static int load_file(const char *path, Machine *m, Diag *d) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return diag(d, "--machine %s: cannot read the machine file (no such file?)", path);
+  char why[512];
+  FILE *f = infile_open(path, why, sizeof why);
+  if (!f)
+    return diag(d, "--machine %s: cannot read the machine file: %s; give a machine file (a .lua file) or a built-in "
+                "name", path, why);
   char *text = malloc(1 << 16);
   size_t len = fread(text, 1, 1 << 16, f);
   int too_long = !feof(f);

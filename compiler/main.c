@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "diag.h"
 
 typedef struct {
   const char *name;
@@ -33,7 +34,8 @@ static const Command commands[] = {
      "           [--format report|text|csv|trace|svg] [-o FILE]"},
     {"data", cmd_data, "plait data --bytes FILE... -o OUT.bin [--val-fraction F]   (validation part: OUT.val.bin)"},
     {"import", cmd_import,
-     "plait import MODEL.lua HF_DIR -o CKPT_DIR [--set key=value ...]   (a Hugging Face checkpoint: weights to start from)"},
+     "plait import MODEL.lua HF_DIR -o CKPT_DIR [--set key=value ...] [--force]   (a Hugging Face checkpoint: weights\n"
+     "           to start from; --force replaces a full training checkpoint in CKPT_DIR)"},
     {"export", cmd_export,
      "plait export MODEL.lua CKPT_DIR -o HF_DIR [--dtype f32|bf16|f16|f64] [--shard-size 5GB] [--set key=value ...]"},
 };
@@ -49,6 +51,8 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) return usage(stdout);
   for (unsigned i = 0; i < sizeof commands / sizeof *commands; i++)
     if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc, argv);
-  fprintf(stderr, "plait: unknown command '%s'; see plait help\n", argv[1]);
+  Diag d;
+  diag(&d, "unknown command '%s'; see plait help", argv[1]);
+  diag_print(d.msg);
   return 2;
 }

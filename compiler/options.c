@@ -103,6 +103,7 @@ static int parse_flag(int argc, char **argv, int *i, Options *o, Diag *d) {
   if (strcmp(flag, "--ranks") == 0) return (*i)++, positive(flag, value, &o->ranks, d);
   if (strcmp(flag, "--emit-only") == 0) { o->emit_only = 1; return 0; }
   if (strcmp(flag, "--double") == 0) { o->double_precision = 1; return 0; }
+  if (strcmp(flag, "--force") == 0) { o->force = 1; return 0; }
   const char **text = strcmp(flag, "--format") == 0 ? &o->format
                       : strcmp(flag, "-o") == 0 ? &o->output
                       : strcmp(flag, "--print") == 0 ? &o->print

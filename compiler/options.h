@@ -24,6 +24,7 @@ typedef struct {
   const char *launcher;      /* --launcher CMD (calibrate: starts the ranks as processes, as mpirun -np N) */
   int emit_only;             /* --emit-only */
   int double_precision;      /* --double: real = double (gradient checks) */
+  int force;                 /* --force (import: replace a full training checkpoint with weights alone) */
   const char *backend;       /* --backend cpu|cuda */
   const char *model;         /* --model FILE (check: costs from a model) */
   const char *dtype;         /* --dtype f32|bf16|f16|f64 (export) */

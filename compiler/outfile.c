@@ -1,5 +1,5 @@
-/* outfile.c: refusing outputs that would replace inputs or plait's sources, and writing through a
- * temporary file. */
+/* outfile.c: refusing outputs that would replace inputs or what is not a regular file, or lie in plait's
+ * sources, and writing through a temporary file. */
 #include "outfile.h"
 
 #include <errno.h>
@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "write_place.h"
 
 int plait_home(char *home, size_t len, Diag *d) {
   const char *env = getenv("PLAIT_HOME");
@@ -29,51 +31,11 @@ static int same_file(const char *a, const char *b) {
   return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
 }
 
-/* The real path of the folder that holds `path`, or of its nearest ancestor that exists (a folder a
- * command will create lies where that ancestor is). */
-static int real_folder(const char *path, char *out) {
-  char copy[PATH_MAX];
-  snprintf(copy, sizeof copy, "%s", path);
-  char *folder = dirname(copy);
-  for (int depth = 0; depth < 64; depth++) {
-    if (realpath(folder, out)) return 1;
-    if (strcmp(folder, ".") == 0 || strcmp(folder, "/") == 0) return 0;
-    folder = dirname(folder);
-  }
-  return 0;
-}
-
-/* Whether `folder` (a real path) is `root` or below it. */
-static int within(const char *folder, const char *root) {
-  size_t n = strlen(root);
-  return strncmp(folder, root, n) == 0 && (folder[n] == 0 || folder[n] == '/');
-}
-
-/* plait's own sources: the checkout's top folder and its source folders; outputs go to build/,
- * generated/ and tests/gpu/generated/. */
-static int in_source_tree(const char *folder) {
-  static const char *const sources[] = {"compiler", "runtime", "lib", "models", "docs", "tests", ".ci"};
-  char home[PATH_MAX], real_home[PATH_MAX], place[PATH_MAX + 32];
-  Diag ignored;
-  if (plait_home(home, sizeof home, &ignored) || !realpath(home, real_home)) return 0;
-  if (strcmp(folder, real_home) == 0) return 1;
-  snprintf(place, sizeof place, "%s/tests/gpu/generated", real_home);
-  if (within(folder, place)) return 0;
-  for (unsigned i = 0; i < sizeof sources / sizeof *sources; i++) {
-    snprintf(place, sizeof place, "%s/%s", real_home, sources[i]);
-    if (within(folder, place)) return 1;
-  }
-  return 0;
-}
-
 int outfile_check(const char *flag, const char *path, const char *const *inputs, int ninputs, Diag *d) {
   for (int i = 0; i < ninputs; i++)
     if (inputs[i] && same_file(path, inputs[i]))
       return diag(d, "%s %s is also an input (%s); it would be replaced: write to another file", flag, path, inputs[i]);
-  char folder[PATH_MAX];
-  if (real_folder(path, folder) && in_source_tree(folder))
-    return diag(d, "%s %s is in plait's own sources (%s); write to build/ or a folder of your own", flag, path, folder);
-  return 0;
+  return place_check_file(flag, path, d->msg, sizeof d->msg);
 }
 
 static int write_failed(OutFile *o, Diag *d) {
@@ -83,16 +45,11 @@ static int write_failed(OutFile *o, Diag *d) {
               strerror(saved));
 }
 
-int outfile_open(OutFile *o, const char *path, Diag *d) {
+/* Creates the temporary from a mkstemp template (readable by all, as a new file would be). */
+static int open_temporary(OutFile *o, const char *path, const char *template, Diag *d) {
   o->path = path;
   o->file = NULL;
-  o->temp[0] = 0;
-  struct stat st;
-  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-    errno = EISDIR;
-    return write_failed(o, d);
-  }
-  if (snprintf(o->temp, sizeof o->temp, "%s.tmp.XXXXXX", path) >= (int)sizeof o->temp) {
+  if (snprintf(o->temp, sizeof o->temp, "%s", template) >= (int)sizeof o->temp) {
     o->temp[0] = 0;
     errno = ENAMETOOLONG;
     return write_failed(o, d);
@@ -113,8 +70,32 @@ int outfile_open(OutFile *o, const char *path, Diag *d) {
   return 0;
 }
 
+int outfile_open(OutFile *o, const char *path, Diag *d) {
+  char template[sizeof o->temp + 16];
+  snprintf(template, sizeof template, "%s.tmp.XXXXXX", path);
+  return open_temporary(o, path, template, d);
+}
+
+int outfile_open_in(OutFile *o, const OwnFolder *folder, const char *name, char *path, size_t len, Diag *d) {
+  char template[sizeof o->temp + 16];
+  snprintf(path, len, "%s/%s", folder->path, name);
+  own_folder_temp(folder, name, template, sizeof template);
+  return open_temporary(o, path, template, d);
+}
+
+/* What is at the final name now may be replaced: absent or a regular file (a device or a pipe put there
+ * while the output was written is left as it is). */
+static int still_replaceable(OutFile *o, Diag *d) {
+  struct stat st;
+  if (lstat(o->path, &st) != 0 || S_ISREG(st.st_mode)) return 0;
+  outfile_abort(o);
+  return diag(d, "%s is now %s, which plait does not replace; it is left as it is: give another path", o->path,
+              place_kind(st.st_mode));
+}
+
 int outfile_close(OutFile *o, Diag *d) {
   if (fflush(o->file) != 0 || ferror(o->file) || fsync(fileno(o->file)) != 0) return write_failed(o, d);
+  if (still_replaceable(o, d)) return -1;
   int closed = fclose(o->file);
   o->file = NULL;
   if (closed != 0 || rename(o->temp, o->path) != 0) return write_failed(o, d);

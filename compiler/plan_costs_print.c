@@ -1,6 +1,7 @@
 /* plan_costs_print.c: `plait plan --print costs`: every kernel of the embedding, one layer and the head
  * with its predicted time and what bounds it, each chunk's time per microbatch, and the iteration's time
  * by where it goes. */
+#include "escape.h"
 #include "plan.h"
 
 double plan_device_flops(const Plan *p) {
@@ -41,8 +42,10 @@ void plan_print_time_breakdown(const Plan *p, FILE *f) {
 }
 
 void plan_print_costs(const Plan *p, FILE *f) {
-  fprintf(f, "costs on %s (%s), one microbatch of %d on one TP rank of %d\n", p->machine.name, p->machine.origin,
-          p->par.mbs, p->par.tp);
+  char name[ESCAPED_SIZE(sizeof p->machine.name)], origin[ESCAPED_SIZE(sizeof p->machine.origin)];
+  fprintf(f, "costs on %s (%s), one microbatch of %d on one TP rank of %d\n",
+          escape(ESC_TEXT, p->machine.name, name, sizeof name),
+          escape(ESC_TEXT, p->machine.origin, origin, sizeof origin), p->par.mbs, p->par.tp);
   if (p->unit_costs) {
     fprintf(f, "(--unit-costs: the schedule is simulated with forward 1, backward 2; the kernels below are not)\n");
   }

@@ -2,13 +2,15 @@
  * inserted collectives highlighted; forward and backward in two columns of colour. */
 #include <stdbool.h>
 
+#include "escape.h"
 #include "plan.h"
 
+/* The name, then its shape and layout on a second line. */
 static void tensor_label(const Model *m, const Tensor *t, char *buf, int len) {
-  char shape[200], layout[16];
+  char shape[200], layout[16], name[ESCAPED_SIZE(NAME_LEN)];
   shape_string(m, t->ndim, t->dims, shape, sizeof shape);
   layout_string(t->layout, layout, sizeof layout);
-  snprintf(buf, len, "%s\\n%s %s", t->name, shape, layout);
+  snprintf(buf, len, "%s\\n%s %s", escape(ESC_DOT, t->name, name, sizeof name), shape, layout);
 }
 
 static const char *tensor_color(const Tensor *t) {
@@ -33,7 +35,7 @@ static void write_tensors(const Model *m, const Graph *g, FILE *f) {
   for (int i = 0; i < g->ntensors; i++) {
     const Tensor *t = &g->tensors[i];
     if (!tensor_is_used(g, i)) continue;
-    char label[400];
+    char label[ESCAPED_SIZE(NAME_LEN) + 240];
     tensor_label(m, t, label, sizeof label);
     fprintf(f, "  t%d [shape=box, style=\"rounded,filled\", fillcolor=\"%s\", label=\"%s\"%s];\n", i, tensor_color(t),
             label, t->kind == T_PARAM || t->kind == T_PARAM_GRAD ? ", fontcolor=\"#555555\"" : "");
@@ -53,10 +55,12 @@ static void write_nodes(const Graph *g, FILE *f) {
 
 void plan_write_dot(const Plan *p, FILE *f) {
   const Graph *g = &p->model.block;
+  char name[ESCAPED_SIZE(NAME_LEN)];
   fprintf(f, "digraph block {\n  rankdir=TB;\n  node [fontname=\"Helvetica\", fontsize=10];\n");
   fprintf(f, "  label=\"%s: one block, tp %d%s. Blue: split S(axis); red: partial sums P; white: replicated R; "
              "orange: collectives the shard pass and autodiff inserted\";\n",
-          p->model.name, p->par.tp, p->par.sequence_parallel ? ", sequence parallel" : "");
+          escape(ESC_DOT, p->model.name, name, sizeof name), p->par.tp,
+          p->par.sequence_parallel ? ", sequence parallel" : "");
   write_tensors(&p->model, g, f);
   write_nodes(g, f);
   fprintf(f, "}\n");

@@ -1,4 +1,5 @@
 /* plan_json.c: the plan as JSON, for programs. */
+#include "escape.h"
 #include "plan.h"
 
 static const char *const coll_keys[COLL_KINDS] = {"allreduce", "allgather", "reducescatter"};
@@ -19,17 +20,21 @@ static void stage_collectives(const char *name, const GraphCost *s, FILE *f) {
 
 static void layout(const Plan *p, FILE *f) {
   const Parallel *par = &p->par;
+  char schedule[ESCAPED_SIZE(sizeof par->schedule)], partition[ESCAPED_SIZE(sizeof par->partition)];
   fprintf(f, "  \"layout\": {\"tp\": %d, \"pp\": %d, \"vpp\": %d, \"dp\": %d, \"mbs\": %d, \"gbs\": %d, "
-             "\"microbatches\": %d, \"schedule\": \"%s\", \"recompute\": \"%s\", \"sequence_parallel\": %s, "
-             "\"partition\": \"%s\", \"grad_reduce\": \"%s\"},\n",
-          par->tp, par->pp, par->vpp, par->dp, par->mbs, par->gbs, p->microbatches, par->schedule,
-          par->recompute ? "full" : "none", par->sequence_parallel ? "true" : "false", par->partition,
+             "\"microbatches\": %d, \"schedule\": %s, \"recompute\": \"%s\", \"sequence_parallel\": %s, "
+             "\"partition\": %s, \"grad_reduce\": \"%s\"},\n",
+          par->tp, par->pp, par->vpp, par->dp, par->mbs, par->gbs, p->microbatches,
+          escape(ESC_JSON, par->schedule, schedule, sizeof schedule), par->recompute ? "full" : "none",
+          par->sequence_parallel ? "true" : "false", escape(ESC_JSON, par->partition, partition, sizeof partition),
           par->grad_reduce_after ? "after" : "overlap");
 }
 
 static void model(const Plan *p, FILE *f) {
   const Model *m = &p->model;
-  fprintf(f, "  \"model\": {\"name\": \"%s\", \"layers\": %d", m->name, m->layers);
+  char name[ESCAPED_SIZE(NAME_LEN)];
+  fprintf(f, "  \"model\": {\"name\": %s, \"layers\": %d", escape(ESC_JSON, m->name, name, sizeof name),
+          m->layers);
   if (m->vocab_dim >= 0)
     fprintf(f, ", \"vocab\": %lld, \"vocab_padded\": %lld", (long long)m->dims[m->vocab_dim].unpadded,
             (long long)m->dims[m->vocab_dim].size);
@@ -70,7 +75,9 @@ void plan_write_json(const Plan *p, FILE *f) {
   fprintf(f, "{\n");
   model(p, f);
   layout(p, f);
-  fprintf(f, "  \"machine\": \"%s\",\n", p->machine.name);
+  fprintf(f, "  \"machine\": ");
+  escape_write(ESC_JSON, p->machine.name, f);
+  fprintf(f, ",\n");
   fprintf(f, "  \"bubble_fraction\": %.17g,\n  \"iteration_time\": %.17g,\n  \"time_unit\": \"%s\",\n",
           p->timeline.bubble_fraction, p->timeline.iteration, p->unit_costs ? "unit" : "s");
   if (!p->unit_costs)

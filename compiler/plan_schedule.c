@@ -44,8 +44,9 @@ static void chunk_reduce(const Plan *p, const Chunk *c, StageCost *s) {
   s->reduce_overlap = s->backward * (c->layers - 1) / c->layers;
 }
 
-/* Adam over the rank's parameters, memory-bound: per parameter the fp32 gradient read, m, v and the
- * fp32 master weight read and written, the training-precision weight written, the gradient zeroed. */
+/* The optimizer step over the rank's parameters, memory-bound: the global gradient norm (the fp32
+ * gradients read), then Adam (per parameter the fp32 gradient read, m, v and the fp32 master weight read
+ * and written, the training-precision weight written, the gradient zeroed). */
 static double optimizer_seconds(const Plan *p) {
   double most = 0;
   for (int r = 0; r < p->par.pp; r++) {
@@ -54,7 +55,8 @@ static double optimizer_seconds(const Plan *p) {
     if (params > most) most = params;
   }
   double bytes_per_param = 4 + 3 * 8 + (p->machine.activation_bytes == 2 ? 2 : 0) + 4;
-  return kernel_stream(&p->machine, most * bytes_per_param).seconds;
+  return kernel_stream(&p->machine, MEMORY_GRAD_NORM, 4 * most).seconds +
+         kernel_stream(&p->machine, MEMORY_OPTIMIZER, most * bytes_per_param).seconds;
 }
 
 static double chunk_both(const Plan *p, int c) {

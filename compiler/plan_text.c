@@ -1,6 +1,7 @@
 /* plan_text.c: the plan as one screen a person reads. */
 #include <string.h>
 
+#include "escape.h"
 #include "layers.h"
 #include "plan.h"
 
@@ -14,11 +15,14 @@ static const char *config_value(const Model *m, const char *key) {
 
 static void print_model(const Plan *p, FILE *f) {
   const Model *m = &p->model;
-  fprintf(f, "plan        %s (%s)\n", m->name, m->file);
+  char name[ESCAPED_SIZE(NAME_LEN)], file[ESCAPED_SIZE(WHERE_LEN)], value[ESCAPED_SIZE(NAME_LEN)];
+  fprintf(f, "plan        %s (%s)\n", escape(ESC_TEXT, m->name, name, sizeof name),
+          escape(ESC_TEXT, m->file, file, sizeof file));
   fprintf(f, "model       %d layers", m->layers);
   static const char *const keys[] = {"hidden", "heads", "kv_heads", "ffn", "seq", NULL};
   for (int i = 0; keys[i]; i++)
-    if (config_value(m, keys[i])) fprintf(f, ", %s %s", keys[i], config_value(m, keys[i]));
+    if (config_value(m, keys[i]))
+      fprintf(f, ", %s %s", keys[i], escape(ESC_TEXT, config_value(m, keys[i]), value, sizeof value));
   if (m->vocab_dim >= 0) {
     const Dim *v = &m->dims[m->vocab_dim];
     fprintf(f, ", vocab %lld padded to %lld (+%lld, a multiple of 128·tp)", (long long)v->unpadded, (long long)v->size,
@@ -60,12 +64,18 @@ static void print_layer_options(const Plan *p, FILE *f) {
 
 static void print_layout(const Plan *p, FILE *f) {
   const Parallel *par = &p->par;
+  char schedule[ESCAPED_SIZE(sizeof par->schedule)], partition[ESCAPED_SIZE(sizeof par->partition)];
   fprintf(f, "layout      tp %d × pp %d × dp %d = %d ranks, vpp %d; microbatch %d, global batch %d = %d microbatches "
              "per pipeline\n            %s schedule, recompute %s, sequence parallel %s, partition %s, grad reduce %s\n",
           par->tp, par->pp, par->dp, par->tp * par->pp * par->dp, par->vpp, par->mbs, par->gbs, p->microbatches,
-          par->schedule, par->recompute ? "full" : "none", par->sequence_parallel ? "on" : "off", par->partition,
+          escape(ESC_TEXT, par->schedule, schedule, sizeof schedule), par->recompute ? "full" : "none",
+          par->sequence_parallel ? "on" : "off", escape(ESC_TEXT, par->partition, partition, sizeof partition),
           par->grad_reduce_after ? "after" : "overlap");
-  fprintf(f, "machine     %s: %s\n", p->machine.name, p->machine.about);
+  fprintf(f, "machine     ");
+  escape_write(ESC_TEXT, p->machine.name, f);
+  fprintf(f, ": ");
+  escape_write(ESC_TEXT, p->machine.about, f);
+  fprintf(f, "\n");
 }
 
 static void print_costs(const Plan *p, FILE *f) {
@@ -151,7 +161,10 @@ static void print_schedule(const Plan *p, FILE *f) {
   const Timeline *t = &p->timeline;
   fprintf(f, "pipeline    bubble %.4f of the ideal time (busiest rank's compute); iteration %.4g %s", t->bubble_fraction,
           t->iteration, p->unit_costs ? "units (forward 1, backward 2 per chunk, communication free)" : "s");
-  if (!p->unit_costs) fprintf(f, " on %s", p->machine.name);
+  if (!p->unit_costs) {
+    fprintf(f, " on ");
+    escape_write(ESC_TEXT, p->machine.name, f);
+  }
   fprintf(f, "\n");
   if (!p->unit_costs) plan_print_time_breakdown(p, f);
   schedule_write_text(&p->schedule, f, 0);

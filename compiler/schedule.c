@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *const kind_names[ACTION_KINDS] = {"F",      "B",           "SEND_F",       "RECV_F", "SEND_B",
                                                      "RECV_B", "REDUCE_GRAD", "EMBED_REDUCE", "STEP"};
@@ -210,9 +211,7 @@ int schedule_generate(const char *name, int pp, int vpp, int microbatches, Sched
   memset(s, 0, sizeof *s);
   if (strcmp(name, "gpipe") == 0 || strcmp(name, "1f1b") == 0 || strcmp(name, "interleaved") == 0)
     return generate_named(name, pp, vpp, microbatches, s, d);
-  FILE *f = fopen(name, "rb");
-  if (f) fclose(f);
-  else if (!strchr(name, '.') && !strchr(name, '/'))
+  if (access(name, F_OK) != 0 && !strchr(name, '.') && !strchr(name, '/'))
     return diag(d, "unknown schedule '%s'; use gpipe, 1f1b, interleaved, or a schedule file (.txt or .csv)", name);
   return read_sized(name, pp, vpp, microbatches, s, d);
 }

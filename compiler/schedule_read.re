@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "infile.h"
+
 /* The grammar (docs/schedules.md):
  *   file    := [ "schedule" [word] {key "=" int} "{" ] { "rank" int ":" {item} } [ "}" ]
  *   item    := action | action ".." int | "{" transfer {transfer} "}"
@@ -294,11 +296,12 @@ static int ends_with(const char *s, const char *suffix) {
 }
 
 int schedule_read_file(const char *path, Schedule *s, Diag *d) {
-  FILE *f = fopen(path, "rb");
+  char why[512];
+  FILE *f = infile_open(path, why, sizeof why);
   char *text = NULL;
   size_t len = 0, capacity = 0;
   memset(s, 0, sizeof *s);
-  if (!f) return diag(d, "cannot open schedule file %s: %s", path, strerror(errno));
+  if (!f) return diag(d, "schedule file %s: %s; give a schedule file (.txt or .csv)", path, why);
   for (;;) {
     if (len == capacity) {
       capacity = capacity ? 2 * capacity : 1 << 16;

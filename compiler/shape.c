@@ -162,10 +162,12 @@ static int infer_split(Model *m, const Graph *g, const Node *n, Shapes *s, Diag 
   const Tensor *x = input(g, n, 0);
   const PartAttr *a = &n->a.parts;
   int64_t width = dim_size(m, last(x));
-  if (a->groups < 1 || a->part < 0 || a->part >= a->nparts || width != a->groups * part_period(a))
+  if (a->groups < 1 || a->part < 0 || a->part >= a->nparts || width % a->groups != 0 ||
+      width / a->groups != part_period(a))
     return diag(d, "%s: split: the last dim (%lld) is not %d groups of the parts' %lld", n->where, (long long)width,
                 a->groups, (long long)part_period(a));
-  int dims[MAX_DIMS], partial = a->groups * (int)a->sizes[a->part];
+  int dims[MAX_DIMS];
+  int64_t partial = a->groups * a->sizes[a->part];
   memcpy(dims, x->dims, sizeof dims);
   char suffix[16];
   snprintf(suffix, sizeof suffix, ".%d", a->part);
@@ -198,6 +200,7 @@ static int infer_embedding(Model *m, const Graph *g, const Node *n, Shapes *s, D
   const Tensor *ids = input(g, n, 0), *table = input(g, n, 1);
   if (ids->dtype != DT_INT) return mismatch(m, g, n, 0, 1, "ids must be integer tokens", d);
   if (table->ndim != 2) return mismatch(m, g, n, 0, 1, "the table must be [vocab, width]", d);
+  if (ids->ndim >= MAX_DIMS) return mismatch(m, g, n, 0, 1, "the ids leave no room for the width's axis", d);
   int dims[MAX_DIMS];
   memcpy(dims, ids->dims, sizeof dims);
   dims[ids->ndim] = table->dims[1];

@@ -2,8 +2,12 @@
  * (tensor-parallel) tensors, timed by kernel_time, summed per pass. */
 #include "stage_time.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "attention_time.h"
+#include "layers.h"
 
 typedef struct {
   const Model *m;
@@ -19,7 +23,9 @@ static void add_kernel(Walk *w, int node, const char *part, KernelTime k, int co
     w->cap = w->cap ? 2 * w->cap : 64;
     w->t->kernels = realloc(w->t->kernels, (size_t)w->cap * sizeof *w->t->kernels);
   }
-  w->t->kernels[w->t->count++] = (KernelCost){node, part, k};
+  KernelCost *c = &w->t->kernels[w->t->count++];
+  c->node = node, c->time = k;
+  snprintf(c->part, sizeof c->part, "%s", part ? part : "");
   int pass = w->g->nodes[node].backward ? PASS_BACKWARD : PASS_FORWARD;
   w->t->seconds[pass] += k.seconds;
   if (communication) w->t->tp_seconds[pass] += k.seconds;
@@ -80,11 +86,11 @@ static void attention_materialised(Walk *w, int i, int backward) {
   double scores = s.heads * s.seq * s.seq, ab = mc->activation_bytes, dropout = mc->attention_dropout > 0;
   KernelTime scores_gemm = kernel_gemm(mc, s.heads, s.seq, s.seq, s.head_dim, ab);
   KernelTime value_gemm = kernel_gemm(mc, s.heads, s.seq, s.head_dim, s.seq, ab);
-  KernelTime dropout_pass = kernel_stream(mc, scores * (2 * ab + 1));
+  KernelTime dropout_pass = kernel_stream(mc, MEMORY_COPY, scores * (2 * ab + 1));
   if (!backward) {
     w->t->saved_scores += scores * (ab + (dropout ? 1 + ab : 0));
     add(w, i, "q·kᵀ", scores_gemm);
-    add(w, i, "scale, mask, softmax", kernel_stream(mc, 2 * scores * ab));
+    add(w, i, "scale, mask, softmax", kernel_stream(mc, MEMORY_COPY, 2 * scores * ab));
     if (dropout) add(w, i, "dropout on the scores", dropout_pass);
     add(w, i, "p·v", value_gemm);
     return;
@@ -92,7 +98,7 @@ static void attention_materialised(Walk *w, int i, int backward) {
   add(w, i, "dv = pᵀ·do", value_gemm);
   add(w, i, "dp = do·vᵀ", scores_gemm);
   if (dropout) add(w, i, "dropout backward", dropout_pass);
-  add(w, i, "softmax backward", kernel_stream(mc, 3 * scores * ab));
+  add(w, i, "softmax backward", kernel_stream(mc, MEMORY_COPY, 3 * scores * ab));
   add(w, i, "dq = ds·k", value_gemm);
   add(w, i, "dk = dsᵀ·q", value_gemm);
 }
@@ -108,10 +114,49 @@ static void attention_fused(Walk *w, int i, int backward) {
   double flops = (k.flops + v.flops) * (backward ? 2 : 1);
   double compute = measured->n > 0 ? flops / kernel_rate_at(measured, 3 * (k.flops + v.flops))
                                    : (k.seconds + v.seconds - 2 * w->mc->launch_overhead) * (backward ? 2 : 1);
-  KernelTime io = kernel_stream(w->mc, node_bytes(w, &w->g->nodes[i]));
+  KernelTime io = kernel_stream(w->mc, MEMORY_COPY, node_bytes(w, &w->g->nodes[i]));
   KernelTime t = {compute > io.seconds ? compute + w->mc->launch_overhead : io.seconds, flops,
                   io.bytes, compute > io.seconds ? BOUND_COMPUTE : io.bound};
   add(w, i, NULL, t);
+}
+
+/* Which kernels a block's attention ran on over the layers: one name, or how many layers each. */
+static void kernels_label(int on_cudnn, int layers, char *label, size_t size) {
+  if (on_cudnn == layers) snprintf(label, size, "cuDNN");
+  else if (on_cudnn == 0) snprintf(label, size, "plait's kernels");
+  else snprintf(label, size, "cuDNN %d layers, plait's %d", on_cudnn, layers - on_cudnn);
+}
+
+/* A GPU program's attention (kernels.attention "cudnn" or "plait"): each layer's call on the kernel the
+ * runtime picks for that layer's options, at the kernel's rate for the head size; the block's time is the
+ * mean over the layers (they differ where layers set their own softcap or window), its bound the slowest
+ * layer's. Under rope cuDNN reads q and k turned by the rope kernel first, and its backward turns them
+ * again and dq, dk back. */
+static void attention_on_kernels(Walk *w, int i, int backward) {
+  const Node *n = &w->g->nodes[i];
+  const AttnAttr *a = &n->a.attn;
+  AttentionShape s = attention_shape(w, n);
+  int row = a->per_layer, layers = row >= 0 ? w->m->layers : 1, on_cudnn = 0;
+  KernelTime mean = {0, 0, node_bytes(w, n), BOUND_COMPUTE};
+  double slowest = 0;
+  for (int l = 0; l < layers; l++) {
+    double window = row >= 0 ? layers_option(w->m, row, 0, l) : (double)a->window;
+    double softcap = row >= 0 ? layers_option(w->m, row, 1, l) : a->softcap;
+    AttentionKernel kernel = attention_kernel_of(w->mc, a, softcap);
+    double scores = attention_scores(s.seq, a->causal, window);
+    KernelTime t = attention_kernel_time(w->mc, kernel, s.heads, s.head_dim, scores, backward);
+    if (t.seconds > slowest) slowest = t.seconds, mean.bound = t.bound;
+    mean.seconds += t.seconds / layers, mean.flops += t.flops / layers;
+    on_cudnn += kernel == KERNEL_CUDNN;
+  }
+  char label[48];
+  kernels_label(on_cudnn, layers, label, sizeof label);
+  add(w, i, label, mean);
+  if (!on_cudnn || !a->rope) return;
+  double turned = (local_elems(w, n->in[0]) + local_elems(w, n->in[1])) * 2 * w->mc->activation_bytes;
+  KernelTime rope = kernel_stream(w->mc, MEMORY_ELEMENTWISE, turned * (backward ? 2 : 1));
+  rope.seconds *= (double)on_cudnn / layers;
+  add(w, i, "rope for cuDNN", rope);
 }
 
 /* Special functions per element of an elementwise expression: each tanh, exp, erf, sqrt, log, sigmoid
@@ -130,7 +175,7 @@ static double specials_per_element(const Expr *e) {
 static void elementwise(Walk *w, int i) {
   const Node *n = &w->g->nodes[i];
   double specials = specials_per_element(&n->expr) * local_elems(w, n->out[0]);
-  add(w, i, NULL, kernel_elementwise(w->mc, node_bytes(w, n), specials));
+  add(w, i, NULL, kernel_elementwise(w->mc, MEMORY_ELEMENTWISE, node_bytes(w, n), specials));
 }
 
 static RingKind ring_kind(OpKind op) {
@@ -151,7 +196,7 @@ static void embedding(Walk *w, int i, int backward) {
   const Node *n = &w->g->nodes[i];
   double ids = local_elems(w, n->in[0]) * 4, rows = local_elems(w, backward ? n->in[1] : n->out[0]);
   double bytes = ids + rows * (backward ? w->mc->activation_bytes + 8 : 2 * w->mc->activation_bytes);
-  add(w, i, NULL, kernel_stream(w->mc, bytes));
+  add(w, i, NULL, kernel_stream(w->mc, MEMORY_EMBEDDING, bytes));
 }
 
 /* Cross entropy in the runtime's passes over the logits: the forward reads them twice (the row maxima,
@@ -162,7 +207,8 @@ static void embedding(Walk *w, int i, int backward) {
 static void xent(Walk *w, int i) {
   const Node *n = &w->g->nodes[i];
   double logits = local_elems(w, n->in[0]);
-  add(w, i, NULL, kernel_elementwise(w->mc, node_bytes(w, n) + logits * w->mc->activation_bytes, logits));
+  double bytes = node_bytes(w, n) + logits * w->mc->activation_bytes;
+  add(w, i, NULL, kernel_elementwise(w->mc, MEMORY_XENT, bytes, logits));
   if (tensor(w, n->in[0])->layout.kind != LAYOUT_S) return;
   Link link = kernel_group_link(w->mc, 1, w->tp);
   KernelTime one = kernel_collective(&link, RING_ALLREDUCE, local_elems(w, n->in[1]) * 4, w->tp);
@@ -172,19 +218,31 @@ static void xent(Walk *w, int i) {
   add_kernel(w, i, "vocab all-reduces", three, 1);
 }
 
+/* The memory-bound kind of the runtime's kernel for a node (DIR/train --profile's): what it does not
+ * time on its own it counts as elementwise. */
+static MemoryKind memory_kind(OpKind op) {
+  if (op == OP_NORM || op == OP_NORM_BWD) return MEMORY_NORM;
+  if (op == OP_REDUCE) return MEMORY_BIAS_SUMS;
+  return MEMORY_ELEMENTWISE;
+}
+
+static void attention(Walk *w, int i, int backward) {
+  if (w->mc->attention == ATTENTION_MATERIALISED) attention_materialised(w, i, backward);
+  else if (w->mc->attention == ATTENTION_FUSED) attention_fused(w, i, backward);
+  else attention_on_kernels(w, i, backward);
+}
+
 static void node(Walk *w, int i) {
   const Node *n = &w->g->nodes[i];
   if (n->op == OP_MATMUL) matmul(w, i);
-  else if (n->op == OP_ATTENTION || n->op == OP_ATTENTION_BWD) {
-    if (w->mc->materialised_attention) attention_materialised(w, i, n->op == OP_ATTENTION_BWD);
-    else attention_fused(w, i, n->op == OP_ATTENTION_BWD);
-  } else if (op_is_collective(n->op)) collective(w, i);
+  else if (n->op == OP_ATTENTION || n->op == OP_ATTENTION_BWD) attention(w, i, n->op == OP_ATTENTION_BWD);
+  else if (op_is_collective(n->op)) collective(w, i);
   else if (n->op == OP_XENT) xent(w, i);
   else if (n->op == OP_XENT_BWD && !n->a.xent.grad_in_forward)
-    add(w, i, NULL, kernel_elementwise(w->mc, node_bytes(w, n), local_elems(w, n->in[0])));
+    add(w, i, NULL, kernel_elementwise(w->mc, MEMORY_XENT, node_bytes(w, n), local_elems(w, n->in[0])));
   else if (n->op == OP_EMBEDDING || n->op == OP_EMBEDDING_BWD) embedding(w, i, n->op == OP_EMBEDDING_BWD);
   else if (n->op == OP_EW) elementwise(w, i);
-  else add(w, i, NULL, kernel_stream(w->mc, node_bytes(w, n)));
+  else add(w, i, NULL, kernel_stream(w->mc, memory_kind(n->op), node_bytes(w, n)));
 }
 
 void stage_time(const Model *m, const Graph *g, const Parallel *par, const Machine *machine, StageTime *t) {
@@ -203,7 +261,7 @@ void stage_time_print(const Graph *g, const StageTime *t, FILE *f) {
     const KernelCost *k = &t->kernels[i];
     const Node *n = &g->nodes[k->node];
     fprintf(f, "  %-3s %-14s %-24s %-22s %10.1f µs  %-13s %9.3g FLOP %9.3g B\n", n->backward ? "bwd" : "fwd",
-            op_name(n->op), g->tensors[n->out[0]].name, k->part ? k->part : "", k->time.seconds * 1e6,
+            op_name(n->op), g->tensors[n->out[0]].name, k->part, k->time.seconds * 1e6,
             kernel_bound_name(k->time.bound), k->time.flops, k->time.bytes);
   }
 }

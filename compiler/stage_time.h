@@ -14,7 +14,8 @@
 
 typedef struct {
   int node;          /* its node in the graph */
-  const char *part;  /* NULL, or which part of the node it is ("q·kᵀ", "softmax", "vocab all-reduces") */
+  char part[48];     /* "", or which part of the node it is ("q·kᵀ", "softmax", "vocab all-reduces"), or
+                        which kernels an attention node runs on ("cuDNN") */
   KernelTime time;
 } KernelCost;
 

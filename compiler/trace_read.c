@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "infile.h"
 #include "simulate.h"
 
 typedef struct {
@@ -34,8 +35,9 @@ static int by_rank_and_step(const void *a, const void *b) {
 }
 
 static int read_events(const char *path, Event **out, int *count, Diag *d) {
-  FILE *f = fopen(path, "r");
-  if (!f) return diag(d, "cannot read %s", path);
+  char why[512];
+  FILE *f = infile_open(path, why, sizeof why);
+  if (!f) return diag(d, "trace %s: %s; give a trace written by DIR/train --trace", path, why);
   char line[1024];
   int n = 0, room = 0, lineno = 0;
   Event *events = NULL;

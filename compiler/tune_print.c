@@ -2,6 +2,7 @@
  * bubble, traffic), then the rest counted by why they lost, with the best of each; as text or JSON. */
 #include <string.h>
 
+#include "escape.h"
 #include "tune.h"
 
 static const char *const loss_names[LOST_REASONS] = {
@@ -23,12 +24,12 @@ static void write_best(const Tune *t, FILE *f) {
   for (int i = 0; i < best_count(t); i++) {
     const TuneLayout *l = &t->layouts[i];
     const Parallel *p = &l->par;
-    char memory[32], traffic[32];
+    char memory[32], traffic[32], schedule[ESCAPED_SIZE(sizeof p->schedule)];
     plan_format_bytes(l->memory, memory, sizeof memory);
     plan_format_bytes(l->traffic, traffic, sizeof traffic);
     fprintf(f, "%2d %4d %4d %5d %3d %3d %-11s %-9s %-3s %9.4g s %8.4g %10s %7.3f %10s\n", i + 1, p->tp, p->pp, p->dp,
-            p->vpp, p->mbs, p->schedule, p->recompute ? "full" : "none", p->sequence_parallel ? "yes" : "no",
-            l->iteration, l->flops_per_device / 1e12, memory, l->bubble, traffic);
+            p->vpp, p->mbs, escape(ESC_TEXT, p->schedule, schedule, sizeof schedule), p->recompute ? "full" : "none",
+            p->sequence_parallel ? "yes" : "no", l->iteration, l->flops_per_device / 1e12, memory, l->bubble, traffic);
   }
 }
 
@@ -44,17 +45,18 @@ static void losers(const Tune *t, int count[LOST_REASONS], const TuneLayout *fir
 }
 
 static void write_loser(const Tune *t, TuneLoss loss, int count, const TuneLayout *l, FILE *f) {
-  char flags[512], amount[64];
+  char flags[512], amount[64], shown[ESCAPED_SIZE(sizeof flags)];
   tune_layout_flags(&l->par, flags, sizeof flags);
+  escape(ESC_TEXT, flags, shown, sizeof shown);
   if (loss == LOST_MEMORY) {
     plan_format_bytes(l->memory, amount, sizeof amount);
     fprintf(f, "  %-22s %6d   closest: %s%s (%s)\n", tune_loss_name(loss), count, l->planned ? "" : "at least ",
-            amount, flags);
+            amount, shown);
     return;
   }
   double slower = 100 * (l->iteration / t->layouts[0].iteration - 1);
   fprintf(f, "  %-22s %6d   best of them: %s%.4g s, %+.1f%% (%s)\n", tune_loss_name(loss), count,
-          l->planned ? "" : "at least ", l->iteration, slower, flags);
+          l->planned ? "" : "at least ", l->iteration, slower, shown);
 }
 
 void tune_write_text(const Tune *t, FILE *f) {
@@ -62,10 +64,17 @@ void tune_write_text(const Tune *t, FILE *f) {
   plan_format_bytes(t->machine.memory_bytes, capacity, sizeof capacity);
   int planned = 0;
   for (int i = 0; i < t->count; i++) planned += t->layouts[i].planned;
-  fprintf(f, "tune: %s over %d devices of %s (%s each), global batch %d\n", t->model_file, t->devices,
-          t->machine.name, capacity, t->gbs);
+  fprintf(f, "tune: ");
+  escape_write(ESC_TEXT, t->model_file, f);
+  fprintf(f, " over %d devices of ", t->devices);
+  escape_write(ESC_TEXT, t->machine.name, f);
+  fprintf(f, " (%s each), global batch %d\n", capacity, t->gbs);
   fprintf(f, "searched %d layouts in %.2f s (%d planned in full)", t->count, t->seconds, planned);
-  if (t->refused) fprintf(f, "; %d more refused by plan's rules (the first: %s)", t->refused, t->refusal);
+  if (t->refused) {
+    fprintf(f, "; %d more refused by plan's rules (the first: ", t->refused);
+    escape_write(ESC_TEXT, t->refusal, f);
+    fprintf(f, ")");
+  }
   fprintf(f, "\n");
   write_best(t, f);
   int count[LOST_REASONS];
@@ -76,30 +85,21 @@ void tune_write_text(const Tune *t, FILE *f) {
     if (count[k]) write_loser(t, (TuneLoss)k, count[k], first[k], f);
   char flags[512];
   tune_layout_flags(&t->layouts[0].par, flags, sizeof flags);
-  fprintf(f, "the first as plan's flags: %s\n", flags);
+  fprintf(f, "the first as plan's flags: ");
+  escape_write(ESC_TEXT, flags, f);
+  fprintf(f, "\n");
 }
 
 static void write_layout_json(const TuneLayout *l, FILE *f) {
   const Parallel *p = &l->par;
-  char flags[512];
+  char flags[512], schedule[ESCAPED_SIZE(sizeof p->schedule)], flags_json[ESCAPED_SIZE(sizeof flags)];
   tune_layout_flags(p, flags, sizeof flags);
-  fprintf(f, "    {\"tp\": %d, \"pp\": %d, \"dp\": %d, \"vpp\": %d, \"mbs\": %d, \"schedule\": \"%s\", \"recompute\": %s, "
+  fprintf(f, "    {\"tp\": %d, \"pp\": %d, \"dp\": %d, \"vpp\": %d, \"mbs\": %d, \"schedule\": %s, \"recompute\": %s, "
              "\"sequence_parallel\": %s,\n     \"iteration_time\": %.17g, \"flops_per_device\": %.17g, "
-             "\"memory_bytes\": %.0f, \"bubble_fraction\": %.17g, \"traffic_bytes\": %.0f,\n     \"flags\": \"%s\"}",
-          p->tp, p->pp, p->dp, p->vpp, p->mbs, p->schedule, p->recompute ? "true" : "false",
-          p->sequence_parallel ? "true" : "false", l->iteration, l->flops_per_device, l->memory, l->bubble, l->traffic,
-          flags);
-}
-
-/* A string as JSON: quotes, backslashes and control characters escaped. */
-static void json_text(const char *s, FILE *f) {
-  fputc('"', f);
-  for (; *s; s++) {
-    if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
-    else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", *s);
-    else fputc(*s, f);
-  }
-  fputc('"', f);
+             "\"memory_bytes\": %.0f, \"bubble_fraction\": %.17g, \"traffic_bytes\": %.0f,\n     \"flags\": %s}",
+          p->tp, p->pp, p->dp, p->vpp, p->mbs, escape(ESC_JSON, p->schedule, schedule, sizeof schedule),
+          p->recompute ? "true" : "false", p->sequence_parallel ? "true" : "false", l->iteration, l->flops_per_device,
+          l->memory, l->bubble, l->traffic, escape(ESC_JSON, flags, flags_json, sizeof flags_json));
 }
 
 void tune_write_json(const Tune *t, FILE *f) {
@@ -107,9 +107,10 @@ void tune_write_json(const Tune *t, FILE *f) {
   const TuneLayout *first[LOST_REASONS];
   losers(t, count, first);
   fprintf(f, "{\n  \"model\": ");
-  json_text(t->model_file, f);
-  fprintf(f, ", \"devices\": %d, \"machine\": \"%s\", \"memory_capacity\": %.0f, \"gbs\": %d,\n", t->devices,
-          t->machine.name, t->machine.memory_bytes, t->gbs);
+  escape_write(ESC_JSON, t->model_file, f);
+  fprintf(f, ", \"devices\": %d, \"machine\": ", t->devices);
+  escape_write(ESC_JSON, t->machine.name, f);
+  fprintf(f, ", \"memory_capacity\": %.0f, \"gbs\": %d,\n", t->machine.memory_bytes, t->gbs);
   fprintf(f, "  \"seconds\": %.6g, \"layouts\": %d, \"refused\": %d,\n  \"best\": [\n", t->seconds, t->count, t->refused);
   for (int i = 0; i < best_count(t); i++) {
     write_layout_json(&t->layouts[i], f);

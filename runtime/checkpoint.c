@@ -4,16 +4,15 @@
  * alone to start from (--init). */
 #include "checkpoint.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "ckpt.h"
 #include "ckpt_meta.h"
 #include "ckpt_model.h"
+#include "own_folder.h"
 #include "device.h"
 #include "resume.h"
 
@@ -173,7 +172,10 @@ static void metadata_free(Metadata *m) {
   free(m->run);
 }
 
-static int begin_file(Trainer *t, const char *path, const Entry *list, int n, int64_t step, CkptWriter *w) {
+static int begin_file(Trainer *t, const OwnFolder *folder, const char *path, const Entry *list, int n, int64_t step,
+                      CkptWriter *w) {
+  char temp[4200];
+  own_folder_temp(folder, "model.safetensors", temp, sizeof temp);
   CkptSpec *specs = calloc((size_t)n * KINDS, sizeof *specs);
   char (*names)[160] = calloc((size_t)n * KINDS, sizeof *names);
   for (int k = 0, i = 0; k < KINDS; k++)
@@ -184,16 +186,19 @@ static int begin_file(Trainer *t, const char *path, const Entry *list, int n, in
       for (int a = 0; a < specs[i].ndim; a++) specs[i].shape[a] = list[j].spec->unpadded[a];
     }
   Metadata meta = metadata(t, step);
-  int status = ckpt_write_begin(w, path, specs, n * KINDS, meta.meta, meta.count);
+  int status = ckpt_write_begin_as(w, path, temp, specs, n * KINDS, meta.meta, meta.count);
   metadata_free(&meta);
   free(specs);
   free(names);
   return status;
 }
 
-static void ensure_directory(Trainer *t, const char *dir) {
-  if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-    comm_fail(t->comm, "--save %s: cannot create the directory: %s", dir, strerror(errno));
+/* --save's folder, made where missing and checked again at each save: plait's own checkpoint folder. */
+static void claim_folder(Trainer *t, const char *dir, OwnFolder *folder) {
+  static const char *const files[] = {"model.safetensors"};
+  char error[1024];
+  if (own_folder_claim(folder, "--save", dir, FOLDER_CHECKPOINT, files, 1, error, sizeof error))
+    comm_fail(t->comm, "%s", error);
 }
 
 void checkpoint_save(Trainer *t, const char *dir, int64_t step) {
@@ -204,8 +209,9 @@ void checkpoint_save(Trainer *t, const char *dir, int64_t step) {
   char path[4096];
   snprintf(path, sizeof path, "%s/model.safetensors", dir);
   Save sv = {.t = t, .step = step};
-  if (is_root) ensure_directory(t, dir);
-  if (is_root && begin_file(t, path, list, n, step, &sv.w)) comm_fail(t->comm, "%s", sv.w.error);
+  OwnFolder folder = {0};
+  if (is_root) claim_folder(t, dir, &folder);
+  if (is_root && begin_file(t, &folder, path, list, n, step, &sv.w)) comm_fail(t->comm, "%s", sv.w.error);
   int64_t largest = 0;
   for (int i = 0; i < n; i++) largest = padded_elems(list[i].spec) > largest ? padded_elems(list[i].spec) : largest;
   sv.full = device_alloc((size_t)largest * sizeof *sv.full, "a checkpoint's tensor");
@@ -219,6 +225,7 @@ void checkpoint_save(Trainer *t, const char *dir, int64_t step) {
     ckpt_write_abort(&sv.w);
     comm_fail(t->comm, "%s", sv.w.error);
   }
+  own_folder_free(&folder);
   comm_barrier(t->comm, GROUP_WORLD);
   if (is_root) printf("saved %s (step %lld)\n", path, (long long)step);
 }

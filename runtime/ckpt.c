@@ -2,13 +2,12 @@
  * header and boxes of tensors, each checked against its checksum. */
 #include "ckpt.h"
 
-#include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -74,9 +73,11 @@ static int check_specs(CkptWriter *w, const CkptSpec *tensors, int ntensors) {
   return 0;
 }
 
-/* Creates the temporary file beside the final one. */
-static int open_temp(CkptWriter *w) {
-  if (snprintf(w->temp, sizeof w->temp, "%s.tmp.XXXXXX", w->path) >= (int)sizeof w->temp) {
+/* Creates the temporary file beside the final one: from the template, else PATH.tmp.XXXXXX. */
+static int open_temp(CkptWriter *w, const char *template) {
+  int n = template ? snprintf(w->temp, sizeof w->temp, "%s", template)
+                   : snprintf(w->temp, sizeof w->temp, "%s.tmp.XXXXXX", w->path);
+  if (n >= (int)sizeof w->temp) {
     w->temp[0] = 0;
     errno = ENAMETOOLONG;
     return writer_io_fail(w);
@@ -113,6 +114,11 @@ static int keep_specs(CkptWriter *w, const CkptSpec *tensors, int ntensors) {
 
 int ckpt_write_begin(CkptWriter *w, const char *path, const CkptSpec *tensors, int ntensors, const CkptMeta *meta,
                      int nmeta) {
+  return ckpt_write_begin_as(w, path, NULL, tensors, ntensors, meta, nmeta);
+}
+
+int ckpt_write_begin_as(CkptWriter *w, const char *path, const char *temp, const CkptSpec *tensors, int ntensors,
+                        const CkptMeta *meta, int nmeta) {
   memset(w, 0, sizeof *w);
   w->path = path;
   if (check_specs(w, tensors, ntensors) != 0) return -1;
@@ -123,8 +129,7 @@ int ckpt_write_begin(CkptWriter *w, const char *path, const CkptSpec *tensors, i
   if (!w->header) return writer_fail(w, "out of memory while writing the header");
   unsigned char length[8];
   for (int i = 0; i < 8; i++) length[i] = (unsigned char)((uint64_t)w->header_len >> (8 * i));
-  ckpt_remove_temporaries(path);
-  if (open_temp(w) != 0) return -1;
+  if (open_temp(w, temp) != 0) return -1;
   if (fwrite(length, 8, 1, w->file) != 1 || fwrite(w->header, w->header_len, 1, w->file) != 1)
     return writer_io_fail(w);
   return keep_specs(w, tensors, ntensors);
@@ -194,11 +199,10 @@ int ckpt_write_data(CkptWriter *w, const real *data, int64_t n) {
   return 0;
 }
 
-/* The folder that holds path ("dir/", or "." for a bare name); returns the bare name. */
-static const char *folder_of(const char *path, char *folder, size_t len) {
+/* The folder that holds path ("dir/", or "." for a bare name). */
+static void folder_of(const char *path, char *folder, size_t len) {
   const char *slash = strrchr(path, '/');
   snprintf(folder, len, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
-  return slash ? slash + 1 : path;
 }
 
 /* Makes the rename itself durable: a sync of the folder that holds the file. */
@@ -249,28 +253,6 @@ int ckpt_save(CkptWriter *w, const char *path, const CkptSpec *tensors, const re
   return ckpt_write_end(w);
 }
 
-/* A name mkstemp made from name + ".tmp.XXXXXX": six letters or digits after the dot. */
-static int is_temporary_of(const char *entry, const char *name) {
-  size_t n = strlen(name);
-  if (strncmp(entry, name, n) != 0 || strncmp(entry + n, ".tmp.", 5) != 0 || strlen(entry + n + 5) != 6) return 0;
-  for (const char *c = entry + n + 5; *c; c++)
-    if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z'))) return 0;
-  return 1;
-}
-
-void ckpt_remove_temporaries(const char *path) {
-  char folder[4096];
-  const char *name = folder_of(path, folder, sizeof folder);
-  DIR *d = opendir(folder);
-  if (!d) return; /* the write that follows names the folder's trouble */
-  struct stat st;
-  for (struct dirent *e; (e = readdir(d));)
-    if (is_temporary_of(e->d_name, name) && fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-        S_ISREG(st.st_mode))
-      unlinkat(dirfd(d), e->d_name, 0);
-  closedir(d);
-}
-
 /* ---- reading ------------------------------------------------------------------------------------ */
 
 static int reader_fail(Ckpt *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -289,27 +271,14 @@ static int reader_fail(Ckpt *c, const char *fmt, ...) {
 }
 
 static int map_file(Ckpt *c) {
-  int fd = open(c->path, O_RDONLY);
-  if (fd < 0) return reader_fail(c, "cannot open the checkpoint (%s); check the path", strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return reader_fail(c, "not a regular file; give the path of a checkpoint file");
-  }
-  if (st.st_size < 8) {
-    close(fd);
+  char why[512];
+  if (mapped_open(&c->file, c->path, why, sizeof why) != 0)
+    return reader_fail(c, "%s; give the path of a checkpoint file", why);
+  if (c->file.size < 8)
     return reader_fail(c,
                        "truncated: %lld bytes, fewer than the 8 that start a safetensors file; the file was cut "
                        "short, use another checkpoint",
-                       (long long)st.st_size);
-  }
-  c->map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-  close(fd);
-  if (c->map == MAP_FAILED) {
-    c->map = NULL;
-    return reader_fail(c, "cannot map the checkpoint (%s); check that it is readable", strerror(errno));
-  }
-  c->size = (size_t)st.st_size;
+                       (long long)c->file.size);
   return 0;
 }
 
@@ -317,22 +286,22 @@ static int map_file(Ckpt *c) {
  * that do not open a JSON object are not a safetensors file. */
 static int header_length(Ckpt *c, uint64_t *len) {
   uint64_t n = 0;
-  for (int i = 7; i >= 0; i--) n = n << 8 | c->map[i];
-  int json = c->size > 8 && c->map[8] == '{';
-  if (c->size > 8 && !json)
+  for (int i = 7; i >= 0; i--) n = n << 8 | c->file.data[i];
+  int json = c->file.size > 8 && c->file.data[8] == '{';
+  if (c->file.size > 8 && !json)
     return reader_fail(c, "not a safetensors file (no JSON header after the 8-byte length); give a checkpoint file");
-  if (n > c->size - 8)
+  if (n > c->file.size - 8)
     return reader_fail(c,
                        "truncated: the header needs %llu bytes but the file holds %llu after the length; the file "
                        "was cut short, use another checkpoint",
-                       (unsigned long long)n, (unsigned long long)(c->size - 8));
+                       (unsigned long long)n, (unsigned long long)(c->file.size - 8));
   *len = n;
   return 0;
 }
 
 /* The data region must hold exactly the tensors' bytes. */
 static int check_data_size(Ckpt *c, const CkptHeader *h, uint64_t header_len) {
-  uint64_t have = c->size - 8 - header_len;
+  uint64_t have = c->file.size - 8 - header_len;
   if (have < h->data_bytes)
     return reader_fail(c,
                        "truncated: the tensors need %llu bytes of data but the file holds %llu; the file was cut "
@@ -379,7 +348,7 @@ int ckpt_open(Ckpt *c, const char *path) {
     return -1;
   }
   CkptHeader h;
-  if (ckpt_header_parse((const char *)c->map + 8, (size_t)len, &h) != 0) {
+  if (ckpt_header_parse((const char *)c->file.data + 8, (size_t)len, &h) != 0) {
     reader_fail(c, "%s; %s", h.error, h.fix);
     ckpt_close(c);
     return -1;
@@ -387,7 +356,7 @@ int ckpt_open(Ckpt *c, const char *path) {
   c->tensors = h.tensors, c->ntensors = h.ntensors;
   c->meta = h.meta, c->nmeta = h.nmeta;
   c->strings = h.strings;
-  c->data = c->map + 8 + len;
+  c->data = c->file.data + 8 + len;
   if (check_data_size(c, &h, len) != 0 || read_checksums(c) != 0) {
     ckpt_close(c);
     return -1;
@@ -396,11 +365,11 @@ int ckpt_open(Ckpt *c, const char *path) {
 }
 
 void ckpt_close(Ckpt *c) {
-  if (c->map) munmap(c->map, c->size);
+  mapped_close(&c->file);
   free(c->tensors);
   free(c->meta);
   free(c->strings);
-  c->map = NULL, c->tensors = NULL, c->meta = NULL, c->strings = NULL;
+  c->tensors = NULL, c->meta = NULL, c->strings = NULL;
   c->ntensors = c->nmeta = 0;
 }
 
@@ -492,6 +461,22 @@ static int verify(Ckpt *c, CkptTensor *t) {
   return 0;
 }
 
+/* Every value read is finite: a NaN or an infinity is named with its place in the tensor ([i, j]). */
+static int check_finite(Ckpt *c, const CkptTensor *t, const int64_t *begin, const int64_t *count, const real *out) {
+  int64_t n = elements(t->ndim, count), i = 0;
+  while (i < n && isfinite(out[i])) i++;
+  if (i == n) return 0;
+  char place[256];
+  int64_t at[CKPT_MAX_DIMS], rest = i;
+  for (int d = t->ndim - 1; d >= 0; d--) {
+    at[d] = begin[d] + rest % count[d];
+    rest /= count[d];
+  }
+  return reader_fail(c, "tensor '%s' holds %s at %s: its values are damaged; use another checkpoint, or repair the "
+                     "tensor where it was made", t->name, isnan(out[i]) ? "a NaN" : "an infinity",
+                     shape_text(place, sizeof place, t->ndim, at));
+}
+
 int ckpt_read_box(Ckpt *c, const char *name, int ndim, const int64_t *shape, const int64_t *begin, const int64_t *count,
                   real *out) {
   CkptTensor *t = find(c, name);
@@ -499,7 +484,7 @@ int ckpt_read_box(Ckpt *c, const char *name, int ndim, const int64_t *shape, con
       verify(c, t) != 0)
     return -1;
   read_rows(c, t, begin, count, out);
-  return 0;
+  return check_finite(c, t, begin, count, out);
 }
 
 int ckpt_read(Ckpt *c, const char *name, int ndim, const int64_t *shape, real *out) {

@@ -25,6 +25,7 @@
 #include <stdio.h>
 
 #include "ckpt_hash.h"
+#include "mapped.h"
 #include "real.h"
 
 #define CKPT_MAX_DIMS 8
@@ -59,11 +60,11 @@ typedef struct {
 } CkptMeta;
 
 /* ---- writing ------------------------------------------------------------------------------------
- * The data goes to a temporary file in the target folder (PATH.tmp.XXXXXX), which ckpt_write_end syncs to
- * disk, renames over the final name and follows with a sync of the folder: a crash never leaves a
- * half-written checkpoint under the final name, and a failed write leaves the old checkpoint as it was. A
- * process killed while writing leaves its temporary file behind; the next write to the same path removes
- * it (ckpt_remove_temporaries), so a folder takes one writer at a time. */
+ * The data goes to a temporary file in the target folder (PATH.tmp.XXXXXX, or a name the caller gives),
+ * which ckpt_write_end syncs to disk, renames over the final name and follows with a sync of the folder: a
+ * crash never leaves a half-written checkpoint under the final name, and a failed write leaves the old
+ * checkpoint as it was. A process killed while writing leaves its temporary file behind; in a folder of
+ * plait's own, its next writer removes it (own_folder.h). */
 typedef struct {
   const char *path;
   char temp[4096];
@@ -82,6 +83,9 @@ typedef struct {
  * ckpt_write_data, in the order of the list. Returns 0, or -1 with w->error (the temporary file gone). */
 int ckpt_write_begin(CkptWriter *w, const char *path, const CkptSpec *tensors, int ntensors, const CkptMeta *meta,
                      int nmeta);
+/* The same with the temporary made from `temp`, a mkstemp template (own_folder_temp's). */
+int ckpt_write_begin_as(CkptWriter *w, const char *path, const char *temp, const CkptSpec *tensors, int ntensors,
+                        const CkptMeta *meta, int nmeta);
 /* Appends the next n elements (row-major), each stored in its tensor's dtype; a call may finish one
  * tensor and go on into the next, so a caller can hand over a model piece by piece. */
 int ckpt_write_data(CkptWriter *w, const real *data, int64_t n);
@@ -93,9 +97,6 @@ void ckpt_write_abort(CkptWriter *w);
 /* The whole sequence for tensors held whole in memory: data[i] holds tensor i. */
 int ckpt_save(CkptWriter *w, const char *path, const CkptSpec *tensors, const real *const *data, int ntensors,
               const CkptMeta *meta, int nmeta);
-/* Removes what writes to path that never ended left in its folder: the regular files named path's own
- * name + ".tmp." + six letters or digits (mkstemp's), and nothing else. ckpt_write_begin calls it. */
-void ckpt_remove_temporaries(const char *path);
 
 /* ---- reading ------------------------------------------------------------------------------------ */
 typedef struct {
@@ -111,8 +112,7 @@ typedef struct {
 
 typedef struct {
   const char *path;
-  unsigned char *map; /* the whole file, mapped read-only */
-  size_t size;
+  Mapped file;               /* the whole file, mapped read-only */
   const unsigned char *data; /* the data region: after the header */
   CkptTensor *tensors;       /* sorted by name */
   int ntensors;
@@ -136,8 +136,8 @@ const char *ckpt_meta(const Ckpt *c, const char *key);
 
 /* Reads the box [begin, begin + count) of tensor `name`, which must have the shape the caller expects
  * (`shape`, ndim axes), a dtype plait reads and bytes that match its checksum, into out (row-major over the
- * box), converted to real. Returns 0, or -1 with c->error naming both shapes when they differ, or the
- * tensor whose bytes do not match. */
+ * box), converted to real. Returns 0, or -1 with c->error naming both shapes when they differ, the tensor
+ * whose bytes do not match, or the first NaN or infinity read, with its place. */
 int ckpt_read_box(Ckpt *c, const char *name, int ndim, const int64_t *shape, const int64_t *begin, const int64_t *count,
                   real *out);
 /* The whole tensor. */

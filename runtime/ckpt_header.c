@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
+
 /* ---- dtypes -------------------------------------------------------------------------------------- */
 
 static const struct {
@@ -64,20 +66,18 @@ static void putf(Text *t, const char *fmt, ...) {
   put(t, buf, (size_t)n);
 }
 
-/* A JSON string of prefix (plain text) and s: quotes and backslashes escaped, control characters as \u00XX,
- * other bytes as they are. */
+/* A JSON string of prefix (plain text) and s, escaped as every JSON string plait writes (escape.h). */
 static void put_string(Text *t, const char *prefix, const char *s) {
-  put(t, "\"", 1);
-  put(t, prefix, strlen(prefix));
-  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-    if (*c == '"' || *c == '\\')
-      putf(t, "\\%c", *c);
-    else if (*c < 0x20)
-      putf(t, "\\u%04x", *c);
-    else
-      put(t, (const char *)c, 1);
+  size_t n = strlen(prefix) + strlen(s);
+  char *joined = malloc(n + 1), *escaped = malloc(ESCAPED_SIZE(n));
+  if (joined && escaped) {
+    snprintf(joined, n + 1, "%s%s", prefix, s);
+    put(t, escaped, strlen(escape(ESC_JSON, joined, escaped, ESCAPED_SIZE(n))));
+  } else {
+    t->failed = 1;
   }
-  put(t, "\"", 1);
+  free(joined);
+  free(escaped);
 }
 
 /* The metadata object: the caller's entries, then a placeholder checksum per tensor whose digits' offset in
@@ -213,7 +213,7 @@ static int unicode_escape(Parser *p, char **dst) {
   return 0;
 }
 
-static int escape(Parser *p, char **dst) {
+static int escaped_char(Parser *p, char **dst) {
   static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
   char c = p->pos < p->len ? p->text[p->pos++] : 0;
   if (c == 'u') return unicode_escape(p, dst);
@@ -249,7 +249,7 @@ static int parse_string(Parser *p, const char **out) {
     if (c == '"') break;
     if (c < 0x20) return syntax(p, "a control character in a string");
     if (c == '\\') {
-      if (escape(p, &dst)) return -1;
+      if (escaped_char(p, &dst)) return -1;
     } else if (c >= 0x80) {
       if (utf8_sequence(p, c, &dst)) return -1;
     } else {

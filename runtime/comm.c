@@ -2,6 +2,7 @@
  * argument checks, failure, and the helpers every backend shares (ordered reductions, deadlines, the
  * worker that runs nonblocking all-reduces). */
 #include "comm_backend.h"
+#include "escape.h"
 
 #include <errno.h>
 #include <math.h>
@@ -279,8 +280,10 @@ static _Noreturn void fail_with(Comm *c, const char *message, int name_rank) {
   if (atomic_exchange(&c->process->failing, 1))
     for (;;) pause(); /* another thread of this process is already ending the job */
   fflush(stdout);
-  if (name_rank) fprintf(stderr, "plait: rank %d: %s\n", c->info.rank, message);
-  else fprintf(stderr, "plait: %s\n", message);
+  if (name_rank) fprintf(stderr, "plait: rank %d: ", c->info.rank);
+  else fprintf(stderr, "plait: ");
+  escape_write(ESC_TEXT, message, stderr); /* a message may quote a checkpoint's text */
+  fprintf(stderr, "\n");
   fflush(stderr);
   const CommFailureHook *hook = atomic_load(&c->process->hook);
   if (hook) hook->fn(hook->arg);

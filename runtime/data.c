@@ -1,14 +1,9 @@
 /* data.c: opening and checking token files, and cutting training, validation, evaluation and masked-LM batches. */
 #include "data.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "philox.h"
 
@@ -28,33 +23,18 @@ static int data_fail(TokenFile *f, const char *fmt, ...) {
 /* Maps the whole file; checks it is a regular file at least as long as the header (opened without
  * waiting, so that a named pipe is refused rather than waited on). */
 static int data_map(TokenFile *f) {
-  int fd = open(f->path, O_RDONLY | O_NONBLOCK);
-  if (fd < 0)
-    return data_fail(f, "cannot open the token file (%s); check the path, or make one with plait data",
-                     strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return data_fail(f, "not a regular file; give the path of a token file made with plait data");
-  }
-  if (st.st_size < DATA_HEADER_BYTES) {
-    close(fd);
+  char why[512];
+  if (mapped_open(&f->file, f->path, why, sizeof why) != 0)
+    return data_fail(f, "%s; give the path of a token file made with plait data", why);
+  if (f->file.size < DATA_HEADER_BYTES)
     return data_fail(f, "%lld bytes, shorter than the %d-byte header of a token file; remake it with plait data",
-                     (long long)st.st_size, DATA_HEADER_BYTES);
-  }
-  f->map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-  close(fd);
-  if (f->map == MAP_FAILED) {
-    f->map = NULL;
-    return data_fail(f, "cannot map the token file (%s); check that it is readable", strerror(errno));
-  }
-  f->map_size = (size_t)st.st_size;
+                     (long long)f->file.size, DATA_HEADER_BYTES);
   return 0;
 }
 
 static int data_check_header(TokenFile *f) {
   int32_t header[DATA_HEADER_INTS];
-  memcpy(header, f->map, sizeof header);
+  memcpy(header, f->file.data, sizeof header);
   if (header[0] != DATA_MAGIC)
     return data_fail(f,
                      "bad magic %d (a token file starts with %d); this is not a token file, make one with plait data",
@@ -63,13 +43,13 @@ static int data_check_header(TokenFile *f) {
     return data_fail(f, "token file version %d, but only version %d (uint16 tokens) is read; remake it with plait data",
                      header[1], DATA_VERSION);
   int64_t count = header[2], expected = DATA_HEADER_BYTES + 2 * count;
-  if (count < 0 || (int64_t)f->map_size != expected)
+  if (count < 0 || (int64_t)f->file.size != expected)
     return data_fail(f,
                      "the header counts %lld tokens (%lld bytes) but the file has %lld bytes; the file is truncated or "
                      "damaged, remake it with plait data",
-                     (long long)count, (long long)expected, (long long)f->map_size);
+                     (long long)count, (long long)expected, (long long)f->file.size);
   f->count = count;
-  f->tokens = (const uint16_t *)((const char *)f->map + DATA_HEADER_BYTES);
+  f->tokens = (const uint16_t *)(f->file.data + DATA_HEADER_BYTES);
   return 0;
 }
 
@@ -103,8 +83,7 @@ int data_open(TokenFile *f, const char *path, int64_t vocab, int64_t seq, DataUs
 }
 
 void data_close(TokenFile *f) {
-  if (f->map) munmap(f->map, f->map_size);
-  f->map = NULL;
+  mapped_close(&f->file);
   f->tokens = NULL;
 }
 

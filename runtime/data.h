@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mapped.h"
+
 #define DATA_MAGIC 20240520
 #define DATA_VERSION 1
 #define DATA_HEADER_INTS 256
@@ -23,8 +25,7 @@ typedef struct {
   const uint16_t *tokens; /* count tokens, mapped from the file */
   int64_t count;
   int64_t vocab; /* every token is below it */
-  void *map;     /* the whole file, mapped read-only */
-  size_t map_size;
+  Mapped file;   /* the whole file, mapped read-only */
   char error[1024]; /* why data_open failed: one line naming the file, the cause and the fix */
 } TokenFile;
 

@@ -2,6 +2,8 @@
  * over them and divided by the targets counted. */
 #include "evaluate.h"
 
+#include <math.h>
+
 #include "device.h"
 #include "log.h"
 
@@ -47,5 +49,8 @@ void evaluate_file(Trainer *t, const char *path) {
   comm_allreduce(t->comm, GROUP_WORLD, &counted, 1, COMM_F64, COMM_SUM);
   if (counted == 0)
     comm_fail_all(t->comm, "%s: none of its positions was drawn as a masked-LM target; evaluate a longer file", path);
+  if (!isfinite(loss))
+    comm_fail_all(t->comm, "%s: the loss is %s: the weights overflow on this data; evaluate a checkpoint whose "
+                  "training loss was finite", path, isnan(loss) ? "NaN" : "infinite");
   if (comm_info(t->comm)->rank == 0) log_eval(t, path, loss / counted, (int64_t)counted);
 }

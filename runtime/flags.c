@@ -12,7 +12,8 @@
 const char *const flags_usage =
     "train --data FILE --steps N [--seed S] [--lr X] [--warmup N] [--decay-steps N] [--weight-decay X] [--grad-clip X] "
     "[--save DIR] [--save-every N] [--load DIR [--override-schedule] | --init DIR] [--eval-every N] [--eval-batches N] "
-    "[--val FILE] [--eval FILE] [--log-json FILE] [--sample N] [--trace FILE] [--gradcheck N] [--profile]; "
+    "[--val FILE] [--eval FILE] [--log-json FILE] [--sample N] [--trace FILE] [--gradcheck N] [--profile] "
+    "[--attention auto|cudnn|plait]; "
     "or train --eval FILE [--load DIR | --init DIR] [--log-json FILE]";
 
 typedef enum {
@@ -20,7 +21,8 @@ typedef enum {
   FLAG_WHOLE,  /* int64_t in [min, max] */
   FLAG_SEED,   /* uint64_t, any */
   FLAG_REAL,   /* double, finite, at least min (above it when min_excluded) */
-  FLAG_SWITCH  /* int, set to 1 */
+  FLAG_SWITCH, /* int, set to 1 */
+  FLAG_CHOICE  /* int: the place of the value among the words of `takes`, "a|b|c" */
 } FlagKind;
 
 /* What the ranks of a job compare: the value, only whether it is given (--trace: every rank takes part
@@ -70,6 +72,7 @@ static const TrainFlag train_flags[] = {
   {"--grad-clip", FLAG_REAL, FIELD(grad_clip), "", 0, 0, 1, 0, AGREE_VALUE},
   {"--override-schedule", FLAG_SWITCH, FIELD(override_schedule), "", 0, 0, 0, 0, AGREE_VALUE},
   {"--profile", FLAG_SWITCH, FIELD(profile), "", 0, 0, 0, 0, AGREE_NONE},
+  {"--attention", FLAG_CHOICE, FIELD(attention), "auto|cudnn|plait", 0, 0, 0, 0, AGREE_VALUE},
 };
 #define TRAIN_FLAGS ((int)(sizeof train_flags / sizeof *train_flags))
 _Static_assert(sizeof train_flags / sizeof *train_flags <= FLAGS_MAX_SETTINGS, "room for every setting");
@@ -78,7 +81,9 @@ _Static_assert(sizeof train_flags / sizeof *train_flags <= FLAGS_MAX_SETTINGS, "
 
 /* ---- reading -------------------------------------------------------------------------------------- */
 
-static const char *what_it_takes(const TrainFlag *f) { return f->kind == FLAG_PATH ? f->takes : "a number"; }
+static const char *what_it_takes(const TrainFlag *f) {
+  return f->kind == FLAG_PATH ? f->takes : f->kind == FLAG_CHOICE ? "one of auto, cudnn and plait" : "a number";
+}
 
 static int read_whole(const TrainFlag *f, const char *text, TrainArgs *a, Refusal *r) {
   char *end;
@@ -111,6 +116,20 @@ static int read_real(const TrainFlag *f, const char *text, TrainArgs *a, Refusal
   return 0;
 }
 
+/* The place of text among the words of f->takes. */
+static int read_choice(const TrainFlag *f, const char *text, TrainArgs *a, Refusal *r) {
+  const char *word = f->takes;
+  for (int place = 0; *word; place++) {
+    size_t n = strcspn(word, "|");
+    if (strlen(text) == n && strncmp(text, word, n) == 0) {
+      *FIELD_OF(int, a, f) = place;
+      return 0;
+    }
+    word += n + (word[n] == '|');
+  }
+  return refuse(r, "%s takes %s, not '%s'", f->name, what_it_takes(f), text);
+}
+
 static int read_value(const TrainFlag *f, const char *text, TrainArgs *a, Refusal *r) {
   switch (f->kind) {
   case FLAG_PATH:
@@ -121,6 +140,7 @@ static int read_value(const TrainFlag *f, const char *text, TrainArgs *a, Refusa
   case FLAG_SEED: return read_seed(f, text, a, r);
   case FLAG_REAL: return read_real(f, text, a, r);
   case FLAG_SWITCH: *FIELD_OF(int, a, f) = 1; return 0;
+  case FLAG_CHOICE: return read_choice(f, text, a, r);
   }
   return 0;
 }
@@ -171,6 +191,13 @@ static void shortest_text(double x, char *text, size_t size) {
   }
 }
 
+/* The word of f->takes at `place`. */
+static void choice_text(const TrainFlag *f, int place, char *text, size_t size) {
+  const char *word = f->takes;
+  for (int i = 0; i < place && *word; i++) word += strcspn(word, "|") + (word[strcspn(word, "|")] == '|');
+  snprintf(text, size, "%.*s", (int)strcspn(word, "|"), word);
+}
+
 static void setting_of(const TrainFlag *f, const TrainArgs *a, FlagSetting *s) {
   snprintf(s->flag, sizeof s->flag, "%s", f->name);
   s->value[0] = 0;
@@ -188,6 +215,7 @@ static void setting_of(const TrainFlag *f, const TrainArgs *a, FlagSetting *s) {
     break;
   case FLAG_REAL: shortest_text(*FIELD_OF(const double, a, f), s->value, sizeof s->value); break;
   case FLAG_SWITCH: s->given = *FIELD_OF(const int, a, f); break;
+  case FLAG_CHOICE: choice_text(f, *FIELD_OF(const int, a, f), s->value, sizeof s->value); break;
   }
 }
 

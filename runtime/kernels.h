@@ -9,6 +9,7 @@
 #ifndef PLAIT_KERNELS_H
 #define PLAIT_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "real.h"
@@ -71,6 +72,18 @@ typedef struct {
 /* ALiBi's slope of head h of H: 2^(−8(h+1)/n) for h < n, n the largest power of 2 not above H, then the
  * odd powers of 2^(−4/n) for the heads past n (Press et al. 2022, as BLOOM computes them). */
 double attention_alibi_slope(int H, int h);
+
+/* Which attention kernels a GPU program runs (DIR/train --attention): cuDNN's fused attention for the
+ * shapes it serves and plait's own for the others (auto), cuDNN's or the job ends with the reason
+ * (cudnn), plait's own (plait). The CPU has plait's alone: auto and plait run it, cudnn is refused. */
+typedef enum { ATTENTION_AUTO, ATTENTION_CUDNN, ATTENTION_PLAIT } AttentionChoice;
+/* 0 when this program can run the choice; else 1 with why (the CPU has no cuDNN; a GPU program found no
+ * cuDNN it can use). */
+int k_attention_available(AttentionChoice choice, char *why, size_t size);
+/* The choice of this rank's thread; `report` prints, once per shape, which kernels run it. */
+void k_attention_choose(AttentionChoice choice, int report);
+/* "cuDNN" or "plait": which kernels run a call of this shape (deciding it now if not yet decided). */
+const char *k_attention_path(const AttnShape *s);
 
 void k_attention_forward(const AttnShape *s, const act_t *q, const act_t *k, const act_t *v, act_t *out, real *lse);
 /* dq, dk, dv are overwritten (dk, dv summed over the query heads that share a kv head). */

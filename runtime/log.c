@@ -3,6 +3,7 @@
 
 #include "clock.h"
 #include "device.h"
+#include "escape.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -116,23 +117,12 @@ void log_validation(Trainer *t, double loss) {
   }
 }
 
-/* A JSON string: quotes and backslashes escaped, control characters as \u00XX. */
-static void json_string(FILE *out, const char *s) {
-  fputc('"', out);
-  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-    if (*c == '"' || *c == '\\') fprintf(out, "\\%c", *c);
-    else if (*c < 0x20) fprintf(out, "\\u%04x", *c);
-    else fputc(*c, out);
-  }
-  fputc('"', out);
-}
-
 void log_eval(Trainer *t, const char *path, double loss, int64_t tokens) {
   printf("eval %s | loss %.6f | tokens %lld | perplexity %.2f\n", path, loss, (long long)tokens, exp(loss));
   fflush(stdout);
   if (t->log_json) {
     fprintf(t->log_json->file, "{\"eval\": ");
-    json_string(t->log_json->file, path);
+    escape_write(ESC_JSON, path, t->log_json->file);
     fprintf(t->log_json->file, ", \"loss\": %.17g, \"tokens\": %lld, \"perplexity\": %.17g}\n", loss,
             (long long)tokens, exp(loss));
     json_written(t);

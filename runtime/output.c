@@ -7,38 +7,22 @@
 #include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "write_place.h"
+
 /* ---- start-up checks ---------------------------------------------------------------------------- */
 
-const char *output_file_kind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a named pipe";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "a special file";
-}
-
-/* The real path of the folder that holds `path`; 0 when it does not exist. */
-static int real_folder(const char *path, char *out) {
-  char copy[PATH_MAX];
-  snprintf(copy, sizeof copy, "%s", path);
-  return realpath(dirname(copy), out) != NULL;
-}
-
-/* Whether a and b name one file: the same device and inode where both exist, the same folder and name
- * where neither does. */
+/* Whether a and b name one file: the same device and inode where both exist, the same place where
+ * neither does. */
 static int same_place(const char *a, const char *b) {
   struct stat x, y;
   int has_x = stat(a, &x) == 0, has_y = stat(b, &y) == 0;
   if (has_x || has_y) return has_x && has_y && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
-  char folder_a[PATH_MAX], folder_b[PATH_MAX], name_a[PATH_MAX], name_b[PATH_MAX];
-  snprintf(name_a, sizeof name_a, "%s", a);
-  snprintf(name_b, sizeof name_b, "%s", b);
-  return real_folder(a, folder_a) && real_folder(b, folder_b) && strcmp(folder_a, folder_b) == 0 &&
-         strcmp(basename(name_a), basename(name_b)) == 0;
+  char place_a[PATH_MAX], place_b[PATH_MAX];
+  return place_resolve(a, place_a) == 0 && place_resolve(b, place_b) == 0 && strcmp(place_a, place_b) == 0;
 }
 
 static int check_folder(const char *flag, const char *path, char *error, size_t size) {
@@ -59,10 +43,7 @@ static int check_folder(const char *flag, const char *path, char *error, size_t 
 
 int output_check(const char *flag, const char *path, const char *const *others, const char *const *others_flags,
                  int nothers, char *error, size_t size) {
-  struct stat st;
-  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
-    return snprintf(error, size, "%s %s is %s; give the path of a regular file (it is written beside that path and "
-                    "renamed into place)", flag, path, output_file_kind(st.st_mode)), -1;
+  if (place_check_file(flag, path, error, size)) return -1;
   for (int i = 0; i < nothers; i++)
     if (others[i] && same_place(path, others[i]))
       return snprintf(error, size, "%s %s is also %s (%s); writing it would replace that: give another path", flag,
@@ -79,10 +60,11 @@ static int write_error(OutputFile *o, const char *what, char *error, size_t size
   return -1;
 }
 
-/* A file without a name in the folder, where the file system has them; else a new file of temporary name. */
+/* A file without a name in the folder, where the file system has them; else a new file of a temporary
+ * name of its own (PATH.tmp.XXXXXX, readable by all as a new file would be). */
 static int open_temporary(OutputFile *o) {
   char copy[PATH_MAX];
-  snprintf(copy, sizeof copy, "%s", o->final);
+  snprintf(copy, sizeof copy, "%s", o->path);
   int fd = open(dirname(copy), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
   if (fd >= 0) {
     snprintf(o->unnamed, sizeof o->unnamed, "/proc/self/fd/%d", fd);
@@ -90,24 +72,25 @@ static int open_temporary(OutputFile *o) {
     close(fd);
   }
   o->unnamed[0] = 0;
-  unlink(o->temp); /* a temporary of an earlier process of this pid, killed before it renamed it */
-  return open(o->temp, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666);
+  snprintf(o->temp, sizeof o->temp, "%s.tmp.XXXXXX", o->path);
+  fd = mkstemp(o->temp);
+  mode_t mask = umask(0);
+  umask(mask);
+  if (fd >= 0) fchmod(fd, 0666 & ~mask);
+  else o->temp[0] = 0;
+  return fd;
 }
 
 int output_open(OutputFile *o, const char *flag, const char *path, char *error, size_t size) {
-  struct stat st;
   memset(o, 0, sizeof *o);
   o->flag = flag;
   o->path = path;
-  if (lstat(path, &st) != 0 || !S_ISLNK(st.st_mode) || !realpath(path, o->final))
-    snprintf(o->final, sizeof o->final, "%s", path);
-  snprintf(o->temp, sizeof o->temp, "%s.tmp.%ld", o->final, (long)getpid());
   int fd = open_temporary(o);
   if (fd < 0) return write_error(o, "create a file beside it", error, size);
   o->fd = fd;
   if (!(o->file = fdopen(fd, "w"))) {
     close(fd);
-    if (!o->unnamed[0]) unlink(o->temp);
+    if (o->temp[0]) unlink(o->temp);
     return write_error(o, "write", error, size);
   }
   return 0;
@@ -118,15 +101,29 @@ int output_flush(OutputFile *o, char *error, size_t size) {
   return 0;
 }
 
-/* Links the unnamed file under the temporary name, then renames that over the final one. */
-static int put_in_place(OutputFile *o) {
-  if (o->unnamed[0]) {
-    unlink(o->temp);
-    if (linkat(AT_FDCWD, o->unnamed, AT_FDCWD, o->temp, AT_SYMLINK_FOLLOW) != 0) return -1;
+/* Links the unnamed file under a temporary name no file has (PATH.tmp. and eight hex digits). */
+static int link_temporary(OutputFile *o) {
+  for (unsigned tries = 0; tries < 64; tries++) {
+    unsigned r = (unsigned)getpid() * 2654435761u + tries;
+    if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r) r += tries * 40503u;
+    snprintf(o->temp, sizeof o->temp, "%s.tmp.%08x", o->path, r);
+    if (linkat(AT_FDCWD, o->unnamed, AT_FDCWD, o->temp, AT_SYMLINK_FOLLOW) == 0) return 0;
+    if (errno != EEXIST) break;
   }
-  if (rename(o->temp, o->final) == 0) return 0;
+  o->temp[0] = 0;
+  return -1;
+}
+
+/* The unnamed file linked under a temporary name, then that renamed over the final one, unless what is
+ * there now is no longer a regular file (left as it is). */
+static int put_in_place(OutputFile *o) {
+  struct stat st;
+  if (lstat(o->path, &st) == 0 && !S_ISREG(st.st_mode)) return errno = EEXIST, -1;
+  if (o->unnamed[0] && link_temporary(o) != 0) return -1;
+  if (rename(o->temp, o->path) == 0) return 0;
   int saved = errno;
   unlink(o->temp);
+  o->temp[0] = 0;
   errno = saved;
   return -1;
 }
@@ -137,7 +134,7 @@ int output_commit(OutputFile *o, char *error, size_t size) {
   if (status == 0 && put_in_place(o) != 0) status = write_error(o, "put the file in place", error, size);
   if (fclose(o->file) != 0 && status == 0) status = write_error(o, "write", error, size);
   o->file = NULL;
-  if (status != 0 && !o->unnamed[0]) unlink(o->temp);
+  if (status != 0 && !o->unnamed[0] && o->temp[0]) unlink(o->temp);
   return status;
 }
 
@@ -145,5 +142,5 @@ void output_salvage(void *output) {
   OutputFile *o = output;
   if (!o->file) return;
   if (o->broken || fsync(o->fd) != 0 || put_in_place(o) != 0)
-    if (!o->unnamed[0]) unlink(o->temp);
+    if (!o->unnamed[0] && o->temp[0]) unlink(o->temp);
 }

@@ -11,8 +11,7 @@
 
 typedef struct {
   const char *flag, *path;   /* "--log-json" and the path as given */
-  char final[PATH_MAX];      /* where the file goes: the path, or the file a symbolic link there names */
-  char temp[PATH_MAX + 32];  /* the name it is linked or renamed from */
+  char temp[PATH_MAX + 32];  /* the name it is linked or renamed from ("" while it has none) */
   char unnamed[64];          /* /proc/self/fd/N of the file without a name; empty for a named temporary */
   FILE *file;
   int fd;                    /* the file's descriptor, which output_salvage uses alone */
@@ -20,14 +19,12 @@ typedef struct {
 } OutputFile;
 
 /* Start-up checks of an output path, one line in error (size bytes) and -1 when it fails: its folder
- * exists and is writable; the path is not a directory, a device, a pipe or any other file that is not
- * regular (say /dev/full: refused, as it cannot be replaced); and it is none of `others` (nothing when
- * NULL), by file where both exist and by place where they do not. others_flags name them in the message. */
+ * exists and is writable; the path is absent or a regular file, not a link, a directory, a device or a
+ * pipe (say /dev/full: refused, as it cannot be replaced), and not in plait's sources or a .git folder
+ * (write_place.h); and it is none of `others` (nothing when NULL), by file where both exist and by place
+ * where they do not. others_flags name them in the message. */
 int output_check(const char *flag, const char *path, const char *const *others, const char *const *others_flags,
                  int nothers, char *error, size_t size);
-
-/* What a file that is not regular is, for messages: "a named pipe", "a character device". */
-const char *output_file_kind(mode_t mode);
 
 /* Opens the file to write; -1 with one line in error. */
 int output_open(OutputFile *o, const char *flag, const char *path, char *error, size_t size);

@@ -10,6 +10,7 @@
 #include "device.h"
 #include "log.h"
 #include "output.h"
+#include "write_place.h"
 
 int refuse(Refusal *r, const char *fmt, ...) {
   va_list ap;
@@ -26,10 +27,10 @@ static int regular_input(const char *flag, const char *value, const char *path, 
   struct stat st;
   if (!path || stat(path, &st) != 0 || S_ISREG(st.st_mode)) return 0;
   if (strcmp(value, path) == 0)
-    return refuse(r, "%s %s is %s, not a regular file; give the path of %s", flag, path, output_file_kind(st.st_mode),
+    return refuse(r, "%s %s is %s, not a regular file; give the path of %s", flag, path, place_kind(st.st_mode),
                   what);
   return refuse(r, "%s %s: %s is %s, not a regular file; give the folder of %s", flag, value, path,
-                output_file_kind(st.st_mode), what);
+                place_kind(st.st_mode), what);
 }
 
 /* DIR/model.safetensors of a checkpoint directory flag. */
@@ -92,13 +93,16 @@ int preflight_memory(const Program *p, Refusal *r) {
   if (room < 0 || need <= room) return 0;
   log_format_bytes(need, need_text, sizeof need_text);
   log_format_bytes(room, room_text, sizeof room_text);
+  char raise[128] = "";
+  if (strstr(what, "ulimit")) /* a limit the user set: it can be raised by what is missing */
+    snprintf(raise, sizeof raise, "raise that limit by at least %.0f kB, or ", (need - room) / 1024 + 1);
   if (processes)
-    return refuse(r, "the plan needs at least %s for the %d rank%s on this machine, more than the %s of %s; run fewer "
-                  "ranks on each machine, or a smaller model or microbatch", need_text, ranks, ranks == 1 ? "" : "s",
-                  room_text, what);
+    return refuse(r, "the plan needs at least %s for the %d rank%s on this machine, more than the %s of %s; %srun "
+                  "fewer ranks on each machine, or a smaller model or microbatch", need_text, ranks,
+                  ranks == 1 ? "" : "s", room_text, what, raise);
   if (ranks > 1)
-    return refuse(r, "the plan needs %s for the %d ranks of this process, more than the %s of %s; run fewer ranks "
-                  "per process (mpirun), or a smaller model or microbatch", need_text, ranks, room_text, what);
-  return refuse(r, "the plan needs %s for this process's rank, more than the %s of %s; run a smaller model or "
-                "microbatch, or split it over processes with --tp or --pp (mpirun)", need_text, room_text, what);
+    return refuse(r, "the plan needs %s for the %d ranks of this process, more than the %s of %s; %srun fewer ranks "
+                  "per process (mpirun), or a smaller model or microbatch", need_text, ranks, room_text, what, raise);
+  return refuse(r, "the plan needs %s for this process's rank, more than the %s of %s; %srun a smaller model or "
+                "microbatch, or split it over processes with --tp or --pp (mpirun)", need_text, room_text, what, raise);
 }

@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include "device.h"
+#include "escape.h"
 #include "flags.h"
+#include "kernels.h"
 #include "preflight.h"
 #include "save_folder.h"
 #include "trainer.h"
@@ -48,7 +50,9 @@ static int check(TrainArgs *a, Refusal *r) {
   if (a->gradcheck && strcmp(REAL_NAME, "f64") != 0)
     return refuse(r, "--gradcheck needs double precision: build with plait build --double");
   char error[4400];
-  if (a->save && save_folder_prepare(a->save, a->init, error, sizeof error)) return refuse(r, "%s", error);
+  if (k_attention_available((AttentionChoice)a->attention, error, sizeof error))
+    return refuse(r, "--attention cudnn: %s", error);
+  if (a->save && save_folder_check(a->save, a->init, error, sizeof error)) return refuse(r, "%s", error);
   return 0;
 }
 
@@ -67,7 +71,11 @@ int main(int argc, char **argv) {
   Refusal refusal;
   signal(SIGXFSZ, SIG_IGN); /* past a file-size limit (ulimit -f) a write fails with EFBIG, which is told */
   if (preflight(argc, argv, &args, &refusal)) {
-    if (!comm_ranks_are_processes()) return fprintf(stderr, "plait: %s\n", refusal.text), 1;
+    if (!comm_ranks_are_processes()) {
+      fprintf(stderr, "plait: ");
+      escape_write(ESC_TEXT, refusal.text, stderr);
+      return fprintf(stderr, "\n"), 1;
+    }
     args.start_error = refusal.text;
   } else {
     args.gemm_rate = device_peak_flops();

@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "device.h"
 #include "evaluate.h"
+#include "kernels.h"
 #include "gradcheck.h"
 #include "log.h"
 #include "sample.h"
@@ -195,6 +196,7 @@ static void setup(Trainer *t, Comm *c, const TrainArgs *args) {
   memset(t, 0, sizeof *t);
   device_init(comm_device_index(c), comm_ranks_on_machine(comm_info(c)->world));
   device_expect(trainer_planned_bytes(&plait_program, comm_info(c)->pp_rank));
+  k_attention_choose((AttentionChoice)args->attention, comm_info(c)->rank == 0);
   t->prog = &plait_program;
   t->args = args;
   t->comm = c;

@@ -26,6 +26,7 @@ typedef struct {
   int given;             /* GIVEN_* */
   int override_schedule; /* --load takes the command line's seed and schedule over the checkpoint's */
   int profile;           /* --profile: time, FLOPs and bytes by kind of work, printed at the end */
+  int attention;         /* --attention: an AttentionChoice (kernels.h) */
   double gemm_rate; /* this process's peak: its CPU cores' GEMM FLOP/s measured at start-up, a GPU's bf16 peak */
   char val_path[4096]; /* room for the validation file's name when it is found beside --data */
   const char *start_error; /* under a launcher: this process's start-up refusal, which the ranks tell once */

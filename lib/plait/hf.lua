@@ -7,6 +7,7 @@
 -- families below, or a family the model file declares or extends) and move the numbers; nothing in C
 -- knows a family.
 local json = require "plait.json"
+local readonly = require "plait.readonly"
 
 local hf = {}
 
@@ -66,6 +67,9 @@ local function check_fields(t, fields, what)
   end
 end
 
+local family_meta = { __name = "plait.hf.family" }
+local family_view = readonly.seal(family_meta, "the families' metatable")
+
 local function check_family(f)
   if type(f) ~= "table" then fail("plait.hf.family takes a table") end
   check_fields(f, family_fields, "plait.hf.family")
@@ -86,7 +90,8 @@ local function check_family(f)
   end
   f.ignore = f.ignore or {}
   f.base_prefix = f.base_prefix or ""
-  return setmetatable(f, { __name = "plait.hf.family" })
+  if getmetatable(f) ~= family_view then setmetatable(f, family_meta) end
+  return f
 end
 
 -- A family, checked.
@@ -128,6 +133,14 @@ end
 
 local lists = { config = true, tensors = true, layer = true, ignore = true }
 
+-- v with tables copied all the way down (a family's entries; functions stay shared).
+local function deep_copy(v)
+  if type(v) ~= "table" then return v end
+  local out = {}
+  for k, x in pairs(v) do out[k] = deep_copy(x) end
+  return out
+end
+
 -- A family like `base` (a family or a built-in family's name) with `more`'s entries merged into its
 -- config, tensors, layer and ignore lists (an entry for a key the base has replaces the base's; the
 -- keys listed in more.drop are taken out) and its other fields replaced: a variant's own tensors and
@@ -136,7 +149,7 @@ function hf.extend(base, more)
   if type(base) == "string" then base = hf.families[base] or require("plait").fail("unknown family '%s'", base) end
   more = more or {}
   local f = {}
-  for k, v in pairs(base) do f[k] = lists[k] and without(v, more.drop) or v end
+  for k, v in pairs(base) do f[k] = deep_copy(lists[k] and without(v, more.drop) or v) end
   for k, v in pairs(more) do
     if lists[k] then f[k] = merge(f[k], v)
     elseif k ~= "drop" then f[k] = v end
@@ -588,7 +601,7 @@ end
 
 -- The value at a key of config.json: "a.b" is b inside a.
 local function get_path(t, path)
-  for key in path:gmatch("[^.]+") do
+  for key in string.gmatch(path, "[^.]+") do
     if type(t) ~= "table" then return nil end
     t = t[key]
   end
@@ -597,7 +610,7 @@ end
 
 local function set_path(t, path, value)
   local keys = {}
-  for key in path:gmatch("[^.]+") do keys[#keys + 1] = key end
+  for key in string.gmatch(path, "[^.]+") do keys[#keys + 1] = key end
   for i = 1, #keys - 1 do
     t[keys[i]] = t[keys[i]] or {}
     t = t[keys[i]]
@@ -832,7 +845,7 @@ function hf._ignored(model)
   local f = hf._family(model)
   local set = {}
   for _, pattern in ipairs(f.ignore) do
-    if pattern:find("%%d") then
+    if string.find(pattern, "%%d") then
       for layer = 0, model.layers - 1 do set[string.format(pattern, layer)] = true end
     else
       set[pattern] = true
@@ -868,7 +881,7 @@ function hf._files(dir)
   table.sort(names)
   for _, name in ipairs(names) do
     local file = v.weight_map[name]
-    if type(file) ~= "string" or file:find("/") then fail("%s maps %s to '%s', not a file beside it", index, name, show(file)) end
+    if type(file) ~= "string" or string.find(file, "/") then fail("%s maps %s to '%s', not a file beside it", index, name, show(file)) end
     if not seen[file] then
       seen[file] = true
       files[#files + 1] = file

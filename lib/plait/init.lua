@@ -1,6 +1,7 @@
 -- plait: the language model files are written in: tensors with operators, parameters in scopes,
 -- configuration with command-line overrides, and the model record the compiler traces.
 local core = require "plait.core"
+local readonly = require "plait.readonly"
 
 local plait = {}
 
@@ -8,7 +9,7 @@ local plait = {}
 -- Errors name the model file's line, not the library's.
 
 -- "file:line" of the innermost caller outside lib/plait; the model file's name where no frame of it is
--- left (a stage that is a library function, or `return plait.model{...}`, a tail call).
+-- left (a stage that is a library function).
 function plait.fail(fmt, ...)
   error(core.where() .. ": " .. string.format(fmt, ...), 0)
 end
@@ -23,7 +24,8 @@ plait.Tensor = Tensor
 
 local function wrap(id) return setmetatable({ id = id }, Tensor) end
 
-local function is_tensor(x) return getmetatable(x) == Tensor end
+local tensor_view = readonly.seal(Tensor, "plait.Tensor")
+local function is_tensor(x) return getmetatable(x) == tensor_view end
 plait.is_tensor = is_tensor
 
 local function operand(x, what)
@@ -337,6 +339,7 @@ end
 -- options (window, softcap, scale, rope_theta): Gemma-2's alternating sliding and global layers.
 local Scope = {}
 plait.Scope = Scope
+readonly.seal(Scope, "plait.Scope")
 Scope.__index = function(self, key)
   if key ~= "layer" then return Scope[key] end
   local probe = rawget(self, "probe")
@@ -419,13 +422,18 @@ end
 local model_fields = { name = "string", config = "table", embed = "function", block = "function",
                        head = "function", layers = "number", parallel = "table", family = "string or table" }
 
+local record_meta = { __name = "plait.model" }
+local record_view = readonly.seal(record_meta, "the model record's metatable")
+
 -- family: the Hugging Face family (plait.hf) that import and export read: a name or a family table.
-function plait.model(m)
+-- A C function calls it, so that `return plait.model{...}` (a tail call) keeps the model file's frame and
+-- errors name its line.
+local function model(m)
   if type(m) ~= "table" then fail("plait.model takes a table") end
   for k, v in pairs(m) do
     local want = model_fields[k]
     if not want then fail("plait.model: unknown field '%s'", tostring(k)) end
-    if not want:find(type(v), 1, true) then fail("plait.model: '%s' must be a %s", k, want) end
+    if not string.find(want, type(v), 1, true) then fail("plait.model: '%s' must be a %s", k, want) end
   end
   for _, k in ipairs({ "name", "config", "embed", "block", "head" }) do
     if m[k] == nil then fail("plait.model: missing field '%s'", k) end
@@ -439,9 +447,11 @@ function plait.model(m)
   end
   m.parallel = m.parallel or {}
   name_dims(m.config)
-  core.set_config(m.config) -- as the model file left it (derived sizes included)
-  return setmetatable(m, { __name = "plait.model" })
+  core.set_config(m.config, m.name) -- as the model file left them (derived sizes included)
+  if getmetatable(m) ~= record_view then setmetatable(m, record_meta) end
+  return m
 end
+plait.model = core.keeps_caller(model)
 
 local function expect_tensor(x, what)
   if not is_tensor(x) then fail("%s must return a tensor, got %s", what, type(x)) end

@@ -3,9 +3,14 @@
 -- a hole), null the value json.null; numbers are Lua integers when written without a fraction or an
 -- exponent, floats otherwise. Encoding writes object keys sorted, and each float in the fewest digits
 -- that read back to it.
+local core = require "plait.core"
+local readonly = require "plait.readonly"
+
 local json = {}
 
-json.null = setmetatable({}, { __tostring = function() return "null" end, __name = "json.null" })
+local null_meta = { __tostring = function() return "null" end, __name = "json.null" }
+readonly.seal(null_meta, "json.null's metatable")
+json.null = setmetatable({}, null_meta)
 
 ---------------------------------------------------------------------------------------------------
 -- Decoding: a recursive-descent reader over the text; errors name the byte where reading stopped.
@@ -15,12 +20,12 @@ local function decode_error(state, what)
 end
 
 local function skip_space(state)
-  state.pos = state.text:find("[^ \t\r\n]", state.pos) or #state.text + 1
+  state.pos = string.find(state.text, "[^ \t\r\n]", state.pos) or #state.text + 1
 end
 
 local function peek(state)
   skip_space(state)
-  return state.text:sub(state.pos, state.pos)
+  return string.sub(state.text, state.pos, state.pos)
 end
 
 local function expect(state, char)
@@ -31,7 +36,7 @@ end
 local escapes = { ['"'] = '"', ["\\"] = "\\", ["/"] = "/", b = "\b", f = "\f", n = "\n", r = "\r", t = "\t" }
 
 local function hex4(state)
-  local digits = state.text:match("^%x%x%x%x", state.pos)
+  local digits = string.match(state.text, "^%x%x%x%x", state.pos)
   if not digits then decode_error(state, "a \\u escape without four hex digits") end
   state.pos = state.pos + 4
   return tonumber(digits, 16)
@@ -40,7 +45,7 @@ end
 -- \uXXXX (the 'u' read), with a surrogate pair for code points above 0xFFFF.
 local function unicode_escape(state)
   local code = hex4(state)
-  if code >= 0xD800 and code <= 0xDBFF and state.text:sub(state.pos, state.pos + 1) == "\\u" then
+  if code >= 0xD800 and code <= 0xDBFF and string.sub(state.text, state.pos, state.pos + 1) == "\\u" then
     state.pos = state.pos + 2
     local low = hex4(state)
     if low < 0xDC00 or low > 0xDFFF then decode_error(state, "a high surrogate without its low half") end
@@ -53,14 +58,14 @@ local function read_string(state)
   expect(state, '"')
   local parts = {}
   while true do
-    local stop = state.text:find('["\\%c]', state.pos)
+    local stop = string.find(state.text, '["\\%c]', state.pos)
     if not stop then decode_error(state, "an unterminated string") end
-    parts[#parts + 1] = state.text:sub(state.pos, stop - 1)
-    local char = state.text:sub(stop, stop)
+    parts[#parts + 1] = string.sub(state.text, state.pos, stop - 1)
+    local char = string.sub(state.text, stop, stop)
     state.pos = stop + 1
     if char == '"' then break end
     if char ~= "\\" then state.pos = stop; decode_error(state, "a control character in a string") end
-    local kind = state.text:sub(state.pos, state.pos)
+    local kind = string.sub(state.text, state.pos, state.pos)
     state.pos = state.pos + 1
     if kind == "u" then parts[#parts + 1] = unicode_escape(state)
     elseif escapes[kind] then parts[#parts + 1] = escapes[kind]
@@ -70,7 +75,7 @@ local function read_string(state)
 end
 
 local function read_number(state)
-  local text = state.text:match("^-?%d+%.?%d*[eE]?[-+]?%d*", state.pos)
+  local text = string.match(state.text, "^-?%d+%.?%d*[eE]?[-+]?%d*", state.pos)
   local value = text and tonumber(text)
   if value == nil then decode_error(state, "a malformed number") end
   state.pos = state.pos + #text
@@ -117,8 +122,8 @@ function read_value(state)
   if char == "{" then return read_object(state) end
   if char == "[" then return read_array(state) end
   if char == '"' then return read_string(state) end
-  if char == "-" or char:match("%d") then return read_number(state) end
-  local word = state.text:match("^%a+", state.pos)
+  if char == "-" or string.match(char, "%d") then return read_number(state) end
+  local word = string.match(state.text, "^%a+", state.pos)
   if word and literals[word] ~= nil then
     state.pos = state.pos + #word
     return literals[word]
@@ -138,12 +143,9 @@ end
 ---------------------------------------------------------------------------------------------------
 -- Encoding.
 
-local function encode_string(s)
-  return '"' .. s:gsub('[%c"\\]', function(c)
-    local named = { ['"'] = '\\"', ["\\"] = "\\\\", ["\n"] = "\\n", ["\t"] = "\\t", ["\r"] = "\\r" }
-    return named[c] or string.format("\\u%04x", c:byte())
-  end) .. '"'
-end
+-- Strings are escaped as every JSON string plait writes (runtime/escape.c): a byte that is not UTF-8
+-- becomes U+FFFD.
+local encode_string = core.json_string
 
 -- The fewest significant digits that read back to the same float; integers as integers.
 local function encode_number(x)

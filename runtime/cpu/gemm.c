@@ -16,39 +16,6 @@
  * shapes tried (4096×768×768, 512×768×3072, 64×50304×768). */
 
 #ifdef PLAIT_PLAIN_GEMM
-void cpu_gemm_threads(int threads) { (void)threads; }
-int cpu_gemm_buffers(int *max_threads) {
-  *max_threads = 0;
-  return 0;
-}
-double cpu_gemm_buffer_bytes(void) { return 0; }
-#else
-void cpu_gemm_threads(int threads) { openblas_set_num_threads(threads); }
-
-/* OpenBLAS's common.h: NUM_BUFFERS = MAX(50, MAX_CPU_NUMBER · 2 · MAX_PARALLEL_NUMBER), MAX_PARALLEL_NUMBER
- * 1 unless built otherwise, and MAX_CPU_NUMBER the build's NUM_THREADS, which openblas_get_config()
- * names as MAX_THREADS=N. Past NUM_BUFFERS regions OpenBLAS 0.3.21 prints a warning and adds 512 more;
- * past those it prints that the program "is Terminated" and returns no buffer, and the GEMM crashes. */
-int cpu_gemm_buffers(int *max_threads) {
-  const char *found = strstr(openblas_get_config(), "MAX_THREADS=");
-  *max_threads = found ? atoi(found + strlen("MAX_THREADS=")) : 0;
-  if (*max_threads <= 0) return 0;
-  return 2 * *max_threads > 50 ? 2 * *max_threads : 50;
-}
-
-/* OpenBLAS's BUFFER_SIZE, which the library does not report: 32 << 22 bytes in common_x86_64.h, 32 << 20
- * in common_arm64.h (its default builds), and a page more for the region's header. Mapped whole and
- * touched only in part: it counts against ulimit -v, not against the memory available. */
-double cpu_gemm_buffer_bytes(void) {
-#if defined(__x86_64__)
-  return (32 << 22) + 4096;
-#else
-  return (32 << 20) + 4096;
-#endif
-}
-#endif
-
-#ifdef PLAIT_PLAIN_GEMM
 /* C[i][j] = alpha·Σ_k op(A)[i][k]·op(B)[k][j] + beta·C[i][j] (beta = 0 ignores C), each row summed in
  * double in order of k. */
 static void plain_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, real alpha, const real *A,

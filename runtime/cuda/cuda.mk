@@ -29,14 +29,22 @@ NCCL_INCDIR := $(patsubst %/nccl.h,%,$(firstword $(wildcard $(NCCL_HOME)/include
 NCCL_LIBDIR := $(patsubst %/,%,$(dir $(firstword $(wildcard $(NCCL_HOME)/lib/libnccl.so.2 $(NCCL_HOME)/lib64/libnccl.so.2 \
                $(CUDA_LIBDIR)/libnccl.so.2 /usr/lib/$(MULTIARCH)/libnccl.so.2))))
 CUDA_NCCL   := $(and $(NCCL_INCDIR),$(NCCL_LIBDIR))
+# cuDNN's headers (its library is opened at run time, never linked): without them attention runs plait's
+# kernels alone (without_cudnn.c).
+CUDNN_INCDIR := $(patsubst %/cudnn_graph.h,%,$(firstword $(wildcard $(CUDA_HOME)/include/cudnn_graph.h \
+                /usr/include/cudnn_graph.h /usr/include/$(MULTIARCH)/cudnn_graph.h)))
+CUDNN_C      := attention_path cudnn_library cudnn_sdpa
 
 # Kernels for Hopper (sm_90) with PTX beside them; warnings are errors, as for C (the GPU check, built
 # by whatever compilers a GPU machine has, sets WARN and NVCC_WERROR so that new warnings do not stop it).
+# The machine code is compressed in the object too, not only the PTX: the line tables of attention.cu's
+# unrolled kernels take 6 MB uncompressed, in every program that links the runtime.
 NVCC_WERROR ?= -Werror all-warnings
 NVCC_FLAGS := -std=c++17 -O3 -lineinfo -D_GNU_SOURCE -DPLAIT_CUDA -gencode arch=compute_90,code=sm_90 \
-              -gencode arch=compute_90,code=compute_90 -Xcompiler -Wall,-Wextra $(NVCC_WERROR) \
-              -Iruntime -Iruntime/cuda -MMD -MP
+              -gencode arch=compute_90,code=compute_90 -Xfatbin=-compress-all -Xcompiler -Wall,-Wextra \
+              $(NVCC_WERROR) -Iruntime -Iruntime/cuda -MMD -MP
 CUDA_CFLAGS := $(CFLAGS) -fopenmp -DPLAIT_CUDA -Iruntime -Iruntime/cuda -I$(CUDA_HOME)/include \
+               $(if $(CUDNN_INCDIR),-I$(CUDNN_INCDIR)) -DPLAIT_CUDA_LIBDIR='"$(CUDA_LIBDIR)"' \
                $(if $(CUDA_NCCL),-I$(NCCL_INCDIR)) $(if $(MPI_INC),-DPLAIT_MPI $(MPI_INC))
 # How a generated program is compiled and linked against the CUDA runtime (also by `plait build --backend cuda`).
 CUDA_CC      := $(if $(MPI_LIB),mpicc,$(CC))
@@ -50,7 +58,9 @@ CUDA_BUILD_DEFS := -DPLAIT_CUDA_CC='"$(CUDA_CC)"' -DPLAIT_CUDA_CFLAGS='"$(PROGRA
 
 # ---- build/libplait_rt_cuda.a -------------------------------------------------------------------
 RT_CUDA_C   := $(filter-out runtime/comm_mpi.c,$(wildcard runtime/*.c)) \
-               $(filter-out runtime/cuda/$(if $(CUDA_NCCL),without_nccl,comm_nccl).c,$(wildcard runtime/cuda/*.c))
+               $(filter-out runtime/cuda/$(if $(CUDA_NCCL),without_nccl,comm_nccl).c \
+                 $(if $(CUDNN_INCDIR),runtime/cuda/without_cudnn.c,$(CUDNN_C:%=runtime/cuda/%.c)), \
+                 $(wildcard runtime/cuda/*.c))
 RT_CUDA_CU  := $(wildcard runtime/cuda/*.cu)
 RT_CUDA_OBJ := $(RT_CUDA_C:runtime/%.c=$(B)/rtcuda/%.o) $(RT_CUDA_CU:runtime/cuda/%.cu=$(B)/rtcuda/cuda/%.cu.o) \
                $(B)/rtcuda/cuda_prelude.o
@@ -112,15 +122,25 @@ $(B)/gpu/kernel_check-cpu: tests/gpu/kernel_check.c $(B)/libplait_rt_ref.a
 $(B)/gpu/kernel_check-cuda: tests/gpu/kernel_check.c $(B)/libplait_rt_cuda.a
 	@mkdir -p $(@D)
 	$(CUDA_CC) $(PROGRAM_CFLAGS) -Iruntime -Iruntime/cuda -o $@ $< $(B)/libplait_rt_cuda.a $(CUDA_LINK)
+$(B)/gpu/attention_bench: tests/gpu/attention_bench.c $(B)/libplait_rt_cuda.a
+	@mkdir -p $(@D)
+	$(CUDA_CC) $(PROGRAM_CFLAGS) -Iruntime -Iruntime/cuda -o $@ $< $(B)/libplait_rt_cuda.a $(CUDA_LINK)
 $(B)/gpu/tokens: tests/gpu/tokens.c runtime/data.h
 	@mkdir -p $(@D)
 	$(CC) -std=c11 $(OPT) $(WARN) -D_GNU_SOURCE -Iruntime -o $@ $<
-GPU_CHECK_BIN := $(GPU_TRAIN) $(B)/gpu/kernel_check-cpu $(B)/gpu/kernel_check-cuda $(B)/gpu/tokens
+GPU_CHECK_BIN := $(GPU_TRAIN) $(B)/gpu/kernel_check-cpu $(B)/gpu/kernel_check-cuda $(B)/gpu/tokens \
+                 $(B)/gpu/attention_bench
 
 # ---- the checks without a GPU --------------------------------------------------------------------
 $(B)/tests/cuda/nvrtc_check: tests/gpu/nvrtc_check.c $(B)/libplait_rt_cuda.a
 	@mkdir -p $(@D)
 	$(CC) $(PROGRAM_CFLAGS) -Iruntime -Iruntime/cuda -o $@ $< $(B)/libplait_rt_cuda.a $(CUDA_LINK)
+
+# cuDNN's loader and graphs without a GPU (tests/cli/cuda.sh), where its headers are here.
+$(B)/tests/cuda/cudnn_check: tests/gpu/cudnn_check.c $(B)/libplait_rt_cuda.a
+	@mkdir -p $(@D)
+	$(CC) $(PROGRAM_CFLAGS) -I$(CUDNN_INCDIR) -Iruntime -Iruntime/cuda -o $@ $< $(B)/libplait_rt_cuda.a $(CUDA_LINK)
+CUDNN_CHECK := $(if $(CUDNN_INCDIR),$(B)/tests/cuda/cudnn_check)
 
 gpu-programs: $(GPU_CHECK_BIN)
 
@@ -130,6 +150,6 @@ gpu-bundle: $(B)/plait
 	$(MAKE) B=$(B)/gpu-bundle-objects MPI_INC= MPI_LIB= gpu-programs
 	sh tests/gpu/bundle.sh $(B)/gpu-bundle-objects $(B)/gpu-bundle '$(LLMC)' '$(NVCC)'
 all: $(B)/libplait_rt_cuda.a
-test: $(B)/tests/cuda/nvrtc_check $(GPU_CHECK_BIN)
+test: $(B)/tests/cuda/nvrtc_check $(CUDNN_CHECK) $(GPU_CHECK_BIN)
 .PHONY: gpu-check gpu-programs gpu-bundle
 endif

@@ -21,9 +21,9 @@ typedef struct {
 extern const CudaKernelSource plait_cuda_kernels[];
 extern const int plait_cuda_kernel_count;
 
-/* Launches kernel `index` of plait_cuda_kernels over n elements (one thread each) on the rank's stream;
- * args points at the kernel's arguments in order. The first launch compiles every kernel (or finds
- * them in the cache). */
+/* Launches kernel `index` of plait_cuda_kernels over n elements (its threads stride over them) on the
+ * rank's stream; args points at the kernel's arguments in order. The first launch compiles every
+ * kernel (or finds them in the cache). */
 void cuda_launch_fused(int index, int64_t n, void **args);
 
 /* What NVRTC made: a CUBIN for the device's own architecture, else PTX for the newest one it knows

@@ -57,6 +57,7 @@ static void context_free(void *arg) {
   cudaSetDevice(c->device);
   cudaStreamSynchronize(c->stream);
   gpu_gemm_plans_free(c);
+  gpu_attention_free(c);
   for (int s = 0; s < GPU_SCRATCH_SLOTS; s++)
     if (c->scratch[s]) cudaFreeAsync(c->scratch[s], c->stream);
   cudaStreamSynchronize(c->stream);
@@ -77,6 +78,7 @@ static GpuContext *context_new(int device) {
   }
   c->device = device;
   gpu_check(cudaSetDevice(device), "cudaSetDevice");
+  gpu_check(cudaDeviceGetAttribute(&c->sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
   gpu_check(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "cudaStreamCreate");
   if (cublasLtCreate(&c->lt) != CUBLAS_STATUS_SUCCESS) {
     fprintf(stderr, "plait: cuBLASLt could not start on GPU %d\n", device);
@@ -272,6 +274,13 @@ int gpu_is_device_memory(const void *p) {
     return 0;
   }
   return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
+}
+
+unsigned gpu_grid(const void *kernel, int threads, int64_t items) {
+  int per_sm = 0;
+  gpu_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0), "the occupancy of a kernel");
+  int64_t resident = (int64_t)(per_sm > 0 ? per_sm : 1) * gpu_context()->sms, needed = gpu_blocks(items, threads);
+  return (unsigned)(needed < resident ? needed : resident);
 }
 
 void gpu_sync(const char *what) { gpu_check(cudaStreamSynchronize(gpu_stream()), what); }

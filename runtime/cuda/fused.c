@@ -1,6 +1,7 @@
 /* fused.c: launching the generated program's fused elementwise kernels: the first launch compiles them
  * all (through the cache) for the device's architecture and loads them; each launch then runs one on
- * the rank's stream, a thread per element. */
+ * the rank's stream, its threads striding over the elements on as many blocks as the device holds at
+ * once (fewer for fewer elements). */
 #include "cuda_rt.h"
 
 #include <pthread.h>
@@ -46,7 +47,8 @@ void cuda_launch_fused(int index, int64_t n, void **args) {
   pthread_mutex_lock(&fused.lock);
   if (!fused.loaded) fused_load();
   pthread_mutex_unlock(&fused.lock);
-  dim3 grid = {gpu_blocks(n, THREADS), 1, 1}, block = {THREADS, 1, 1};
-  gpu_check(cudaLaunchKernel((const void *)fused.kernels[index], grid, block, args, 0, gpu_stream()),
+  const void *kernel = (const void *)fused.kernels[index];
+  dim3 grid = {gpu_grid(kernel, THREADS, n), 1, 1}, block = {THREADS, 1, 1};
+  gpu_check(cudaLaunchKernel(kernel, grid, block, args, 0, gpu_stream()),
             plait_cuda_kernels[index].name);
 }

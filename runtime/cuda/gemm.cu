@@ -155,46 +155,58 @@ double k_gemm_rate(int64_t n, int repeats) {
   return best > 0 ? 2.0 * (double)n * (double)n * (double)n / (best * 1e-3) : 0;
 }
 
-/* dst[i] = bf16(src[i]), rounded to nearest even. */
-__global__ void to_act_kernel(int64_t n, const float *src, __nv_bfloat16 *dst) {
-  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) dst[i] = st(src[i]);
+/* dst[i] = bf16(src[i]), rounded to nearest even: the first `vectors` runs of 8 with 16-byte accesses,
+ * the rest one at a time, threads striding over the grid. */
+__global__ void to_act_kernel(int64_t n, int64_t vectors, const float *src, __nv_bfloat16 *dst) {
+  int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t v = first; v < vectors; v += step) {
+    float x[8];
+    load8(src + 8 * v, x);
+    store8(dst + 8 * v, x);
+  }
+  for (int64_t i = 8 * vectors + first; i < n; i += step) dst[i] = st(src[i]);
 }
 
 void k_to_act(int64_t n, const real *src, act_t *dst) {
   if (n <= 0) return;
-  to_act_kernel<<<gpu_blocks(n, 256), 256, 0, gpu_stream()>>>(n, src, dst);
+  int64_t vectors = gpu_aligned16(src) && gpu_aligned16(dst) ? n / 8 : 0;
+  unsigned blocks = gpu_grid((const void *)to_act_kernel, 256, vectors ? vectors : n);
+  to_act_kernel<<<blocks, 256, 0, gpu_stream()>>>(n, vectors, src, dst);
   gpu_check_launch("to_act_kernel");
 }
 
 /* ---- row sums ---------------------------------------------------------------------------------- */
 
-/* partial[k][c] = Σ_r x[r][c] over the rows r of chunk k (blockIdx.x), in order, in float. */
+/* partial[k][c] = Σ_r x[r][c] over the rows r of chunk k (blockIdx.x), in order, in float; a thread takes W
+ * columns from c (8: 16-byte loads). */
+template <int W>
 __global__ void column_partials_kernel(int64_t rows, int64_t C, const __nv_bfloat16 *x, float *partial) {
-  int64_t c = (int64_t)blockIdx.y * blockDim.x + threadIdx.x, k = blockIdx.x;
+  int64_t c = ((int64_t)blockIdx.y * blockDim.x + threadIdx.x) * W, k = blockIdx.x;
   if (c >= C) return;
   int64_t first = k * GPU_ROW_CHUNK, last = min(rows, first + GPU_ROW_CHUNK);
-  float sum = 0;
-  for (int64_t r = first; r < last; r++) sum += ld(x[r * C + c]);
-  partial[k * C + c] = sum;
+  float sum[W] = {};
+#pragma unroll 4
+  for (int64_t r = first; r < last; r++) {
+    float v[W];
+    load_vec<W>(x + r * C + c, v);
+#pragma unroll
+    for (int j = 0; j < W; j++) sum[j] += v[j];
+  }
+  store_vec<W>(partial + k * C + c, sum);
 }
 
-/* out[c] += Σ_k partial[k][c], chunks in order. */
-__global__ void finish_sums_kernel(int64_t chunks, int64_t C, const float *partial, float *out) {
+/* out[c] = Σ_k partial[k][c], chunks in order, into a float (+=) or a bf16 (=) column. */
+static __device__ __forceinline__ void finish_column(float *out, float sum) { *out += sum; }
+static __device__ __forceinline__ void finish_column(__nv_bfloat16 *out, float sum) { *out = st(sum); }
+
+template <typename T>
+__global__ void finish_sums_kernel(int64_t chunks, int64_t C, const float *partial, T *out) {
   int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
   float sum = 0;
+#pragma unroll 8
   for (int64_t k = 0; k < chunks; k++) sum += partial[k * C + c];
-  out[c] += sum;
-}
-
-/* out[c] = bf16(Σ_k partial[k][c]). */
-__global__ void finish_sums_act_kernel(int64_t chunks, int64_t C, const float *partial, __nv_bfloat16 *out) {
-  int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  float sum = 0;
-  for (int64_t k = 0; k < chunks; k++) sum += partial[k * C + c];
-  out[c] = st(sum);
+  finish_column(out + c, sum);
 }
 
 void gpu_finish_column_sums(int64_t chunks, int64_t C, const float *partial, float *out) {
@@ -205,8 +217,12 @@ void gpu_finish_column_sums(int64_t chunks, int64_t C, const float *partial, flo
 static float *column_partials(int64_t rows, int64_t C, const act_t *x) {
   int64_t chunks = gpu_row_chunks(rows);
   float *partial = (float *)gpu_scratch(GPU_SCRATCH_A, (size_t)(chunks * C) * sizeof(float));
-  dim3 grid((unsigned)chunks, gpu_blocks(C, 256)); /* the chunks on x: any number of rows */
-  column_partials_kernel<<<grid, 256, 0, gpu_stream()>>>(rows, C, x, partial);
+  bool vec = C % 8 == 0 && gpu_aligned16(x);
+  int64_t vectors = vec ? C / 8 : C;
+  int threads = gpu_column_threads(vectors);
+  dim3 grid((unsigned)chunks, gpu_blocks(vectors, threads)); /* the chunks on x: any number of rows */
+  if (vec) column_partials_kernel<8><<<grid, threads, 0, gpu_stream()>>>(rows, C, x, partial);
+  else column_partials_kernel<1><<<grid, threads, 0, gpu_stream()>>>(rows, C, x, partial);
   gpu_check_launch("column_partials_kernel");
   return partial;
 }
@@ -223,6 +239,6 @@ void k_sum_rows_act(int64_t rows, int64_t C, const act_t *x, act_t *out) {
     return;
   }
   float *partial = column_partials(rows, C, x);
-  finish_sums_act_kernel<<<gpu_blocks(C, 256), 256, 0, gpu_stream()>>>(gpu_row_chunks(rows), C, partial, out);
-  gpu_check_launch("finish_sums_act_kernel");
+  finish_sums_kernel<<<gpu_blocks(C, 256), 256, 0, gpu_stream()>>>(gpu_row_chunks(rows), C, partial, out);
+  gpu_check_launch("finish_sums_kernel");
 }

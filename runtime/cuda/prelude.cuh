@@ -16,6 +16,33 @@ static __device__ __forceinline__ act_t st(float f) {
   return (act_t)(u >> 16);
 }
 
+/* The fused kernels' 16-byte accesses: 8 consecutive elements at p (16-byte aligned: rt_wide) widened to
+ * float, or rounded (act_t) and stored; parameter gradients are float. */
+static __device__ __forceinline__ bool rt_wide(const void *p) { return (unsigned long long)p % 16 == 0; }
+static __device__ __forceinline__ void rt_load8(const act_t *p, float *x) {
+  uint4 raw = *(const uint4 *)p;
+  const unsigned word[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    x[2 * k] = __uint_as_float(word[k] << 16);
+    x[2 * k + 1] = __uint_as_float(word[k] & 0xffff0000u);
+  }
+}
+static __device__ __forceinline__ void rt_load8(const float *p, float *x) {
+  float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
+  x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+}
+static __device__ __forceinline__ void rt_store8(act_t *p, const float *y) {
+  unsigned word[4];
+#pragma unroll
+  for (int k = 0; k < 4; k++) word[k] = (unsigned)st(y[2 * k]) | (unsigned)st(y[2 * k + 1]) << 16;
+  __stwb((uint4 *)p, make_uint4(word[0], word[1], word[2], word[3])); /* one store (a plain one may be split) */
+}
+static __device__ __forceinline__ void rt_store8(float *p, const float *y) {
+  __stwb((float4 *)p, make_float4(y[0], y[1], y[2], y[3]));
+  __stwb((float4 *)p + 1, make_float4(y[4], y[5], y[6], y[7]));
+}
+
 static __device__ __forceinline__ float rt_exp(float x) { return expf(x); }
 static __device__ __forceinline__ float rt_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 /* tanh(x) = 2·sigmoid(2x) − 1 */

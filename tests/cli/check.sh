@@ -62,7 +62,7 @@ expect_error "malformed text" 'bad.txt:1:13: expected an action such as 0F3' "$P
 printf '0F0,0F1\n1F0,zz\n' >"$TMP/bad.csv"
 expect_error "malformed CSV" 'bad.csv:2:5: expected an action' "$PLAIT" check "$TMP/bad.csv"
 expect_error "unknown schedule" "unknown schedule 'zigzag'; use gpipe, 1f1b, interleaved, or a schedule file" "$PLAIT" check zigzag
-expect_error "missing file" 'cannot open schedule file .*none.txt' "$PLAIT" check "$TMP/none.txt"
+expect_error "missing file" 'schedule file .*none.txt: cannot open it \(No such file or directory\)' "$PLAIT" check "$TMP/none.txt"
 expect_error "interleaved needs m a multiple of pp" 'multiple of pp \(4\); use 8 microbatches' \
   "$PLAIT" check interleaved --pp 4 --vpp 2 --gbs 6
 expect_error "1f1b with chunks" '1f1b runs one chunk per rank' "$PLAIT" check 1f1b --pp 4 --vpp 2 --gbs 8

@@ -2,8 +2,9 @@
 # refused wherever plait reads it (--load, --init, a rank that reads a slice, export, import), while files
 # without checksums still load and Python's safetensors reads ours. A save never writes a value that is not
 # finite: the old checkpoint stays byte for byte. Every metadata field is checked on load, naming the key.
-# Temporaries of killed saves are removed at the start and by the next save, and never read. --save never
-# names a file, plait's source tree or the --init folder.
+# Temporaries of killed saves (named with the folder's mark) are never read and are removed by the next save
+# once their process has ended; a folder holding anything else is refused and nothing in it removed.
+# --save never names a file, plait's source tree or the --init folder.
 . "$(dirname "$0")/lib.sh"
 cd "$PLAIT_ROOT" || exit 1
 ST="python3 tests/tools/st.py"
@@ -125,24 +126,34 @@ expect_ok eval_alone_of_a_checkpoint "$TMP/one/train" --eval "$TMP/text.bin" --l
 
 # ---- temporaries of killed saves --------------------------------------------------------------------
 copy stale
-for f in model.safetensors.tmp.Zz9Zz9 model.safetensors.tmp.keep model.safetensors.tmp.Zz9Zz9x notes.tmp.Zz9Zz9; do
-  head -c 100 /dev/urandom >"$TMP/stale/$f"
-done
+mark=$(sed -n 's/^mark //p' "$TMP/stale/.plait-folder")
+ended=model.safetensors.tmp.$mark-999999999-Zz9Zz9 running=model.safetensors.tmp.$mark-$$-Zz9Zz9
+for f in "$ended" "$running"; do head -c 100 /dev/urandom >"$TMP/stale/$f"; done
 expect_ok load_ignores_temporaries $T --steps 3 --decay-steps 2 --load "$TMP/stale"
-[ -e "$TMP/stale/model.safetensors.tmp.Zz9Zz9" ] && pass load_leaves_temporaries || fail load_leaves_temporaries "removed"
+[ -e "$TMP/stale/$ended" ] && pass load_leaves_temporaries || fail load_leaves_temporaries "removed"
 expect_ok save_after_temporaries $T --steps 3 --decay-steps 2 --load "$TMP/stale" --save "$TMP/stale"
 left=$(cd "$TMP/stale" && echo *)
-[ "$left" = "model.safetensors model.safetensors.tmp.Zz9Zz9x model.safetensors.tmp.keep notes.tmp.Zz9Zz9" ] &&
-  pass start_with_save_removes_only_temporaries || fail start_with_save_removes_only_temporaries "left: $left"
+[ "$left" = "model.safetensors $running" ] &&
+  pass save_removes_only_ended_temporaries || fail save_removes_only_ended_temporaries "left: $left"
+rm "$TMP/stale/$running"
+# files of the user's that look like temporaries: the folder is refused, and nothing in it is removed
+for f in model.safetensors.tmp.Zz9Zz9 model.safetensors.tmp.backup notes.tmp.Zz9Zz9; do
+  head -c 100 /dev/urandom >"$TMP/stale/$f"
+done
+before=$(cd "$TMP/stale" && cksum .plait-folder *)
+expect_error save_by_a_users_files "^plait: --save .*/stale holds [^ ]+ and 2 more, which plait did not write there; \
+plait writes only into a new or empty folder or one of its own: give another folder$" \
+  $T --steps 4 --decay-steps 2 --load "$TMP/stale" --save "$TMP/stale"
+[ "$(cd "$TMP/stale" && cksum .plait-folder *)" = "$before" ] && pass users_files_kept || fail users_files_kept "changed"
 
 # ---- what --save must not name ----------------------------------------------------------------------
 before=$(cksum <"$GOOD")
 expect_error save_into_the_init_folder "^plait: --save .*good/ is the folder --init reads its weights from, and saving \
 would replace them; give --save another folder$" $T --steps 1 --init "$TMP/good" --save "$TMP/./good/"
 [ "$(cksum <"$GOOD")" = "$before" ] && pass init_folder_untouched || fail init_folder_untouched "changed"
-expect_error save_onto_a_file "^plait: --save .*text.bin is a file; give a folder \
-\\(the checkpoint goes in FOLDER/model.safetensors\\)$" $T --steps 1 --save "$TMP/text.bin"
+expect_error save_onto_a_file "^plait: --save .*text.bin is a regular file; give a folder$" \
+  $T --steps 1 --save "$TMP/text.bin"
 mkdir -p "$TMP/tree/compiler" "$TMP/tree/runtime" "$TMP/tree/lib/plait"
-expect_error save_into_the_source_tree "^plait: --save .*tree is plait's own source tree; give a folder of its own for \
-checkpoints$" $T --steps 1 --save "$TMP/tree"
+expect_error save_into_the_source_tree "^plait: --save .*tree is in plait's own sources \\(.*/tree\\); write to build/ or \
+a folder of your own$" $T --steps 1 --save "$TMP/tree"
 [ ! -e "$TMP/tree/model.safetensors" ] && pass source_tree_untouched || fail source_tree_untouched "a checkpoint was written"

@@ -1,8 +1,8 @@
 # cuda.sh: the CUDA backend where no GPU is needed: the runtime and generated CUDA programs (tiny, gpt2)
 # compile and link; every fused kernel of the reference models compiles with NVRTC for sm_90 (and a
-# broken one is reported with its name and NVRTC's log); the kernel cache; a CUDA program without a
-# GPU stops with one line; the GPU check's programs are built and its CPU side runs. Skipped, with a
-# line saying so, only where nvcc is absent.
+# broken one is reported with its name and NVRTC's log), and some run on the host through a stand-in
+# for CUDA; the kernel cache; a CUDA program without a GPU stops with one line; the GPU check's programs
+# are built and its CPU side runs. Skipped, with a line saying so, only where nvcc is absent.
 . "$(dirname "$0")/lib.sh"
 cd "$PLAIT_ROOT" || exit 1
 B=$PLAIT_ROOT/build
@@ -40,6 +40,7 @@ while read -r name args; do
 done <<'MODELS'
 tiny models/tiny.lua
 tiny-dropout models/tiny.lua --set dropout=0.1 --tp 2
+tiny-sp models/tiny.lua --tp 2 --sequence-parallel
 gpt2 models/gpt2.lua
 llama models/llama.lua --set layers=2 kv_heads=8 --tp 2
 bert models/bert.lua --set layers=2
@@ -65,6 +66,23 @@ if grep -q 'rt_dropout' "$TMP"/nvrtc-tiny-dropout/kernels_cuda.c; then pass "nvr
 else fail nvrtc_dropout_kernels_present "no dropout in tiny-dropout's kernels"; fi
 if ls "$TMP"/cache/fused-*.bin >/dev/null 2>&1; then pass "nvrtc_cache_files"
 else fail nvrtc_cache_files "nothing in PLAIT_CACHE_DIR"; fi
+
+# the fused kernels of three of those programs run on the host (tests/gpu/fused_host.py): the 8-wide
+# vector loop gives the element loop's bits, dropout and fp32 gradients included
+if ! command -v python3 >/dev/null 2>&1 || ! command -v c++ >/dev/null 2>&1; then
+  pass "fused_host (skipped: python3 or c++ is missing)"
+else
+  for name in tiny-dropout tiny-sp primitives; do
+    if python3 tests/gpu/fused_host.py "$TMP/nvrtc-$name/kernels_cuda.c" "$TMP/fused-$name.cpp" 2>"$TMP/err" &&
+       c++ -std=c++17 -O1 -Wall -Wextra -Werror -Wno-unknown-pragmas -DPLAIT_CUDA -Itests/gpu -Iruntime/cuda -Iruntime \
+         -o "$TMP/fused-$name" "$TMP/fused-$name.cpp" 2>>"$TMP/err" &&
+       "$TMP/fused-$name" >"$TMP/fused.out" 2>&1; then
+      pass "fused_host_$name ($(grep -c '^PASS' "$TMP/fused.out") kernels: the vector loop gives the element loop's bits)"
+    else
+      fail "fused_host_$name" "$(head -c 600 "$TMP/err") $(grep -v '^PASS' "$TMP/fused.out" 2>/dev/null | head -c 600)"
+    fi
+  done
+fi
 
 # NVRTC opens its builtins library by name, which a program's RUNPATH does not reach: GPU programs carry
 # CUDA's folder as an RPATH, so they compile kernels on a machine whose loader cache lacks that folder
@@ -96,6 +114,39 @@ else
   fail nvrtc_names_the_broken_kernel "$(head -c 600 "$TMP/broken.out")"
 fi
 
+# ---- cuDNN's attention without a GPU: the loader's search and refusals on stand-in libraries, every
+# descriptor of the graphs with the toolkit's cuDNN; DIR/train --attention's refusals -----------------
+standins=$TMP/cudnn
+standin() { # standin DIR CFLAGS...: a stand-in libcudnn.so.9 in $standins/DIR
+  dir=$1; shift
+  mkdir -p "$standins/$dir" && cc -shared -fPIC -o "$standins/$dir/libcudnn.so.9" tests/gpu/cudnn_standin.c "$@"
+}
+standin old -DVERSION=91400 -DCUDART=13000
+standin cuda12 -DVERSION=91900 -DCUDART=12080
+standin noexec -DVERSION=91900 -DCUDART=13000 -DWITHOUT_EXECUTE
+standin good -DVERSION=91900 -DCUDART=13000
+site=venv/lib/python3.12/site-packages/nvidia/cudnn/lib user=home/.local/lib/python3.11/site-packages/nvidia/cudnn/lib
+mkdir -p "$standins/venv/bin" "$standins/$site" "$standins/$user"
+printf '#!/bin/sh\n' >"$standins/venv/bin/python3" && chmod +x "$standins/venv/bin/python3"
+cp "$standins/good/libcudnn.so.9" "$standins/$site/" && cp "$standins/good/libcudnn.so.9" "$standins/$user/"
+if [ -x "$B/tests/cuda/cudnn_check" ]; then
+  toolkit=$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")/lib64
+  "$B/tests/cuda/cudnn_check" "$standins" "$toolkit" >"$TMP/cudnn.out" 2>&1
+  status=$?
+  grep -E '^(PASS|FAIL)' "$TMP/cudnn.out"
+  [ "$status" = 0 ] || fail cudnn_check "exit status $status: $(grep -v '^PASS' "$TMP/cudnn.out" | head -c 600)"
+else
+  pass "cudnn_check (skipped: cuDNN's headers are not on this machine)"
+fi
+expect_error attention_flag_value "^plait: --attention takes one of auto, cudnn and plait, not 'fast'$" \
+  "$TMP/tiny/train" --data "$TMP/empty.bin" --steps 1 --attention fast
+expect_error attention_cudnn_too_old \
+  "^plait: --attention cudnn: no cuDNN this program can use \(.*/old/libcudnn.so.9 is cuDNN 9.14.0, not 9.x from 9.15.1 on\)" \
+  env PLAIT_CUDNN="$standins/old" "$TMP/tiny/train" --data "$TMP/empty.bin" --steps 1 --attention cudnn
+$PLAIT build models/tiny.lua -o "$TMP/tiny-cpu" >/dev/null 2>&1
+expect_error attention_cudnn_on_the_cpu '^plait: --attention cudnn: this program runs on the CPU' \
+  "$TMP/tiny-cpu/train" --data "$TMP/empty.bin" --steps 1 --attention cudnn
+
 # ---- the GPU check: its programs built (generated.sh keeps their sources current), its CPU side runs
 for program in tiny tiny-dropout tiny-tp2-pp2-vpp2 $(grep -v '^#' tests/gpu/benchmarks.txt | awk '{ print $2 }'); do
   [ -x "$B/gpu/$program/train" ] || fail "gpu_program_$program" "build/gpu/$program/train was not built"
@@ -118,7 +169,6 @@ if [ "$header" = "20240520 1 $bytes" ] && [ "$(wc -c <"$TMP/text.bin")" = $((102
 else
   fail gpu_tokens_file "header '$header' for $bytes bytes"
 fi
-$PLAIT build models/tiny.lua -o "$TMP/tiny-cpu" >/dev/null 2>&1
 "$TMP/tiny-cpu/train" --data "$TMP/text.bin" --steps 3 --lr 3e-3 --seed 7 >"$TMP/blas.out" 2>&1
 "$B/gpu/tiny/train-cpu" --data "$TMP/text.bin" --steps 3 --lr 3e-3 --seed 7 >"$TMP/plain.out" 2>&1
 grep '^step' "$TMP/blas.out" | sed 's/.*loss \([0-9.]*\).*/\1/' >"$TMP/a"
@@ -133,7 +183,8 @@ fi
 # the check script and the PyTorch comparison parse
 if sh -n tests/gpu/run.sh 2>"$TMP/err"; then pass gpu_run_script_parses; else fail gpu_run_script_parses "$(cat "$TMP/err")"; fi
 if ! command -v python3 >/dev/null 2>&1; then pass "gpu_torch_script_parses (skipped: no python3)"
-elif python3 -c 'import ast, sys; ast.parse(open(sys.argv[1]).read())' tests/gpu/torch_gpt.py 2>"$TMP/err"; then
+elif python3 -c 'import ast, sys; [ast.parse(open(f).read()) for f in sys.argv[1:]]' tests/gpu/torch_gpt.py \
+       tests/gpu/sdpa_bench.py 2>"$TMP/err"; then
   pass gpu_torch_script_parses
 else fail gpu_torch_script_parses "$(cat "$TMP/err")"; fi
 

@@ -64,7 +64,7 @@ expect_error "empty input" "the input holds no bytes; give text files that are n
   "$PLAIT" data --bytes "$TMP/empty.txt" -o "$TMP/x.bin"
 expect_error "unwritable output" "cannot write .*nodir/x.bin: No such file or directory; check that its folder exists" \
   "$PLAIT" data --bytes "$TMP/a.txt" -o "$TMP/nodir/x.bin"
-expect_error "output is a folder" "cannot write .*folder: Is a directory" \
+expect_error "output is a folder" "-o .*folder is a directory; give the path of a regular file" \
   "$PLAIT" data --bytes "$TMP/a.txt" -o "$TMP/folder" --val-fraction 0
 expect_error "bad fraction" "--val-fraction takes a number from 0 up to \(not including\) 1.*not '1.5'" \
   "$PLAIT" data --bytes "$TMP/a.txt" -o "$TMP/x.bin" --val-fraction 1.5

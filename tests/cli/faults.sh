@@ -79,3 +79,18 @@ elif [ "$took" -gt $BOUND ]; then fail rank_killed "the job ended $took s after 
 elif ! grep -q -E 'process rank 2 .*exited on signal 9' "$TMP/killed.err"; then
   fail rank_killed "mpirun exited $status but its stderr does not name rank 2 and signal 9: $(head -c 400 "$TMP/killed.err")"
 else pass "rank_killed (mpirun exited $status $took s after the kill: $(grep -o -E 'process rank 2 .*exited on signal 9' "$TMP/killed.err"))"; fi
+
+# a token file cut short under a running program: the read that faults ends it with one line naming the
+# file, not a bare SIGBUS
+cp "$TMP/text.bin" "$TMP/cut.bin"
+$LIMIT "$TMP/dp2/train" --data "$TMP/cut.bin" --steps 100000 >"$TMP/cut.out" 2>"$TMP/cut.err" &
+job=$!
+while ! grep -q '^step 2 ' "$TMP/cut.out" 2>/dev/null && kill -0 $job 2>/dev/null; do sleep 0.2; done
+truncate -s 1100 "$TMP/cut.bin"
+wait $job; status=$?
+if [ "$status" = 1 ] && [ "$(wc -l <"$TMP/cut.err")" = 1 ] &&
+   grep -q "^plait: $TMP/cut.bin: the file was cut short while this program read it; .*restore it" "$TMP/cut.err"; then
+  pass data_cut_short_while_training
+else
+  fail data_cut_short_while_training "status $status: $(head -c 400 "$TMP/cut.err")"
+fi

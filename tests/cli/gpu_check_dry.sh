@@ -47,6 +47,15 @@ echo "PASS gemm_NN (relative error 2.00e-03, limit 1e-02)"
 echo "PASS layernorm (relative error 5.00e-06, limit 1e-05)"
 echo "kernel check: 2 passed, 0 failed"
 EOF
+# the attention benchmark: auto on cuDNN's kernels, then plait's own, at both shapes
+cat >"$bundle/gpu/attention_bench" <<'EOF'
+#!/bin/sh
+echo "attention gpt2 cuDNN 0.300 1.400"
+echo "attention gpt2 plait 2.000 6.000"
+echo "attention gpt-1.3b cuDNN 0.250 1.050"
+echo "attention gpt-1.3b plait 3.000 9.000"
+EOF
+chmod +x "$bundle/gpu/attention_bench"
 # a benchmark program: step lines of 100 to 120 ms after two slower ones, its memory line, and under
 # --profile the start of a profile
 cat >"$TMP/bench" <<'EOF'
@@ -90,6 +99,9 @@ if grep -q '^| kernels | PASS | 2 outputs within tolerance' "$report" && grep -q
    grep -q "^Programs from .make gpu-bundle. (made by a test; compilers of a test); libraries added from $TMP/cuda/lib64\.$" "$report" &&
    grep -A 4 '^### Profile: gpt-1.3B' "$report" | grep -q '^  gemm  70.00' &&
    grep -q '^| gpt2-124M | 160 × 1024 | .* | - | - |$' "$report" &&
+   grep -q '^| attention_bench | PASS | 4 timings' "$report" &&
+   grep -q '^| gpt2 | cuDNN 1.700 | 8.000 | - | - | - | - |$' "$report" &&
+   grep -q '^| gpt-1.3b | cuDNN 1.300 | 12.000 |' "$report" &&
    ! grep -q '^### Profile: gpt2-124M (gpt2-bench-large)' "$report" && [ -f "$TMP/report/gpu-check-logs.tar.gz" ]; then
   pass gpu_dry_checks_and_profiles
 else

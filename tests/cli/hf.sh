@@ -260,3 +260,33 @@ if $PLAIT export models/tiny.lua "$TMP/gpt.ckpt" -o "$TMP/shards.hf" --set $G >/
 else
   fail export_replaces_stale_shards "$(ls "$TMP/shards.hf" | tr '\n' ' ') $(cat "$TMP/err")"
 fi
+
+# a NaN or an infinity in the weights is refused wherever weights are read, naming the tensor and the
+# place: import (a transformers file has no checksums), --load and --init of a plait checkpoint (its
+# checksums dropped, as a file written before them), export
+cp -r "$TMP/gpt.hf" "$TMP/nan.hf"
+$ST unsum "$TMP/nan.hf/model.safetensors"
+$ST nan "$TMP/nan.hf/model.safetensors" transformer.h.0.attn.c_attn.weight 37
+# shellcheck disable=SC2086
+expect_error import_refuses_nan "tensor 'transformer.h.0.attn.c_attn.weight' holds a NaN at \\[0, 37\\]: its values are damaged" \
+  $PLAIT import models/tiny.lua "$TMP/nan.hf" -o "$TMP/nan.ckpt" --set $G
+nothing_written import_refuses_nan "$TMP/nan.ckpt"
+cp -r "$TMP/gpt.ckpt" "$TMP/nan.ckpt"
+$ST unsum "$TMP/nan.ckpt/model.safetensors"
+$ST nan "$TMP/nan.ckpt/model.safetensors" wte 3
+expect_error load_refuses_nan "tensor 'wte' holds a NaN at \\[0, 3\\]" \
+  "$TMP/gpt/train" --data "$TMP/text.bin" --steps 1 --load "$TMP/nan.ckpt"
+expect_error init_refuses_nan "tensor 'wte' holds a NaN at \\[0, 3\\]" \
+  "$TMP/gpt/train" --data "$TMP/text.bin" --steps 1 --init "$TMP/nan.ckpt"
+expect_error eval_refuses_nan "tensor 'wte' holds a NaN at \\[0, 3\\]" \
+  "$TMP/gpt/train" --eval "$TMP/text.bin" --init "$TMP/nan.ckpt"
+# shellcheck disable=SC2086
+expect_error export_refuses_nan "tensor 'wte' holds a NaN at \\[0, 3\\]" \
+  $PLAIT export models/tiny.lua "$TMP/nan.ckpt" -o "$TMP/nan.out.hf" --set $G
+nothing_written export_refuses_nan "$TMP/nan.out.hf"
+# finite weights whose forward overflows: --eval ends with one line, not "loss nan" and exit 0
+cp -r "$TMP/gpt.ckpt" "$TMP/huge.ckpt"
+$ST unsum "$TMP/huge.ckpt/model.safetensors"
+$ST fill "$TMP/huge.ckpt/model.safetensors" layers.0.ln_1.weight 3e38
+expect_error eval_refuses_a_nan_loss "text.bin: the loss is NaN: the weights overflow on this data" \
+  "$TMP/gpt/train" --eval "$TMP/text.bin" --init "$TMP/huge.ckpt"

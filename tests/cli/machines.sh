@@ -23,6 +23,15 @@ if awk -v a="$(iteration "$TMP/builtin.json")" -v b="$(iteration "$TMP/fast.json
   pass machine_file_numbers_used
 else fail machine_file_numbers_used "a100 $(iteration "$TMP/builtin.json") s, twice as fast $(iteration "$TMP/fast.json") s"; fi
 
+# the optimizer step: the gradient norm's pass over the fp32 gradients (4 bytes a parameter), then Adam's
+# 34 bytes a parameter in bf16, each a kernel at a100's copy rate (2.039 TB/s × 0.69, 4 µs a launch)
+$PLAIT plan models/gpt2.lua --machine a100 --format json >"$TMP/gpt2.json"
+optimizer=$(sed -n 's/.*"optimizer": \([0-9.e+-]*\)}.*/\1/p' "$TMP/gpt2.json" | head -n 1)
+params=$(sed -n 's/.*"params_padded": \([0-9]*\),.*/\1/p' "$TMP/gpt2.json" | head -n 1)
+if awk -v t="$optimizer" -v n="$params" 'BEGIN { e = 8e-6 + n * 38 / (2.039e12 * 0.69); exit !(n > 0 && (t - e) ^ 2 < 1e-18) }'; then
+  pass optimizer_step_norm_and_adam
+else fail optimizer_step_norm_and_adam "$optimizer s for $params parameters"; fi
+
 # every field missing, or negative, is named
 for field in gemm_efficiency memory_bandwidth memory_efficiency memory compute_units launch_overhead special_rate devices \
              link_bandwidth link_latency nics nic_bandwidth nic_latency; do
@@ -37,10 +46,19 @@ sed 's/bf16 = 312e12, //' lib/plait/machines/a100.lua >"$TMP/no_rate.lua"
 expect_error machine_missing_rate "^plait: machine $TMP/no_rate.lua: device.flops.bf16 is missing" \
   $PLAIT plan models/tiny.lua --machine "$TMP/no_rate.lua"
 sed 's/attention = "materialised"/attention = "paged"/' lib/plait/machines/a100.lua >"$TMP/attention.lua"
-expect_error machine_attention_kind "kernels.attention is \"paged\"; it must be \"materialised\" or \"fused\"$" \
+expect_error machine_attention_kind \
+  "kernels.attention is \"paged\"; it must be \"materialised\", \"fused\", \"cudnn\" or \"plait\"$" \
   $PLAIT plan models/tiny.lua --machine "$TMP/attention.lua"
+# cuDNN's attention needs plait's kernels' rates too (the calls cuDNN cannot run); plait's its own
+grep -v 'plait_attention = ' lib/plait/machines/h200.lua >"$TMP/no_plait_rates.lua"
+expect_error machine_missing_plait_attention "^plait: machine $TMP/no_plait_rates.lua: kernels.plait_attention is missing \
+\(\{ head size, forward FLOP/s, backward FLOP/s \} of the kernel, measured\); kernels.attention \"cudnn\" times attention on it$" \
+  $PLAIT plan models/tiny.lua --machine "$TMP/no_plait_rates.lua"
+sed 's/attention = "cudnn",/attention = "plait",/' lib/plait/machines/h200.lua | grep -v 'cudnn_attention = ' >"$TMP/plait_only.lua"
+expect_ok machine_plait_without_cudnn_rates $PLAIT plan models/tiny.lua --machine "$TMP/plait_only.lua"
 # a calibrated machine's measurements: GEMM shapes { M, N, K, FLOP/s }, rate curves { FLOPs, FLOP/s } by
-# FLOPs, every number positive. Each case: a name, the a100 file's line it edits (special_rate's or
+# FLOPs, attention kernels' rates { head size, forward, backward } by head size, memory-bound kinds'
+# shares of the copy rate by kind name, every number positive. Each case: a name, the a100 file's line it edits (special_rate's or
 # attention_dropout's), what it adds there, and the one line expected (after "machine FILE: ").
 while IFS='|' read -r name key added expected; do
   sed "s/^\( *$key = [^,]*,\)/\1 $added,/" lib/plait/machines/a100.lua >"$TMP/$name.lua"
@@ -51,6 +69,13 @@ gemm_rates_shape|special_rate|gemm_rates = { { 1e6, 1e11 } }|device.gemm_rates\[
 gemm_rates_negative|special_rate|gemm_rates = { { 128, 768, 768, -5 } }|device.gemm_rates\[1\] is -5; it must be positive \(the FLOP/s it ran at\)$
 rates_negative|attention_dropout|attention_rates = { { 1e6, -5 } }|kernels.attention_rates\[1\] is -5; it must be positive \(the FLOP/s it ran at\)$
 rates_empty|special_rate|gemm_rates = {}|device.gemm_rates must list 1 to 64 shapes
+head_order|attention_dropout|cudnn_attention = { { 128, 1e14, 1e14 }, { 64, 1e14, 1e14 } }|kernels.cudnn_attention\[2\] has head size 64, not more than the entry before it; list them by head size$
+head_entry|attention_dropout|plait_attention = { { 64, 1e13 } }|kernels.plait_attention\[1\] must be \{ head size, forward FLOP/s, backward FLOP/s \}$
+head_negative|attention_dropout|plait_attention = { { 64, 1e13, -1 } }|kernels.plait_attention\[1\] is -1; it must be positive \(the backward's FLOP/s
+kind_unknown|attention_dropout|memory_efficiency = { elementwse = 0.5 }|kernels.memory_efficiency names a kind "elementwse"; the kinds are elementwise, norm, bias_sums, embedding, xent, optimizer, grad_norm$
+kind_above_one|attention_dropout|memory_efficiency = { norm = 1.5 }|kernels.memory_efficiency.norm is 1.5; it is a share of the copy rate, at most 1$
+kind_negative|attention_dropout|memory_efficiency = { xent = -0.5 }|kernels.memory_efficiency.xent is -0.5; it must be positive
+kind_table|attention_dropout|memory_efficiency = 0.5|kernels.memory_efficiency must be a table \{ kind = share, ... \}$
 CASES
 echo 'return 42' >"$TMP/number.lua"
 expect_error machine_not_a_table "^plait: machine $TMP/number.lua: the file must return a table" \

@@ -15,7 +15,7 @@ within endless_loop_ends 60 expect_error endless_loop \
   "^plait: $M/endless_loop.lua:2: the model file ran more than 1000000000 Lua instructions \(a loop that does not end\?\); raise the limit with --lua-instructions N$" \
   timeout 120 $PLAIT plan $M/endless_loop.lua
 within memory_bomb_ends 60 expect_error memory_bomb \
-  "^plait: $M/memory_bomb.lua: the model file used more than 64 MB of Lua memory; raise the limit with --lua-memory MB$" \
+  "^plait: $M/memory_bomb.lua:3: the model file used more than 64 MB of memory \(its Lua values and the model it traces\); raise the limit with --lua-memory MB$" \
   timeout 120 $PLAIT plan $M/memory_bomb.lua --lua-memory 64
 expect_error reads_outside_its_folder "^plait: $M/reads_outside.lua:2: a model file reads files in its own folder only, not /etc/passwd$" \
   $PLAIT plan $M/reads_outside.lua
@@ -25,8 +25,8 @@ expect_error runs_a_program "^plait: $M/runs_program.lua:2: attempt to call a ni
   $PLAIT plan $M/runs_program.lua
 expect_error lua_flag_value "--lua-memory takes a whole number of at least 1, not 'lots'" $PLAIT plan models/tiny.lua --lua-memory lots
 # model-file mistakes name the file (and the line, where a frame of it is left), and the config key
-expect_error missing_block "^plait: $M/missing_block.lua: plait.model: missing field 'block'$" $PLAIT plan $M/missing_block.lua
-expect_error zero_layers "^plait: models/tiny.lua: plait.model: 'layers' must be a whole number from 1 to 2\^20, got 0$" \
+expect_error missing_block "^plait: $M/missing_block.lua:[0-9]+: plait.model: missing field 'block'$" $PLAIT plan $M/missing_block.lua
+expect_error zero_layers "^plait: models/tiny.lua:[0-9]+: plait.model: 'layers' must be a whole number from 1 to 2\^20, got 0$" \
   $PLAIT plan models/tiny.lua --set layers=0
 expect_error negative_size "^plait: models/tiny.lua: config.hidden = -4 \(--set hidden=-4\): a size must be a positive integer, got -4$" \
   $PLAIT plan models/tiny.lua --set hidden=-4
@@ -83,3 +83,15 @@ expect_error concat_groups_vs_tp "^plait: tests/cli/models/fused_qkv.lua:[0-9]+:
 # a constant beyond what a program carries
 expect_error constant_too_large "^plait: tests/cli/models/constants.lua:[0-9]+: constant 'positions' has 131072 elements; a program carries at most 65536" \
   $PLAIT plan tests/cli/models/constants.lua --set seq=4096
+# a FIFO (or a device) where plait reads a file is refused at once, never waited on
+mkfifo "$TMP/fifo.lua" "$TMP/fifo.txt" "$TMP/fifo.json"
+within fifo_machine_ends 10 expect_error fifo_machine "^plait: --machine .*fifo.lua: cannot read the machine file: not a regular file \(a FIFO\)" \
+  timeout 20 $PLAIT plan models/tiny.lua --machine "$TMP/fifo.lua"
+within fifo_schedule_ends 10 expect_error fifo_schedule "^plait: schedule file .*fifo.txt: not a regular file \(a FIFO\)" \
+  timeout 20 $PLAIT plan models/tiny.lua --pp 2 --schedule "$TMP/fifo.txt"
+within fifo_trace_ends 10 expect_error fifo_trace "^plait: trace .*fifo.json: not a regular file \(a FIFO\)" \
+  timeout 20 $PLAIT check "$TMP/fifo.json"
+within fifo_text_ends 10 expect_error fifo_text "^plait: .*fifo.txt.* not a regular file" \
+  timeout 20 $PLAIT data --bytes "$TMP/fifo.txt" -o "$TMP/fifo-out.bin"
+within device_machine_ends 10 expect_error device_machine "^plait: --machine /dev/zero: cannot read the machine file: not a regular file \(a character device\)" \
+  timeout 20 $PLAIT plan models/tiny.lua --machine /dev/zero

@@ -132,8 +132,16 @@ within plan_larger_than_memory_is_quick 10 expect_error plan_larger_than_memory 
   timeout 20 "$TMP/huge/train" $D --steps 1
 # an address-space limit that leaves no room beside OpenBLAS's buffers (which OpenBLAS would retry for ever)
 within plan_past_ulimit_v_is_quick 10 expect_error plan_past_ulimit_v \
-  "^plait: the plan needs [0-9.]+ [KMG]?B for the 2 ranks of this process, more than the [0-9.]+ [KMG]?B of the room its address-space limit \(ulimit -v\) leaves beside OpenBLAS's [0-9]+ buffers of [0-9]+ MB; run fewer ranks per process \(mpirun\), or a smaller model or microbatch$" \
+  "^plait: the plan needs [0-9.]+ [KMG]?B for the 2 ranks of this process, more than the [0-9.]+ [KMG]?B of the room its address-space limit \(ulimit -v\) leaves beside OpenBLAS's [0-9]+ buffers of [0-9]+ MB; raise that limit by at least [0-9]+ kB, or run fewer ranks per process \(mpirun\), or a smaller model or microbatch$" \
   timeout 20 sh -c 'ulimit -v 600000; exec "$@"' sh $T $D --steps 1
+# limits too tight for OpenBLAS's first buffers, which its constructor would retry for ever before main:
+# refused before it runs, naming the limit to set
+for limit in "-v 100000" "-v 250000" "-d 20000" "-d 100000"; do
+  flag=${limit% *}
+  within "start_under_ulimit${flag}_${limit#* }_is_quick" 10 expect_error "start_under_ulimit${flag}_${limit#* }" \
+    "^plait: OpenBLAS maps [0-9]+ buffers of [0-9]+ MB at start-up, more than the [0-9]+ MB ulimit $flag leaves; raise it to at least [0-9]+ \(ulimit $flag [0-9]+\)" \
+    timeout 20 sh -c "ulimit $limit; exec \"\$@\"" sh $T $D --steps 1
+done
 within too_many_threads_is_quick 10 expect_error too_many_ranks_as_threads \
   "^plait: tp·pp·dp = 2·1·512 = 1024 ranks as threads of one process, more than the [0-9]+ it can run: this program's OpenBLAS hands out [0-9]+ GEMM buffers at once \(built for [0-9]+ threads\); start them as processes \(mpirun -np 1024\), or choose a smaller layout$" \
   timeout 20 "$TMP/wide/train" $D --steps 1

@@ -4,7 +4,9 @@
 # The programs come from checked-in generated sources (generated/, tests/gpu/generated/), built here, or
 # from `make gpu-bundle` on another machine (PLAIT_GPU_BUILD=build/gpu-bundle: nothing is built here
 # then; docs/gpu.md, "On a lent GPU"); the CPU reference is the CPU runtime with a plain C GEMM. Then:
-#   1. every CUDA kernel against the CPU's on fresh random inputs (kernel_check);
+#   1. every CUDA kernel against the CPU's on fresh random inputs (kernel_check; attention on the kernels
+#      --attention auto picks and on plait's own), then attention's time at the benchmarks' shapes on both
+#      beside PyTorch's cuDNN and FlashAttention-2 (attention_bench, sdpa_bench.py);
 #   2. tiny trained 20 steps on the GPU follows the CPU's loss curve within bf16 tolerance;
 #   3. tiny at (tp, pp, vpp, dp) = (2, 2, 2, 1) on the local backend (one GPU) follows (1, 1, 1, 1);
 #   4. a one-rank NCCL job (TCP bootstrap) runs and gives the local backend's losses;
@@ -31,6 +33,7 @@ failed=0
 : >"$work/bench.md"
 : >"$work/notes.md"
 : >"$work/torch.md"
+: >"$work/attention.md"
 
 # ---- time -------------------------------------------------------------------------------------------
 left() { echo $((budget - ($(date +%s) - started))); }
@@ -46,6 +49,9 @@ limited() {
 }
 # Did the command whose status is $1 end because the check's budget ran out?
 cut_by_budget() { { [ "$1" = 124 ] || [ "$1" = 137 ]; } && [ "$(left)" -le 1 ]; }
+
+is_number() { case "$1" in '' | *[!0-9.]*) return 1 ;; esac; }
+ratio() { if is_number "$1" && is_number "$2"; then awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; else echo -; fi; }
 
 # ---- the report -------------------------------------------------------------------------------------
 note() { echo "$*" | tee -a "$work/notes.md"; }
@@ -80,6 +86,17 @@ publish() {
       echo "| model | batch × seq | plait tokens/s | TFLOP/s | MFU | GPU memory in use / plan | step: measured / predicted | llm.c tokens/s | plait / llm.c |"
       echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
       cat "$work/bench.md"
+      echo
+    fi
+    if [ -s "$work/attention.md" ]; then
+      echo "Attention at the benchmarks' shapes (causal, bf16; tests/gpu/attention_bench.c and sdpa_bench.py),"
+      echo "forward + backward in ms, median of its timed calls: the kernels --attention auto picks (named),"
+      echo "plait's own kernels, and PyTorch's scaled_dot_product_attention on cuDNN and on FlashAttention-2 in"
+      echo "the same run. Targets: auto within 1.2× and plait's own within 2.0× of PyTorch's cuDNN."
+      echo
+      echo "| shape | auto: kernels, ms | plait's own, ms | PyTorch cuDNN, ms | PyTorch flash, ms | auto / cuDNN | own / cuDNN |"
+      echo "| --- | --- | --- | --- | --- | --- | --- |"
+      cat "$work/attention.md"
       echo
     fi
     if [ -s "$work/torch.md" ]; then
@@ -178,6 +195,8 @@ else
 fi
 [ -f "$bundle/plans.txt" ] && cp "$bundle/plans.txt" "$work/plans.txt"
 export PLAIT_CACHE_DIR="$work/cache"
+# cuDNN's own errors and warnings go to a log kept with the others (a plan it cannot build says why there)
+export CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG="$work/cudnn-errors.log"
 
 # ---- 1. kernels ---------------------------------------------------------------------------------------
 seed=$(date +%s)
@@ -199,6 +218,23 @@ else
   result kernels FAIL "$kfail of $((kpass + kfail)) outputs failed, seed $seed: $(grep '^FAIL' "$work/kernels-cpu.log" "$work/kernels-gpu.log" | head -5 | tr '\n' ';')"
 fi
 cat "$work/kernels-gpu.log"
+
+# ---- attention: plait's (cuDNN's where auto picks it, and plait's own) against PyTorch's -------------
+limited 60 "$B/gpu/attention_bench" >"$work/attention.log" 2>&1
+astatus=$?
+python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' </dev/null 2>/dev/null && torch_ok=1 || torch_ok=0
+[ "$torch_ok" = 1 ] && limited 90 python3 tests/gpu/sdpa_bench.py </dev/null >>"$work/attention.log" 2>&1
+# attention_ms NAME PATH: forward + backward ms of a line "attention|sdpa NAME PATH fwd bwd"
+attention_ms() { awk -v n="$1" -v p="$2" '$2 == n && $3 == p && $4 + 0 > 0 { printf "%.3f", $4 + $5; exit }' "$work/attention.log"; }
+for shape in gpt2 gpt-1.3b; do
+  auto=$(awk -v n="$shape" '$1 == "attention" && $2 == n { print $3; exit }' "$work/attention.log")
+  ran=$(attention_ms "$shape" "$auto") own=$(attention_ms "$shape" plait)
+  anchor=$(attention_ms "$shape" cudnn) flash=$(attention_ms "$shape" flash)
+  echo "| $shape | ${auto:--} ${ran:--} | ${own:--} | ${anchor:--} | ${flash:--} | $(ratio "$ran" "$anchor") | $(ratio "$own" "$anchor") |" >>"$work/attention.md"
+done
+if [ "$astatus" = 0 ]; then result attention_bench PASS "$(grep -c '^attention ' "$work/attention.log") timings: see the attention table"
+else result attention_bench FAIL "status $astatus: $(tail -n 2 "$work/attention.log" | tr '\n' ';')"; fi
+cat "$work/attention.log"
 
 # ---- training -------------------------------------------------------------------------------------------
 if ! "$B/gpu/tokens" "$work/text.bin" README.md compiler/*.c runtime/*.c runtime/cpu/*.c >/dev/null; then
@@ -250,8 +286,6 @@ plait_ms() { grep '^step [0-9]* | loss' "$1" | sed 's/.*| ms \([0-9.]*\) |.*/\1/
 plait_mfu() { grep '^step [0-9]* | loss' "$1" | sed 's/.*| MFU \([0-9.]*\)%.*/\1/' | median_after 2; }
 # llm.c's: "step    4/20 | loss ... | 123.45 ms | 45.6% bf16 MFU | 123456 tok/s"
 llmc_ms() { grep '^step *[0-9]*/' "$1" | sed 's/.*| \([0-9.]*\) ms |.*/\1/' | median_after 3; }
-is_number() { case "$1" in '' | *[!0-9.]*) return 1 ;; esac; }
-ratio() { if is_number "$1" && is_number "$2"; then awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; else echo -; fi; }
 
 llmc=$bundle/llmc/train_gpt2cu
 if [ -x "$llmc" ] && ! resolve "$llmc"; then
@@ -330,7 +364,6 @@ while read -r name dir _ _ _ _ _ batch _; do
   if [ "$batch" -gt 64 ] || ! grep -q " $dir " "$work/rates"; then continue; fi
   if [ "$(left)" -lt 60 ]; then note "Not profiled for lack of time: $name at batch $batch."; else profile "$name" "$dir"; fi
 done <"$work/benchmarks"
-python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' </dev/null 2>/dev/null && torch_ok=1 || torch_ok=0
 while read -r name dir layers hidden heads seq vocab batch _; do
   if [ "$torch_ok" != 1 ] || [ "$batch" -gt 64 ] || ! grep -q " $dir " "$work/rates"; then continue; fi
   if [ "$(left)" -le 120 ]; then note "Not run in PyTorch for lack of time: $name at batch $batch."; continue; fi

@@ -10,6 +10,8 @@
   st.py add FILE NAME              rewrites FILE with one more F32 tensor NAME of shape [2]
   st.py cut FILE NAME ROWS         rewrites FILE with tensor NAME cut to its first ROWS rows
   st.py flip FILE NAME             flips the lowest bit of tensor NAME's first byte in place (metadata as it was)
+  st.py nan FILE NAME INDEX        sets element INDEX of F32 tensor NAME to NaN in place (metadata as it was)
+  st.py fill FILE NAME VALUE       sets every element of F32 tensor NAME to VALUE in place (metadata as it was)
   st.py meta FILE KEY [VALUE]      rewrites FILE with metadata KEY set to VALUE, or without KEY
   st.py unsum FILE                 rewrites FILE without its checksums, as plait wrote files before them
   st.py digest FILE NAME           the SHA-256 of tensor NAME's bytes (two files hold it alike or not)
@@ -112,6 +114,18 @@ def flip(path, name):
     open(path, "wb").write(raw)
 
 
+def set_floats(path, name, value, index=None):
+    raw = bytearray(open(path, "rb").read())
+    n = struct.unpack("<Q", raw[:8])[0]
+    tensor = json.loads(raw[8:8 + n])[name]
+    assert tensor["dtype"] == "F32", tensor["dtype"]
+    begin, end = (8 + n + offset for offset in tensor["data_offsets"])
+    places = range(begin, end, 4) if index is None else [begin + 4 * int(index)]
+    for at in places:
+        raw[at:at + 4] = struct.pack("<f", value)
+    open(path, "wb").write(raw)
+
+
 def main(argv):
     command, args = argv[1], argv[2:]
     if command == "list":
@@ -128,6 +142,10 @@ def main(argv):
         perhead(*args)
     elif command == "flip":
         flip(*args)
+    elif command == "nan":
+        set_floats(args[0], args[1], float("nan"), args[2])
+    elif command == "fill":
+        set_floats(args[0], args[1], float(args[2]))
     elif command == "digest":
         print(hashlib.sha256(read(args[0])[0][args[1]][2]).hexdigest())
     elif command == "unsum":

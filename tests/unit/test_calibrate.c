@@ -67,7 +67,7 @@ static void test_machine_file_reads_back(void) {
   CHECK(fabs(m.peak_flops * m.gemm_efficiency / rate - 1) < 1e-5, "GEMM ceiling %g", m.peak_flops * m.gemm_efficiency);
   CHECK(m.special_rate == 1.25e8 && m.memory_bytes == 4e9 && m.devices_per_node == 2, "special %g, memory %g, devices %g",
         m.special_rate, m.memory_bytes, m.devices_per_node);
-  CHECK(fabs(m.link_bandwidth / bandwidth - 1) < 1e-5 && !m.materialised_attention, "bus %g", m.link_bandwidth);
+  CHECK(fabs(m.link_bandwidth / bandwidth - 1) < 1e-5 && m.attention == ATTENTION_FUSED, "bus %g", m.link_bandwidth);
   CHECK(fabs(m.memory_bandwidth / stream_rate - 1) < 1e-5 && fabs(m.launch_overhead / kernel_overhead - 1) < 1e-5,
         "stream %g, overhead %g", m.memory_bandwidth, m.launch_overhead);
   /* every GEMM shape of the probe (64³ to 2048·1024·2048: 6 shapes) is listed with its rate, every
@@ -124,13 +124,13 @@ static void test_special_functions_bound(void) {
   Diag d;
   CHECK(machine_load("cpu", &m, &d) == 0, "%s", d.msg);
   m.special_rate = 1e8, m.memory_bandwidth = 9e9, m.memory_efficiency = 1, m.launch_overhead = 0;
-  KernelTime gelu = kernel_elementwise(&m, 8e6, 1e6);
+  KernelTime gelu = kernel_elementwise(&m, MEMORY_ELEMENTWISE, 8e6, 1e6);
   CHECK(fabs(gelu.seconds - 1e-2) < 1e-12 && gelu.bound == BOUND_COMPUTE, "%g s, %s-bound", gelu.seconds,
         kernel_bound_name(gelu.bound));
-  KernelTime add = kernel_elementwise(&m, 8e6, 0);
+  KernelTime add = kernel_elementwise(&m, MEMORY_ELEMENTWISE, 8e6, 0);
   CHECK(fabs(add.seconds - 8e6 / 9e9) < 1e-12 && add.bound == BOUND_MEMORY, "%g s", add.seconds);
   m.special_rate = 0;
-  CHECK(kernel_elementwise(&m, 8e6, 1e6).seconds == add.seconds, "a rate of 0 bounds nothing");
+  CHECK(kernel_elementwise(&m, MEMORY_ELEMENTWISE, 8e6, 1e6).seconds == add.seconds, "a rate of 0 bounds nothing");
 }
 
 int main(void) {

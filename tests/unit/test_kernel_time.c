@@ -65,6 +65,27 @@ static void test_gemm_ceiling_and_latency(void) {
   CHECK(tiny.bound == BOUND_LATENCY, "an 8×8×8 GEMM is %s-bound", kernel_bound_name(tiny.bound));
 }
 
+/* A memory-bound kind's kernels run at its share of the copy rate: a norm at half of it takes twice a copy's
+ * time; a kind the machine file does not name runs at the copy rate. */
+static void test_memory_kinds(void) {
+  Machine m = a100();
+  m.launch_overhead = 0;
+  m.kind_efficiency[MEMORY_NORM] = 0.5;
+  double bytes = 1e9, copy = bytes / (m.memory_bandwidth * m.memory_efficiency);
+  CHECK(fabs(kernel_stream(&m, MEMORY_COPY, bytes).seconds / copy - 1) < 1e-12, "a copy: %g s",
+        kernel_stream(&m, MEMORY_COPY, bytes).seconds);
+  CHECK(fabs(kernel_stream(&m, MEMORY_NORM, bytes).seconds / (2 * copy) - 1) < 1e-12, "a norm at half: %g s",
+        kernel_stream(&m, MEMORY_NORM, bytes).seconds);
+  CHECK(kernel_stream(&m, MEMORY_XENT, bytes).seconds == kernel_stream(&m, MEMORY_COPY, bytes).seconds,
+        "a kind not named: the copy rate");
+  Machine h200;
+  Diag d;
+  CHECK(machine_load("h200", &h200, &d) == 0, "%s", d.msg);
+  for (int k = 0; k < MEMORY_KINDS; k++)
+    CHECK(h200.kind_efficiency[k] > 0 && h200.kind_efficiency[k] < 1, "h200's %s: %g of the copy rate",
+          memory_kind_names[k], h200.kind_efficiency[k]);
+}
+
 /* Inside a node the ring runs on NVLink; across nodes a DP group of one rank per node gets one NIC. */
 static void test_rings(void) {
   Machine m = a100();
@@ -108,6 +129,7 @@ int main(void) {
   RUN(test_gemm_waves);
   RUN(test_gemm_memory_bound);
   RUN(test_gemm_ceiling_and_latency);
+  RUN(test_memory_kinds);
   RUN(test_rings);
   RUN(test_tree_where_nccl_picks_it);
   TEST_EXIT();

@@ -1,15 +1,16 @@
--- h200.lua: an HGX H200 node (8 H200 SXM 141GB) on NDR InfiniBand, with fused attention kernels.
--- Every number's source is in docs/cost-model.md.
+-- h200.lua: an HGX H200 node (8 H200 SXM 141GB) on NDR InfiniBand, running plait's GPU programs with
+-- cuDNN's fused attention. The device's rates are those plait measured on an H200 on 2026-11-27; every
+-- number's source is in docs/cost-model.md.
 return {
   name = "h200",
   about = "NVIDIA H200 SXM 141GB: bf16 989 TFLOP/s, 4.8 TB/s HBM3e, NVLink 4, 8 x NDR 400 Gb/s per node",
   precision = "bf16",
   device = {
     flops = { bf16 = 989e12, tf32 = 494e12, fp32 = 67e12 },
-    gemm_efficiency = 0.836,       -- largest measured bf16 GEMM rate on the same die with HBM3e (GH200)
+    gemm_efficiency = 0.803,       -- bf16 8192³ GEMM measured on this card: 794 of 989 TFLOP/s
     gemm_tile = { 256, 128 },
     memory_bandwidth = 4.8e12,
-    memory_efficiency = 0.85,
+    memory_efficiency = 0.896,     -- the copy rate measured on this card: 4.3 TB/s, read + written
     memory = 141e9,
     compute_units = 132,
     launch_overhead = 4e-6,
@@ -17,5 +18,14 @@ return {
   },
   node = { devices = 8, link_bandwidth = 450e9, link_latency = 2e-6 },
   network = { nics = 8, nic_bandwidth = 50e9, nic_latency = 5e-6 },
-  kernels = { attention = "fused", attention_dropout = 0 },
+  kernels = {
+    attention = "cudnn",           -- cuDNN's fused attention where the runtime's rules let it, else plait's
+    attention_dropout = 0,
+    -- { head size, forward, backward FLOP/s } over the scores computed (causal: half the square)
+    cudnn_attention = { { 64, 344e12, 157e12 }, { 128, 529e12, 264e12 } },  -- PyTorch's SDPA on cuDNN
+    plait_attention = { { 64, 20.0e12, 7.61e12 }, { 128, 19.3e12, 8.44e12 } }, -- plait's kernels, profiled
+    -- each kind's share of the copy rate in the benchmarks' steps (DIR/train --profile)
+    memory_efficiency = { elementwise = 0.348, norm = 0.334, bias_sums = 0.342, embedding = 0.0256, xent = 0.312,
+                          optimizer = 0.625, grad_norm = 0.0761 },
+  },
 }
