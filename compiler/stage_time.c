@@ -238,7 +238,8 @@ static void node(Walk *w, int i) {
   else if (n->op == OP_ATTENTION || n->op == OP_ATTENTION_BWD) attention(w, i, n->op == OP_ATTENTION_BWD);
   else if (op_is_collective(n->op)) collective(w, i);
   else if (n->op == OP_XENT) xent(w, i);
-  else if (n->op == OP_XENT_BWD && !n->a.xent.grad_in_forward)
+  else if (n->op == OP_XENT_BWD && n->a.xent.grad_in_forward) return; /* its forward took the gradient */
+  else if (n->op == OP_XENT_BWD)
     add(w, i, NULL, kernel_elementwise(w->mc, MEMORY_XENT, node_bytes(w, n), local_elems(w, n->in[0])));
   else if (n->op == OP_EMBEDDING || n->op == OP_EMBEDDING_BWD) embedding(w, i, n->op == OP_EMBEDDING_BWD);
   else if (n->op == OP_EW) elementwise(w, i);
