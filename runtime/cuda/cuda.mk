@@ -125,11 +125,14 @@ $(B)/gpu/kernel_check-cuda: tests/gpu/kernel_check.c $(B)/libplait_rt_cuda.a
 $(B)/gpu/attention_bench: tests/gpu/attention_bench.c $(B)/libplait_rt_cuda.a
 	@mkdir -p $(@D)
 	$(CUDA_CC) $(PROGRAM_CFLAGS) -Iruntime -Iruntime/cuda -o $@ $< $(B)/libplait_rt_cuda.a $(CUDA_LINK)
+$(B)/gpu/copy_rate: tests/gpu/copy_rate.c $(B)/libplait_rt_cuda.a
+	@mkdir -p $(@D)
+	$(CUDA_CC) $(PROGRAM_CFLAGS) -Iruntime -Iruntime/cuda -o $@ $< $(B)/libplait_rt_cuda.a $(CUDA_LINK)
 $(B)/gpu/tokens: tests/gpu/tokens.c runtime/data.h
 	@mkdir -p $(@D)
 	$(CC) -std=c11 $(OPT) $(WARN) -D_GNU_SOURCE -Iruntime -o $@ $<
 GPU_CHECK_BIN := $(GPU_TRAIN) $(B)/gpu/kernel_check-cpu $(B)/gpu/kernel_check-cuda $(B)/gpu/tokens \
-                 $(B)/gpu/attention_bench
+                 $(B)/gpu/attention_bench $(B)/gpu/copy_rate
 
 # ---- the checks without a GPU --------------------------------------------------------------------
 $(B)/tests/cuda/nvrtc_check: tests/gpu/nvrtc_check.c $(B)/libplait_rt_cuda.a

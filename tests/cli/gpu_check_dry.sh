@@ -56,6 +56,8 @@ echo "attention gpt-1.3b cuDNN 0.250 1.050"
 echo "attention gpt-1.3b plait 3.000 9.000"
 EOF
 chmod +x "$bundle/gpu/attention_bench"
+printf '#!/bin/sh\necho "copy 3000.0"\n' >"$bundle/gpu/copy_rate"
+chmod +x "$bundle/gpu/copy_rate"
 # a benchmark program: step lines of 100 to 120 ms after two slower ones, its memory line, and under
 # --profile the start of a profile
 cat >"$TMP/bench" <<'EOF'
@@ -64,7 +66,8 @@ for ms in 900.0 900.0 100.0 110.0 120.0; do
   echo "step 1 | loss 10.0 | lr 1.000e-04 | grad-norm 1.0 | ms $ms | tok/s 1 | MFU 40.0%"
 done
 echo "GPU memory in use 31.50 GB (the whole device, once training is done); the plan's memory of its ranks 29.42 GB (NVIDIA H100 80GB HBM3)"
-case "$*" in *--profile*) printf 'profile over 4 steps after the first: 100.0 ms a step\n  gemm  70.00  70.0%%\n' ;; esac
+case "$*" in *--profile*) printf 'profile over 4 steps after the first: 100.0 ms a step\n  gemm  70.00  70.0%%\n'
+  printf '  norm  6.00  6.0%%  13.2 GB 2200.0 GB/s\n  xent  4.00  4.0%%  12.5 GB 3100.0 GB/s\n' ;; esac
 EOF
 chmod +x "$bundle/gpu/kernel_check-cpu" "$bundle/gpu/kernel_check-cuda" "$TMP/bench"
 grep -v '^#' tests/gpu/benchmarks.txt | awk '{ print $2 }' | while read -r dir; do
@@ -102,6 +105,9 @@ if grep -q '^| kernels | PASS | 2 outputs within tolerance' "$report" && grep -q
    grep -q '^| attention_bench | PASS | 4 timings' "$report" &&
    grep -q '^| gpt2 | cuDNN 1.700 | 8.000 | - | - | - | - |$' "$report" &&
    grep -q '^| gpt-1.3b | cuDNN 1.300 | 12.000 |' "$report" &&
+   grep -q '^| copy_rate | PASS | 3000.0 GB/s' "$report" &&
+   grep -q '^| gpt2-124M | norm | 6.00 | 2200 | 0.73 | yes |$' "$report" &&
+   grep -q '^| gpt-1.3B | xent | 4.00 | 3100 | 1.03 | yes |$' "$report" &&
    ! grep -q '^### Profile: gpt2-124M (gpt2-bench-large)' "$report" && [ -f "$TMP/report/gpu-check-logs.tar.gz" ]; then
   pass gpu_dry_checks_and_profiles
 else

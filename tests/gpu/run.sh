@@ -14,8 +14,9 @@
 #      tokens/s, TFLOP/s, MFU against the GPU's bf16 peak, peak GPU memory against the plan's, the plan's
 #      iteration time against the measured one (with the bundle's plans.txt), llm.c's train_gpt2.cu on
 #      the same GPT-2 batch and tokens (with the bundle's llmc/); then a --profile of a few steps by kind
-#      of work; then, where PyTorch is importable and time is left, the same model in PyTorch eager and
-#      under torch.compile.
+#      of work, each memory-bound kind's rate against the copy rate measured in the same run (copy_rate);
+#      then, where PyTorch is importable and time is left, the same model in PyTorch eager and under
+#      torch.compile.
 # Every step has a time limit and the whole check a budget (PLAIT_GPU_BUDGET seconds, default 540): what
 # does not fit is reported as skipped. The report goes to REPORT_DIR (default docs/) as
 # gpu-check-DATE-GPU.md, written again after every step (a check cut off still leaves its report), with
@@ -34,6 +35,7 @@ failed=0
 : >"$work/notes.md"
 : >"$work/torch.md"
 : >"$work/attention.md"
+: >"$work/memory.md"
 
 # ---- time -------------------------------------------------------------------------------------------
 left() { echo $((budget - ($(date +%s) - started))); }
@@ -97,6 +99,17 @@ publish() {
       echo "| shape | auto: kernels, ms | plait's own, ms | PyTorch cuDNN, ms | PyTorch flash, ms | auto / cuDNN | own / cuDNN |"
       echo "| --- | --- | --- | --- | --- | --- | --- |"
       cat "$work/attention.md"
+      echo
+    fi
+    if [ -s "$work/memory.md" ]; then
+      echo "Memory-bound kinds of work (the profiles below) against the copy rate, $copy GB/s: one"
+      echo "device-to-device copy of 2 GiB in the same run (tests/gpu/copy_rate.c, bytes read plus written)."
+      echo "A kind's rate is the bytes it must move (as the profile counts them) over its time, the device"
+      echo "waiting after each kernel. Target: every kind at 0.70 of the copy rate or more."
+      echo
+      echo "| model | kind | ms a step | GB/s | of the copy rate | target met |"
+      echo "| --- | --- | --- | --- | --- | --- |"
+      cat "$work/memory.md"
       echo
     fi
     if [ -s "$work/torch.md" ]; then
@@ -236,6 +249,11 @@ if [ "$astatus" = 0 ]; then result attention_bench PASS "$(grep -c '^attention '
 else result attention_bench FAIL "status $astatus: $(tail -n 2 "$work/attention.log" | tr '\n' ';')"; fi
 cat "$work/attention.log"
 
+# ---- the copy rate, the memory-bound kernels' ceiling ---------------------------------------------------
+copy=$(limited 30 "$B/gpu/copy_rate" 2>"$work/copy.err" | sed -n 's/^copy \([0-9.]*\)$/\1/p')
+if [ -n "$copy" ]; then result copy_rate PASS "$copy GB/s device to device"
+else copy=-; result copy_rate FAIL "$(tail -n 1 "$work/copy.err")"; fi
+
 # ---- training -------------------------------------------------------------------------------------------
 if ! "$B/gpu/tokens" "$work/text.bin" README.md compiler/*.c runtime/*.c runtime/cpu/*.c >/dev/null; then
   echo "gpu-check: the token file could not be written in $work" >&2
@@ -336,7 +354,17 @@ profile() {
   limited 90 "$B/gpu/$2/train" --data "$work/text.bin" --steps 5 --profile </dev/null >"$work/$2.profile" 2>&1 || return
   { echo; echo "### Profile: $1 ($2), --profile over the steps after the first"; echo; echo '```';
     sed -n '/^profile over/,$p' "$work/$2.profile"; echo '```'; } >>"$work/profiles.md"
+  memory_bound "$1" "$work/$2.profile"
   publish
+}
+
+# memory_bound NAME PROFILE: each kind the profile rates in GB/s, against the copy rate.
+memory_bound() {
+  is_number "$copy" || return
+  sed -n '/^profile over/,$p' "$2" | awk -v m="$1" -v c="$copy" '$NF == "GB/s" && $(NF - 1) + 0 > 0 {
+    share = $(NF - 1) / c
+    printf "| %s | %s | %.2f | %.0f | %.2f | %s |\n", m, $1, $2, $(NF - 1), share, (share >= 0.70 ? "yes" : "no")
+  }' >>"$work/memory.md"
 }
 
 # torch NAME DIR LAYERS HIDDEN HEADS SEQ VOCAB BATCH: PyTorch's same model, beside plait's rate.
