@@ -43,22 +43,24 @@ enum { WARPS = 4, THREADS = 32 * WARPS }; /* every kernel's block */
 /* The tiles of each head size the tiled kernels take, chosen for sm_90: two blocks an SM, at most 255
  * registers and no spills (nvcc -Xptxas -v). Forward: query tiles of 128 rows (a warp 2 m-tiles of 16)
  * against key tiles of BC, multiplied by chunks of KC keys (KC_MOD with a cap or ALiBi), which bounds the
- * score registers. dQ: query tiles of 64·DQ_MT rows against key tiles of 64. QREG, DQ_QREG: Q (and dO)
+ * score registers; a chunk's Q·Kᵀ is KC/8 · 2 chains of D/16 dependent mma, so the chunk is as wide as
+ * the registers allow (at 128 wide, 32 keys fit only with the chunk loop kept rolled, ROLL: unrolled,
+ * ptxas hoists the next chunk's loads and spills). dQ: query tiles of 64·DQ_MT rows against key tiles of 64. QREG, DQ_QREG: Q (and dO)
  * held in registers, else read from shared memory again for every key tile. dK/dV: key tiles of 64 (16 a
  * warp) against query tiles of DKV_BR; KREG: K and V held in registers. */
 template <int D> struct Plan;
-#define PLAN(d, bc, kc, kc_mod, qreg, dq_mt, dq_qreg, dkv_br, kreg)                                       \
+#define PLAN(d, bc, kc, kc_mod, qreg, roll, dq_mt, dq_qreg, dkv_br, kreg)                                 \
   template <> struct Plan<d> {                                                                         \
-    enum { BC = bc, KC = kc, KC_MOD = kc_mod, QREG = qreg, DQ_MT = dq_mt, DQ_QREG = dq_qreg };        \
+    enum { BC = bc, KC = kc, KC_MOD = kc_mod, QREG = qreg, ROLL = roll, DQ_MT = dq_mt, DQ_QREG = dq_qreg }; \
     enum { DKV_BR = dkv_br, KREG = kreg };                                                           \
   }
-/*    D   BC  KC KC_MOD QREG  DQ_MT DQ_QREG  DKV_BR KREG */
-PLAN(16, 128, 64, 64, 1, 2, 1, 64, 1);
-PLAN(32, 128, 64, 64, 1, 2, 1, 64, 1);
-PLAN(64, 128, 64, 32, 1, 1, 1, 64, 1);
-PLAN(80, 64, 32, 32, 0, 1, 1, 64, 0);
-PLAN(96, 64, 32, 32, 0, 1, 1, 32, 0);
-PLAN(128, 64, 16, 16, 0, 1, 0, 32, 0);
+/*    D   BC  KC KC_MOD QREG ROLL  DQ_MT DQ_QREG  DKV_BR KREG */
+PLAN(16, 128, 64, 64, 1, 0, 2, 1, 64, 1);
+PLAN(32, 128, 64, 64, 1, 0, 2, 1, 64, 1);
+PLAN(64, 128, 64, 32, 1, 0, 1, 1, 64, 1);
+PLAN(80, 64, 32, 32, 0, 0, 1, 1, 64, 0);
+PLAN(96, 64, 32, 32, 0, 0, 1, 1, 32, 0);
+PLAN(128, 64, 32, 16, 0, 1, 1, 0, 32, 0);
 #undef PLAN
 
 /* The angle of pair i at position t is t·θ^(−2i/D), in double, rounded to float once. */
@@ -468,21 +470,24 @@ __global__ void __launch_bounds__(THREADS, 2) attention_forward_kernel(Attn a) {
     landed<D, BC>(a, Ks + buf * BC * LD, k0);
     if (j + 1 < t.end) load_kv<D, BC>(a, t.kv_off, k0 + BC, Ks + (buf ^ 1) * BC * LD, Vs + (buf ^ 1) * BC * LD);
     copies_commit();
+    constexpr int STEP = Plan<D>::ROLL ? 1 : BC / KC; /* chunks an iteration of the rolled loop */
+#pragma unroll 1
+    for (int c0 = 0; c0 < BC / KC; c0 += STEP)
 #pragma unroll
-    for (int c = 0; c < BC / KC; c++) {
-      const int kc = k0 + c * KC;
-      const uint32_t chunk = (buf * BC + c * KC) * LD * 2;
-      if (!meets(a, rows, rows + 16 * MT - 1, kc, kc + KC - 1)) continue;
-      float s[MT][KC / 8][4] = {};
-      mma_abt<MT, KC, D, LD, QREG>(s, qf, qa, kb + chunk);
-      const bool masked = kc + KC > a.T || edge(a, rows, rows + 16 * MT - 1, kc, kc + KC - 1);
-      if (MOD || masked)
+      for (int c = c0; c < c0 + STEP; c++) {
+        const int kc = k0 + c * KC;
+        const uint32_t chunk = (buf * BC + c * KC) * LD * 2;
+        if (!meets(a, rows, rows + 16 * MT - 1, kc, kc + KC - 1)) continue;
+        float s[MT][KC / 8][4] = {};
+        mma_abt<MT, KC, D, LD, QREG>(s, qf, qa, kb + chunk);
+        const bool masked = kc + KC > a.T || edge(a, rows, rows + 16 * MT - 1, kc, kc + KC - 1);
+        if (MOD || masked)
 #pragma unroll
-        for (int m = 0; m < MT; m++) adjust<MOD>(s[m], a, slope, rows + m * 16 + g, kc + 2 * q, masked);
+          for (int m = 0; m < MT; m++) adjust<MOD>(s[m], a, slope, rows + m * 16 + g, kc + 2 * q, masked);
 #pragma unroll
-      for (int m = 0; m < MT; m++) softmax_step(s[m], o[m], m2[m], l[m], mul);
-      mma_pb<MT, D, KC, LD>(o, s, va + chunk);
-    }
+        for (int m = 0; m < MT; m++) softmax_step(s[m], o[m], m2[m], l[m], mul);
+        mma_pb<MT, D, KC, LD>(o, s, va + chunk);
+      }
   }
 
 #pragma unroll

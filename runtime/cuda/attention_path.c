@@ -19,11 +19,12 @@
 #define PLAIT_CUDA_LIBDIR ""
 #endif
 
-enum { MOST_SITES = 32 };
+enum { MOST_SITES = 64 };
 
 /* One shape of attention call and what runs it. */
 typedef struct {
   AttnShape shape;
+  AttentionChoice choice; /* the --attention it was decided under */
   int cudnn;       /* cuDNN's plans below run it; else plait's kernels */
   SdpaPlan forward, backward;
   int accumulated; /* the backward sums dq in fp32 (no engine without it gave the same bits every run) */
@@ -243,17 +244,27 @@ static void decide(GpuAttention *a, AttentionSite *site) {
   if (a->report) report(site, reason);
 }
 
+/* The site of a shape, decided under the choice in force: a shape decided under another choice (a check
+ * or benchmark that runs it on cuDNN's kernels, then on plait's own) is decided again. */
 static AttentionSite *site_of(const AttnShape *s) {
   GpuAttention *a = attention_state();
-  for (int i = 0; i < a->count; i++)
-    if (same_shape(&a->sites[i].shape, s)) return &a->sites[i];
-  if (a->count == MOST_SITES) {
+  AttentionSite *site = NULL;
+  for (int i = 0; i < a->count && !site; i++)
+    if (same_shape(&a->sites[i].shape, s)) site = &a->sites[i];
+  if (site && site->choice == a->choice) return site;
+  if (site) { /* its plans may have calls in flight */
+    if (site->cudnn) gpu_check(cudaStreamSynchronize(gpu_stream()), "attention decided again");
+    sdpa_plan_free(&site->forward);
+    sdpa_plan_free(&site->backward);
+  } else if (a->count == MOST_SITES) {
     fprintf(stderr, "plait: more than %d shapes of attention in one program\n", MOST_SITES);
     exit(1);
+  } else {
+    site = &a->sites[a->count++];
   }
-  AttentionSite *site = &a->sites[a->count++];
   memset(site, 0, sizeof *site);
   site->shape = *s;
+  site->choice = a->choice;
   decide(a, site);
   return site;
 }

@@ -1,8 +1,11 @@
 /* attention_bench.c: the time of attention's forward and backward at the GPU check's benchmark shapes
  * (GPT-2 124M: B 64, T 1024, 12 heads of 64; the 1.3B GPT: B 8, T 2048, 16 heads of 128; causal, bf16),
  * on the kernels --attention auto picks and on plait's own. Inputs are random (never zeros), each
- * figure the median of 7 rounds of 5 calls after 3 warm-up calls. One line a shape and path:
- *   attention NAME PATH forward_ms backward_ms */
+ * figure the median of 7 rounds of 5 calls after 3 warm-up calls. One line a shape and path, auto's
+ * first (tests/gpu/run.sh reads the first line of a shape as auto's):
+ *   attention NAME PATH forward_ms backward_ms
+ * A shape is decided again when the choice changes (attention_path.c), so the second pass runs on plait's
+ * own kernels even where auto picked cuDNN's; a pass on other kernels than asked ends the bench. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +87,10 @@ static void bench(const char *name, AttnShape s) {
   for (int i = 0; i < 2; i++) {
     k_attention_choose(choices[i], 0);
     const char *path = k_attention_path(&s);
+    if (choices[i] == ATTENTION_PLAIT && strcmp(path, "plait") != 0) {
+      fprintf(stderr, "attention_bench: %s under --attention plait ran on %s's kernels\n", name, path);
+      exit(1);
+    }
     double forward = time_calls(&s, &b, 0), backward = time_calls(&s, &b, 1);
     printf("attention %s %s %.3f %.3f\n", name, path, forward, backward);
     fflush(stdout);

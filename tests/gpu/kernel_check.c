@@ -251,6 +251,8 @@ static void attention_run(Check *c, const AttnShape *s, const char *tag, Attenti
   k_attention_choose(choice, 0);
   const char *path = k_attention_path(s);
   if (on_gpu) printf("attention %s on %s's kernels\n", tag, path);
+  if (choice == ATTENTION_PLAIT && strcmp(path, "plait") != 0) /* a shape auto gave cuDNN, decided again */
+    c->failed++, printf("FAIL attention_%s: --attention plait ran on %s's kernels\n", tag, path);
   c->attention_runs++, c->attention_on_cudnn += strcmp(path, "cuDNN") == 0;
   act_t *q = act_input(c, "attn.q", nq, -2, 2), *k = act_input(c, "attn.k", nkv, -2, 2);
   act_t *v = act_input(c, "attn.v", nkv, -1, 1), *dout = act_input(c, "attn.dout", nq, -1, 1);
@@ -516,6 +518,9 @@ int main(int argc, char **argv) {
   attention_case(&c, 1, 50, 2, 1, 20, 1, 1);                        /* 20: plain kernels, Δ's scalar loop */
   attention_case(&c, 1, 1024, 4, 4, 64, 1, 0);                      /* GPT-2's heads over its sequence */
   attention_case_with(&c, 1, 640, 8, 2, 128, 1, 1, 200, 0, 0, 0);  /* Llama-like: grouped, rope, a window */
+  attention_case(&c, 1, 203, 4, 2, 128, 1, 0);                      /* 128: the forward's 32-key chunks, odd T */
+  attention_case_with(&c, 2, 161, 4, 1, 128, 1, 0, 40, 0, 0, 0);    /* 128: a window inside a key tile */
+  attention_case_with(&c, 1, 250, 4, 2, 128, 1, 1, 33, 0, 0.05, 0); /* 128: grouped, rope, window, scale */
   attention_cudnn_coverage(&c);
   rope_case(&c, 2, 100, 4, 64, 64, 0, ROPE_SCALING_NONE);
   rope_case(&c, 1, 70, 3, 80, 32, 0, ROPE_SCALING_NONE); /* Phi-2's partial rotary */
