@@ -14,6 +14,7 @@
 #include "preflight.h"
 #include "save_folder.h"
 #include "trainer.h"
+#include "wait_policy.h"
 
 /* The validation file `plait data` writes beside OUT.bin: OUT.val.bin, if it is there. */
 static const char *default_val(TrainArgs *a) {
@@ -69,6 +70,7 @@ int main(int argc, char **argv) {
                     .eval_batches = 4};
   const Program *p = &plait_program;
   Refusal refusal;
+  wait_policy_settle(argv);
   signal(SIGXFSZ, SIG_IGN); /* past a file-size limit (ulimit -f) a write fails with EFBIG, which is told */
   if (preflight(argc, argv, &args, &refusal)) {
     if (!comm_ranks_are_processes()) {

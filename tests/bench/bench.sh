@@ -307,6 +307,29 @@ awk -v one="$one" -v dp2="$dp2" -v pp2="$pp2" 'BEGIN {
   printf "  (tp,pp,vpp,dp) = (1,2,1,1)       %8.0f tokens/s   %.2f of one rank\n", pp2, pp2 / one
 }'
 
+echo "== sharing the cores: tiny (one rank) alone, then beside as many busy processes as there are cores"
+# Target: at most about the share the program is given (2× slower beside one busy process a core); the
+# same beside them with OMP_WAIT_POLICY=active (libgomp spinning, what a program did before it waited
+# passively) for comparison.
+shared_step() { # env...: median ms of 8 steps
+  env "$@" "$TMP/one/train" --data "$TMP/text.bin" --steps 8 --log-json "$TMP/shared.json" >/dev/null || exit 1
+  median "$TMP/shared.json" ms
+}
+alone=$(shared_step)
+busy=""
+for _ in $(seq "$(nproc)"); do (while :; do :; done) & busy="$busy $!"; done
+trap 'kill $busy 2>/dev/null; rm -rf "$TMP"' EXIT
+beside=$(shared_step)
+spinning=$(shared_step OMP_WAIT_POLICY=active)
+# shellcheck disable=SC2086
+kill $busy
+trap 'rm -rf "$TMP"' EXIT
+awk -v a="$alone" -v b="$beside" -v s="$spinning" -v cores="$(nproc)" 'BEGIN {
+  printf "  alone                            %8.1f ms a step\n", a
+  printf "  beside %d busy processes          %8.1f ms a step   %.2f× alone (target: 2× or less)\n", cores, b, b / a
+  printf "  the same, threads spinning       %8.1f ms a step   %.2f× alone\n", s, s / a
+}'
+
 echo "== a pipelined run's bubble: measured against the plan's prediction (tiny, pp 2, 8 microbatches)"
 # shellcheck disable=SC2086
 "$TMP/pp2/train" --data "$TMP/text.bin" --steps 6 --trace "$TMP/pp2.trace" >"$TMP/pp2.out" || exit 1
