@@ -485,6 +485,10 @@ int main(int argc, char **argv) {
   norm_case(&c, 1, 33, 36);
   norm_case(&c, 0, 41, 2048); /* rows held in registers, 8 vectors a lane */
   norm_case(&c, 1, 19, 2304); /* rows too wide to hold: read again each pass */
+  norm_case(&c, 0, 1000, 1000); /* fused backward: lanes past the row's end, a short last chunk */
+  norm_case(&c, 1, 300, 1544);  /* fused backward, 7 of 8 vectors a lane held, chunks of 64 rows */
+  norm_case(&c, 0, 5000, 768);  /* GPT-2's width: 79 chunks, unequal runs of the final sums */
+  norm_case(&c, 0, 3, 64);      /* fewer rows than warps: warps without a row */
   attention_case(&c, 2, 128, 4, 4, 64, 1, 0);
   attention_case(&c, 1, 100, 4, 2, 32, 1, 1);
   attention_case(&c, 2, 64, 2, 1, 128, 0, 1);
