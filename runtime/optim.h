@@ -23,9 +23,28 @@ AdamW optim_adamw_default(void);
 void optim_adamw_step(const AdamW *opt, int64_t t, double lr, int decay, double grad_scale, int64_t n, real *param,
                       real *grad, real *m, real *v);
 
+/* One tensor of optim_adamw_many: its elements, whether weight decay applies, its four streams, and
+ * w, the copy compute reads, rounded from the new weights in the same pass (NULL where compute reads
+ * param itself: every backend without ACT_SEPARATE). */
+typedef struct {
+  int64_t n;
+  int decay;
+  real *param, *grad, *m, *v;
+  act_t *w;
+} AdamwTensor;
+
+/* optim_adamw_step over tensors[0 .. count) (each with its own decay), in one pass over them all where
+ * the backend allows; each tensor's results are the same bits optim_adamw_step gives it. */
+void optim_adamw_many(const AdamW *opt, int64_t t, double lr, double grad_scale, int count,
+                      const AdamwTensor *tensors);
+
 /* Σ g² over n elements, accumulated in double in a fixed order (the same bits whatever the thread
  * count). Callers add these over their tensors, then across ranks, counting each parameter once. */
 double optim_norm_sq(int64_t n, const real *grad);
+
+/* Σ g² over tensors[0 .. count) of n[i] elements: on the CPU the tensors' optim_norm_sq added in order;
+ * on the GPU one pass over them all, its blocks' sums added in an order fixed by the sizes alone. */
+double optim_norm_sq_many(int count, const int64_t *n, const real *const *grad);
 
 /* The clip coefficient for a global gradient norm: min(1, max_norm/(norm + 1e-6)) (max_norm 1.0 by default). */
 double optim_clip_coef(double norm, double max_norm);

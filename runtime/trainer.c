@@ -79,16 +79,41 @@ void trainer_load_batch(Trainer *t, int64_t step, int val) {
 /* The global gradient norm: each rank's counted parameters (split ones on every TP rank, replicated ones
  * on TP rank 0, a tied table on the first stage), summed over TP and PP; DP replicas hold the same. */
 static double global_grad_norm(Trainer *t) {
-  double sq = 0, start = t->run.profile ? profile_start(t->run.profile) : 0, elems = 0;
+  double start = t->run.profile ? profile_start(t->run.profile) : 0, elems = 0;
+  int64_t *n = malloc((size_t)t->params.count * sizeof *n);
+  const real **g = malloc((size_t)t->params.count * sizeof *g);
+  int count = 0;
   for (int i = 0; i < t->params.count; i++)
     if (t->params.slot[i].counted) {
-      sq += optim_norm_sq(t->params.slot[i].n, t->params.slot[i].g);
+      n[count] = t->params.slot[i].n, g[count++] = t->params.slot[i].g;
       elems += (double)t->params.slot[i].n;
     }
+  double sq = optim_norm_sq_many(count, n, g);
+  free(n), free(g);
   comm_allreduce(t->comm, GROUP_TP, &sq, 1, COMM_F64, COMM_SUM);
   comm_allreduce(t->comm, GROUP_PP, &sq, 1, COMM_F64, COMM_SUM);
   if (t->run.profile) profile_add(t->run.profile, PROFILE_GRAD_NORM, start, 0, elems * sizeof(real));
   return sqrt(sq);
+}
+
+/* AdamW over the trainable tensors in one call, which also rounds each new master weight to the
+ * copy compute reads where that copy is separate (frozen tensors keep theirs). Returns the bytes
+ * that moved: the weights, m and v read and written, the gradient read and cleared, the compute
+ * copy written. */
+static double adamw_all(Trainer *t, double coef) {
+  AdamwTensor *a = malloc((size_t)t->params.count * sizeof *a);
+  int count = 0;
+  double elems = 0;
+  for (int i = 0; i < t->params.count; i++) {
+    ParamSlot *s = &t->params.slot[i];
+    if (!s->spec->trainable) continue; /* frozen: left as it is */
+    act_t *w = ACT_SEPARATE ? s->w : NULL;
+    a[count++] = (AdamwTensor){s->n, s->spec->decay, s->master, s->g, s->m, s->v, w};
+    elems += (double)s->n;
+  }
+  optim_adamw_many(&t->adamw, t->step + 1, t->lr, coef, count, a);
+  free(a);
+  return elems * (8.0 * sizeof(real) + (ACT_SEPARATE ? sizeof(act_t) : 0));
 }
 
 static void optimizer_step(void *arg) {
@@ -100,15 +125,8 @@ static void optimizer_step(void *arg) {
   double coef = optim_clip_coef(t->grad_norm, t->args->grad_clip);
   t->lr = optim_lr(&t->schedule, t->step);
   double start = t->run.profile ? profile_start(t->run.profile) : 0;
-  for (int i = 0; i < t->params.count; i++) {
-    ParamSlot *s = &t->params.slot[i];
-    if (!s->spec->trainable) continue; /* frozen: left as it is */
-    optim_adamw_step(&t->adamw, t->step + 1, t->lr, s->spec->decay, coef, s->n, s->master, s->g, s->m, s->v);
-  }
-  params_refresh(&t->params);
-  /* AdamW's streams: the weights, m and v read and written, the gradient read and cleared */
-  if (t->run.profile)
-    profile_add(t->run.profile, PROFILE_OPTIMIZER, start, 0, 8.0 * sizeof(real) * (double)t->params.elems);
+  double bytes = adamw_all(t, coef);
+  if (t->run.profile) profile_add(t->run.profile, PROFILE_OPTIMIZER, start, 0, bytes);
 }
 
 /* ---- loss ----------------------------------------------------------------------------------- */

@@ -46,6 +46,15 @@ void optim_adamw_step(const AdamW *opt, int64_t t, double lr, int decay, double 
   }
 }
 
+/* Tensor by tensor, in order: compute reads the master weights here, so there is no w to refresh. */
+void optim_adamw_many(const AdamW *opt, int64_t t, double lr, double grad_scale, int count,
+                      const AdamwTensor *tensors) {
+  for (int i = 0; i < count; i++) {
+    const AdamwTensor *a = &tensors[i];
+    optim_adamw_step(opt, t, lr, a->decay, grad_scale, a->n, a->param, a->grad, a->m, a->v);
+  }
+}
+
 /* Blocks of elements, block sums held at once, the running sums of a block (one per vector lane), and
  * the blocks a thread reads side by side. */
 enum { NORM_BLOCK = 1 << 14, NORM_BATCH = 4096, NORM_LANES = 16, NORM_STREAMS = 4 };
@@ -103,5 +112,11 @@ double optim_norm_sq(int64_t n, const real *grad) {
     }
     for (int64_t b = 0; b < count; b++) total += partial[b];
   }
+  return total;
+}
+
+double optim_norm_sq_many(int count, const int64_t *n, const real *const *grad) {
+  double total = 0;
+  for (int i = 0; i < count; i++) total += optim_norm_sq(n[i], grad[i]);
   return total;
 }

@@ -177,59 +177,104 @@ void k_to_act(int64_t n, const real *src, act_t *dst) {
 
 /* ---- row sums ---------------------------------------------------------------------------------- */
 
-/* partial[k][c] = Σ_r x[r][c] over the rows r of chunk k (blockIdx.x), in order, in float; a thread takes W
- * columns from c (8: 16-byte loads). */
-template <int W>
-__global__ void column_partials_kernel(int64_t rows, int64_t C, const __nv_bfloat16 *x, float *partial) {
-  int64_t c = ((int64_t)blockIdx.y * blockDim.x + threadIdx.x) * W, k = blockIdx.x;
-  if (c >= C) return;
-  int64_t first = k * GPU_ROW_CHUNK, last = min(rows, first + GPU_ROW_CHUNK);
-  float sum[W] = {};
-#pragma unroll 4
-  for (int64_t r = first; r < last; r++) {
-    float v[W];
-    load_vec<W>(x + r * C + c, v);
-#pragma unroll
-    for (int j = 0; j < W; j++) sum[j] += v[j];
-  }
-  store_vec<W>(partial + k * C + c, sum);
+/* The row sums' blocks: SUM_SLICE threads across (a thread takes W columns: 8, 16-byte loads, or
+ * 1) by SUM_LANES down; lane j of chunk k sums its rows k·R + j, k·R + j + SUM_LANES, ... in order,
+ * then the lanes' sums meet in lane order. R, the rows of a chunk, a multiple of SUM_LANES, comes
+ * from the shape alone, so that about SUM_BLOCKS blocks cover x (the bits depend on the shape). */
+enum { SUM_SLICE = 32, SUM_LANES = 8, SUM_BLOCKS = 1024 };
+
+static int64_t chunk_rows(int64_t rows, int64_t slices) {
+  int64_t r = (rows * slices + SUM_BLOCKS - 1) / SUM_BLOCKS;
+  return (r + SUM_LANES - 1) / SUM_LANES * SUM_LANES;
 }
 
-/* out[c] = Σ_k partial[k][c], chunks in order, into a float (+=) or a bf16 (=) column. */
+/* partial[k][c] = Σ_r x[r][c] over the R rows r of chunk k (blockIdx.y), for the SUM_SLICE·W
+ * columns of slice blockIdx.x: each lane's sum in float, then the lanes' in order through shared
+ * memory. */
+template <int W>
+__global__ void column_partials_kernel(int64_t rows, int64_t C, int64_t R, const __nv_bfloat16 *x,
+                                       float *partial) {
+  __shared__ float lane_sums[SUM_LANES][SUM_SLICE * W];
+  int64_t c0 = (int64_t)blockIdx.x * SUM_SLICE * W, c = c0 + threadIdx.x * W, k = blockIdx.y;
+  int64_t last = min(rows, (k + 1) * R);
+  float sum[W] = {};
+  if (c < C) {
+#pragma unroll 8
+    for (int64_t r = k * R + threadIdx.y; r < last; r += SUM_LANES) {
+      float v[W];
+      load_vec<W>(x + r * C + c, v);
+#pragma unroll
+      for (int j = 0; j < W; j++) sum[j] += v[j];
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < W; j++) lane_sums[threadIdx.y][threadIdx.x * W + j] = sum[j];
+  __syncthreads();
+  int first = threadIdx.y * SUM_SLICE + threadIdx.x;
+  for (int i = first; i < SUM_SLICE * W; i += SUM_SLICE * SUM_LANES) {
+    float total = 0;
+#pragma unroll
+    for (int l = 0; l < SUM_LANES; l++) total += lane_sums[l][i];
+    if (c0 + i < C) partial[k * C + c0 + i] = total;
+  }
+}
+
+/* out[c] = Σ_k partial[k][c] into a float (+=) or a bf16 (=) column: lane j of a column sums chunks
+ * j, j + FINISH_LANES, ... in order, then the lanes' sums meet in lane order. */
+enum { FINISH_LANES = 32 };
 static __device__ __forceinline__ void finish_column(float *out, float sum) { *out += sum; }
-static __device__ __forceinline__ void finish_column(__nv_bfloat16 *out, float sum) { *out = st(sum); }
+static __device__ __forceinline__ void finish_column(__nv_bfloat16 *out, float sum) {
+  *out = st(sum);
+}
 
 template <typename T>
 __global__ void finish_sums_kernel(int64_t chunks, int64_t C, const float *partial, T *out) {
-  int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
+  __shared__ float lane_sums[FINISH_LANES][SUM_SLICE];
+  int64_t c = (int64_t)blockIdx.x * SUM_SLICE + threadIdx.x;
   float sum = 0;
+  if (c < C) {
 #pragma unroll 8
-  for (int64_t k = 0; k < chunks; k++) sum += partial[k * C + c];
-  finish_column(out + c, sum);
+    for (int64_t k = threadIdx.y; k < chunks; k += FINISH_LANES) sum += partial[k * C + c];
+  }
+  lane_sums[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y > 0 || c >= C) return;
+  float total = 0;
+#pragma unroll
+  for (int l = 0; l < FINISH_LANES; l++) total += lane_sums[l][threadIdx.x];
+  finish_column(out + c, total);
 }
 
-void gpu_finish_column_sums(int64_t chunks, int64_t C, const float *partial, float *out) {
-  finish_sums_kernel<<<gpu_blocks(C, 256), 256, 0, gpu_stream()>>>(chunks, C, partial, out);
+template <typename T>
+static void finish_sums(int64_t chunks, int64_t C, const float *partial, T *out) {
+  dim3 block(SUM_SLICE, FINISH_LANES);
+  finish_sums_kernel<<<gpu_blocks(C, SUM_SLICE), block, 0, gpu_stream()>>>(chunks, C, partial, out);
   gpu_check_launch("finish_sums_kernel");
 }
 
-static float *column_partials(int64_t rows, int64_t C, const act_t *x) {
-  int64_t chunks = gpu_row_chunks(rows);
-  float *partial = (float *)gpu_scratch(GPU_SCRATCH_A, (size_t)(chunks * C) * sizeof(float));
+void gpu_finish_column_sums(int64_t chunks, int64_t C, const float *partial, float *out) {
+  finish_sums(chunks, C, partial, out);
+}
+
+/* The chunks' partial sums of x's columns (scratch slot A); *chunks gets their number. */
+static float *column_partials(int64_t rows, int64_t C, const act_t *x, int64_t *chunks) {
   bool vec = C % 8 == 0 && gpu_aligned16(x);
-  int64_t vectors = vec ? C / 8 : C;
-  int threads = gpu_column_threads(vectors);
-  dim3 grid((unsigned)chunks, gpu_blocks(vectors, threads)); /* the chunks on x: any number of rows */
-  if (vec) column_partials_kernel<8><<<grid, threads, 0, gpu_stream()>>>(rows, C, x, partial);
-  else column_partials_kernel<1><<<grid, threads, 0, gpu_stream()>>>(rows, C, x, partial);
+  int64_t slices = vec ? (C / 8 + SUM_SLICE - 1) / SUM_SLICE : gpu_blocks(C, SUM_SLICE);
+  int64_t R = chunk_rows(rows, slices);
+  *chunks = (rows + R - 1) / R;
+  float *partial = (float *)gpu_scratch(GPU_SCRATCH_A, (size_t)(*chunks * C) * sizeof(float));
+  dim3 grid((unsigned)slices, (unsigned)*chunks), block(SUM_SLICE, SUM_LANES);
+  if (vec) column_partials_kernel<8><<<grid, block, 0, gpu_stream()>>>(rows, C, R, x, partial);
+  else column_partials_kernel<1><<<grid, block, 0, gpu_stream()>>>(rows, C, R, x, partial);
   gpu_check_launch("column_partials_kernel");
   return partial;
 }
 
 void k_sum_rows(int64_t rows, int64_t C, const act_t *x, real *out) {
   if (rows <= 0 || C <= 0) return;
-  gpu_finish_column_sums(gpu_row_chunks(rows), C, column_partials(rows, C, x), out);
+  int64_t chunks;
+  float *partial = column_partials(rows, C, x, &chunks);
+  finish_sums(chunks, C, partial, out);
 }
 
 void k_sum_rows_act(int64_t rows, int64_t C, const act_t *x, act_t *out) {
@@ -238,7 +283,7 @@ void k_sum_rows_act(int64_t rows, int64_t C, const act_t *x, act_t *out) {
     gpu_check(cudaMemsetAsync(out, 0, (size_t)C * sizeof *out, gpu_stream()), "k_sum_rows_act");
     return;
   }
-  float *partial = column_partials(rows, C, x);
-  finish_sums_kernel<<<gpu_blocks(C, 256), 256, 0, gpu_stream()>>>(gpu_row_chunks(rows), C, partial, out);
-  gpu_check_launch("finish_sums_kernel");
+  int64_t chunks;
+  float *partial = column_partials(rows, C, x, &chunks);
+  finish_sums(chunks, C, partial, out);
 }

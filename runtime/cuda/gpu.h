@@ -94,8 +94,8 @@ void plait_attention_backward(const AttnShape *s, const act_t *q, const act_t *k
                               const real *lse, const act_t *dout, act_t *dq, act_t *dk, act_t *dv);
 
 /* Deterministic sums over rows come in two kernels: per chunk of GPU_ROW_CHUNK rows, partial[k][c] is
- * the chunk's sum of column c (rows in order); then out[c] += Σ_k partial[k][c], chunks in order
- * (gemm.cu). The bits depend on the shape alone. */
+ * the chunk's sum of column c (rows in order); then out[c] += Σ_k partial[k][c], the chunks in an
+ * order fixed by their number (gemm.cu). The bits depend on the shape alone. */
 enum { GPU_ROW_CHUNK = 128 };
 static inline int64_t gpu_row_chunks(int64_t rows) { return (rows + GPU_ROW_CHUNK - 1) / GPU_ROW_CHUNK; }
 void gpu_finish_column_sums(int64_t chunks, int64_t C, const float *partial, float *out);

@@ -197,17 +197,19 @@ static void gemm_case(Check *c, int ta, int tb, int64_t M, int64_t N, int64_t K,
   device_free(A), device_free(B), device_free(C), device_free(G);
 }
 
-static void sum_rows_case(Check *c, int64_t rows, int64_t C) {
+/* x starts `skew` elements into its buffer (1: not 16-byte aligned, the one-column path). */
+static void sum_rows_case(Check *c, int64_t rows, int64_t C, int skew) {
   char name[64];
-  act_t *x = act_input(c, "rows.x", rows * C, -1, 1), *sum = act_output(C);
+  act_t *buffer = act_input(c, "rows.x", rows * C + skew, -1, 1), *x = buffer + skew;
+  act_t *sum = act_output(C);
   real *acc = real_input(c, "rows.acc", C, -1, 1);
   k_sum_rows(rows, C, x, acc);
-  snprintf(name, sizeof name, "sum_rows_%lldx%lld", (long long)rows, (long long)C);
+  snprintf(name, sizeof name, "sum_rows_%lldx%lld_%d", (long long)rows, (long long)C, skew);
   check_real(c, name, acc, C, tolerance[SUMS]);
   k_sum_rows_act(rows, C, x, sum);
-  snprintf(name, sizeof name, "sum_rows_act_%lldx%lld", (long long)rows, (long long)C);
+  snprintf(name, sizeof name, "sum_rows_act_%lldx%lld_%d", (long long)rows, (long long)C, skew);
   check_act(c, name, sum, C, tolerance[BF16]);
-  device_free(x), device_free(sum), device_free(acc);
+  device_free(buffer), device_free(sum), device_free(acc);
 }
 
 /* Forward, then backward from the forward's own statistics. */
@@ -434,6 +436,54 @@ static void optim_case(Check *c, int64_t n) {
   device_free(param), device_free(grad), device_free(m), device_free(v);
 }
 
+/* The compute copy optim_adamw_many writes on the GPU must be each new weight rounded to nearest
+ * even (the CPU has no such copy). */
+static void check_refreshed(Check *c, const real *param, const act_t *w, int64_t n) {
+#ifdef PLAIT_CUDA
+  real *p = malloc((size_t)n * sizeof *p);
+  act_t *back = malloc((size_t)n * sizeof *back);
+  device_download(p, param, (size_t)n * sizeof *p);
+  device_download(back, w, (size_t)n * sizeof *back);
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; i++) wrong += act_value(back[i]) != round_bf16(p[i]);
+  if (wrong == 0) c->passed++, printf("PASS adamw_many_w (%lld weights rounded)\n", (long long)n);
+  else c->failed++, printf("FAIL adamw_many_w: %lld of %lld not rounded\n", (long long)wrong,
+                           (long long)n);
+  free(p), free(back);
+#else
+  (void)c, (void)param, (void)w, (void)n;
+#endif
+}
+
+/* Tensors of odd sizes side by side in one buffer (most not 16-byte aligned; one empty), with and
+ * without decay: the norm over them all, then one AdamW step over them all. */
+static void optim_many_case(Check *c) {
+  enum { COUNT = 7 };
+  const int64_t sizes[COUNT] = {100003, 1, 17, 0, 16389, 40000, 8};
+  int64_t n = 0, at[COUNT];
+  for (int i = 0; i < COUNT; i++) at[i] = n, n += sizes[i];
+  real *param = real_input(c, "many.param", n, -1, 1);
+  real *grad = real_input(c, "many.grad", n, -0.1, 0.1);
+  real *m = real_input(c, "many.m", n, -0.01, 0.01), *v = real_input(c, "many.v", n, 0, 1e-4);
+  act_t *w = on_gpu ? act_output(n) : NULL;
+  const real *g[COUNT];
+  AdamwTensor t[COUNT];
+  for (int i = 0; i < COUNT; i++) {
+    g[i] = grad + at[i];
+    t[i] = (AdamwTensor){sizes[i], i % 2, param + at[i], grad + at[i], m + at[i], v + at[i],
+                         w ? w + at[i] : NULL};
+  }
+  check_value(c, "norm_sq_many", optim_norm_sq_many(COUNT, sizes, g), tolerance[FP32]);
+  AdamW opt = optim_adamw_default();
+  optim_adamw_many(&opt, 5, 2e-3, 0.9, COUNT, t);
+  check_real(c, "adamw_many_param", param, n, tolerance[FP32]);
+  check_real(c, "adamw_many_m", m, n, tolerance[FP32]);
+  check_real(c, "adamw_many_v", v, n, tolerance[FP32]);
+  check_real(c, "adamw_many_grad_cleared", grad, n, tolerance[FP32]);
+  if (w) check_refreshed(c, param, w, n), device_free(w);
+  device_free(param), device_free(grad), device_free(m), device_free(v);
+}
+
 #ifdef PLAIT_CUDA
 /* The bf16 copy of master weights must be each value rounded to nearest even: compared with the host's
  * rounding (the CPU has no such copy). */
@@ -476,9 +526,13 @@ int main(int argc, char **argv) {
     for (int tb = 0; tb < 2; tb++) gemm_case(&c, ta, tb, 192, 160, 96, 1, 0);
   gemm_case(&c, 0, 1, 77, 130, 52, 0.5f, 1);
   gemm_case(&c, 1, 0, 64, 48, 600, 1, 0);
-  sum_rows_case(&c, 300, 200);
-  sum_rows_case(&c, 1000, 768);
-  sum_rows_case(&c, 129, 37); /* 37 columns: a column a thread */
+  sum_rows_case(&c, 300, 200, 0);
+  sum_rows_case(&c, 1000, 768, 0);
+  sum_rows_case(&c, 129, 37, 0);    /* 37 columns: a column a thread */
+  sum_rows_case(&c, 4099, 776, 0);  /* 97 vectors: a slice of one; chunks of 24 rows, the last 19 */
+  sum_rows_case(&c, 3001, 45, 0);   /* a column a thread, a slice and a part; a last chunk of 1 */
+  sum_rows_case(&c, 7, 20000, 0);   /* fewer rows than a block's lanes: one chunk, 79 slices */
+  sum_rows_case(&c, 1031, 264, 1);  /* a multiple of 8 columns, x not 16-byte aligned */
   norm_case(&c, 0, 256, 768);
   norm_case(&c, 0, 100, 100);
   norm_case(&c, 1, 200, 512);
@@ -548,6 +602,7 @@ int main(int argc, char **argv) {
   xent_case(&c, 5, 50304, 0, 50257);         /* GPT-2's rows: one pass through shared memory */
   xent_case(&c, 3, 120001, 0, 119999);       /* rows too long for shared memory: the steps one by one */
   optim_case(&c, 100003);
+  optim_many_case(&c);
 #ifdef PLAIT_CUDA
   to_act_case(&c, 65537);
 #endif

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include "optim.h"
@@ -11,6 +12,12 @@
 static const double tol = sizeof(real) == 4 ? 2e-6 : 1e-12;
 
 static int near(double got, double want, double scale) { return fabs(got - want) <= tol * scale; }
+
+/* v made non-negative in place (Adam's second moment); returns v. */
+static real *fabs_all(real *v, int64_t n) {
+  for (int64_t i = 0; i < n; i++) v[i] = fabs(v[i]);
+  return v;
+}
 
 /* Two steps (the second with grad_scale 0.5) worked out by hand from the update rule; lr 0.01, decay on. */
 static void test_adamw_two_steps(void) {
@@ -98,6 +105,42 @@ static void test_norm_sq_blocks(void) {
   free(g);
 }
 
+/* The list forms give each tensor exactly what the one-tensor calls give it, and the norm the
+ * tensors' norms added in order. */
+static void test_many(void) {
+  enum { COUNT = 4, N = 40000 };
+  const int64_t n[COUNT] = {16384 * 2 + 5, 0, 3, 7000};
+  real *g = malloc(sizeof(real) * N), *state[2][4];
+  for (int s = 0; s < 2; s++)
+    for (int k = 0; k < 4; k++) state[s][k] = malloc(sizeof(real) * N);
+  for (int i = 0; i < N; i++) {
+    g[i] = (real)sin(i * 0.29) * (real)(1 + i % 11);
+    for (int s = 0; s < 2; s++)
+      for (int k = 0; k < 4; k++) state[s][k][i] = (real)cos(i * 0.1 + k) * (k == 3 ? 1e-3 : 1);
+  }
+  const real *grads[COUNT];
+  AdamwTensor many[COUNT];
+  double want = 0;
+  int64_t at = 0;
+  AdamW opt = optim_adamw_default();
+  for (int i = 0; i < COUNT; i++) {
+    grads[i] = g + at, want += optim_norm_sq(n[i], g + at);
+    real **a = state[0], **b = state[1];
+    real *va = fabs_all(a[3] + at, n[i]), *vb = fabs_all(b[3] + at, n[i]);
+    many[i] = (AdamwTensor){n[i], i % 2, a[0] + at, a[1] + at, a[2] + at, va, NULL};
+    optim_adamw_step(&opt, 4, 1e-3, i % 2, 0.8, n[i], b[0] + at, b[1] + at, b[2] + at, vb);
+    at += n[i];
+  }
+  double got = optim_norm_sq_many(COUNT, n, grads);
+  CHECK(got == want, "the list's norm %.17g, the tensors' %.17g", got, want);
+  optim_adamw_many(&opt, 4, 1e-3, 0.8, COUNT, many);
+  for (int k = 0; k < 4; k++)
+    CHECK(memcmp(state[0][k], state[1][k], sizeof(real) * N) == 0, "stream %d differs", k);
+  for (int s = 0; s < 2; s++)
+    for (int k = 0; k < 4; k++) free(state[s][k]);
+  free(g);
+}
+
 static void test_clip_coef(void) {
   CHECK(optim_clip_coef(0.5, 1.0) == 1, "below the limit: %g", optim_clip_coef(0.5, 1.0));
   CHECK(optim_clip_coef(0, 1.0) == 1, "zero gradient");
@@ -135,6 +178,7 @@ int main(void) {
   RUN(test_decay_flag);
   RUN(test_norm_sq);
   RUN(test_norm_sq_blocks);
+  RUN(test_many);
   RUN(test_clip_coef);
   RUN(test_schedule);
   TEST_EXIT();
