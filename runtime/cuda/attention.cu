@@ -45,22 +45,24 @@ enum { WARPS = 4, THREADS = 32 * WARPS }; /* every kernel's block */
  * against key tiles of BC, multiplied by chunks of KC keys (KC_MOD with a cap or ALiBi), which bounds the
  * score registers; a chunk's Q·Kᵀ is KC/8 · 2 chains of D/16 dependent mma, so the chunk is as wide as
  * the registers allow (at 128 wide, 32 keys fit only with the chunk loop kept rolled, ROLL: unrolled,
- * ptxas hoists the next chunk's loads and spills). dQ: query tiles of 64·DQ_MT rows against key tiles of 64. QREG, DQ_QREG: Q (and dO)
- * held in registers, else read from shared memory again for every key tile. dK/dV: key tiles of 64 (16 a
- * warp) against query tiles of DKV_BR; KREG: K and V held in registers. */
+ * ptxas hoists the next chunk's loads and spills). dQ: query tiles of 64·DQ_MT rows against key tiles
+ * of 64, multiplied by chunks of DQ_KC keys (DQ_ROLL: that loop kept rolled). QREG, DQ_QREG: Q (and dO)
+ * held in registers, else read from shared memory again for every key tile (at 128 wide they fit in
+ * registers only beside 32-key chunks). dK/dV: key tiles of 64 (16 a warp) against query tiles of
+ * DKV_BR; KREG: K and V held in registers. */
 template <int D> struct Plan;
-#define PLAN(d, bc, kc, kc_mod, qreg, roll, dq_mt, dq_qreg, dkv_br, kreg)                                 \
+#define PLAN(d, bc, kc, kc_mod, qreg, roll, dq_mt, dq_qreg, dq_kc, dq_roll, dkv_br, kreg)                \
   template <> struct Plan<d> {                                                                         \
     enum { BC = bc, KC = kc, KC_MOD = kc_mod, QREG = qreg, ROLL = roll, DQ_MT = dq_mt, DQ_QREG = dq_qreg }; \
-    enum { DKV_BR = dkv_br, KREG = kreg };                                                           \
+    enum { DQ_KC = dq_kc, DQ_ROLL = dq_roll, DKV_BR = dkv_br, KREG = kreg };                         \
   }
-/*    D   BC  KC KC_MOD QREG ROLL  DQ_MT DQ_QREG  DKV_BR KREG */
-PLAN(16, 128, 64, 64, 1, 0, 2, 1, 64, 1);
-PLAN(32, 128, 64, 64, 1, 0, 2, 1, 64, 1);
-PLAN(64, 128, 64, 32, 1, 0, 1, 1, 64, 1);
-PLAN(80, 64, 32, 32, 0, 0, 1, 1, 64, 0);
-PLAN(96, 64, 32, 32, 0, 0, 1, 1, 32, 0);
-PLAN(128, 64, 32, 16, 0, 1, 1, 0, 32, 0);
+/*    D   BC  KC KC_MOD QREG ROLL  DQ_MT DQ_QREG DQ_KC DQ_ROLL  DKV_BR KREG */
+PLAN(16, 128, 64, 64, 1, 0, 2, 1, 64, 0, 64, 1);
+PLAN(32, 128, 64, 64, 1, 0, 2, 1, 64, 0, 64, 1);
+PLAN(64, 128, 64, 32, 1, 0, 1, 1, 64, 0, 64, 1);
+PLAN(80, 64, 32, 32, 0, 0, 1, 1, 64, 0, 64, 0);
+PLAN(96, 64, 32, 32, 0, 0, 1, 1, 64, 0, 32, 0);
+PLAN(128, 64, 32, 16, 0, 1, 1, 1, 32, 1, 32, 0);
 #undef PLAN
 
 /* The angle of pair i at position t is t·θ^(−2i/D), in double, rounded to float once. */
@@ -534,11 +536,13 @@ __global__ void attention_prep_kernel(Attn a, int D, int vector, float *delta, f
 }
 
 /* Block: a query tile of 64·DQ_MT rows, a warp DQ_MT m-tiles of 16; dQ over the key tiles of 64 the rows
- * see, K and V of the next one loading while this one is used. Per key tile: S = Q·Kᵀ and dP = dO·Vᵀ in
- * registers, P = exp2(S − lse2), dS = P·(dP − Δ)·cap' in place of S, dQ += dS·K. dQ·scale stored. */
+ * see, K and V of the next one loading while this one is used. Per chunk of DQ_KC keys of a tile: S = Q·Kᵀ
+ * and dP = dO·Vᵀ in registers, P = exp2(S − lse2), dS = P·(dP − Δ)·cap' in place of S, dQ += dS·K.
+ * dQ·scale stored. */
 template <int D, bool MOD>
 __global__ void __launch_bounds__(THREADS, 2) attention_dq_kernel(Attn a) {
-  constexpr int MT = Plan<D>::DQ_MT, BR = 64 * MT, BC = 64, LD = D + 8, ND = D / 8, NC = BC / 8;
+  constexpr int MT = Plan<D>::DQ_MT, BR = 64 * MT, BC = 64, KC = Plan<D>::DQ_KC, LD = D + 8, ND = D / 8;
+  constexpr int NC = KC / 8;
   constexpr bool QREG = Plan<D>::DQ_QREG;
   extern __shared__ __align__(16) unsigned char smem[];
   bf16 *Qs = reinterpret_cast<bf16 *>(smem), *dOs = Qs + BR * LD, *Ks = dOs + BR * LD, *Vs = Ks + 2 * BC * LD;
@@ -576,22 +580,47 @@ __global__ void __launch_bounds__(THREADS, 2) attention_dq_kernel(Attn a) {
     if (j + 1 < t.end) load_kv<D, BC>(a, t.kv_off, k0 + BC, Ks + (buf ^ 1) * BC * LD, Vs + (buf ^ 1) * BC * LD);
     copies_commit();
     if (!meets(a, rows, rows + 16 * MT - 1, k0, k0 + BC - 1)) continue;
-    float s[MT][NC][4] = {}, dp[MT][NC][4] = {};
-    mma_abt<MT, BC, D, LD, QREG>(s, qf, qa, kb + tile);
-    mma_abt<MT, BC, D, LD, QREG>(dp, df, da, vb + tile);
-    const bool masked = k0 + BC > a.T || edge(a, rows, rows + 16 * MT - 1, k0, k0 + BC - 1);
+    if constexpr (KC == BC) {
+      float s[MT][NC][4] = {}, dp[MT][NC][4] = {};
+      mma_abt<MT, BC, D, LD, QREG>(s, qf, qa, kb + tile);
+      mma_abt<MT, BC, D, LD, QREG>(dp, df, da, vb + tile);
+      const bool masked = k0 + BC > a.T || edge(a, rows, rows + 16 * MT - 1, k0, k0 + BC - 1);
 #pragma unroll
-    for (int m = 0; m < MT; m++)
+      for (int m = 0; m < MT; m++)
 #pragma unroll
-      for (int n = 0; n < NC; n++)
+        for (int n = 0; n < NC; n++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-          float slope_c, p = probability<MOD>(a, slope, s[m][n][e], lse2[m][e >> 1], mul,
-                                              rows + m * 16 + g + (e >> 1) * 8, k0 + n * 8 + 2 * q + (e & 1),
-                                              masked, &slope_c);
-          s[m][n][e] = p * (dp[m][n][e] - delta[m][e >> 1]) * slope_c;
-        }
-    mma_pb<MT, D, BC, LD>(dq, s, ka + tile);
+          for (int e = 0; e < 4; e++) {
+            float slope_c, p = probability<MOD>(a, slope, s[m][n][e], lse2[m][e >> 1], mul,
+                                                rows + m * 16 + g + (e >> 1) * 8, k0 + n * 8 + 2 * q + (e & 1),
+                                                masked, &slope_c);
+            s[m][n][e] = p * (dp[m][n][e] - delta[m][e >> 1]) * slope_c;
+          }
+      mma_pb<MT, D, BC, LD>(dq, s, ka + tile);
+    } else { /* the chunks of KC keys, the loop kept rolled (unrolled, ptxas hoists loads and spills) */
+      static_assert(Plan<D>::DQ_ROLL, "narrower chunks are for the rolled loop");
+#pragma unroll 1
+      for (int kc = k0; kc < k0 + BC; kc += KC) {
+        const uint32_t chunk = tile + (kc - k0) * LD * 2;
+        if (!meets(a, rows, rows + 16 * MT - 1, kc, kc + KC - 1)) continue;
+        float s[MT][NC][4] = {}, dp[MT][NC][4] = {};
+        mma_abt<MT, KC, D, LD, QREG>(s, qf, qa, kb + chunk);
+        mma_abt<MT, KC, D, LD, QREG>(dp, df, da, vb + chunk);
+        const bool masked = kc + KC > a.T || edge(a, rows, rows + 16 * MT - 1, kc, kc + KC - 1);
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+          for (int n = 0; n < NC; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+              float slope_c, p = probability<MOD>(a, slope, s[m][n][e], lse2[m][e >> 1], mul,
+                                                  rows + m * 16 + g + (e >> 1) * 8, kc + n * 8 + 2 * q + (e & 1),
+                                                  masked, &slope_c);
+              s[m][n][e] = p * (dp[m][n][e] - delta[m][e >> 1]) * slope_c;
+            }
+        mma_pb<MT, D, KC, LD>(dq, s, ka + chunk);
+      }
+    }
   }
 
 #pragma unroll

@@ -154,5 +154,23 @@ gpu-bundle: $(B)/plait
 	sh tests/gpu/bundle.sh $(B)/gpu-bundle-objects $(B)/gpu-bundle '$(LLMC)' '$(NVCC)'
 all: $(B)/libplait_rt_cuda.a
 test: $(B)/tests/cuda/nvrtc_check $(CUDNN_CHECK) $(GPU_CHECK_BIN)
-.PHONY: gpu-check gpu-programs gpu-bundle
+
+# attention.cu's tiled kernels on the CPU, a fiber a thread, against the CPU reference
+# (tests/gpu/attention_emulation; a minute or more, not part of `make test`). The kernels are
+# attention.cu cut from its tiles to the plain kernels, without gpu.h and the PTX wrappers that
+# emu.h stands in for.
+EMU_SRC := tests/gpu/attention_emulation
+$(B)/attention_emulation/attention_tiles.inc: runtime/cuda/attention.cu
+	@mkdir -p $(@D)
+	sed -e '/^#include "gpu.h"/d' \
+	    -e '/---- tensor cores and asynchronous/,/---- tiles in shared/{/---- tiles in shared/!d;}' \
+	    -e '/---- heads the tiles do not take/,$$d' $< > $@
+$(B)/attention_emulation/emu: $(EMU_SRC)/main.cpp $(EMU_SRC)/emu.cpp $(EMU_SRC)/emu.h \
+                              $(B)/attention_emulation/attention_tiles.inc $(B)/libplait_rt_ref.a
+	$(CXX) -std=c++17 -O2 -g -Wall -Wextra -Werror -Wno-unknown-pragmas -I$(B)/attention_emulation \
+	  -Iruntime -Iruntime/cpu -include $(EMU_SRC)/emu.h -o $@ $(EMU_SRC)/main.cpp $(EMU_SRC)/emu.cpp \
+	  $(B)/libplait_rt_ref.a -fopenmp -lm -lpthread
+attention-emulation: $(B)/attention_emulation/emu
+	$<
+.PHONY: gpu-check gpu-programs gpu-bundle attention-emulation
 endif

@@ -579,6 +579,8 @@ int main(int argc, char **argv) {
   attention_case(&c, 1, 203, 4, 2, 128, 1, 0);                      /* 128: the forward's 32-key chunks, odd T */
   attention_case_with(&c, 2, 161, 4, 1, 128, 1, 0, 40, 0, 0, 0);    /* 128: a window inside a key tile */
   attention_case_with(&c, 1, 250, 4, 2, 128, 1, 1, 33, 0, 0.05, 0); /* 128: grouped, rope, window, scale */
+  attention_case_with(&c, 1, 97, 4, 2, 128, 1, 0, 20, 0, 0, 0);    /* 128: dQ's 32-key chunks, a window in one */
+  attention_case_with(&c, 1, 161, 2, 1, 128, 0, 1, 0, 2.0, 0, 1);  /* 128: dQ's chunks of one key, cap, ALiBi */
   attention_cudnn_coverage(&c);
   rope_case(&c, 2, 100, 4, 64, 64, 0, ROPE_SCALING_NONE);
   rope_case(&c, 1, 70, 3, 80, 32, 0, ROPE_SCALING_NONE); /* Phi-2's partial rotary */
