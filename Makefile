@@ -158,8 +158,9 @@ demo: all
 # ---- fuzzing: the schedule readers under libFuzzer (clang); `make fuzz FUZZ_SECONDS=N` -----------
 FUZZ_SECONDS ?= 180
 FUZZ_SRC := tests/fuzz/fuzz_schedule_read.c $(B)/gen/schedule_read.c $(addprefix compiler/,schedule.c schedule_csv.c \
-            schedule_write.c lower.c validate.c simulate.c diag.c) runtime/escape.c
-$(B)/fuzz/fuzz_schedule_read: $(FUZZ_SRC) compiler/schedule.h compiler/simulate.h compiler/diag.h runtime/escape.h
+            schedule_write.c lower.c validate.c simulate.c diag.c) runtime/escape.c runtime/infile.c
+$(B)/fuzz/fuzz_schedule_read: $(FUZZ_SRC) compiler/schedule.h compiler/simulate.h compiler/diag.h runtime/escape.h \
+                              runtime/infile.h
 	@mkdir -p $(@D)/corpus
 	clang -std=c11 -g -O1 -D_GNU_SOURCE -Icompiler -Iruntime -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -o $@ $(FUZZ_SRC)
 fuzz: $(B)/fuzz/fuzz_schedule_read

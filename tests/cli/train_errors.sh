@@ -100,7 +100,7 @@ expect_error override_without_load "--override-schedule .* give it with --load D
   $T --data "$TMP/text.bin" --steps 1 --override-schedule
 
 # --eval: a missing, malformed, short or out-of-vocabulary file; training without --data
-expect_error eval_missing_file "nope.bin: cannot open the token file" $T --eval "$TMP/nope.bin"
+expect_error eval_missing_file "nope.bin: cannot open it (No such file or directory); give the path of a token file" $T --eval "$TMP/nope.bin"
 expect_error eval_malformed_file "bad.bin: bad magic" $T --eval "$TMP/bad.bin"
 python3 -c "import struct, sys; open(sys.argv[1], 'wb').write(struct.pack('<256iH', 20240520, 1, 1, *[0] * 253, 65))" \
   "$TMP/one.bin"

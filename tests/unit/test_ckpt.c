@@ -252,8 +252,8 @@ static void expect_open_error(const char *path, const char *expected) {
 static void test_missing_and_foreign_files(void) {
   char path[512];
   expect_open_error(in_dir(path, "nothere.safetensors"),
-                    "cannot open the checkpoint (No such file or directory); check the path");
-  expect_open_error(dir, "not a regular file; give the path of a checkpoint file");
+                    "cannot open it (No such file or directory); give the path of a checkpoint file");
+  expect_open_error(dir, "not a regular file (a directory); give the path of a checkpoint file");
   spill(in_dir(path, "text.safetensors"), "hello, this is a text file\n", 27);
   expect_open_error(path, "not a safetensors file (no JSON header after the 8-byte length); give a checkpoint file");
 }

@@ -62,10 +62,12 @@ static void test_open_errors(void) {
   snprintf(path, sizeof path, "%s/missing.bin", dir);
   expect_open_error(
       256, 8, DATA_TRAIN,
-      "cannot open the token file (No such file or directory); check the path, or make one with plait data");
+      "cannot open it (No such file or directory); give the path of a token file made with plait "
+      "data");
 
   snprintf(path, sizeof path, "%s", dir);
-  expect_open_error(256, 8, DATA_TRAIN, "not a regular file; give the path of a token file made with plait data");
+  expect_open_error(256, 8, DATA_TRAIN,
+                    "not a regular file (a directory); give the path of a token file made with plait data");
 
   write_file("short.bin", DATA_MAGIC, DATA_VERSION, 0, 0, token_position, -24);
   expect_open_error(256, 8, DATA_TRAIN,

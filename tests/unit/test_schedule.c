@@ -244,7 +244,7 @@ static void test_refusals(void) {
   expect_refusal("gpipe", 4, 2, 8, "gpipe runs one chunk per rank");
   expect_refusal("1f1b", 4, 3, 8, "use --schedule interleaved");
   expect_refusal("zigzag", 4, 1, 8, "unknown schedule 'zigzag'; use gpipe, 1f1b, interleaved, or a schedule file");
-  expect_refusal("no/such/file.txt", 4, 1, 8, "cannot open schedule file no/such/file.txt");
+  expect_refusal("no/such/file.txt", 4, 1, 8, "schedule file no/such/file.txt: cannot open it");
   expect_refusal("1f1b", 0, 1, 8, "pp 0 is out of range");
   expect_refusal("1f1b", 4, 1, 0, "0 microbatches is out of range");
 }
