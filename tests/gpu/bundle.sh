@@ -5,6 +5,9 @@
 #   llmc/           llm.c's train_gpt2.cu (the peer, from LLMC) built for sm_90 with tests/gpu/llmc_cuda13.h,
 #                   and its sources beside it
 #   plans.txt       plait plan's iteration time and memory for every benchmark model on h100.lua and h200.lua
+#   text.bin        the check's training text as tokens: Debian's fortunes (fortunes-min, fortune-mod)
+#                   where this machine has them, so that every bundle trains on the same text; without
+#                   them none, and the check tokenizes the sources it carries
 #   bundle.txt      what was built where, with which compilers
 # Ends with an error when the folder would not fit the device tool's 64 MiB beside the working tree.
 set -eu
@@ -46,6 +49,15 @@ else
   llmc_line="llm.c not found at $llmc: the check runs without it"
 fi
 
+fortunes=$(ls /usr/share/games/fortunes/* 2>/dev/null | grep -v -e '\.dat$' -e '\.u8$' || true)
+if [ -n "$fortunes" ]; then
+  # shellcheck disable=SC2086
+  "$objects/gpu/tokens" "$bundle/text.bin" $fortunes >/dev/null
+  text_line="text.bin: Debian's fortunes, $(($(wc -c <"$bundle/text.bin") / 2)) tokens"
+else
+  text_line="no text.bin (no fortunes here): the check tokenizes the sources"
+fi
+
 grep -v '^#' tests/gpu/benchmarks.txt | while read -r _ dir _ _ _ _ _ _ args; do
   for machine in h100 h200; do
     # shellcheck disable=SC2086
@@ -61,6 +73,7 @@ done >"$bundle/plans.txt"
   echo "made by make gpu-bundle on $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -m), commit $(git describe --always --dirty 2>/dev/null || echo '?')"
   echo "$("$nvcc" --version | tail -1); $(cc --version | head -1)"
   echo "$llmc_line"
+  echo "$text_line"
 } >"$bundle/bundle.txt"
 
 bytes=$(du -sb "$bundle" | cut -f1)
