@@ -6,6 +6,7 @@
 -- `plait import` and `plait export` read a model's family (plait.model{family = ...}: a name of the
 -- families below, or a family the model file declares or extends) and move the numbers; nothing in C
 -- knows a family.
+local core = require "plait.core"
 local json = require "plait.json"
 local readonly = require "plait.readonly"
 
@@ -668,9 +669,10 @@ local function check_required(e, model)
                        e.plait, show(e.value))
 end
 
+-- Files of the folder are opened as regular files only: a FIFO or a device is refused, never waited on.
 local function read_file(path)
-  local f, err = io.open(path, "rb")
-  if not f then fail("cannot read %s: %s", path, err) end
+  local f, err = core.open_file(path)
+  if not f then fail("cannot read %s; give a Hugging Face model folder", err) end
   local text = f:read("a")
   f:close()
   return text
@@ -858,7 +860,7 @@ end
 -- Files: one model.safetensors, or shards listed by model.safetensors.index.json.
 
 local function exists(path)
-  local f = io.open(path, "rb")
+  local f = core.open_file(path)
   if f then f:close() end
   return f ~= nil
 end

@@ -241,6 +241,51 @@ nothing_written no_family "$TMP/out.hf"
 expect_error import_over_its_source "-o .*gpt.hf is the Hugging Face folder itself" \
   $PLAIT import models/tiny.lua "$TMP/gpt.hf" -o "$TMP/gpt.hf" --set $G
 expect_error no_config_json "cannot read .*nowhere/config.json" $PLAIT import models/tiny.lua "$TMP/nowhere" -o "$TMP/out.ckpt"
+# the folder's files are regular files of its own: a FIFO is refused at once, never waited on; a shard
+# that leads outside the folder (a name, an absolute path, a link) is refused; a Hugging Face cache's
+# snapshot, whose files link to its blobs, imports
+FIFO_FIX="not a regular file \(a FIFO\); plait reads regular files only, give the path of one$"
+fifo_in() { # name, file of a copy of the GPT-2 folder made a FIFO
+  broken "$1"
+  rm -f "$TMP/$1.hf/$2" && mkfifo "$TMP/$1.hf/$2"
+  # shellcheck disable=SC2086
+  within "$1_ends" 10 expect_error "$1" "^plait: .*$1.hf/$2: $FIFO_FIX" \
+    timeout 20 $PLAIT import models/tiny.lua "$TMP/$1.hf" -o "$TMP/out.ckpt" --set $G
+  nothing_written "$1" "$TMP/out.ckpt"
+}
+fifo_in fifo_config config.json
+fifo_in fifo_index model.safetensors.index.json
+fifo_in fifo_weights model.safetensors
+shard_at() { # name, file the index names, pattern of the message[, where that file links to]
+  rm -rf "$TMP/$1.hf" && cp -r "$TMP/shards.hf" "$TMP/$1.hf"
+  [ -z "${4:-}" ] || ln -s "$4" "$TMP/$1.hf/$2"
+  python3 - "$TMP/$1.hf/model.safetensors.index.json" "$2" <<'PY'
+import json, sys
+index = json.load(open(sys.argv[1]))
+index["weight_map"][sorted(index["weight_map"])[0]] = sys.argv[2]
+json.dump(index, open(sys.argv[1], "w"))
+PY
+  sums=$(cd "$TMP/$1.hf" && md5sum ./* ../gpt.hf/*)
+  # shellcheck disable=SC2086
+  expect_error "$1" "$3" $PLAIT import models/tiny.lua "$TMP/$1.hf" -o "$TMP/out.ckpt" --set $G
+  nothing_written "$1" "$TMP/out.ckpt"
+  if [ "$sums" = "$(cd "$TMP/$1.hf" && md5sum ./* ../gpt.hf/*)" ]; then pass "$1_unchanged"
+  else fail "$1_unchanged" "the folder's files changed"; fi
+}
+OUT_FIX="import reads the folder's own files only: copy the file into the folder$"
+shard_at shard_absolute "$TMP/gpt.hf/model.safetensors" \
+  "maps .* to '$TMP/gpt.hf/model.safetensors', not a file beside it"
+shard_at shard_relative ../gpt.hf/model.safetensors "maps .* to '../gpt.hf/model.safetensors', not a file beside it"
+shard_at shard_parent .. "^plait: .*shard_parent.hf/\.\. leads outside .*shard_parent.hf \(to $TMP\); $OUT_FIX"
+shard_at shard_link_out model-link.safetensors \
+  "^plait: .*shard_link_out.hf/model-link.safetensors leads outside .*shard_link_out.hf \(to $TMP/gpt.hf/model.safetensors\); $OUT_FIX" \
+  "$TMP/gpt.hf/model.safetensors"
+mkdir -p "$TMP/cache/blobs" "$TMP/cache/snapshots/abc"
+cp "$TMP/gpt.hf/model.safetensors" "$TMP/cache/blobs/0123"
+cp "$TMP/gpt.hf/config.json" "$TMP/cache/snapshots/abc/"
+ln -s ../../blobs/0123 "$TMP/cache/snapshots/abc/model.safetensors"
+# shellcheck disable=SC2086
+expect_ok cache_snapshot_imports $PLAIT import models/tiny.lua "$TMP/cache/snapshots/abc" -o "$TMP/cache.ckpt" --set $G
 # export: a checkpoint of another configuration, over its own folder, a dtype it does not write
 # shellcheck disable=SC2086
 expect_error export_another_configuration "saved with heads = 2, this model has heads = 4" \
