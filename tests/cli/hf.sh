@@ -229,6 +229,22 @@ sed -i 's/"n_head": 2/"n_head": 4/' "$TMP/config.hf/config.json"
 expect_error config_disagreement "config.json has n_head = 4, the model has heads = 2; import it with --set heads=4" \
   $PLAIT import models/tiny.lua "$TMP/config.hf" -o "$TMP/out.ckpt" --set $G
 nothing_written config_disagreement "$TMP/out.ckpt"
+# a hint is a --set plait takes and that changes the model; else the line says none does
+HINT_NONE="check that the folder is this model's$"
+broken hint_fraction
+sed -i 's/"n_layer": 2/"n_layer": 4.5/' "$TMP/hint_fraction.hf/config.json"
+# shellcheck disable=SC2086
+expect_error hint_not_a_whole_number \
+  "config.json has n_layer = 4.5, the model has layers = 2; no --set layers gives the model config.json's 4.5: $HINT_NONE" \
+  $PLAIT import models/tiny.lua "$TMP/hint_fraction.hf" -o "$TMP/out.ckpt" --set $G
+nothing_written hint_not_a_whole_number "$TMP/out.ckpt"
+broken hint_same
+sed -i 's/"n_embd": 32/"n_embd": "32"/' "$TMP/hint_same.hf/config.json"
+# shellcheck disable=SC2086
+expect_error hint_not_the_same_value \
+  "config.json has n_embd = \"32\", the model has hidden = 32; no --set hidden gives the model config.json's \"32\": $HINT_NONE" \
+  $PLAIT import models/tiny.lua "$TMP/hint_same.hf" -o "$TMP/out.ckpt" --set $G
+nothing_written hint_not_the_same_value "$TMP/out.ckpt"
 # shellcheck disable=SC2086
 expect_error another_architecture "config.json is of LlamaForCausalLM \\(model_type llama\\), the model.s family gpt2 reads GPT2LMHeadModel" \
   $PLAIT import models/tiny.lua "$TMP/llama.hf" -o "$TMP/out.ckpt" --set $G
