@@ -1,5 +1,5 @@
-/* cmd_calibrate.c: `plait calibrate`: measures this machine (build/plait-probe, through the runtime, under
- * a time limit) and writes the machine file plait plan --machine FILE reads. */
+/* cmd_calibrate.c: `plait calibrate`: measures this machine (build/plait-probe, through the
+ * runtime, under a time limit) and writes the machine file plait plan --machine FILE reads. */
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -16,13 +16,15 @@
 
 static const char *const calibrate_flags[] = {"--ranks", "--launcher", "--time-limit", "-o", NULL};
 
-/* The probe's seconds unless --time-limit says otherwise; ranks a core at most (past them a rank's share
- * of the machine measures nothing a plan could use, and starting them exhausts its threads). */
+/* The probe's seconds unless --time-limit says otherwise; ranks a core at most (past them a rank's
+ * share of the machine measures nothing a plan could use, and starting them exhausts its threads).
+ */
 enum { PROBE_SECONDS = 600, RANKS_PER_CORE = 8 };
 
 static volatile sig_atomic_t probe_group, probe_timed_out;
 
-/* SIGALRM: the probe ran out of time; its process group (the launcher and what it started) is ended. */
+/* SIGALRM: the probe ran out of time; its process group (the launcher and what it started) is
+ * ended. */
 static void end_probe(int sig) {
   (void)sig;
   probe_timed_out = 1;
@@ -92,9 +94,9 @@ static int measure(const Options *o, int ranks, Probe *p, Diag *d) {
   int status = calibrate_read(f, p, &read_failure);
   int exit_status = wait_probe(f, pid);
   if (probe_timed_out)
-    return fclose(errors), diag(d, "the probe ran more than %d s and was stopped: %s did not end; check that it "
-                                "runs the probe, or give calibrate a --time-limit", seconds,
-                                o->launcher ? "the launcher" : "it");
+    return fclose(errors), diag(d, "the probe ran more than %d s and was stopped: %s did not end; "
+                                "check that it runs the probe, or give calibrate a --time-limit",
+                                seconds, o->launcher ? "the launcher" : "it");
   char why[512];
   first_line(errors, why, sizeof why);
   fclose(errors);
@@ -111,8 +113,8 @@ static int run(const Options *o, Diag *d) {
   int ranks = o->ranks ? o->ranks : (int)(cores > 0 ? cores : 1);
   long most = RANKS_PER_CORE * (cores > 0 ? cores : 1);
   if (ranks > most)
-    return diag(d, "--ranks %d is more than this machine runs (%d ranks a core, %ld cores); give --ranks %ld or fewer",
-                ranks, RANKS_PER_CORE, cores, most);
+    return diag(d, "--ranks %d is more than this machine runs (%d ranks a core, %ld cores); give "
+                "--ranks %ld or fewer", ranks, RANKS_PER_CORE, cores, most);
   OutFile out = {0};
   if (o->output && (outfile_check("-o", o->output, NULL, 0, d) || outfile_open(&out, o->output, d))) return -1;
   Probe p;

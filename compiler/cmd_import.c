@@ -69,18 +69,21 @@ static int below(const char *real, const char *dir) {
   return strncmp(real, dir, n) == 0 && (real[n] == '/' || real[n] == 0 || (n && dir[n - 1] == '/'));
 }
 
-/* A file the folder names must be its own: in it, links followed, or in the blobs of the Hugging Face
- * cache it is a snapshot of (CACHE/snapshots/REVISION links its files to CACHE/blobs); one that leads
- * outside (a shard named "..", a link to a file elsewhere) is refused before anything is read. */
+/* A file the folder names must be its own: in it, links followed, or in the blobs of the Hugging
+ * Face cache it is a snapshot of (CACHE/snapshots/REVISION links its files to CACHE/blobs); one
+ * that leads outside (a shard named "..", a link to a file elsewhere) is refused before anything is
+ * read. */
 static int own_file(const Source *s, const char *path, Diag *d) {
   char real_dir[PATH_MAX], blobs[PATH_MAX + 16], real_blobs[PATH_MAX], real[PATH_MAX];
-  if (!realpath(s->dir, real_dir) || !realpath(path, real)) return 0; /* opening it names what is wrong */
+  /* where a path does not resolve, opening it names what is wrong */
+  if (!realpath(s->dir, real_dir) || !realpath(path, real)) return 0;
   snprintf(blobs, sizeof blobs, "%s/../../blobs", real_dir);
   const char *up = strrchr(real_dir, '/');
-  int cache = up && up - real_dir >= 10 && strncmp(up - 10, "/snapshots", 10) == 0 && realpath(blobs, real_blobs);
+  int cache = up && up - real_dir >= 10 && strncmp(up - 10, "/snapshots", 10) == 0 &&
+              realpath(blobs, real_blobs);
   if (below(real, real_dir) || (cache && below(real, real_blobs))) return 0;
-  return diag(d, "%s leads outside %s (to %s); import reads the folder's own files only: copy the file into the "
-              "folder", path, s->dir, real);
+  return diag(d, "%s leads outside %s (to %s); import reads the folder's own files only: copy the "
+              "file into the folder", path, s->dir, real);
 }
 
 /* Opens every file the folder's index (or its single model.safetensors) names; a file that does not open

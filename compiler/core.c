@@ -854,7 +854,8 @@ static const luaL_Reg core_functions[] = {
     {"shape", l_shape},     {"stage", l_stage},         {"output", l_output},
     {"overrides", l_overrides}, {"consume", l_consume}, {"set_config", l_set_config},
     {"where", l_where}, {"model_dir", l_model_dir}, {"beside", l_beside}, {"keeps_caller", l_keeps_caller},
-    {"json_string", l_json_string}, {"load_file", lua_files_l_load}, {"open_file", lua_files_l_open},
+    {"json_string", l_json_string},
+    {"load_file", lua_files_l_load}, {"open_file", lua_files_l_open},
     {NULL, NULL},
 };
 

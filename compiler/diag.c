@@ -1,5 +1,5 @@
-/* diag.c: formatting one-line diagnostics, and lists of them; a message too long for its line keeps its
- * cause and fix whole, long names losing their middles. */
+/* diag.c: formatting one-line diagnostics, and lists of them; a message too long for its line keeps
+ * its cause and fix whole, long names losing their middles. */
 #include "diag.h"
 
 #include <stdarg.h>
@@ -9,7 +9,8 @@
 
 #include "escape.h"
 
-/* The longest run of s without a space: a path or a name, the part of a message that may be long. */
+/* The longest run of s without a space: a path or a name, the part of a message that may be long.
+ */
 static size_t longest_word(const char *s, size_t *start) {
   size_t best = 0;
   for (size_t i = 0; s[i];) {
@@ -20,8 +21,8 @@ static size_t longest_word(const char *s, size_t *start) {
   return best;
 }
 
-/* text (of length n) into out[size], whole when it fits; otherwise its longest words lose their middles
- * ("...") until it does, so that the cause and the fix around them stay whole. */
+/* text (of length n) into out[size], whole when it fits; otherwise its longest words lose their
+ * middles ("...") until it does, so that the cause and the fix around them stay whole. */
 static void fit(char *text, size_t n, char *out, size_t size) {
   static const char dots[] = "...";
   while (n >= size) {

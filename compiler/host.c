@@ -44,7 +44,7 @@ static void close_search_paths(lua_State *L) {
   lua_pop(L, 1);
 }
 
-/* Whether msg starts with a location "chunk:line: " (Lua's own, or the model file's from error()). */
+/* Whether msg starts with a location "chunk:line: " (Lua's own, or one error() added). */
 static int has_location(const char *msg) {
   const char *colon = strchr(msg, ':');
   if (!colon || colon == msg || memchr(msg, '\n', (size_t)(colon - msg))) return 0;
@@ -53,8 +53,8 @@ static int has_location(const char *msg) {
   return digits > colon + 1 && digits[0] == ':' && digits[1] == ' ';
 }
 
-/* Whether where is "file:line" (a frame of the model file's), not the bare name core_user_where falls back
- * to when plait's own code runs alone (import reading a folder). */
+/* Whether where is "file:line" (a frame of the model file's), not the bare name core_user_where
+ * falls back to when plait's own code runs alone (import reading a folder). */
 static int names_line(const char *where) {
   const char *end = where + strlen(where);
   while (end > where && end[-1] >= '0' && end[-1] <= '9') end--;
@@ -62,16 +62,18 @@ static int names_line(const char *where) {
 }
 
 /* Message handler: every error raised while the model file runs names its line: one raised inside
- * lib/plait is reported there, one without a location (raised by a C function: "C stack overflow") gets
- * it, and a value that is not a message (error({...}), error(nil)) is said to be one. An error of
- * plait's own code running alone (import reading a folder) is its message without lib/plait's line. */
+ * lib/plait is reported there, one without a location (raised by a C function: "C stack overflow")
+ * gets it, and a value that is not a message (error({...}), error(nil)) is said to be one. An error
+ * of plait's own code running alone (import reading a folder) is its message without lib/plait's
+ * line. */
 static int message_handler(lua_State *L) {
   char where[WHERE_LEN];
   core_user_where(L, where, sizeof where);
-  const char *msg = lua_type(L, 1) == LUA_TSTRING || lua_type(L, 1) == LUA_TNUMBER ? lua_tostring(L, 1) : NULL;
+  int is_text = lua_type(L, 1) == LUA_TSTRING || lua_type(L, 1) == LUA_TNUMBER;
+  const char *msg = is_text ? lua_tostring(L, 1) : NULL;
   if (!msg) {
-    lua_pushfstring(L, "%s: the model file raised an error that is not a message (a %s); raise a string, as in "
-                    "error(\"what is wrong\")", where, luaL_typename(L, 1));
+    lua_pushfstring(L, "%s: the model file raised an error that is not a message (a %s); raise a "
+                    "string, as in error(\"what is wrong\")", where, luaL_typename(L, 1));
   } else if (strncmp(msg, "lib/plait/", 10) == 0 || !has_location(msg)) {
     const char *rest = has_location(msg) ? strstr(msg, ": ") + 2 : msg;
     if (names_line(where)) lua_pushfstring(L, "%s: %s", where, rest);

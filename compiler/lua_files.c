@@ -1,4 +1,5 @@
-/* lua_files.c: Lua chunks and file handles from regular files only, opened without waiting (infile.h). */
+/* lua_files.c: Lua chunks and file handles from regular files only, opened without waiting
+ * (infile.h). */
 #include "lua_files.h"
 
 #include <errno.h>
@@ -62,7 +63,8 @@ int lua_files_l_load(lua_State *L) {
   int has_env = !lua_isnone(L, 2);
   int status = lua_files_load(L, path);
   if (status == LUA_ERRFILE) {
-    lua_pushfstring(L, "%s; plait reads regular files only, give the path of one", lua_tostring(L, -1));
+    const char *why = lua_tostring(L, -1);
+    lua_pushfstring(L, "%s; plait reads regular files only, give the path of one", why);
     lua_remove(L, -2);
   }
   if (status != LUA_OK) {

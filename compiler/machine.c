@@ -1,6 +1,6 @@
 /* machine.c: reading a machine file (Lua, evaluated with no libraries, text only) into a Machine, every
- * field checked: present, a number, within the bounds of what a machine can be (latencies and overheads
- * may be zero), so that no rate makes a plan's times infinite, NaN or negative. */
+ * field checked: present, a number, within the bounds of what a machine can be (latencies and
+ * overheads may be zero), so that no rate makes a plan's times infinite, NaN or negative. */
 #include "machine.h"
 
 #include <lauxlib.h>
@@ -17,8 +17,8 @@
 enum { MACHINE_INSTRUCTIONS = 10000000, MACHINE_MEMORY_MB = 16 };
 
 /* What a field may be: from lo to hi (0 too where zero), a whole number where whole. The bounds are
- * physical, generous both ways: past them a number is a typo or a hostile file, whose times would be
- * infinite, NaN or negative. */
+ * physical, generous both ways: past them a number is a typo or a hostile file, whose times would
+ * be infinite, NaN or negative. */
 typedef struct {
   double lo, hi;
   int zero, whole;
@@ -48,7 +48,8 @@ typedef struct {
 
 #define F(section, key, member, bound, what) {section, key, offsetof(Machine, member), &bound, what}
 static const Field fields[] = {
-    F("device", "gemm_efficiency", gemm_efficiency, SHARE, "the largest measured GEMM rate over peak, at most 1"),
+    F("device", "gemm_efficiency", gemm_efficiency, SHARE,
+      "the largest measured GEMM rate over peak, at most 1"),
     F("device", "memory_bandwidth", memory_bandwidth, BANDWIDTH, "bytes/s of the device's memory"),
     F("device", "memory_efficiency", memory_efficiency, SHARE,
       "the share of that bandwidth streaming kernels reach"),
@@ -58,7 +59,8 @@ static const Field fields[] = {
     F("device", "special_rate", special_rate, SPECIAL,
       "special functions (tanh, exp, erf, ...) per second; 0 where memory bounds them"),
     F("node", "devices", devices_per_node, DEVICES, "devices per node"),
-    F("node", "link_bandwidth", link_bandwidth, BANDWIDTH, "bytes/s of a collective's bus bandwidth inside a node"),
+    F("node", "link_bandwidth", link_bandwidth, BANDWIDTH,
+      "bytes/s of a collective's bus bandwidth inside a node"),
     F("node", "link_latency", link_latency, SECONDS, "seconds per ring step inside a node"),
     F("network", "nics", nics, NICS, "network adapters per node"),
     F("network", "nic_bandwidth", nic_bandwidth, BANDWIDTH, "bytes/s of one network adapter"),
@@ -67,8 +69,8 @@ static const Field fields[] = {
 #undef F
 
 /* The value at the top of the stack as a number for `path` within its bound; pops it. */
-static int take_number(lua_State *L, const char *origin, const char *path, const char *what, const Bound *b,
-                       double *out, Diag *d) {
+static int take_number(lua_State *L, const char *origin, const char *path, const char *what,
+                       const Bound *b, double *out, Diag *d) {
   int isnum;
   double v = lua_tonumberx(L, -1, &isnum);
   int missing = lua_isnil(L, -1);
@@ -76,8 +78,8 @@ static int take_number(lua_State *L, const char *origin, const char *path, const
   if (missing) return diag(d, "machine %s: %s is missing (%s); add it to the machine file", origin, path, what);
   if (!isnum) return diag(d, "machine %s: %s must be a number (%s)", origin, path, what);
   if (!((v >= b->lo && v <= b->hi) || (b->zero && v == 0)))
-    return diag(d, "machine %s: %s is %g; it must be %sfrom %g to %g (%s)", origin, path, v, b->zero ? "0 or " : "",
-                b->lo, b->hi, what);
+    return diag(d, "machine %s: %s is %g; it must be %sfrom %g to %g (%s)", origin, path, v,
+                b->zero ? "0 or " : "", b->lo, b->hi, what);
   if (b->whole && v != (double)(long long)v)
     return diag(d, "machine %s: %s is %g; it must be a whole number", origin, path, v);
   *out = v;
@@ -98,7 +100,8 @@ static int read_field(lua_State *L, int t, const char *origin, const Field *f, M
   lua_getfield(L, -1, f->key);
   char path[96];
   snprintf(path, sizeof path, "%s.%s", f->section, f->key);
-  int status = take_number(L, origin, path, f->what, f->bound, (double *)((char *)m + f->offset), d);
+  double *out = (double *)((char *)m + f->offset);
+  int status = take_number(L, origin, path, f->what, f->bound, out, d);
   lua_pop(L, 1);
   return status;
 }
@@ -138,8 +141,8 @@ static int read_precision(lua_State *L, int t, const char *origin, Machine *m, D
   else lua_pushnil(L);
   char path[64];
   snprintf(path, sizeof path, "device.flops.%s", precision);
-  int status = take_number(L, origin, path, "dense FLOP/s of one device in the training precision", &RATE,
-                           &m->peak_flops, d);
+  int status = take_number(L, origin, path, "dense FLOP/s of one device in the training precision",
+                           &RATE, &m->peak_flops, d);
   lua_pop(L, 2);
   return status;
 }
@@ -150,7 +153,8 @@ static int read_tile(lua_State *L, int t, const char *origin, Machine *m, Diag *
   int status = lua_istable(L, -1) ? 0 : -1;
   if (status == 0) {
     lua_geti(L, -1, 1);
-    status = take_number(L, origin, "device.gemm_tile[1]", "rows of a GEMM output tile", &TILE, &m->gemm_tile_m, d);
+    status = take_number(L, origin, "device.gemm_tile[1]", "rows of a GEMM output tile", &TILE,
+                         &m->gemm_tile_m, d);
     lua_geti(L, -1, 2);
     if (status == 0)
       status = take_number(L, origin, "device.gemm_tile[2]", "columns of a GEMM output tile", &TILE,
@@ -173,9 +177,11 @@ static int read_rate_point(lua_State *L, const char *origin, const char *name, i
     return diag(d, "machine %s: %s must be a pair { FLOPs, FLOP/s }", origin, path);
   }
   lua_geti(L, -1, 1);
-  int status = take_number(L, origin, path, "the FLOPs of a measured call", &FLOPS, &c->flops[i - 1], d);
+  int status =
+      take_number(L, origin, path, "the FLOPs of a measured call", &FLOPS, &c->flops[i - 1], d);
   lua_geti(L, -1, 2);
-  if (status == 0) status = take_number(L, origin, path, "the FLOP/s it ran at", &RATE, &c->rate[i - 1], d);
+  if (status == 0)
+    status = take_number(L, origin, path, "the FLOP/s it ran at", &RATE, &c->rate[i - 1], d);
   else lua_pop(L, 1);
   lua_pop(L, 1);
   if (status == 0 && i > 1 && c->flops[i - 1] <= c->flops[i - 2])
@@ -205,8 +211,8 @@ static int read_entries(lua_State *L, int t, const char *origin, const char *nam
   return status;
 }
 
-/* The table at the top of the stack (popped) as `count` numbers into field[], each within its bound;
- * `form` is what the message says it must be. */
+/* The table at the top of the stack (popped) as `count` numbers into field[], each within its
+ * bound; `form` is what the message says it must be. */
 static int read_tuple(lua_State *L, const char *origin, const char *path, int count, const char *const *what,
                       const Bound *const *bound, double *const *field, const char *form, Diag *d) {
   int status = lua_istable(L, -1) && (int)lua_rawlen(L, -1) == count
@@ -229,7 +235,8 @@ static int read_gemm_shape(lua_State *L, const char *origin, const char *name, i
   double *const field[] = {&g->m[i - 1], &g->n[i - 1], &g->k[i - 1], &g->rate[i - 1]};
   char path[64];
   snprintf(path, sizeof path, "%s[%d]", name, i);
-  return read_tuple(L, origin, path, 4, what, bound, field, "{ M, N, K, FLOP/s } (run plait calibrate again)", d);
+  return read_tuple(L, origin, path, 4, what, bound, field,
+                    "{ M, N, K, FLOP/s } (run plait calibrate again)", d);
 }
 
 /* device.gemm_rates (optional): GEMM calls' rates measured at shapes. */
@@ -251,7 +258,8 @@ static int read_head_rate(lua_State *L, const char *origin, const char *name, in
   double *const field[] = {&r->head_dim[i - 1], &r->forward[i - 1], &r->backward[i - 1]};
   char path[96];
   snprintf(path, sizeof path, "%s[%d]", name, i);
-  if (read_tuple(L, origin, path, 3, what, bound, field, "{ head size, forward FLOP/s, backward FLOP/s }", d))
+  if (read_tuple(L, origin, path, 3, what, bound, field,
+                 "{ head size, forward FLOP/s, backward FLOP/s }", d))
     return -1;
   if (i > 1 && r->head_dim[i - 1] <= r->head_dim[i - 2])
     return diag(d, "machine %s: %s has head size %g, not more than the entry before it; list them by head size",
@@ -294,7 +302,8 @@ static int read_kind_efficiency(lua_State *L, const char *origin, Machine *m, Di
   char path[96];
   snprintf(path, sizeof path, "kernels.memory_efficiency.%s", key);
   double *share = &m->kind_efficiency[kind];
-  return take_number(L, origin, path, "the share of the copy rate the kind's kernels reach", &SHARE, share, d);
+  return take_number(L, origin, path, "the share of the copy rate the kind's kernels reach", &SHARE,
+                     share, d);
 }
 
 /* kernels.memory_efficiency (optional): { kind = share of the copy rate, ... }; kinds not named get 1. */
@@ -339,8 +348,9 @@ static int read_kernels(lua_State *L, int t, const char *origin, Machine *m, Dia
   int status = read_attention_software(L, k, origin, m, d);
   if (status == 0) {
     lua_getfield(L, k, "attention_dropout");
-    status = take_number(L, origin, "kernels.attention_dropout", "the dropout rate on the attention scores",
-                         &DROPOUT, &m->attention_dropout, d);
+    status = take_number(L, origin, "kernels.attention_dropout",
+                         "the dropout rate on the attention scores", &DROPOUT,
+                         &m->attention_dropout, d);
   }
   if (status == 0)
     status = read_entries(L, k, origin, "kernels.attention_rates", "attention_rates", MACHINE_RATE_POINTS,

@@ -116,9 +116,9 @@ void own_folder_temp(const OwnFolder *f, const char *name, char *out, size_t len
   snprintf(out, len, "%s/%s.tmp.%s-%ld-XXXXXX", f->path, name, f->mark, (long)getpid());
 }
 
-/* The temporary at temp put in place as the marker: renamed over it, or, for a folder's first marker
- * (first), linked so that two runs claiming a new folder at once cannot both: 1 when another run's
- * marker is there first. */
+/* The temporary at temp put in place as the marker: renamed over it, or, for a folder's first
+ * marker (first), linked so that two runs claiming a new folder at once cannot both: 1 when another
+ * run's marker is there first. */
 static int place_marker(const char *temp, const char *path, int first) {
   if (!first) return rename(temp, path);
   if (link(temp, path) == 0) return unlink(temp), 0;
@@ -126,8 +126,8 @@ static int place_marker(const char *temp, const char *path, int first) {
   return rename(temp, path); /* a file system without links */
 }
 
-/* The marker written through a temporary of its own and put in place (place_marker): 0, 1 where another
- * run's first marker came first, or -1 with the line in error. */
+/* The marker written through a temporary of its own and put in place (place_marker): 0, 1 where
+ * another run's first marker came first, or -1 with the line in error. */
 static int write_marker(OwnFolder *f, int first, char *error, size_t len) {
   char temp[4300], path[4200];
   own_folder_temp(f, OWN_FOLDER_MARKER, temp, sizeof temp);
@@ -167,14 +167,15 @@ static int own_temporary(const OwnFolder *f, const char *entry, long *pid) {
   return end != at + strlen(key) && *end == '-' && strlen(end + 1) == 6 && *pid > 0;
 }
 
-/* A temporary of the marker, of any mark: another run writing this folder's first marker at this moment
- * (.plait-folder.tmp.MARK-PID-XXXXXX); it is that run's, never removed here. */
+/* A temporary of the marker, of any mark: another run writing this folder's first marker at this
+ * moment (.plait-folder.tmp.MARK-PID-XXXXXX); it is that run's, never removed here. */
 static int marker_temporary(const char *entry) {
   size_t n = strlen(OWN_FOLDER_MARKER);
   if (strncmp(entry, OWN_FOLDER_MARKER ".tmp.", n + 5) != 0) return 0;
   const char *mark = entry + n + 5;
   char *end;
-  if (strspn(mark, "0123456789abcdef") != 16 || mark[16] != '-' || strtol(mark + 17, &end, 10) <= 0) return 0;
+  if (strspn(mark, "0123456789abcdef") != 16 || mark[16] != '-') return 0;
+  if (strtol(mark + 17, &end, 10) <= 0) return 0;
   return *end == '-' && strlen(end + 1) == 6;
 }
 
@@ -268,7 +269,8 @@ int own_folder_claim(OwnFolder *f, const char *flag, const char *path, FolderKin
   }
   int status = changed ? write_marker(f, first, error, len) : 0;
   if (status != 1) return status;
-  own_folder_free(f); /* another run made the folder first: its marker and mark are this run's too */
+  /* another run made the folder first: its marker and mark are this run's too */
+  own_folder_free(f);
   return own_folder_claim(f, flag, path, kind, names, n, error, len);
 }
 

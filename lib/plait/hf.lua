@@ -599,24 +599,26 @@ local function plait_for(e, hv)
   end
 end
 
--- Whether --set key=pv would be taken and change the model: a value of the kind the model's is (a whole
--- number for a whole number, finite), other than the one it has.
+-- Whether --set key=pv would be taken and change the model: a value of the kind the model's is (a
+-- whole number for a whole number, finite), other than the one it has.
 local function settable(current, pv)
-  if type(pv) ~= type(current) or type(pv) == "table" or show(pv) == show(current) then return false end
+  if type(pv) ~= type(current) or type(pv) == "table" then return false end
+  if show(pv) == show(current) then return false end
   if type(pv) ~= "number" then return true end
   if pv ~= pv or math.abs(pv) == math.huge then return false end
   return math.type(current) ~= "integer" or (pv % 1 == 0 and (current < 1 or pv >= 1))
 end
 
--- The fix for a disagreement: the --set that gives the model config.json's value, where plait takes it.
+-- The fix for a disagreement: the --set that gives the model config.json's value, where plait takes
+-- it.
 local function hint(e, model, hv)
   local current = model.config[e.plait]
   if current == nil then return "" end
   local pv = plait_for(e, hv)
   if pv == nil then return "" end
   if not settable(current, pv) then
-    return string.format("; no --set %s gives the model config.json's %s: check that the folder is this "
-                         .. "model's", e.plait, show_json(hv))
+    return string.format("; no --set %s gives the model config.json's %s: check that the folder is "
+                         .. "this model's", e.plait, show_json(hv))
   end
   return string.format("; import it with --set %s=%s", e.plait, show(pv))
 end
@@ -671,8 +673,8 @@ local function check_mapped(e, model, hc)
   for _, v in ipairs(wanted) do
     if same(v, hv) then return nil end
   end
-  return string.format("config.json has %s = %s, the model has %s = %s%s", e.hf, show_json(hv), e.plait,
-                       show(pv), hint(e, model, hv))
+  return string.format("config.json has %s = %s, the model has %s = %s%s", e.hf, show_json(hv),
+                       e.plait, show(pv), hint(e, model, hv))
 end
 
 local function check_fixed(e, model, hc)
@@ -690,7 +692,8 @@ local function check_required(e, model)
                        e.plait, show(e.value))
 end
 
--- Files of the folder are opened as regular files only: a FIFO or a device is refused, never waited on.
+-- Files of the folder are opened as regular files only: a FIFO or a device is refused, never waited
+-- on.
 local function read_file(path)
   local f, err = core.open_file(path)
   if not f then fail("cannot read %s; give a Hugging Face model folder", err) end

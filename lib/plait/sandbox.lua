@@ -1,9 +1,10 @@
 -- plait.sandbox: the environment a model file runs in. It has Lua's pure libraries (string, table, math,
 -- utf8, coroutine: its own copies, their costly functions bounded by plait.bounded), the base functions
 -- that cannot reach outside (no dofile, loadfile or loading bytecode), os's clock alone, and io.open and
--- io.lines for reading regular files in the model file's folder (and below it; a relative name is taken
--- from that folder; a FIFO or a device is refused, never waited on). require gives read-only views (plait.readonly) of plait's public modules (plait, plait.nn,
--- plait.hf, plait.json) and runs Lua modules of the model file's folder in sandboxes of their own kind.
+-- io.lines for reading regular files in the model file's folder (and below it; a relative name is
+-- taken from that folder; a FIFO or a device is refused, never waited on). require gives read-only
+-- views (plait.readonly) of plait's public modules (plait, plait.nn, plait.hf, plait.json) and runs
+-- Lua modules of the model file's folder in sandboxes of their own kind.
 -- Nothing in it writes a file, runs a program or reads the environment, and nothing it changes reaches
 -- plait's own code, whose modules run in the host's environment with the libraries they captured.
 -- Its limits hold: no table of it has a finalizer (__gc runs with the limits' hook off), and once a limit
@@ -81,8 +82,8 @@ local function readable(path, mode)
   return path
 end
 
--- io.lines(path, ...) on a file the model file may read: the file closes at its end (or when a generic
--- for's loop leaves: the fourth value).
+-- io.lines(path, ...) on a file the model file may read: the file closes at its end (or when a
+-- generic for's loop leaves: the fourth value).
 local function lines(path, ...)
   local f, err = core.open_file(readable(path))
   if not f then error(err, 2) end
