@@ -3,6 +3,7 @@
  * checkpoint of the model, through the links of the model's family (lib/plait/hf.lua). config.json,
  * the tensors' names and their shapes are checked against the model first, and every disagreement is
  * named on a line of its own; then nothing is written. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +63,29 @@ static Found find(Source *s, const Family *f, const char *name) {
   return found;
 }
 
+/* Whether real (a resolved path) is dir itself or below it. */
+static int below(const char *real, const char *dir) {
+  size_t n = strlen(dir);
+  return strncmp(real, dir, n) == 0 && (real[n] == '/' || real[n] == 0 || (n && dir[n - 1] == '/'));
+}
+
+/* A file the folder names must be its own: in it, links followed, or in the blobs of the Hugging
+ * Face cache it is a snapshot of (CACHE/snapshots/REVISION links its files to CACHE/blobs); one
+ * that leads outside (a shard named "..", a link to a file elsewhere) is refused before anything is
+ * read. */
+static int own_file(const Source *s, const char *path, Diag *d) {
+  char real_dir[PATH_MAX], blobs[PATH_MAX + 16], real_blobs[PATH_MAX], real[PATH_MAX];
+  /* where a path does not resolve, opening it names what is wrong */
+  if (!realpath(s->dir, real_dir) || !realpath(path, real)) return 0;
+  snprintf(blobs, sizeof blobs, "%s/../../blobs", real_dir);
+  const char *up = strrchr(real_dir, '/');
+  int cache = up && up - real_dir >= 10 && strncmp(up - 10, "/snapshots", 10) == 0 &&
+              realpath(blobs, real_blobs);
+  if (below(real, real_dir) || (cache && below(real, real_blobs))) return 0;
+  return diag(d, "%s leads outside %s (to %s); import reads the folder's own files only: copy the "
+              "file into the folder", path, s->dir, real);
+}
+
 /* Opens every file the folder's index (or its single model.safetensors) names; a file that does not open
  * is a problem of its own. */
 static int open_files(lua_State *L, Source *s, DiagList *problems, Diag *d) {
@@ -78,6 +102,7 @@ static int open_files(lua_State *L, Source *s, DiagList *problems, Diag *d) {
     s->paths[i] = malloc(n);
     snprintf(s->paths[i], n, "%s/%s", s->dir, lua_tostring(L, -1));
     lua_pop(L, 1);
+    if (own_file(s, s->paths[i], d)) return -1;
     if (ckpt_open(&s->files[i], s->paths[i])) diag_add(problems, "%s", s->files[i].error);
     s->used[i] = calloc((size_t)s->files[i].ntensors + 1, 1);
   }

@@ -11,6 +11,7 @@
 
 #include "escape.h"
 #include "layers.h"
+#include "lua_files.h"
 #include "lua_limits.h"
 #include "shape.h"
 
@@ -854,6 +855,7 @@ static const luaL_Reg core_functions[] = {
     {"overrides", l_overrides}, {"consume", l_consume}, {"set_config", l_set_config},
     {"where", l_where}, {"model_dir", l_model_dir}, {"beside", l_beside}, {"keeps_caller", l_keeps_caller},
     {"json_string", l_json_string},
+    {"load_file", lua_files_l_load}, {"open_file", lua_files_l_open},
     {NULL, NULL},
 };
 

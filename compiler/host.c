@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "escape.h"
+#include "lua_files.h"
 #include "lua_limits.h"
 #include "lualib.h"
 
@@ -43,15 +44,40 @@ static void close_search_paths(lua_State *L) {
   lua_pop(L, 1);
 }
 
-/* Message handler: an error raised inside lib/plait is reported at the model file's line. */
+/* Whether msg starts with a location "chunk:line: " (Lua's own, or one error() added). */
+static int has_location(const char *msg) {
+  const char *colon = strchr(msg, ':');
+  if (!colon || colon == msg || memchr(msg, '\n', (size_t)(colon - msg))) return 0;
+  const char *digits = colon + 1;
+  while (*digits >= '0' && *digits <= '9') digits++;
+  return digits > colon + 1 && digits[0] == ':' && digits[1] == ' ';
+}
+
+/* Whether where is "file:line" (a frame of the model file's), not the bare name core_user_where
+ * falls back to when plait's own code runs alone (import reading a folder). */
+static int names_line(const char *where) {
+  const char *end = where + strlen(where);
+  while (end > where && end[-1] >= '0' && end[-1] <= '9') end--;
+  return end > where && end[-1] == ':' && *end;
+}
+
+/* Message handler: every error raised while the model file runs names its line: one raised inside
+ * lib/plait is reported there, one without a location (raised by a C function: "C stack overflow")
+ * gets it, and a value that is not a message (error({...}), error(nil)) is said to be one. An error
+ * of plait's own code running alone (import reading a folder) is its message without lib/plait's
+ * line. */
 static int message_handler(lua_State *L) {
-  const char *msg = lua_tostring(L, 1);
-  if (!msg) msg = luaL_typename(L, 1);
-  if (strncmp(msg, "lib/plait/", 10) == 0) {
-    const char *rest = strstr(msg, ": ");
-    char where[WHERE_LEN];
-    core_user_where(L, where, sizeof where);
-    lua_pushfstring(L, "%s: %s", where, rest ? rest + 2 : msg);
+  char where[WHERE_LEN];
+  core_user_where(L, where, sizeof where);
+  int is_text = lua_type(L, 1) == LUA_TSTRING || lua_type(L, 1) == LUA_TNUMBER;
+  const char *msg = is_text ? lua_tostring(L, 1) : NULL;
+  if (!msg) {
+    lua_pushfstring(L, "%s: the model file raised an error that is not a message (a %s); raise a "
+                    "string, as in error(\"what is wrong\")", where, luaL_typename(L, 1));
+  } else if (strncmp(msg, "lib/plait/", 10) == 0 || !has_location(msg)) {
+    const char *rest = has_location(msg) ? strstr(msg, ": ") + 2 : msg;
+    if (names_line(where)) lua_pushfstring(L, "%s: %s", where, rest);
+    else lua_pushstring(L, rest);
   } else {
     lua_pushstring(L, msg);
   }
@@ -156,8 +182,11 @@ static int check_overrides_used(const Builder *b, Diag *d) {
 
 /* The model file's chunk, its _ENV a fresh sandbox environment. */
 static int load_model_file(lua_State *L, const char *file, Diag *d) {
-  if (luaL_loadfilex(L, file, "t") != LUA_OK) {
-    diag(d, "%s", lua_tostring(L, -1));
+  int status = lua_files_load(L, file);
+  if (status != LUA_OK) {
+    if (status == LUA_ERRFILE)
+      diag(d, "cannot open model file %s; give a model file (a .lua file)", lua_tostring(L, -1));
+    else diag(d, "%s", lua_tostring(L, -1));
     lua_pop(L, 1);
     return -1;
   }
@@ -172,9 +201,6 @@ static int load_model_file(lua_State *L, const char *file, Diag *d) {
 }
 
 static int run_model_file(lua_State *L, const char *file, Diag *d) {
-  FILE *f = fopen(file, "r");
-  if (!f) return diag(d, "cannot open model file %s: no such file or not readable", file);
-  fclose(f);
   if (load_model_file(L, file, d) || host_call(L, 0, 1, d)) return -1;
   if (!luaL_getmetafield(L, -1, "__name")) return diag(d, "%s must return plait.model{...}", file);
   int is_model = strcmp(lua_tostring(L, -1), "plait.model") == 0;

@@ -1,5 +1,6 @@
 /* machine.c: reading a machine file (Lua, evaluated with no libraries, text only) into a Machine, every
- * field checked: present, a number, positive (latencies and overheads may be zero). */
+ * field checked: present, a number, within the bounds of what a machine can be (latencies and
+ * overheads may be zero), so that no rate makes a plan's times infinite, NaN or negative. */
 #include "machine.h"
 
 #include <lauxlib.h>
@@ -15,45 +16,72 @@
 
 enum { MACHINE_INSTRUCTIONS = 10000000, MACHINE_MEMORY_MB = 16 };
 
+/* What a field may be: from lo to hi (0 too where zero), a whole number where whole. The bounds are
+ * physical, generous both ways: past them a number is a typo or a hostile file, whose times would
+ * be infinite, NaN or negative. */
+typedef struct {
+  double lo, hi;
+  int zero, whole;
+} Bound;
+
+static const Bound RATE = {1e3, 1e18, 0, 0};        /* FLOP/s, special functions/s */
+static const Bound SPECIAL = {1e3, 1e18, 1, 0};     /* special_rate: 0 where memory bounds them */
+static const Bound SHARE = {1e-6, 1, 0, 0};         /* an efficiency: a share of a peak */
+static const Bound DROPOUT = {0, 0.999, 1, 0};
+static const Bound BANDWIDTH = {1e3, 1e16, 0, 0};   /* bytes/s */
+static const Bound BYTES = {1e6, 1e16, 0, 0};       /* a device's memory */
+static const Bound SECONDS = {0, 10, 1, 0};         /* latencies, overheads */
+static const Bound UNITS = {1, 1e6, 0, 1};          /* SMs or cores */
+static const Bound DEVICES = {1, 1 << 20, 0, 1};    /* per node */
+static const Bound NICS = {1, 1024, 0, 1};
+static const Bound TILE = {1, 65536, 0, 1};
+static const Bound FLOPS = {1, 1e21, 0, 0};         /* of one measured call */
+static const Bound SIZE = {1, 1e9, 0, 0};           /* a measured GEMM's M, N or K */
+static const Bound HEAD = {1, 65536, 0, 0};         /* a measured head size */
+
 typedef struct {
   const char *section, *key; /* device.memory_bandwidth */
   size_t offset;             /* of the double in Machine */
-  int may_be_zero;
-  int whole;                 /* a count: a whole number */
+  const Bound *bound;
   const char *what;          /* for the message naming a missing field */
 } Field;
 
-#define F(section, key, member, zero, whole, what) {section, key, offsetof(Machine, member), zero, whole, what}
+#define F(section, key, member, bound, what) {section, key, offsetof(Machine, member), &bound, what}
 static const Field fields[] = {
-    F("device", "gemm_efficiency", gemm_efficiency, 0, 0, "the largest measured GEMM rate over peak, at most 1"),
-    F("device", "memory_bandwidth", memory_bandwidth, 0, 0, "bytes/s of the device's memory"),
-    F("device", "memory_efficiency", memory_efficiency, 0, 0, "the share of that bandwidth streaming kernels reach"),
-    F("device", "memory", memory_bytes, 0, 0, "bytes of device memory"),
-    F("device", "compute_units", compute_units, 0, 1, "SMs or cores"),
-    F("device", "launch_overhead", launch_overhead, 1, 0, "seconds per kernel launch"),
-    F("device", "special_rate", special_rate, 1, 0, "special functions (tanh, exp, erf, ...) per second; 0 where memory bounds them"),
-    F("node", "devices", devices_per_node, 0, 1, "devices per node"),
-    F("node", "link_bandwidth", link_bandwidth, 0, 0, "bytes/s of a collective's bus bandwidth inside a node"),
-    F("node", "link_latency", link_latency, 1, 0, "seconds per ring step inside a node"),
-    F("network", "nics", nics, 0, 1, "network adapters per node"),
-    F("network", "nic_bandwidth", nic_bandwidth, 0, 0, "bytes/s of one network adapter"),
-    F("network", "nic_latency", nic_latency, 1, 0, "seconds per ring step between nodes"),
+    F("device", "gemm_efficiency", gemm_efficiency, SHARE,
+      "the largest measured GEMM rate over peak, at most 1"),
+    F("device", "memory_bandwidth", memory_bandwidth, BANDWIDTH, "bytes/s of the device's memory"),
+    F("device", "memory_efficiency", memory_efficiency, SHARE,
+      "the share of that bandwidth streaming kernels reach"),
+    F("device", "memory", memory_bytes, BYTES, "bytes of device memory"),
+    F("device", "compute_units", compute_units, UNITS, "SMs or cores"),
+    F("device", "launch_overhead", launch_overhead, SECONDS, "seconds per kernel launch"),
+    F("device", "special_rate", special_rate, SPECIAL,
+      "special functions (tanh, exp, erf, ...) per second; 0 where memory bounds them"),
+    F("node", "devices", devices_per_node, DEVICES, "devices per node"),
+    F("node", "link_bandwidth", link_bandwidth, BANDWIDTH,
+      "bytes/s of a collective's bus bandwidth inside a node"),
+    F("node", "link_latency", link_latency, SECONDS, "seconds per ring step inside a node"),
+    F("network", "nics", nics, NICS, "network adapters per node"),
+    F("network", "nic_bandwidth", nic_bandwidth, BANDWIDTH, "bytes/s of one network adapter"),
+    F("network", "nic_latency", nic_latency, SECONDS, "seconds per ring step between nodes"),
 };
 #undef F
 
-/* The value at the top of the stack as a checked number for `path`; pops it. */
-static int take_number(lua_State *L, const char *origin, const char *path, const char *what, int may_be_zero,
-                       int whole, double *out, Diag *d) {
+/* The value at the top of the stack as a number for `path` within its bound; pops it. */
+static int take_number(lua_State *L, const char *origin, const char *path, const char *what,
+                       const Bound *b, double *out, Diag *d) {
   int isnum;
   double v = lua_tonumberx(L, -1, &isnum);
   int missing = lua_isnil(L, -1);
   lua_pop(L, 1);
   if (missing) return diag(d, "machine %s: %s is missing (%s); add it to the machine file", origin, path, what);
   if (!isnum) return diag(d, "machine %s: %s must be a number (%s)", origin, path, what);
-  if (!(v > 0 || (may_be_zero && v == 0)))
-    return diag(d, "machine %s: %s is %g; it must be %s (%s)", origin, path, v, may_be_zero ? "zero or more" : "positive",
-                what);
-  if (whole && v != (double)(long long)v) return diag(d, "machine %s: %s is %g; it must be a whole number", origin, path, v);
+  if (!((v >= b->lo && v <= b->hi) || (b->zero && v == 0)))
+    return diag(d, "machine %s: %s is %g; it must be %sfrom %g to %g (%s)", origin, path, v,
+                b->zero ? "0 or " : "", b->lo, b->hi, what);
+  if (b->whole && v != (double)(long long)v)
+    return diag(d, "machine %s: %s is %g; it must be a whole number", origin, path, v);
   *out = v;
   return 0;
 }
@@ -72,7 +100,8 @@ static int read_field(lua_State *L, int t, const char *origin, const Field *f, M
   lua_getfield(L, -1, f->key);
   char path[96];
   snprintf(path, sizeof path, "%s.%s", f->section, f->key);
-  int status = take_number(L, origin, path, f->what, f->may_be_zero, f->whole, (double *)((char *)m + f->offset), d);
+  double *out = (double *)((char *)m + f->offset);
+  int status = take_number(L, origin, path, f->what, f->bound, out, d);
   lua_pop(L, 1);
   return status;
 }
@@ -112,8 +141,8 @@ static int read_precision(lua_State *L, int t, const char *origin, Machine *m, D
   else lua_pushnil(L);
   char path[64];
   snprintf(path, sizeof path, "device.flops.%s", precision);
-  int status = take_number(L, origin, path, "dense FLOP/s of one device in the training precision", 0, 0,
-                           &m->peak_flops, d);
+  int status = take_number(L, origin, path, "dense FLOP/s of one device in the training precision",
+                           &RATE, &m->peak_flops, d);
   lua_pop(L, 2);
   return status;
 }
@@ -124,10 +153,12 @@ static int read_tile(lua_State *L, int t, const char *origin, Machine *m, Diag *
   int status = lua_istable(L, -1) ? 0 : -1;
   if (status == 0) {
     lua_geti(L, -1, 1);
-    status = take_number(L, origin, "device.gemm_tile[1]", "rows of a GEMM output tile", 0, 1, &m->gemm_tile_m, d);
+    status = take_number(L, origin, "device.gemm_tile[1]", "rows of a GEMM output tile", &TILE,
+                         &m->gemm_tile_m, d);
     lua_geti(L, -1, 2);
     if (status == 0)
-      status = take_number(L, origin, "device.gemm_tile[2]", "columns of a GEMM output tile", 0, 1, &m->gemm_tile_n, d);
+      status = take_number(L, origin, "device.gemm_tile[2]", "columns of a GEMM output tile", &TILE,
+                           &m->gemm_tile_n, d);
     else lua_pop(L, 1);
   } else {
     diag(d, "machine %s: device.gemm_tile is missing ({rows, columns} of a GEMM output tile)", origin);
@@ -146,9 +177,11 @@ static int read_rate_point(lua_State *L, const char *origin, const char *name, i
     return diag(d, "machine %s: %s must be a pair { FLOPs, FLOP/s }", origin, path);
   }
   lua_geti(L, -1, 1);
-  int status = take_number(L, origin, path, "the FLOPs of a measured call", 0, 0, &c->flops[i - 1], d);
+  int status =
+      take_number(L, origin, path, "the FLOPs of a measured call", &FLOPS, &c->flops[i - 1], d);
   lua_geti(L, -1, 2);
-  if (status == 0) status = take_number(L, origin, path, "the FLOP/s it ran at", 0, 0, &c->rate[i - 1], d);
+  if (status == 0)
+    status = take_number(L, origin, path, "the FLOP/s it ran at", &RATE, &c->rate[i - 1], d);
   else lua_pop(L, 1);
   lua_pop(L, 1);
   if (status == 0 && i > 1 && c->flops[i - 1] <= c->flops[i - 2])
@@ -178,16 +211,16 @@ static int read_entries(lua_State *L, int t, const char *origin, const char *nam
   return status;
 }
 
-/* The table at the top of the stack (popped) as `count` numbers into field[], each positive; `form` is
- * what the message says it must be. */
+/* The table at the top of the stack (popped) as `count` numbers into field[], each within its
+ * bound; `form` is what the message says it must be. */
 static int read_tuple(lua_State *L, const char *origin, const char *path, int count, const char *const *what,
-                      double *const *field, const char *form, Diag *d) {
+                      const Bound *const *bound, double *const *field, const char *form, Diag *d) {
   int status = lua_istable(L, -1) && (int)lua_rawlen(L, -1) == count
                    ? 0
                    : diag(d, "machine %s: %s must be %s", origin, path, form);
   for (int j = 0; status == 0 && j < count; j++) {
     lua_geti(L, -1, j + 1);
-    status = take_number(L, origin, path, what[j], 0, 0, field[j], d);
+    status = take_number(L, origin, path, what[j], bound[j], field[j], d);
   }
   lua_pop(L, 1);
   return status;
@@ -197,11 +230,13 @@ static int read_tuple(lua_State *L, const char *origin, const char *path, int co
 static int read_gemm_shape(lua_State *L, const char *origin, const char *name, int i, void *into, Diag *d) {
   static const char *const what[] = {"the rows M of a measured GEMM", "its columns N", "its inner size K",
                                      "the FLOP/s it ran at"};
+  static const Bound *const bound[] = {&SIZE, &SIZE, &SIZE, &RATE};
   GemmRates *g = into;
   double *const field[] = {&g->m[i - 1], &g->n[i - 1], &g->k[i - 1], &g->rate[i - 1]};
   char path[64];
   snprintf(path, sizeof path, "%s[%d]", name, i);
-  return read_tuple(L, origin, path, 4, what, field, "{ M, N, K, FLOP/s } (run plait calibrate again)", d);
+  return read_tuple(L, origin, path, 4, what, bound, field,
+                    "{ M, N, K, FLOP/s } (run plait calibrate again)", d);
 }
 
 /* device.gemm_rates (optional): GEMM calls' rates measured at shapes. */
@@ -218,11 +253,13 @@ static int read_gemm_rates(lua_State *L, int t, const char *origin, Machine *m, 
 static int read_head_rate(lua_State *L, const char *origin, const char *name, int i, void *into, Diag *d) {
   static const char *const what[] = {"the head size measured", "the forward's FLOP/s over the scores it computes",
                                      "the backward's FLOP/s, counted as twice the forward's FLOPs"};
+  static const Bound *const bound[] = {&HEAD, &RATE, &RATE};
   AttentionRates *r = into;
   double *const field[] = {&r->head_dim[i - 1], &r->forward[i - 1], &r->backward[i - 1]};
   char path[96];
   snprintf(path, sizeof path, "%s[%d]", name, i);
-  if (read_tuple(L, origin, path, 3, what, field, "{ head size, forward FLOP/s, backward FLOP/s }", d))
+  if (read_tuple(L, origin, path, 3, what, bound, field,
+                 "{ head size, forward FLOP/s, backward FLOP/s }", d))
     return -1;
   if (i > 1 && r->head_dim[i - 1] <= r->head_dim[i - 2])
     return diag(d, "machine %s: %s has head size %g, not more than the entry before it; list them by head size",
@@ -265,11 +302,8 @@ static int read_kind_efficiency(lua_State *L, const char *origin, Machine *m, Di
   char path[96];
   snprintf(path, sizeof path, "kernels.memory_efficiency.%s", key);
   double *share = &m->kind_efficiency[kind];
-  if (take_number(L, origin, path, "the share of the copy rate the kind's kernels reach", 0, 0, share, d))
-    return -1;
-  if (*share > 1)
-    return diag(d, "machine %s: %s is %g; it is a share of the copy rate, at most 1", origin, path, *share);
-  return 0;
+  return take_number(L, origin, path, "the share of the copy rate the kind's kernels reach", &SHARE,
+                     share, d);
 }
 
 /* kernels.memory_efficiency (optional): { kind = share of the copy rate, ... }; kinds not named get 1. */
@@ -314,7 +348,8 @@ static int read_kernels(lua_State *L, int t, const char *origin, Machine *m, Dia
   int status = read_attention_software(L, k, origin, m, d);
   if (status == 0) {
     lua_getfield(L, k, "attention_dropout");
-    status = take_number(L, origin, "kernels.attention_dropout", "the dropout rate on the attention scores", 1, 0,
+    status = take_number(L, origin, "kernels.attention_dropout",
+                         "the dropout rate on the attention scores", &DROPOUT,
                          &m->attention_dropout, d);
   }
   if (status == 0)
@@ -341,9 +376,6 @@ static int read_machine(lua_State *L, const char *origin, Machine *m, Diag *d) {
     return -1;
   for (size_t i = 0; i < sizeof fields / sizeof *fields; i++)
     if (read_field(L, t, origin, &fields[i], m, d)) return -1;
-  if (m->gemm_efficiency > 1 || m->memory_efficiency > 1)
-    return diag(d, "machine %s: an efficiency above 1 (gemm_efficiency %g, memory_efficiency %g); they are shares of the "
-                "peak", origin, m->gemm_efficiency, m->memory_efficiency);
   return 0;
 }
 

@@ -25,8 +25,10 @@ static const Command commands[] = {
      "            --grad-reduce overlap|after]\n"
      "           (the fastest layouts that fit; a layout flag pins its dimension)"},
     {"calibrate", cmd_calibrate,
-     "plait calibrate [--ranks N] [--launcher CMD] [-o FILE.lua]   (this machine measured as N ranks share it,\n"
-     "           default one per core, threads or the processes CMD starts: a machine file for plait plan --machine)"},
+     "plait calibrate [--ranks N] [--launcher CMD] [--time-limit S] [-o FILE.lua]\n"
+     "           (this machine measured as N ranks share it, default one per core, at most 8\n"
+     "           a core, threads or the processes CMD starts, within S seconds, default 600:\n"
+     "           a machine file for plait plan --machine)"},
     {"build", cmd_build,
      "plait build MODEL.lua [layout flags and --set as for plan] -o DIR [--emit-only] [--double]"},
     {"check", cmd_check,

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int allowed(const char *const *flags, const char *flag) {
   for (int i = 0; flags[i]; i++)
@@ -26,6 +27,18 @@ static int budget(const char *flag, const char *text, long long *out, Diag *d) {
     return diag(d, "%s takes a whole number of at least 1, not '%s'", flag, text ? text : "");
   *out = (long long)v;
   return 0;
+}
+
+/* --lua-memory MB: at most this machine's memory (more would overflow the byte count, and is never
+ * there). */
+static int memory_budget(const char *text, long long *out, Diag *d) {
+  if (budget("--lua-memory", text, out, d)) return -1;
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  long long most = 1LL << 30;
+  if (pages > 0 && page > 0) most = (long long)((double)pages * (double)page / 1048576.0);
+  if (*out <= most) return 0;
+  return diag(d, "--lua-memory %s MB is more than this machine's memory (%lld MB); give at most "
+              "%lld", text, most, most);
 }
 
 static int copy_text(const char *flag, const char *text, char *out, int len, Diag *d) {
@@ -93,14 +106,14 @@ static int parse_flag(int argc, char **argv, int *i, Options *o, Diag *d) {
     *i += consumed;
     return 0;
   }
-  if (strcmp(flag, "--lua-instructions") == 0 || strcmp(flag, "--lua-memory") == 0) {
-    (*i)++;
-    return budget(flag, value, strcmp(flag, "--lua-instructions") == 0 ? &o->lua_instructions : &o->lua_memory_mb, d);
-  }
+  if (strcmp(flag, "--lua-instructions") == 0)
+    return (*i)++, budget(flag, value, &o->lua_instructions, d);
+  if (strcmp(flag, "--lua-memory") == 0) return (*i)++, memory_budget(value, &o->lua_memory_mb, d);
   if (strcmp(flag, "--unit-costs") == 0) { o->unit_costs = 1; return 0; }
   if (strcmp(flag, "--separate-gemms") == 0) { o->separate_gemms = 1; return 0; }
   if (strcmp(flag, "--gpus") == 0) return (*i)++, positive(flag, value, &o->gpus, d);
   if (strcmp(flag, "--ranks") == 0) return (*i)++, positive(flag, value, &o->ranks, d);
+  if (strcmp(flag, "--time-limit") == 0) return (*i)++, positive(flag, value, &o->time_limit, d);
   if (strcmp(flag, "--emit-only") == 0) { o->emit_only = 1; return 0; }
   if (strcmp(flag, "--double") == 0) { o->double_precision = 1; return 0; }
   if (strcmp(flag, "--force") == 0) { o->force = 1; return 0; }

@@ -22,6 +22,7 @@ typedef struct {
   int gpus;                  /* --gpus N (tune: the devices to lay the model over; 0: not given) */
   int ranks;                 /* --ranks N (calibrate: the ranks that share this machine; 0: not given) */
   const char *launcher;      /* --launcher CMD (calibrate: starts the ranks as processes, as mpirun -np N) */
+  int time_limit;            /* --time-limit S (calibrate: the probe's seconds; 0: not given) */
   int emit_only;             /* --emit-only */
   int double_precision;      /* --double: real = double (gradient checks) */
   int force;                 /* --force (import: replace a full training checkpoint with weights alone) */

@@ -116,8 +116,19 @@ void own_folder_temp(const OwnFolder *f, const char *name, char *out, size_t len
   snprintf(out, len, "%s/%s.tmp.%s-%ld-XXXXXX", f->path, name, f->mark, (long)getpid());
 }
 
-/* The marker written through a temporary of its own and renamed into place. */
-static int write_marker(OwnFolder *f, char *error, size_t len) {
+/* The temporary at temp put in place as the marker: renamed over it, or, for a folder's first
+ * marker (first), linked so that two runs claiming a new folder at once cannot both: 1 when another
+ * run's marker is there first. */
+static int place_marker(const char *temp, const char *path, int first) {
+  if (!first) return rename(temp, path);
+  if (link(temp, path) == 0) return unlink(temp), 0;
+  if (errno == EEXIST) return unlink(temp), 1;
+  return rename(temp, path); /* a file system without links */
+}
+
+/* The marker written through a temporary of its own and put in place (place_marker): 0, 1 where
+ * another run's first marker came first, or -1 with the line in error. */
+static int write_marker(OwnFolder *f, int first, char *error, size_t len) {
   char temp[4300], path[4200];
   own_folder_temp(f, OWN_FOLDER_MARKER, temp, sizeof temp);
   marker_path(f, path, sizeof path);
@@ -134,7 +145,8 @@ static int write_marker(OwnFolder *f, char *error, size_t len) {
   } else if (fd >= 0) {
     close(fd);
   }
-  if (ok && rename(temp, path) == 0) return 0;
+  int placed = ok ? place_marker(temp, path, first) : -1;
+  if (placed >= 0) return placed;
   int saved = errno;
   if (fd >= 0) unlink(temp);
   return place_refuse(error, len, "%s %s: cannot write its marker %s (%s); check that the folder is writable and has space",
@@ -153,6 +165,18 @@ static int own_temporary(const OwnFolder *f, const char *entry, long *pid) {
   char *end;
   *pid = strtol(at + strlen(key), &end, 10);
   return end != at + strlen(key) && *end == '-' && strlen(end + 1) == 6 && *pid > 0;
+}
+
+/* A temporary of the marker, of any mark: another run writing this folder's first marker at this
+ * moment (.plait-folder.tmp.MARK-PID-XXXXXX); it is that run's, never removed here. */
+static int marker_temporary(const char *entry) {
+  size_t n = strlen(OWN_FOLDER_MARKER);
+  if (strncmp(entry, OWN_FOLDER_MARKER ".tmp.", n + 5) != 0) return 0;
+  const char *mark = entry + n + 5;
+  char *end;
+  if (strspn(mark, "0123456789abcdef") != 16 || mark[16] != '-') return 0;
+  if (strtol(mark + 17, &end, 10) <= 0) return 0;
+  return *end == '-' && strlen(end + 1) == 6;
 }
 
 /* model.safetensors that plait's metadata marks as its checkpoint: a checkpoint folder from before markers. */
@@ -181,7 +205,7 @@ static int check_entries(OwnFolder *f, int marked, char *error, size_t len) {
   for (struct dirent *e; (e = readdir(d));) {
     const char *name = e->d_name;
     if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || (marked && strcmp(name, OWN_FOLDER_MARKER) == 0)) continue;
-    if (listed(f, name) || own_temporary(f, name, &pid)) continue;
+    if (listed(f, name) || own_temporary(f, name, &pid) || marker_temporary(name)) continue;
     if (!marked && plait_checkpoint(f, name)) add_file(f, name);
     else if (others++ == 0) snprintf(first, sizeof first, "%s", name);
   }
@@ -235,14 +259,19 @@ int own_folder_claim(OwnFolder *f, const char *flag, const char *path, FolderKin
   if (!f->exists && mkdir(path, 0777) != 0)
     return place_refuse(error, len, "%s %s: cannot create the directory: %s", flag, path, strerror(errno));
   f->exists = 1;
-  int changed = !f->mark[0];
-  if (changed) new_mark(f->mark);
+  int first = !f->mark[0];
+  if (first) new_mark(f->mark);
   remove_ended_temporaries(f);
+  int changed = first;
   for (int i = 0; i < n; i++) {
     changed |= !listed(f, names[i]);
     add_file(f, names[i]);
   }
-  return changed ? write_marker(f, error, len) : 0;
+  int status = changed ? write_marker(f, first, error, len) : 0;
+  if (status != 1) return status;
+  /* another run made the folder first: its marker and mark are this run's too */
+  own_folder_free(f);
+  return own_folder_claim(f, flag, path, kind, names, n, error, len);
 }
 
 int own_folder_settle(OwnFolder *f, const char *const *names, int n, char *error, size_t len) {
@@ -256,5 +285,5 @@ int own_folder_settle(OwnFolder *f, const char *const *names, int n, char *error
   }
   clear_files(f);
   for (int i = 0; i < n; i++) add_file(f, names[i]);
-  return write_marker(f, error, len);
+  return write_marker(f, 0, error, len);
 }

@@ -3,8 +3,9 @@
 -- that no call, or loop of calls, outlasts the limit: string.find, match, gmatch and gsub by a bound on
 -- their backtracking (compiler/lua_patterns.c), table.move, insert, remove, sort, concat and unpack by the
 -- elements they touch, select and string.rep by the values and repetitions they make, and string.format,
--- byte, pack and unpack, utf8's functions, tonumber, load, print and a garbage collection by what they
--- read, and a caught error by the stack Lua walks. What a call allocates is counted by the allocator. A
+-- byte, pack and unpack, utf8's functions, tonumber, load, print (to stderr) and a garbage
+-- collection by what they read, and a caught error by the stack Lua walks. What a call allocates is
+-- counted by the allocator. A
 -- model file's string, table and utf8 are copies of these tables, and method calls on strings
 -- ("x"):rep(n) reach them through the string metatable.
 local limits = require "plait.limits"
@@ -151,9 +152,13 @@ function B.load(chunk, ...)
   return loaded(load(chunk, ...))
 end
 
+-- A model file's print goes to stderr, as Lua's print writes (tostring, tabs between): stdout is
+-- plait's own output, which may be a plan in JSON.
 function B.print(...)
   charge(bytes(...) / BYTES_PER_STEP, "print", "steps")
-  return print(...)
+  local n, parts = select("#", ...), { ... }
+  for i = 1, n do parts[i] = tostring(parts[i]) end
+  io.stderr:write(table.concat(parts, "\t", 1, n), "\n")
 end
 
 function B.select(n, ...)

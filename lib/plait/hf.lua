@@ -6,6 +6,7 @@
 -- `plait import` and `plait export` read a model's family (plait.model{family = ...}: a name of the
 -- families below, or a family the model file declares or extends) and move the numbers; nothing in C
 -- knows a family.
+local core = require "plait.core"
 local json = require "plait.json"
 local readonly = require "plait.readonly"
 
@@ -555,6 +556,12 @@ local function show(v)
   return tostring(v)
 end
 
+-- A value of config.json as JSON writes it (a string quoted: "128" is not 128).
+local function show_json(v)
+  if type(v) == "string" then return json.encode(v) end
+  return show(v)
+end
+
 local function evaluate(v, arg)
   if type(v) == "function" then return v(arg) end
   return v
@@ -592,10 +599,27 @@ local function plait_for(e, hv)
   end
 end
 
+-- Whether --set key=pv would be taken and change the model: a value of the kind the model's is (a
+-- whole number for a whole number, finite), other than the one it has.
+local function settable(current, pv)
+  if type(pv) ~= type(current) or type(pv) == "table" then return false end
+  if show(pv) == show(current) then return false end
+  if type(pv) ~= "number" then return true end
+  if pv ~= pv or math.abs(pv) == math.huge then return false end
+  return math.type(current) ~= "integer" or (pv % 1 == 0 and (current < 1 or pv >= 1))
+end
+
+-- The fix for a disagreement: the --set that gives the model config.json's value, where plait takes
+-- it.
 local function hint(e, model, hv)
-  if model.config[e.plait] == nil then return "" end
+  local current = model.config[e.plait]
+  if current == nil then return "" end
   local pv = plait_for(e, hv)
   if pv == nil then return "" end
+  if not settable(current, pv) then
+    return string.format("; no --set %s gives the model config.json's %s: check that the folder is "
+                         .. "this model's", e.plait, show_json(hv))
+  end
   return string.format("; import it with --set %s=%s", e.plait, show(pv))
 end
 
@@ -649,8 +673,8 @@ local function check_mapped(e, model, hc)
   for _, v in ipairs(wanted) do
     if same(v, hv) then return nil end
   end
-  return string.format("config.json has %s = %s, the model has %s = %s%s", e.hf, show(hv), e.plait, show(pv),
-                       hint(e, model, hv))
+  return string.format("config.json has %s = %s, the model has %s = %s%s", e.hf, show_json(hv),
+                       e.plait, show(pv), hint(e, model, hv))
 end
 
 local function check_fixed(e, model, hc)
@@ -668,9 +692,11 @@ local function check_required(e, model)
                        e.plait, show(e.value))
 end
 
+-- Files of the folder are opened as regular files only: a FIFO or a device is refused, never waited
+-- on.
 local function read_file(path)
-  local f, err = io.open(path, "rb")
-  if not f then fail("cannot read %s: %s", path, err) end
+  local f, err = core.open_file(path)
+  if not f then fail("cannot read %s; give a Hugging Face model folder", err) end
   local text = f:read("a")
   f:close()
   return text
@@ -858,7 +884,7 @@ end
 -- Files: one model.safetensors, or shards listed by model.safetensors.index.json.
 
 local function exists(path)
-  local f = io.open(path, "rb")
+  local f = core.open_file(path)
   if f then f:close() end
   return f ~= nil
 end

@@ -1,9 +1,10 @@
 -- plait.sandbox: the environment a model file runs in. It has Lua's pure libraries (string, table, math,
 -- utf8, coroutine: its own copies, their costly functions bounded by plait.bounded), the base functions
 -- that cannot reach outside (no dofile, loadfile or loading bytecode), os's clock alone, and io.open and
--- io.lines for reading files in the model file's folder (and below it; a relative name is taken from that
--- folder). require gives read-only views (plait.readonly) of plait's public modules (plait, plait.nn,
--- plait.hf, plait.json) and runs Lua modules of the model file's folder in sandboxes of their own kind.
+-- io.lines for reading regular files in the model file's folder (and below it; a relative name is
+-- taken from that folder; a FIFO or a device is refused, never waited on). require gives read-only
+-- views (plait.readonly) of plait's public modules (plait, plait.nn, plait.hf, plait.json) and runs
+-- Lua modules of the model file's folder in sandboxes of their own kind.
 -- Nothing in it writes a file, runs a program or reads the environment, and nothing it changes reaches
 -- plait's own code, whose modules run in the host's environment with the libraries they captured.
 -- Its limits hold: no table of it has a finalizer (__gc runs with the limits' hook off), and once a limit
@@ -81,6 +82,19 @@ local function readable(path, mode)
   return path
 end
 
+-- io.lines(path, ...) on a file the model file may read: the file closes at its end (or when a
+-- generic for's loop leaves: the fourth value).
+local function lines(path, ...)
+  local f, err = core.open_file(readable(path))
+  if not f then error(err, 2) end
+  local next_line = f:lines(...)
+  local function ended(first, ...)
+    if first == nil then f:close() end
+    return first, ...
+  end
+  return function() return ended(next_line()) end, nil, nil, f
+end
+
 -- A fresh environment for a chunk of the model file's folder.
 function sandbox.env()
   local env = {}
@@ -92,8 +106,8 @@ function sandbox.env()
   env.pcall, env.xpcall, env.setmetatable = guarded_pcall, guarded_xpcall, guarded_setmetatable
   env.os = { clock = os.clock }
   env.io = {
-    open = function(path, mode) return io.open(readable(path, mode), mode or "r") end,
-    lines = function(path, ...) return io.lines(readable(path), ...) end,
+    open = function(path, mode) return core.open_file(readable(path, mode)) end,
+    lines = lines,
   }
   env.load = function(chunk, name, mode, chunk_env)
     if mode ~= nil and mode ~= "t" then error("a model file loads Lua text only, not bytecode", 2) end
@@ -121,7 +135,7 @@ function sandbox.require(name)
     error(string.format("module '%s' not found: a model file requires plait's modules and Lua files in its "
                         .. "own folder (%s)", name, path), 2)
   end
-  local chunk, err = loadfile(path, "t", sandbox.env())
+  local chunk, err = core.load_file(path, sandbox.env())
   if not chunk then error(err, 0) end
   local value = chunk(name)
   if value == nil then value = true end

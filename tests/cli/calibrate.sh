@@ -25,6 +25,18 @@ expect_error calibrate_launcher_count "^plait: the probe failed: the launcher st
   $PLAIT calibrate --ranks 2 --launcher "$mpirun -np 1"
 expect_error calibrate_launcher_missing "^plait: the probe failed: .*no-such-launcher: not found$" \
   $PLAIT calibrate --ranks 2 --launcher no-such-launcher
+# bounds before anything starts, and a launcher that never ends is stopped within its time limit
+within calibrate_too_many_ranks_at_once 2 expect_error calibrate_too_many_ranks \
+  "^plait: --ranks 100000 is more than this machine runs \(8 ranks a core, [0-9]+ cores\); give --ranks [0-9]+ or fewer$" \
+  timeout 20 $PLAIT calibrate --ranks 100000 -o "$TMP/many.lua"
+[ -e "$TMP/many.lua" ] && fail calibrate_too_many_ranks_writes_nothing "$TMP/many.lua exists"
+within calibrate_launcher_stopped 8 expect_error calibrate_endless_launcher \
+  "^plait: the probe ran more than 3 s and was stopped: the launcher did not end; check that it runs the probe, or give calibrate a --time-limit$" \
+  timeout 30 $PLAIT calibrate --ranks 1 --launcher "sh -c 'sleep 67' launcher" --time-limit 3 -o "$TMP/endless.lua"
+[ -e "$TMP/endless.lua" ] && fail calibrate_endless_launcher_writes_nothing "$TMP/endless.lua exists"
+if pgrep -f "^sleep 67$" >/dev/null; then
+  fail calibrate_endless_launcher_ended "its processes still run"
+else pass calibrate_endless_launcher_ended; fi
 expect_error calibrate_launcher_needs_ranks "^plait: --launcher needs --ranks N" $PLAIT calibrate --launcher "mpirun -np 2"
 
 expect_error calibrate_no_file '^plait: calibrate takes no file: plait calibrate \[--ranks N\] \[--launcher CMD\] \[-o FILE\]$' \

@@ -229,6 +229,22 @@ sed -i 's/"n_head": 2/"n_head": 4/' "$TMP/config.hf/config.json"
 expect_error config_disagreement "config.json has n_head = 4, the model has heads = 2; import it with --set heads=4" \
   $PLAIT import models/tiny.lua "$TMP/config.hf" -o "$TMP/out.ckpt" --set $G
 nothing_written config_disagreement "$TMP/out.ckpt"
+# a hint is a --set plait takes and that changes the model; else the line says none does
+HINT_NONE="check that the folder is this model's$"
+broken hint_fraction
+sed -i 's/"n_layer": 2/"n_layer": 4.5/' "$TMP/hint_fraction.hf/config.json"
+# shellcheck disable=SC2086
+expect_error hint_not_a_whole_number \
+  "config.json has n_layer = 4.5, the model has layers = 2; no --set layers gives the model config.json's 4.5: $HINT_NONE" \
+  $PLAIT import models/tiny.lua "$TMP/hint_fraction.hf" -o "$TMP/out.ckpt" --set $G
+nothing_written hint_not_a_whole_number "$TMP/out.ckpt"
+broken hint_same
+sed -i 's/"n_embd": 32/"n_embd": "32"/' "$TMP/hint_same.hf/config.json"
+# shellcheck disable=SC2086
+expect_error hint_not_the_same_value \
+  "config.json has n_embd = \"32\", the model has hidden = 32; no --set hidden gives the model config.json's \"32\": $HINT_NONE" \
+  $PLAIT import models/tiny.lua "$TMP/hint_same.hf" -o "$TMP/out.ckpt" --set $G
+nothing_written hint_not_the_same_value "$TMP/out.ckpt"
 # shellcheck disable=SC2086
 expect_error another_architecture "config.json is of LlamaForCausalLM \\(model_type llama\\), the model.s family gpt2 reads GPT2LMHeadModel" \
   $PLAIT import models/tiny.lua "$TMP/llama.hf" -o "$TMP/out.ckpt" --set $G
@@ -241,6 +257,51 @@ nothing_written no_family "$TMP/out.hf"
 expect_error import_over_its_source "-o .*gpt.hf is the Hugging Face folder itself" \
   $PLAIT import models/tiny.lua "$TMP/gpt.hf" -o "$TMP/gpt.hf" --set $G
 expect_error no_config_json "cannot read .*nowhere/config.json" $PLAIT import models/tiny.lua "$TMP/nowhere" -o "$TMP/out.ckpt"
+# the folder's files are regular files of its own: a FIFO is refused at once, never waited on; a shard
+# that leads outside the folder (a name, an absolute path, a link) is refused; a Hugging Face cache's
+# snapshot, whose files link to its blobs, imports
+FIFO_FIX="not a regular file \(a FIFO\); plait reads regular files only, give the path of one$"
+fifo_in() { # name, file of a copy of the GPT-2 folder made a FIFO
+  broken "$1"
+  rm -f "$TMP/$1.hf/$2" && mkfifo "$TMP/$1.hf/$2"
+  # shellcheck disable=SC2086
+  within "$1_ends" 10 expect_error "$1" "^plait: .*$1.hf/$2: $FIFO_FIX" \
+    timeout 20 $PLAIT import models/tiny.lua "$TMP/$1.hf" -o "$TMP/out.ckpt" --set $G
+  nothing_written "$1" "$TMP/out.ckpt"
+}
+fifo_in fifo_config config.json
+fifo_in fifo_index model.safetensors.index.json
+fifo_in fifo_weights model.safetensors
+shard_at() { # name, file the index names, pattern of the message[, where that file links to]
+  rm -rf "$TMP/$1.hf" && cp -r "$TMP/shards.hf" "$TMP/$1.hf"
+  [ -z "${4:-}" ] || ln -s "$4" "$TMP/$1.hf/$2"
+  python3 - "$TMP/$1.hf/model.safetensors.index.json" "$2" <<'PY'
+import json, sys
+index = json.load(open(sys.argv[1]))
+index["weight_map"][sorted(index["weight_map"])[0]] = sys.argv[2]
+json.dump(index, open(sys.argv[1], "w"))
+PY
+  sums=$(cd "$TMP/$1.hf" && md5sum ./* ../gpt.hf/*)
+  # shellcheck disable=SC2086
+  expect_error "$1" "$3" $PLAIT import models/tiny.lua "$TMP/$1.hf" -o "$TMP/out.ckpt" --set $G
+  nothing_written "$1" "$TMP/out.ckpt"
+  if [ "$sums" = "$(cd "$TMP/$1.hf" && md5sum ./* ../gpt.hf/*)" ]; then pass "$1_unchanged"
+  else fail "$1_unchanged" "the folder's files changed"; fi
+}
+OUT_FIX="import reads the folder's own files only: copy the file into the folder$"
+shard_at shard_absolute "$TMP/gpt.hf/model.safetensors" \
+  "maps .* to '$TMP/gpt.hf/model.safetensors', not a file beside it"
+shard_at shard_relative ../gpt.hf/model.safetensors "maps .* to '../gpt.hf/model.safetensors', not a file beside it"
+shard_at shard_parent .. "^plait: .*shard_parent.hf/\.\. leads outside .*shard_parent.hf \(to $TMP\); $OUT_FIX"
+shard_at shard_link_out model-link.safetensors \
+  "^plait: .*shard_link_out.hf/model-link.safetensors leads outside .*shard_link_out.hf \(to $TMP/gpt.hf/model.safetensors\); $OUT_FIX" \
+  "$TMP/gpt.hf/model.safetensors"
+mkdir -p "$TMP/cache/blobs" "$TMP/cache/snapshots/abc"
+cp "$TMP/gpt.hf/model.safetensors" "$TMP/cache/blobs/0123"
+cp "$TMP/gpt.hf/config.json" "$TMP/cache/snapshots/abc/"
+ln -s ../../blobs/0123 "$TMP/cache/snapshots/abc/model.safetensors"
+# shellcheck disable=SC2086
+expect_ok cache_snapshot_imports $PLAIT import models/tiny.lua "$TMP/cache/snapshots/abc" -o "$TMP/cache.ckpt" --set $G
 # export: a checkpoint of another configuration, over its own folder, a dtype it does not write
 # shellcheck disable=SC2086
 expect_error export_another_configuration "saved with heads = 2, this model has heads = 4" \

@@ -130,3 +130,11 @@ assert "#include <evil.h>" in meta["config.note"], meta["config.note"]' "$TMP/ck
     else fail checkpoint_header_loads "$(tail -n 1 "$TMP/why")"; fi
   else fail hostile_program_runs "$(tail -c 400 "$TMP/run.out")"; fi
 else fail hostile_program_builds "$(tail -c 600 "$TMP/build.log")"; fi
+
+# a model file's print goes to stderr: stdout stays plait's own (a plan in JSON loads), nothing lost
+hostile_model prints 'print("hello", 1, nil, "{ \"not\": json")'
+if $PLAIT plan "$TMP/prints.lua" --format json >"$TMP/prints.json" 2>"$TMP/prints.err" &&
+   python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$TMP/prints.json" 2>"$TMP/why" &&
+   [ "$(cat "$TMP/prints.err")" = "$(printf 'hello\t1\tnil\t{ "not": json')" ]; then
+  pass model_print_to_stderr
+else fail model_print_to_stderr "$(tail -n 1 "$TMP/why") stderr: $(head -c 200 "$TMP/prints.err")"; fi

@@ -113,6 +113,11 @@ for what in params operations; do
     timeout 120 $PLAIT plan "$TMP/$what.lua" --lua-memory 64
 done
 
+# a memory limit past this machine's memory (2^44 MB: its bytes would wrap) is refused, naming the most
+expect_error lua_memory_beyond_machine \
+  "^plait: --lua-memory 17592186044416 MB is more than this machine's memory \([0-9]+ MB\); give at most [0-9]+$" \
+  $PLAIT plan models/tiny.lua --lua-memory 17592186044416
+
 # 200,000 parameters: each found by its name in constant time (searching the others, plait took some 13
 # minutes of CPU; now under 2 seconds).
 grow unused_params 'for i = 1, cfg.count do L:param("p" .. i, { cfg.hidden }, { init = "zeros" }) end'

@@ -39,7 +39,7 @@ for field in gemm_efficiency memory_bandwidth memory_efficiency memory compute_u
   expect_error "machine_missing_$field" "^plait: machine $TMP/missing.lua: [a-z]*\.$field is missing \(.*\); add it to the machine file$" \
     $PLAIT plan models/tiny.lua --machine "$TMP/missing.lua"
   sed -e "s/^\( *$field = \)0,/\1-1,/" -e "s/^\( *$field = \)\([^-]\)/\1-\2/" lib/plait/machines/a100.lua >"$TMP/negative.lua"
-  expect_error "machine_negative_$field" "^plait: machine $TMP/negative.lua: [a-z]*\.$field is -[0-9.e+-]*; it must be (positive|zero or more)" \
+  expect_error "machine_negative_$field" "^plait: machine $TMP/negative.lua: [a-z]*\.$field is -[0-9.e+-]*; it must be (0 or )?from [0-9.e+-]* to [0-9.e+-]* \(" \
     $PLAIT plan models/tiny.lua --machine "$TMP/negative.lua"
 done
 sed 's/bf16 = 312e12, //' lib/plait/machines/a100.lua >"$TMP/no_rate.lua"
@@ -66,16 +66,33 @@ while IFS='|' read -r name key added expected; do
 done <<'CASES'
 rates_order|attention_dropout|attention_rates = { { 1e6, 1e11 }, { 1e5, 2e11 } }|kernels.attention_rates\[2\] has 100000 FLOPs, not more than the pair before it; list the pairs by FLOPs$
 gemm_rates_shape|special_rate|gemm_rates = { { 1e6, 1e11 } }|device.gemm_rates\[1\] must be \{ M, N, K, FLOP/s \} \(run plait calibrate again\)$
-gemm_rates_negative|special_rate|gemm_rates = { { 128, 768, 768, -5 } }|device.gemm_rates\[1\] is -5; it must be positive \(the FLOP/s it ran at\)$
-rates_negative|attention_dropout|attention_rates = { { 1e6, -5 } }|kernels.attention_rates\[1\] is -5; it must be positive \(the FLOP/s it ran at\)$
+gemm_rates_negative|special_rate|gemm_rates = { { 128, 768, 768, -5 } }|device.gemm_rates\[1\] is -5; it must be from 1000 to 1e\+18 \(the FLOP/s it ran at\)$
+rates_negative|attention_dropout|attention_rates = { { 1e6, -5 } }|kernels.attention_rates\[1\] is -5; it must be from 1000 to 1e\+18 \(the FLOP/s it ran at\)$
 rates_empty|special_rate|gemm_rates = {}|device.gemm_rates must list 1 to 64 shapes
 head_order|attention_dropout|cudnn_attention = { { 128, 1e14, 1e14 }, { 64, 1e14, 1e14 } }|kernels.cudnn_attention\[2\] has head size 64, not more than the entry before it; list them by head size$
 head_entry|attention_dropout|plait_attention = { { 64, 1e13 } }|kernels.plait_attention\[1\] must be \{ head size, forward FLOP/s, backward FLOP/s \}$
-head_negative|attention_dropout|plait_attention = { { 64, 1e13, -1 } }|kernels.plait_attention\[1\] is -1; it must be positive \(the backward's FLOP/s
+head_negative|attention_dropout|plait_attention = { { 64, 1e13, -1 } }|kernels.plait_attention\[1\] is -1; it must be from 1000 to 1e\+18 \(the backward's FLOP/s
 kind_unknown|attention_dropout|memory_efficiency = { elementwse = 0.5 }|kernels.memory_efficiency names a kind "elementwse"; the kinds are elementwise, norm, bias_sums, embedding, xent, optimizer, grad_norm$
-kind_above_one|attention_dropout|memory_efficiency = { norm = 1.5 }|kernels.memory_efficiency.norm is 1.5; it is a share of the copy rate, at most 1$
-kind_negative|attention_dropout|memory_efficiency = { xent = -0.5 }|kernels.memory_efficiency.xent is -0.5; it must be positive
+kind_above_one|attention_dropout|memory_efficiency = { norm = 1.5 }|kernels.memory_efficiency.norm is 1.5; it must be from 1e-06 to 1 \(the share of the copy rate
+kind_negative|attention_dropout|memory_efficiency = { xent = -0.5 }|kernels.memory_efficiency.xent is -0.5; it must be from 1e-06 to 1
 kind_table|attention_dropout|memory_efficiency = 0.5|kernels.memory_efficiency must be a table \{ kind = share, ... \}$
+CASES
+# absurd numbers (infinite, NaN, vanishing, negative, beyond any machine) are refused naming the field, its
+# value and its range, before anything is planned: none reaches a plan as an infinite, NaN or negative time
+while IFS='|' read -r name from to expected; do
+  sed "s#$from#$to#" lib/plait/machines/a100.lua >"$TMP/$name.lua"
+  expect_error "machine_absurd_$name" "^plait: machine $TMP/$name.lua: $expected" \
+    $PLAIT plan models/tiny.lua --machine "$TMP/$name.lua"
+  [ -s "$TMP/out" ] && fail "machine_absurd_${name}_plans_nothing" "$(head -c 200 "$TMP/out")"
+done <<'CASES'
+flops_infinite|bf16 = 312e12|bf16 = 1/0|device.flops.bf16 is inf; it must be from 1000 to 1e\+18 \(dense FLOP/s
+flops_nan|bf16 = 312e12|bf16 = 0/0|device.flops.bf16 is -?nan; it must be from 1000 to 1e\+18
+flops_tiny|bf16 = 312e12|bf16 = 1e-300|device.flops.bf16 is 1e-300; it must be from 1000 to 1e\+18
+flops_negative|bf16 = 312e12|bf16 = -312e12|device.flops.bf16 is -3.12e\+14; it must be from 1000 to 1e\+18
+tile_huge|gemm_tile = { [0-9]*,|gemm_tile = { 1e18,|device.gemm_tile\[1\] is 1e\+18; it must be from 1 to 65536 \(rows
+bandwidth_tiny|memory_bandwidth = 2.039e12|memory_bandwidth = 1e-300|device.memory_bandwidth is 1e-300; it must be from 1000 to 1e\+16
+latency_huge|link_latency = [0-9.e-]*|link_latency = 1e300|node.link_latency is 1e\+300; it must be 0 or from 0 to 10
+special_tiny|special_rate = [0-9.e]*|special_rate = 1e-300|device.special_rate is 1e-300; it must be 0 or from 1000 to 1e\+18
 CASES
 echo 'return 42' >"$TMP/number.lua"
 expect_error machine_not_a_table "^plait: machine $TMP/number.lua: the file must return a table" \

@@ -42,6 +42,12 @@ expect_error overflowing_layers "'layers' must be a whole number from 1 to 2\^20
 expect_error location_once "^plait: tests/cli/models/bad_dim.lua:8: dim pieces: size 30 is not a whole number of pieces of 4$" \
   $PLAIT plan tests/cli/models/bad_dim.lua
 expect_error missing_model_file "cannot open model file models/nope.lua" $PLAIT plan models/nope.lua
+# a message longer than a line's room keeps its cause and fix whole: long names lose their middles
+long="$TMP/$(printf 'd%.0s' $(seq 250))/$(printf 'e%.0s' $(seq 250))/$(printf 'f%.0s' $(seq 250))/$(printf 'g%.0s' $(seq 250)).lua"
+expect_error long_path_keeps_cause_and_fix \
+  "^plait: cannot open model file $TMP/d+.*\.\.\..*g+\.lua: cannot open it \(No such file or directory\); give a model file \(a \.lua file\)$" \
+  $PLAIT plan "$long"
+[ "$(wc -c <"$TMP/err")" -le 1032 ] || fail long_path_fits "$(wc -c <"$TMP/err") bytes"
 expect_error heads_not_divisible "gpt2.lua:10: 12 attention heads .* not divisible by tp = 8" $PLAIT plan models/gpt2.lua --tp 8
 expect_error hidden_heads_not_divisible "5 attention heads \(qdim = 5 heads × head_dim 20\) are not divisible by tp = 2" \
   $PLAIT plan models/gpt.lua --set hidden=100 heads=5 --tp 2

@@ -152,3 +152,31 @@ if cmp -s "$TMP/plain.ckpt/model.safetensors" "$TMP/swallowed.ckpt/model.safeten
 else
   fail import_reads_only_its_folder "the checkpoints differ"
 fi
+
+# Errors of every kind name the model file's line: Lua's own, those raised by C functions, values that
+# are not messages; control characters in them are shown escaped.
+attempt compare_kinds "attempt to compare string with number$" 'local x = "a" < 1'
+attempt c_stack_overflow "C stack overflow$" \
+  'local function f() return string.gsub("a", "a", f) end f()'
+attempt error_table "the model file raised an error that is not a message \(a table\); raise a string" \
+  'error({ 1, 2 })'
+attempt error_nil "the model file raised an error that is not a message \(a nil\); raise a string" 'error(nil)'
+attempt error_escapes 'bad \\x1b\[31mred \\x07$' 'error("bad \27[31mred \7")'
+if grep -q "$(printf '\033')" "$TMP/err"; then fail error_escapes_raw "ESC reached stderr raw"
+else pass error_escapes_raw; fi
+
+# The files a model file reads are regular files: a FIFO (io.open, io.lines, require) is refused at
+# once, never waited on; regular files read as with Lua's io.
+mkfifo "$TMP/m/pipe" "$TMP/m/pipemod.lua"
+FIFO_FIX="not a regular file \(a FIFO\); plait reads regular files only, give the path of one$"
+within io_open_fifo_ends 10 attempt io_open_fifo "$TMP/m/pipe: $FIFO_FIX" 'local f = io.open("pipe")'
+within io_lines_fifo_ends 10 attempt io_lines_fifo "$TMP/m/pipe: $FIFO_FIX" 'for l in io.lines("pipe") do end'
+within require_fifo_ends 10 attempt require_fifo "$TMP/m/pipemod.lua: $FIFO_FIX" 'require "pipemod"'
+within model_fifo_ends 10 expect_error model_fifo \
+  "^plait: cannot open model file $TMP/m/pipe: not a regular file \(a FIFO\); give a model file" \
+  timeout 20 $PLAIT plan "$TMP/m/pipe"
+model reads_files 'local n = 0
+for line in io.lines("plain.lua") do n = n + 1 end
+local f = assert(io.open("plain.lua", "rb"))
+assert(n > 5 and f:read("l") == "local plait = require \"plait\"" and f:close())'
+expect_ok reads_regular_files $PLAIT plan "$TMP/m/reads_files.lua"

@@ -92,3 +92,24 @@ if command -v mpirun >/dev/null; then
   # mpirun ends the other rank at once rather than after a second's grace
   kills mpi mpirun -q --oversubscribe --mca odls_base_sigkill_timeout 0 -np 2 "$TMP/dp2/train"
 else fail mpirun_available "mpirun not found; install openmpi-bin (make deps)"; fi
+
+# two runs saving into one folder at once, after every step: each writes through a temporary of its own
+# (its mark and process) that the other never removes; both end with their saves, the checkpoint reads
+# whole, and the folder holds it and its marker alone
+CK=$TMP/shared/model.safetensors
+for run in a b; do
+  timeout 300 "$TMP/one/train" --data "$TMP/text.bin" --steps 20 --save "$TMP/shared" --save-every 1 \
+    >"$TMP/shared_$run.out" 2>&1 &
+  eval "job_$run=\$!"
+done
+# shellcheck disable=SC2154
+wait "$job_a"; status_a=$?; wait "$job_b"; status_b=$?
+if [ "$status_a" = 0 ] && [ "$status_b" = 0 ] && "$CHECK" "$CK" >"$TMP/check.out" 2>&1 &&
+   [ "$(ls -A "$TMP/shared" | tr '\n' ' ')" = ".plait-folder model.safetensors " ] &&
+   grep -q "^saved .*shared/model.safetensors (step 20)$" "$TMP/shared_a.out" &&
+   grep -q "^saved .*shared/model.safetensors (step 20)$" "$TMP/shared_b.out"; then
+  pass two_runs_save_into_one_folder
+else
+  fail two_runs_save_into_one_folder "exits $status_a $status_b; $(ls -A "$TMP/shared" | tr '\n' ' ');\
+ $(tail -n 1 "$TMP/shared_a.out") $(tail -n 1 "$TMP/shared_b.out") $(cat "$TMP/check.out")"
+fi
