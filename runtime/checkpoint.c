@@ -12,6 +12,7 @@
 #include "ckpt.h"
 #include "ckpt_meta.h"
 #include "ckpt_model.h"
+#include "message.h"
 #include "own_folder.h"
 #include "device.h"
 #include "resume.h"
@@ -196,7 +197,7 @@ static int begin_file(Trainer *t, const OwnFolder *folder, const char *path, con
 /* --save's folder, made where missing and checked again at each save: plait's own checkpoint folder. */
 static void claim_folder(Trainer *t, const char *dir, OwnFolder *folder) {
   static const char *const files[] = {"model.safetensors"};
-  char error[1024];
+  char error[MESSAGE_TEXT];
   if (own_folder_claim(folder, "--save", dir, FOLDER_CHECKPOINT, files, 1, error, sizeof error))
     comm_fail(t->comm, "%s", error);
 }
@@ -307,7 +308,7 @@ static void check_model(Trainer *t, const Ckpt *c) {
   CkptMeta *config = calloc((size_t)p->nconfig + 1, sizeof *config);
   for (int i = 0; i < p->nconfig; i++) config[i] = (CkptMeta){p->config[i].key, p->config[i].value};
   CkptModel model = {p->name, p->layers, config, p->nconfig};
-  char error[1024];
+  char error[MESSAGE_TEXT];
   int refused = ckpt_check_model(c, &model, error, sizeof error);
   free(config);
   if (refused) comm_fail(t->comm, "%s", error);
@@ -349,7 +350,7 @@ static void open_checkpoint(Trainer *t, Ckpt *c, const char *dir, char *path, si
 
 /* The step the checkpoint holds: a whole number. */
 static int64_t saved_step(Trainer *t, const Ckpt *c) {
-  char error[1024];
+  char error[MESSAGE_TEXT];
   uint64_t step = 0;
   if (ckpt_meta_whole(c, "step", 0, INT64_MAX, &step, error, sizeof error) < 0) comm_fail_all(t->comm, "%s", error);
   return (int64_t)step;

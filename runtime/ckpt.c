@@ -13,6 +13,7 @@
 
 #include "ckpt_header.h"
 #include "half.h"
+#include "message.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "checkpoints store the machine's bytes as little-endian");
 
@@ -271,7 +272,7 @@ static int reader_fail(Ckpt *c, const char *fmt, ...) {
 }
 
 static int map_file(Ckpt *c) {
-  char why[512];
+  char why[MESSAGE_TEXT];
   if (mapped_open(&c->file, c->path, why, sizeof why) != 0)
     return reader_fail(c, "%s; give the path of a checkpoint file", why);
   if (c->file.size < 8)

@@ -26,6 +26,7 @@
 
 #include "ckpt_hash.h"
 #include "mapped.h"
+#include "message.h"
 #include "real.h"
 
 #define CKPT_MAX_DIMS 8
@@ -76,7 +77,7 @@ typedef struct {
   int ntensors, current; /* the tensor the next element belongs to, */
   int64_t left;          /* and how many of its elements are still to come, */
   CkptHash hash;         /* and the checksum of its bytes so far */
-  char error[1024];
+  char error[MESSAGE_TEXT];
 } CkptWriter;
 
 /* Writes the header for `tensors` (in this order) and `meta`. The data then follows with
@@ -119,7 +120,7 @@ typedef struct {
   CkptMeta *meta;
   int nmeta;
   char *strings; /* the decoded names, keys and values */
-  char error[1024];
+  char error[MESSAGE_TEXT];
 } Ckpt;
 
 /* Maps the file and checks its header: well-formed JSON, every field present, safetensors' dtypes,

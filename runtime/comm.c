@@ -3,6 +3,7 @@
  * worker that runs nonblocking all-reduces). */
 #include "comm_backend.h"
 #include "escape.h"
+#include "message.h"
 
 #include <errno.h>
 #include <math.h>
@@ -292,7 +293,7 @@ static _Noreturn void fail_with(Comm *c, const char *message, int name_rank) {
 }
 
 _Noreturn void comm_fail(Comm *c, const char *fmt, ...) {
-  char message[1024];
+  char message[MESSAGE_TEXT];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(message, sizeof message, fmt, ap);
@@ -310,7 +311,7 @@ _Noreturn void comm_fail_from(Comm *c, int speaker, int name_rank, const char *m
 }
 
 _Noreturn void comm_fail_all(Comm *c, const char *fmt, ...) {
-  char message[1024];
+  char message[MESSAGE_TEXT];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(message, sizeof message, fmt, ap);

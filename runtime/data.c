@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "message.h"
 #include "philox.h"
 
 static int data_fail(TokenFile *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -23,7 +24,7 @@ static int data_fail(TokenFile *f, const char *fmt, ...) {
 /* Maps the whole file; checks it is a regular file at least as long as the header (opened without
  * waiting, so that a named pipe is refused rather than waited on). */
 static int data_map(TokenFile *f) {
-  char why[512];
+  char why[MESSAGE_TEXT];
   if (mapped_open(&f->file, f->path, why, sizeof why) != 0)
     return data_fail(f, "%s; give the path of a token file made with plait data", why);
   if (f->file.size < DATA_HEADER_BYTES)

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "mapped.h"
+#include "message.h"
 
 #define DATA_MAGIC 20240520
 #define DATA_VERSION 1
@@ -26,7 +27,7 @@ typedef struct {
   int64_t count;
   int64_t vocab; /* every token is below it */
   Mapped file;   /* the whole file, mapped read-only */
-  char error[1024]; /* why data_open failed: one line naming the file, the cause and the fix */
+  char error[MESSAGE_TEXT]; /* why data_open failed: one line naming the file, the cause and the fix */
 } TokenFile;
 
 /* The samples one rank reads in a step. */

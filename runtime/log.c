@@ -4,6 +4,7 @@
 #include "clock.h"
 #include "device.h"
 #include "escape.h"
+#include "message.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -27,7 +28,7 @@ static void progress(Trainer *t) {
 }
 
 void log_open(Trainer *t) {
-  char error[1024];
+  char error[MESSAGE_TEXT];
   if (!t->args->log_json) return;
   if (output_open(&t->log_file, "--log-json", t->args->log_json, error, sizeof error) != 0)
     comm_fail(t->comm, "%s", error);
@@ -37,7 +38,7 @@ void log_open(Trainer *t) {
 }
 
 void log_close(Trainer *t) {
-  char error[1024];
+  char error[MESSAGE_TEXT];
   if (!t->log_json) return;
   comm_on_failure(t->comm, NULL);
   if (output_commit(t->log_json, error, sizeof error) != 0) comm_fail(t->comm, "%s", error);
@@ -46,7 +47,7 @@ void log_close(Trainer *t) {
 
 /* A JSON line is written whole or the run ends: flushed and checked after each. */
 static void json_written(Trainer *t) {
-  char error[1024];
+  char error[MESSAGE_TEXT];
   if (output_flush(t->log_json, error, sizeof error) != 0) comm_fail(t->comm, "%s", error);
 }
 

@@ -5,13 +5,12 @@
 #ifndef PLAIT_PREFLIGHT_H
 #define PLAIT_PREFLIGHT_H
 
-#include <limits.h>
-
+#include "message.h"
 #include "program.h"
 #include "trainer.h"
 
 /* A start-up refusal: one line, without "plait: ". */
-enum { REFUSAL_TEXT = 2 * PATH_MAX + 512 }; /* room for a line that names two paths */
+enum { REFUSAL_TEXT = MESSAGE_TEXT };
 typedef struct {
   char text[REFUSAL_TEXT];
 } Refusal;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ckpt_meta.h"
+#include "message.h"
 
 /* One setting of the run: a whole number (the seed, step counts) or a real one (rates). */
 typedef struct {
@@ -41,7 +42,7 @@ static int same_value(const Setting *a, const Setting *b) {
 /* The checkpoint's value of s in *saved: 0, or 1 when it has none; a malformed or out-of-range one (a seed
  * of "abc", a negative warm-up, a learning rate of nan) ends the job naming the key. */
 static int read_saved(Trainer *t, const Ckpt *c, const Setting *s, Setting *saved) {
-  char error[1024];
+  char error[MESSAGE_TEXT];
   *saved = *s;
   int found = s->most ? ckpt_meta_whole(c, s->key, 0, s->most, &saved->count, error, sizeof error)
                       : ckpt_meta_real(c, s->key, 0, &saved->value, error, sizeof error);

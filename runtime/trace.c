@@ -1,6 +1,7 @@
 /* trace.c: gathering the recorded action times to rank 0 and writing them as trace events (put in place
  * whole, every write checked). */
 #include "trace.h"
+#include "message.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,7 +107,7 @@ void trace_write(Trainer *t, const char *path) {
   double origin = times[0][0];
   for (int r = 0; r < p->pp; r++) origin = times[r][0] < origin ? times[r][0] : origin;
   OutputFile out;
-  char error[1024];
+  char error[MESSAGE_TEXT];
   if (output_open(&out, "--trace", path, error, sizeof error) != 0) comm_fail(t->comm, "%s", error);
   write_events(p, times, origin, out.file);
   if (output_commit(&out, error, sizeof error) != 0) comm_fail(t->comm, "%s", error);

@@ -11,6 +11,7 @@
 #include "escape.h"
 #include "flags.h"
 #include "kernels.h"
+#include "message.h"
 #include "preflight.h"
 #include "save_folder.h"
 #include "trainer.h"
@@ -50,7 +51,7 @@ static int check(TrainArgs *a, Refusal *r) {
     return refuse(r, "--gradcheck runs on one rank; this program has %d", p->tp * p->pp * p->dp);
   if (a->gradcheck && strcmp(REAL_NAME, "f64") != 0)
     return refuse(r, "--gradcheck needs double precision: build with plait build --double");
-  char error[4400];
+  char error[MESSAGE_TEXT];
   if (k_attention_available((AttentionChoice)a->attention, error, sizeof error))
     return refuse(r, "--attention cudnn: %s", error);
   if (a->save && save_folder_check(a->save, a->init, error, sizeof error)) return refuse(r, "%s", error);

@@ -100,8 +100,14 @@ expect_error override_without_load "--override-schedule .* give it with --load D
   $T --data "$TMP/text.bin" --steps 1 --override-schedule
 
 # --eval: a missing, malformed, short or out-of-vocabulary file; training without --data
-expect_error eval_missing_file "nope.bin: cannot open it (No such file or directory); give the path of a token file" $T --eval "$TMP/nope.bin"
+expect_error eval_missing_file "nope.bin: cannot open it \\(No such file or directory\\); give the path of a token file" $T --eval "$TMP/nope.bin"
 expect_error eval_malformed_file "bad.bin: bad magic" $T --eval "$TMP/bad.bin"
+# a path of 2,400 characters: the line keeps its cause and its fix whole
+long=$TMP$(printf '/%0200d' 1 2 3 4 5 6 7 8 9 10 11 12)
+expect_error data_long_path_whole "$long/x.bin: cannot open it \\(No such file or directory\\); give the path of a token file made with plait data$" \
+  $T --data "$long/x.bin" --steps 1
+expect_error save_long_path_whole "^plait: --save $long/ck.*; give a path in a folder you can write$" \
+  $T --data "$TMP/text.bin" --steps 1 --save "$long/ck"
 python3 -c "import struct, sys; open(sys.argv[1], 'wb').write(struct.pack('<256iH', 20240520, 1, 1, *[0] * 253, 65))" \
   "$TMP/one.bin"
 expect_error eval_one_token "one.bin: 1 tokens, fewer than the 2 --eval needs \(a token and the next, to predict it\); \
