@@ -9,7 +9,7 @@
 cd "$PLAIT_ROOT" || exit 1
 ST="python3 tests/tools/st.py"
 
-cat README.md > "$TMP/text.txt"
+fixed_text "$TMP/text.txt"
 S="layers=1 hidden=32 heads=2 ffn=64 seq=16"
 # shellcheck disable=SC2086
 { $PLAIT data --bytes "$TMP/text.txt" -o "$TMP/text.bin" >/dev/null &&

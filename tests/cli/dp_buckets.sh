@@ -5,7 +5,8 @@
 # backward. The step lines of --log-json count them on rank 0.
 . "$(dirname "$0")/lib.sh"
 cd "$PLAIT_ROOT" || exit 1
-$PLAIT data --bytes README.md -o "$TMP/text.bin" >/dev/null || { fail dp_buckets_data "plait data failed"; exit 0; }
+fixed_text "$TMP/text.txt"
+$PLAIT data --bytes "$TMP/text.txt" -o "$TMP/text.bin" >/dev/null || { fail dp_buckets_data "plait data failed"; exit 0; }
 
 # name, expected "buckets during_backward", layout flags: tiny has 4 layers
 while read -r name expected flags; do

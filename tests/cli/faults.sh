@@ -8,7 +8,7 @@ MPIRUN="mpirun -q --oversubscribe"
 # bounded: every job runs under `timeout 60` (its status 124, a hang, fails) and must end within BOUND s
 LIMIT="timeout 60" BOUND=30
 
-cat README.md > "$TMP/text.txt"
+fixed_text "$TMP/text.txt"
 $PLAIT data --bytes "$TMP/text.txt" -o "$TMP/text.bin" >/dev/null
 head -c 2000 "$TMP/text.bin" > "$TMP/bad.bin"
 M="models/tiny.lua --set layers=2 hidden=64 heads=4 ffn=256 seq=32 --mbs 2 --gbs 8"

@@ -116,7 +116,8 @@ if $PLAIT build "$dir/model.lua" $L --schedule "$dir/2.txt" -o "$TMP/hostile" >"
 program = open(sys.argv[1], "rb").read()
 assert (sys.argv[2] + "/model.lua").encode() + b"\0" in program' "$TMP/hostile/train" "$dir"; then pass program_source_is_intact
   else fail program_source_is_intact "the path is not in $TMP/hostile/train"; fi
-  $PLAIT data --bytes README.md -o "$TMP/text.bin" >/dev/null
+  fixed_text "$TMP/text.txt"
+  $PLAIT data --bytes "$TMP/text.txt" -o "$TMP/text.bin" >/dev/null
   if "$TMP/hostile/train" --data "$TMP/text.bin" --steps 1 --save "$TMP/ckpt" --log-json "$TMP/log.json" \
        --trace "$TMP/trace.json" >"$TMP/run.out" 2>&1; then
     load_json run_log_loads "$TMP/log.json"

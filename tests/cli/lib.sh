@@ -8,6 +8,12 @@ trap 'rm -rf "$TMP"' EXIT
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: $2"; }
 
+# fixed_text FILE: the tests' training text, the same whatever the commit: the first 80 KiB of Debian's
+# fortunes (the deps step installs them; `make demo` trains on all of them).
+fixed_text() {
+  cat $(ls /usr/share/games/fortunes/* | grep -v -e '\.dat$' -e '\.u8$') | head -c 81920 >"$1"
+}
+
 # expect_error NAME PATTERN CMD...: the command must exit non-zero with exactly one line on stderr matching PATTERN.
 # Status 124 is `timeout` ending a command that hung, and fails; 128 and above is a crash.
 expect_error() {

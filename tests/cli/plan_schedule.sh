@@ -64,7 +64,7 @@ expect_error trace_missing_a_forward "gap.json: rank 1, step [0-9]+: 1SEND_F2 se
 # plan in order; plait check reads it back and finds the bubble the program printed, over an iteration
 # as long as the program's last step
 P2="models/tiny.lua --set layers=2 hidden=64 heads=4 ffn=256 seq=32 --pp 2 --mbs 2 --gbs 8"
-cat README.md > "$TMP/text.txt"
+fixed_text "$TMP/text.txt"
 # shellcheck disable=SC2086
 if $PLAIT data --bytes "$TMP/text.txt" -o "$TMP/text.bin" >/dev/null && $PLAIT build $P2 -o "$TMP/pp2" >"$TMP/err" 2>&1 &&
    $PLAIT plan $P2 --format json -o "$TMP/pp2.plan.json" 2>>"$TMP/err" &&

@@ -11,7 +11,7 @@ cd "$PLAIT_ROOT" || exit 1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPIRUN="timeout 60 mpirun -q --oversubscribe"
 
-cat README.md > "$TMP/text.txt"
+fixed_text "$TMP/text.txt"
 M="models/tiny.lua --set layers=1 hidden=32 heads=2 ffn=64 seq=16"
 # shellcheck disable=SC2086
 $PLAIT data --bytes "$TMP/text.txt" -o "$TMP/text.bin" >/dev/null &&

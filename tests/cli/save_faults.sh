@@ -11,7 +11,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 CHECK=$PLAIT_ROOT/build/tools/ckpt_check
 KILLS=20 WINDOW_MS=60 STEPS=1000000
 
-cat README.md > "$TMP/text.txt"
+fixed_text "$TMP/text.txt"
 S="layers=1 hidden=32 heads=2 ffn=64 seq=16"
 # shellcheck disable=SC2086
 { $PLAIT data --bytes "$TMP/text.txt" -o "$TMP/text.bin" >/dev/null &&

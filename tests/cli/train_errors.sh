@@ -4,7 +4,7 @@
 . "$(dirname "$0")/lib.sh"
 cd "$PLAIT_ROOT" || exit 1
 
-cat README.md > "$TMP/text.txt"
+fixed_text "$TMP/text.txt"
 $PLAIT data --bytes "$TMP/text.txt" -o "$TMP/text.bin" >/dev/null &&
   $PLAIT build models/tiny.lua --set layers=1 hidden=32 heads=2 ffn=64 seq=16 -o "$TMP/tiny" >"$TMP/build.log" 2>&1 ||
   { fail build "$(tail -c 600 "$TMP/build.log")"; exit 0; }

@@ -9,7 +9,7 @@
 cd "$PLAIT_ROOT" || exit 1
 
 S="layers=1 hidden=32 heads=2 ffn=64 seq=16"
-cp README.md "$TMP/text.txt"
+fixed_text "$TMP/text.txt"
 # shellcheck disable=SC2086
 { $PLAIT data --bytes "$TMP/text.txt" -o "$TMP/text.bin" >/dev/null &&
   $PLAIT build models/tiny.lua --set $S -o "$TMP/tiny" >"$TMP/build.log" 2>&1 &&
