@@ -10,6 +10,10 @@ $(error the deps step failed: install the packages it names, then run make again
 endif
 endif
 
+# Every core builds (a -j on the command line still decides): `make test` compiles four CPU runtimes,
+# the GPU runtime and its programs before it tests.
+MAKEFLAGS += -j$(shell nproc)
+
 CC       ?= cc
 OPT      ?= -O2
 WARN     := -Wall -Wextra -Werror
