@@ -33,8 +33,10 @@ B := build
 # ---- the compiler -------------------------------------------------------------------------------
 COMPILER_C   := $(filter-out compiler/main.c,$(wildcard compiler/*.c))
 COMPILER_RE  := $(wildcard compiler/*.re)
-# plait import and export read and write checkpoints with the runtime's own reader and writer, in double.
-COMPILER_RT  := ckpt ckpt_hash ckpt_header ckpt_meta ckpt_model escape half infile mapped own_folder write_place
+# The runtime files the compiler links: plait import and export read and write checkpoints with the
+# runtime's own reader and writer, in double; plans print memory with the runtime's byte formatter.
+COMPILER_RT  := bytes ckpt ckpt_hash ckpt_header ckpt_meta ckpt_model escape half infile mapped \
+                own_folder write_place
 COMPILER_OBJ := $(COMPILER_C:compiler/%.c=$(B)/compiler/%.o) $(COMPILER_RE:compiler/%.re=$(B)/compiler/%.o) \
                 $(B)/compiler/lualib.o $(COMPILER_RT:%=$(B)/compiler/rt/%.o)
 LUA_SOURCES  := $(wildcard lib/plait/*.lua lib/plait/machines/*.lua)

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bytes.h"
 #include "commands.h"
 #include "tune.h"
 
@@ -13,8 +14,8 @@ static const char *const tune_flags[] = {"--gpus", "--machine", "--gbs", "--set"
 static int none_fits(const Tune *t, Diag *d) {
   const TuneLayout *l = &t->layouts[t->smallest];
   char least[32], capacity[32], flags[512];
-  plan_format_bytes(l->memory, least, sizeof least);
-  plan_format_bytes(t->machine.memory_bytes, capacity, sizeof capacity);
+  bytes_format(l->memory, least, sizeof least);
+  bytes_format(t->machine.memory_bytes, capacity, sizeof capacity);
   tune_layout_flags(&l->par, flags, sizeof flags);
   return diag(d, "%s fits no layout on %d device%s of %s (%s each): the smallest needs %s per device (%s); use more "
               "devices, a smaller global batch, or a machine with more memory",

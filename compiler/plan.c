@@ -292,10 +292,3 @@ void plan_free(Plan *p) {
   model_free(&p->model);
   memset(p, 0, sizeof *p);
 }
-
-void plan_format_bytes(double bytes, char *buf, int len) {
-  static const char *const units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
-  int u = 0;
-  while (bytes >= 1000 && u < 5) bytes /= 1000, u++;
-  snprintf(buf, len, u ? "%.2f %s" : "%.0f %s", bytes, units[u]);
-}

@@ -136,7 +136,4 @@ void plan_print_time_breakdown(const Plan *p, FILE *f);
 double plan_device_flops(const Plan *p);
 void plan_free_schedule(Plan *p);
 
-/* Human-readable sizes for the text plan: "1.23 GB", "5.6 TFLOP". */
-void plan_format_bytes(double bytes, char *buf, int len);
-
 #endif

@@ -1,6 +1,7 @@
 /* plan_text.c: the plan as one screen a person reads. */
 #include <string.h>
 
+#include "bytes.h"
 #include "escape.h"
 #include "layers.h"
 #include "plan.h"
@@ -129,10 +130,10 @@ static void print_collectives(const Plan *p, FILE *f) {
     fprintf(f, "\n");
   }
   char tp[32], pp[32], dp[32], em[32];
-  plan_format_bytes(p->bytes_tp, tp, sizeof tp);
-  plan_format_bytes(p->bytes_pp, pp, sizeof pp);
-  plan_format_bytes(p->bytes_dp, dp, sizeof dp);
-  plan_format_bytes(p->bytes_embed, em, sizeof em);
+  bytes_format(p->bytes_tp, tp, sizeof tp);
+  bytes_format(p->bytes_pp, pp, sizeof pp);
+  bytes_format(p->bytes_dp, dp, sizeof dp);
+  bytes_format(p->bytes_embed, em, sizeof em);
   fprintf(f, "traffic     per rank per iteration: TP %s, PP %s, DP %s, tied embedding %s\n", tp, pp, dp, em);
 }
 
@@ -146,11 +147,11 @@ static void print_memory(const Plan *p, FILE *f) {
     if (!shown(p, r)) continue;
     const RankMemory *m = &p->ranks[r];
     char w[32], g[32], o[32], a[32], t[32];
-    plan_format_bytes(m->weights[p->precision], w, sizeof w);
-    plan_format_bytes(m->gradients[p->precision], g, sizeof g);
-    plan_format_bytes(m->optimizer[p->precision], o, sizeof o);
-    plan_format_bytes(m->activations, a, sizeof a);
-    plan_format_bytes(m->total, t, sizeof t);
+    bytes_format(m->weights[p->precision], w, sizeof w);
+    bytes_format(m->gradients[p->precision], g, sizeof g);
+    bytes_format(m->optimizer[p->precision], o, sizeof o);
+    bytes_format(m->activations, a, sizeof a);
+    bytes_format(m->total, t, sizeof t);
     fprintf(f, "            %4d  %10lld  %10s  %10s  %10s  %11s  (%8.3g)  %10s\n", r, (long long)m->params, w, g, o, a,
             m->peak_inflight, t);
   }

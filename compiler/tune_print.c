@@ -2,6 +2,7 @@
  * bubble, traffic), then the rest counted by why they lost, with the best of each; as text or JSON. */
 #include <string.h>
 
+#include "bytes.h"
 #include "escape.h"
 #include "tune.h"
 
@@ -25,8 +26,8 @@ static void write_best(const Tune *t, FILE *f) {
     const TuneLayout *l = &t->layouts[i];
     const Parallel *p = &l->par;
     char memory[32], traffic[32], schedule[ESCAPED_SIZE(sizeof p->schedule)];
-    plan_format_bytes(l->memory, memory, sizeof memory);
-    plan_format_bytes(l->traffic, traffic, sizeof traffic);
+    bytes_format(l->memory, memory, sizeof memory);
+    bytes_format(l->traffic, traffic, sizeof traffic);
     fprintf(f, "%2d %4d %4d %5d %3d %3d %-11s %-9s %-3s %9.4g s %8.4g %10s %7.3f %10s\n", i + 1, p->tp, p->pp, p->dp,
             p->vpp, p->mbs, escape(ESC_TEXT, p->schedule, schedule, sizeof schedule), p->recompute ? "full" : "none",
             p->sequence_parallel ? "yes" : "no", l->iteration, l->flops_per_device / 1e12, memory, l->bubble, traffic);
@@ -49,7 +50,7 @@ static void write_loser(const Tune *t, TuneLoss loss, int count, const TuneLayou
   tune_layout_flags(&l->par, flags, sizeof flags);
   escape(ESC_TEXT, flags, shown, sizeof shown);
   if (loss == LOST_MEMORY) {
-    plan_format_bytes(l->memory, amount, sizeof amount);
+    bytes_format(l->memory, amount, sizeof amount);
     fprintf(f, "  %-22s %6d   closest: %s%s (%s)\n", tune_loss_name(loss), count, l->planned ? "" : "at least ",
             amount, shown);
     return;
@@ -61,7 +62,7 @@ static void write_loser(const Tune *t, TuneLoss loss, int count, const TuneLayou
 
 void tune_write_text(const Tune *t, FILE *f) {
   char capacity[32];
-  plan_format_bytes(t->machine.memory_bytes, capacity, sizeof capacity);
+  bytes_format(t->machine.memory_bytes, capacity, sizeof capacity);
   int planned = 0;
   for (int i = 0; i < t->count; i++) planned += t->layouts[i].planned;
   fprintf(f, "tune: ");

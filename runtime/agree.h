@@ -7,7 +7,7 @@
 #define PLAIT_AGREE_H
 
 #include "comm.h"
-#include "trainer.h"
+#include "args.h"
 
 /* Collective over the world; returns when the ranks agree, else ends the job with one line. */
 void agree_on_run(Comm *c, const TrainArgs *a);

@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "trainer.h"
+#include "batch.h"
 
 /* Collective over all ranks; rank 0 writes (temporary name, sync, rename). */
 void checkpoint_save(Trainer *t, const char *dir, int64_t step);

@@ -28,7 +28,7 @@ static double load_batch(Trainer *t, int64_t batch) {
   device_upload(t->device_tokens, t->tokens, (size_t)n * sizeof *t->tokens);
   device_upload(t->device_targets, t->targets, (size_t)n * sizeof *t->targets);
   double counted = 0;
-  for (int64_t i = 0; i < n && trainer_holds_loss(t); i++) counted += t->targets[i] >= 0;
+  for (int64_t i = 0; i < n && batch_holds_loss(t); i++) counted += t->targets[i] >= 0;
   return counted;
 }
 
@@ -43,7 +43,7 @@ void evaluate_file(Trainer *t, const char *path) {
     counted += load_batch(t, b);
     t->run.loss = 0;
     exec_iteration(&t->eval, t->device_tokens, t->device_targets);
-    loss += trainer_global_loss(t);
+    loss += batch_loss(t);
   }
   t->run.training = 1;
   comm_allreduce(t->comm, GROUP_WORLD, &counted, 1, COMM_F64, COMM_SUM);

@@ -3,7 +3,7 @@
 #ifndef PLAIT_EVALUATE_H
 #define PLAIT_EVALUATE_H
 
-#include "trainer.h"
+#include "batch.h"
 
 /* Collective over all ranks: runs the forward actions of the plan over the file t->eval_file holds (opened
  * by the ranks that read data) in global batches of sequential windows (data.h: data_eval_batch), every

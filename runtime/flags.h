@@ -7,7 +7,7 @@
 #include <limits.h>
 
 #include "preflight.h"
-#include "trainer.h"
+#include "args.h"
 
 /* The usage line. */
 extern const char *const flags_usage;

@@ -13,7 +13,7 @@
 static double loss_now(Trainer *t) {
   t->run.loss = 0;
   exec_iteration(&t->eval, t->device_tokens, t->device_targets);
-  return trainer_global_loss(t);
+  return batch_loss(t);
 }
 
 /* Moves every parameter by step·direction (direction over all of this rank's elements). */
@@ -91,13 +91,13 @@ static double element_derivative(Trainer *t, real *w, double h) {
 
 int gradcheck_run(Trainer *t, int64_t count) {
   const double tolerance = 1e-6;
-  trainer_load_batch(t, 0, 0);
+  batch_load(t, 0, 0);
   params_zero_grads(&t->params);
   t->run.step = 0;
   t->exec.step = NULL; /* gradients only: no update */
   t->run.loss = 0;
   exec_iteration(&t->exec, t->device_tokens, t->device_targets);
-  double base = trainer_global_loss(t), along = directional(t, 3);
+  double base = batch_loss(t), along = directional(t, 3);
   double *numeric = calloc((size_t)count + 1, sizeof *numeric), *analytic = calloc((size_t)count + 1, sizeof *analytic);
   double largest = 0;
   int *slots = calloc((size_t)count + 1, sizeof *slots);

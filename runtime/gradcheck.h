@@ -3,7 +3,7 @@
 #ifndef PLAIT_GRADCHECK_H
 #define PLAIT_GRADCHECK_H
 
-#include "trainer.h"
+#include "batch.h"
 
 /* Prints the largest relative error and where; returns 0 when it is below 1e-6, else 1. */
 int gradcheck_run(Trainer *t, int64_t count);

@@ -1,9 +1,11 @@
 /* log.c: step lines, validation and evaluation lines, progress and JSON lines (each flushed and checked). */
 #include "log.h"
 
+#include "bytes.h"
 #include "clock.h"
 #include "device.h"
 #include "escape.h"
+#include "footprint.h"
 #include "message.h"
 
 #include <math.h>
@@ -82,23 +84,17 @@ void log_step(Trainer *t, double loss, double seconds) {
 /* What the plan puts on the ranks of this process: every rank when they are threads, else this one. */
 static double planned_bytes_here(const Trainer *t) {
   const Program *p = t->prog;
-  if (strcmp(comm_backend_name(t->comm), "local") != 0) return (double)trainer_planned_bytes(p, comm_info(t->comm)->pp_rank);
-  return trainer_planned_bytes_least(p, p->tp * p->pp * p->dp);
-}
-
-void log_format_bytes(double bytes, char *buf, int len) {
-  static const char *const units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
-  int u = 0;
-  while (bytes >= 1000 && u < 5) bytes /= 1000, u++;
-  snprintf(buf, len, u ? "%.2f %s" : "%.0f %s", bytes, units[u]);
+  if (strcmp(comm_backend_name(t->comm), "local") != 0)
+    return (double)footprint_bytes(p, comm_info(t->comm)->pp_rank);
+  return footprint_bytes_least(p, p->tp * p->pp * p->dp);
 }
 
 void log_finish(Trainer *t) {
   DeviceMemory held = device_memory_held();
   double planned = planned_bytes_here(t);
   char held_text[32], planned_text[32];
-  log_format_bytes(held.bytes, held_text, sizeof held_text);
-  log_format_bytes(planned, planned_text, sizeof planned_text);
+  bytes_format(held.bytes, held_text, sizeof held_text);
+  bytes_format(planned, planned_text, sizeof planned_text);
   printf("%s %s (%s); the plan's memory of its ranks %s (%s)\n", held.what, held_text, held.scope, planned_text,
          device_name());
   if (t->run.profile) profile_print(t->run.profile, stdout, t->log_json ? t->log_json->file : NULL);

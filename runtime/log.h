@@ -4,15 +4,13 @@
 #ifndef PLAIT_LOG_H
 #define PLAIT_LOG_H
 
-#include "trainer.h"
+#include "batch.h"
 
 /* Rank 0: opens --log-json's file (written under no name until log_close, or a failure of the run, puts
  * it in place). */
 void log_open(Trainer *t);
 /* Rank 0: puts the log in place, every write checked; a failure ends the run with one line. */
 void log_close(Trainer *t);
-/* Bytes in decimal units, as plait plan prints them: "33.94 MB". */
-void log_format_bytes(double bytes, char *buf, int len);
 
 /* What runs where: the model, the layout, the backend and the device, the rate MFU is measured against;
  * notes when the loop began, for the progress line's pace. */

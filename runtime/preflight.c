@@ -7,8 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bytes.h"
 #include "device.h"
-#include "log.h"
+#include "footprint.h"
 #include "output.h"
 #include "write_place.h"
 
@@ -88,11 +89,11 @@ int preflight_memory(const Program *p, Refusal *r) {
   int ranks = processes ? comm_ranks_on_machine(world) : world;
   ranks = ranks < world ? ranks : world;
   char what[1400], need_text[32], room_text[32];
-  double need = trainer_planned_bytes_least(p, ranks);
+  double need = footprint_bytes_least(p, ranks);
   double room = device_memory_available(processes, processes ? 1 : world, what, sizeof what);
   if (room < 0 || need <= room) return 0;
-  log_format_bytes(need, need_text, sizeof need_text);
-  log_format_bytes(room, room_text, sizeof room_text);
+  bytes_format(need, need_text, sizeof need_text);
+  bytes_format(room, room_text, sizeof room_text);
   char raise[128] = "";
   if (strstr(what, "ulimit")) /* a limit the user set: it can be raised by what is missing */
     snprintf(raise, sizeof raise, "raise that limit by at least %.0f kB, or ", (need - room) / 1024 + 1);

@@ -7,7 +7,7 @@
 
 #include "message.h"
 #include "program.h"
-#include "trainer.h"
+#include "args.h"
 
 /* A start-up refusal: one line, without "plait: ". */
 enum { REFUSAL_TEXT = MESSAGE_TEXT };

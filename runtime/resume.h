@@ -7,7 +7,7 @@
 #define PLAIT_RESUME_H
 
 #include "ckpt.h"
-#include "trainer.h"
+#include "batch.h"
 
 /* Metadata keys: "seed", "lr", "warmup", "decay_steps" (the effective decay length: --decay-steps when
  * given, else --steps; left out when 0, a run of no steps) and "weight_decay". */

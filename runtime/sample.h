@@ -2,7 +2,7 @@
 #ifndef PLAIT_SAMPLE_H
 #define PLAIT_SAMPLE_H
 
-#include "trainer.h"
+#include "batch.h"
 
 /* Generates n tokens after a newline (pp = 1; every TP rank takes part) and prints them as bytes on
  * rank 0. Tokens are drawn from the softmax at temperature 1 with Philox (seed, "sample", i). */

@@ -4,7 +4,7 @@
 #ifndef PLAIT_TRACE_H
 #define PLAIT_TRACE_H
 
-#include "trainer.h"
+#include "batch.h"
 
 /* Collective: pipeline ranks (their TP rank 0 of DP replica 0) send their times to rank 0, which writes
  * the file and prints the measured bubble. */

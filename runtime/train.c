@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "device.h"
 #include "escape.h"
 #include "flags.h"
