@@ -19,10 +19,9 @@
 #error "OPENBLAS: the OpenMP build of OpenBLAS to link generated programs with (set by the Makefile)"
 #endif
 
-static const char *const build_flags[] = {"--tp", "--pp", "--vpp", "--dp", "--mbs", "--gbs", "--schedule", "--recompute",
-                                          "--sequence-parallel", "--partition", "--grad-reduce", "--set", "--machine", "-o",
-                                          "--emit-only", "--double", "--backend", "--lua-instructions", "--lua-memory",
-                                          "--separate-gemms", NULL};
+const char *const build_flags[] = {OPTIONS_LAYOUT, "--set", "--machine", "-o", "--emit-only",
+                                   "--double", "--backend", "--lua-instructions", "--lua-memory",
+                                   "--separate-gemms", NULL};
 
 /* What plait build writes into DIR, a program's folder of its own. */
 static const char *const program_files[] = {"model.c", "kernels.h", "kernels.c", "kernels_cuda.c", "train"};

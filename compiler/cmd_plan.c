@@ -7,10 +7,9 @@
 #include "outfile.h"
 #include "plan.h"
 
-static const char *const plan_flags[] = {"--tp", "--pp", "--vpp", "--dp", "--mbs", "--gbs", "--schedule", "--recompute",
-                                         "--sequence-parallel", "--partition", "--grad-reduce", "--set", "--format", "--machine",
-                                         "--unit-costs", "--print", "-o", "--lua-instructions", "--lua-memory",
-                                         "--separate-gemms", NULL};
+const char *const plan_flags[] = {OPTIONS_LAYOUT, "--set", "--format", "--machine", "--unit-costs",
+                                  "--print", "-o", "--lua-instructions", "--lua-memory",
+                                  "--separate-gemms", NULL};
 
 typedef struct {
   const char *name;

@@ -6,9 +6,8 @@
 #include "commands.h"
 #include "tune.h"
 
-static const char *const tune_flags[] = {"--gpus", "--machine", "--gbs", "--set", "--format", "--tp", "--pp", "--vpp",
-                                         "--dp", "--mbs", "--schedule", "--recompute", "--sequence-parallel",
-                                         "--partition", "--grad-reduce", "--lua-instructions", "--lua-memory", NULL};
+const char *const tune_flags[] = {"--gpus", "--machine", "--set", "--format", OPTIONS_LAYOUT,
+                                  "--lua-instructions", "--lua-memory", NULL};
 
 /* None fits: one line naming the least memory a layout needs. */
 static int none_fits(const Tune *t, Diag *d) {

@@ -11,4 +11,7 @@ int cmd_data(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 
+/* The flags plan, build and tune take, the layout's among them. */
+extern const char *const plan_flags[], *const build_flags[], *const tune_flags[];
+
 #endif

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "escape.h"
+#include "layout_fields.h"
 #include "lua_files.h"
 #include "lua_limits.h"
 #include "lualib.h"
@@ -99,72 +100,54 @@ int host_call(lua_State *L, int nargs, int nresults, Diag *d) {
   return -1;
 }
 
-static int int_field(lua_State *L, int table, const char *key, int *out, Diag *d) {
-  lua_getfield(L, table, key);
-  int ok = 1;
-  if (!lua_isnil(L, -1)) {
-    int isint;
-    lua_Integer v = lua_tointegerx(L, -1, &isint);
-    if (isint) *out = (int)v;
-    ok = isint;
+/* One field of the model file's parallel table, its value (not nil) on top of L's stack. */
+static int read_layout_field(lua_State *L, const LayoutField *field, Parallel *p, Diag *d) {
+  if (field->kind == FIELD_SWITCH) return LAYOUT_INT(field, p) = lua_toboolean(L, -1), 0;
+  if (field->kind == FIELD_SIZE) {
+    int whole;
+    lua_Integer v = lua_tointegerx(L, -1, &whole);
+    if (whole) LAYOUT_INT(field, p) = (int)v;
+    return whole ? 0 : diag(d, "parallel.%s must be an integer", field->key);
   }
-  lua_pop(L, 1);
-  return ok ? 0 : diag(d, "parallel.%s must be an integer", key);
-}
-
-static int bool_field(lua_State *L, int table, const char *key, int *out) {
-  lua_getfield(L, table, key);
-  if (!lua_isnil(L, -1)) *out = lua_toboolean(L, -1);
-  lua_pop(L, 1);
+  if (lua_type(L, -1) != LUA_TSTRING) return diag(d, "parallel.%s must be a string", field->key);
+  const char *text = lua_tostring(L, -1);
+  LayoutFieldSet set = layout_field_set(field, text, p);
+  char words[128];
+  if (set == FIELD_TOO_LONG) return diag(d, "parallel.%s: value too long", field->key);
+  if (set == FIELD_BAD_VALUE)
+    return diag(d, "parallel.%s must be %s, not \"%s\"", field->key,
+                layout_field_words(field, "\"", "\"", words, sizeof words), text);
   return 0;
 }
 
-static int string_field(lua_State *L, int table, const char *key, char *out, int len, Diag *d) {
-  lua_getfield(L, table, key);
-  int ok = lua_isnil(L, -1) || lua_type(L, -1) == LUA_TSTRING;
-  if (lua_type(L, -1) == LUA_TSTRING) snprintf(out, len, "%s", lua_tostring(L, -1));
-  lua_pop(L, 1);
-  return ok ? 0 : diag(d, "parallel.%s must be a string", key);
-}
-
-/* The model table's `parallel` field, as a Parallel with what it leaves out unset. */
-static int read_parallel(lua_State *L, int model, Parallel *p, Diag *d) {
-  static const char *const known[] = {"tp", "pp", "vpp", "dp", "mbs", "gbs", "schedule", "recompute",
-                                      "sequence_parallel", "partition", "grad_reduce", NULL};
-  parallel_unset(p);
-  lua_getfield(L, model, "parallel");
-  int t = lua_gettop(L);
+/* Every key of the parallel table at index t is a layout field's. */
+static int check_layout_keys(lua_State *L, int t, Diag *d) {
   lua_pushnil(L);
   while (lua_next(L, t)) {
-    const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
-    int i = 0;
-    while (known[i] && strcmp(known[i], key) != 0) i++;
-    if (!known[i]) return diag(d, "parallel: unknown field '%s' (tp, pp, vpp, dp, mbs, gbs, schedule, recompute, "
-                                  "sequence_parallel, partition, grad_reduce)", key);
     lua_pop(L, 1);
-  }
-  char recompute[16] = "", grad_reduce[16] = "";
-  int failed = int_field(L, t, "tp", &p->tp, d) || int_field(L, t, "pp", &p->pp, d) ||
-               int_field(L, t, "vpp", &p->vpp, d) || int_field(L, t, "dp", &p->dp, d) ||
-               int_field(L, t, "mbs", &p->mbs, d) || int_field(L, t, "gbs", &p->gbs, d) ||
-               string_field(L, t, "schedule", p->schedule, sizeof p->schedule, d) ||
-               string_field(L, t, "recompute", recompute, sizeof recompute, d) ||
-               string_field(L, t, "partition", p->partition, sizeof p->partition, d) ||
-               string_field(L, t, "grad_reduce", grad_reduce, sizeof grad_reduce, d) ||
-               bool_field(L, t, "sequence_parallel", &p->sequence_parallel);
-  lua_pop(L, 1);
-  if (failed) return -1;
-  if (recompute[0]) {
-    if (strcmp(recompute, "full") != 0 && strcmp(recompute, "none") != 0)
-      return diag(d, "parallel.recompute must be \"none\" or \"full\", not \"%s\"", recompute);
-    p->recompute = strcmp(recompute, "full") == 0;
-  }
-  if (grad_reduce[0]) {
-    if (strcmp(grad_reduce, "overlap") != 0 && strcmp(grad_reduce, "after") != 0)
-      return diag(d, "parallel.grad_reduce must be \"overlap\" or \"after\", not \"%s\"", grad_reduce);
-    p->grad_reduce_after = strcmp(grad_reduce, "after") == 0;
+    const char *key = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?";
+    if (layout_field_by_key(key)) continue;
+    char keys[256] = "";
+    for (int i = 0, n = 0; i < LAYOUT_FIELDS && n < (int)sizeof keys; i++)
+      n += snprintf(keys + n, sizeof keys - n, "%s%s", i ? ", " : "", layout_fields[i].key);
+    diag(d, "parallel: unknown field '%s' (%s)", key, keys);
+    lua_pop(L, 1);
+    return -1;
   }
   return 0;
+}
+
+int host_read_parallel(lua_State *L, int model, Parallel *p, Diag *d) {
+  parallel_unset(p);
+  lua_getfield(L, model, "parallel");
+  int t = lua_gettop(L), status = check_layout_keys(L, t, d);
+  for (int i = 0; status == 0 && i < LAYOUT_FIELDS; i++) {
+    lua_getfield(L, t, layout_fields[i].key);
+    if (!lua_isnil(L, -1)) status = read_layout_field(L, &layout_fields[i], p, d);
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  return status;
 }
 
 static int check_overrides_used(const Builder *b, Diag *d) {
@@ -286,7 +269,7 @@ static int run_model(const Options *o, const Parallel *flags, Parallel *par, Mod
   if (status == 0) {
     int model = lua_gettop(L);
     status = read_model_fields(L, model, m, file, d);
-    if (status == 0 && read_parallel(L, model, par, d)) {
+    if (status == 0 && host_read_parallel(L, model, par, d)) {
       Diag why = *d;
       status = diag(d, "%s: %s", file, why.msg);
     }

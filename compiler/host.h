@@ -24,6 +24,10 @@ typedef int (*HostVisit)(lua_State *L, int model, const Model *m, void *ctx, Dia
  * state closes. */
 int host_visit_model(const Options *o, Model *m, HostVisit visit, void *ctx, Diag *d);
 
+/* The parallel table of the model record at stack index `model` of L into p, what it leaves
+ * out UNSET. Returns 0, or -1 with one line in d. */
+int host_read_parallel(lua_State *L, int model, Parallel *p, Diag *d);
+
 /* Calls the function below nargs arguments on L's stack as lua_pcall does; an error becomes one line in
  * d (an error inside lib/plait named at the model file's line). Returns 0 or -1. */
 int host_call(lua_State *L, int nargs, int nresults, Diag *d);

@@ -6,18 +6,19 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "layout_fields.h"
+
 static int allowed(const char *const *flags, const char *flag) {
   for (int i = 0; flags[i]; i++)
-    if (strcmp(flags[i], flag) == 0) return 1;
+    if (strcmp(flags[i], flag) == 0 ||
+        (strcmp(flags[i], OPTIONS_LAYOUT) == 0 && layout_field_by_flag(flag)))
+      return 1;
   return 0;
 }
 
 static int positive(const char *flag, const char *text, int *out, Diag *d) {
-  char *end;
-  long v = text ? strtol(text, &end, 10) : 0;
-  if (!text || *end || v < 1 || v > 1 << 24) return diag(d, "%s takes a positive integer, not '%s'", flag, text ? text : "");
-  *out = (int)v;
-  return 0;
+  *out = text ? layout_field_size(text) : -1;
+  return *out < 0 ? diag(d, "%s takes a positive integer, not '%s'", flag, text ? text : "") : 0;
 }
 
 static int budget(const char *flag, const char *text, long long *out, Diag *d) {
@@ -41,13 +42,6 @@ static int memory_budget(const char *text, long long *out, Diag *d) {
               "%lld", text, most, most);
 }
 
-static int copy_text(const char *flag, const char *text, char *out, int len, Diag *d) {
-  if (!text) return diag(d, "%s takes a value", flag);
-  if ((int)strlen(text) >= len) return diag(d, "%s: value too long", flag);
-  snprintf(out, len, "%s", text);
-  return 0;
-}
-
 /* --set key=value [key=value ...]: takes every following word that holds '=' and is not a flag. */
 static int parse_sets(int argc, char **argv, int *i, Options *o, Diag *d) {
   int start = *i;
@@ -64,48 +58,26 @@ static int parse_sets(int argc, char **argv, int *i, Options *o, Diag *d) {
   return *i == start ? diag(d, "--set takes key=value pairs, as in --set layers=24 hidden=2048") : 0;
 }
 
-static int parse_layout_flag(const char *flag, const char *value, Parallel *p, int *consumed, Diag *d) {
-  *consumed = 1;
-  if (strcmp(flag, "--tp") == 0) return positive(flag, value, &p->tp, d);
-  if (strcmp(flag, "--pp") == 0) return positive(flag, value, &p->pp, d);
-  if (strcmp(flag, "--vpp") == 0) return positive(flag, value, &p->vpp, d);
-  if (strcmp(flag, "--dp") == 0) return positive(flag, value, &p->dp, d);
-  if (strcmp(flag, "--mbs") == 0) return positive(flag, value, &p->mbs, d);
-  if (strcmp(flag, "--gbs") == 0) return positive(flag, value, &p->gbs, d);
-  if (strcmp(flag, "--schedule") == 0) return copy_text(flag, value, p->schedule, sizeof p->schedule, d);
-  if (strcmp(flag, "--partition") == 0) return copy_text(flag, value, p->partition, sizeof p->partition, d);
-  if (strcmp(flag, "--recompute") == 0) {
-    if (!value || (strcmp(value, "full") != 0 && strcmp(value, "none") != 0))
-      return diag(d, "--recompute takes none or full, not '%s'", value ? value : "");
-    p->recompute = strcmp(value, "full") == 0;
-    return 0;
-  }
-  if (strcmp(flag, "--grad-reduce") == 0) {
-    if (!value || (strcmp(value, "overlap") != 0 && strcmp(value, "after") != 0))
-      return diag(d, "--grad-reduce takes overlap or after, not '%s'", value ? value : "");
-    p->grad_reduce_after = strcmp(value, "after") == 0;
-    return 0;
-  }
-  *consumed = 0;
-  if (strcmp(flag, "--sequence-parallel") == 0) { p->sequence_parallel = 1; return 0; }
-  return diag(d, "internal: %s is not a layout flag", flag);
-}
-
-static int is_layout_flag(const char *flag) {
-  static const char *const layout[] = {"--tp", "--pp", "--vpp", "--dp", "--mbs", "--gbs", "--schedule", "--recompute",
-                                       "--sequence-parallel", "--partition", "--grad-reduce", NULL};
-  return allowed(layout, flag);
+/* A layout flag: a switch alone, any other with its value. */
+static int parse_layout_flag(const LayoutField *field, const char *value, int *i, Parallel *p,
+                             Diag *d) {
+  if (field->kind == FIELD_SWITCH) return LAYOUT_INT(field, p) = 1, 0;
+  (*i)++;
+  if (field->kind == FIELD_SIZE) return positive(field->flag, value, &LAYOUT_INT(field, p), d);
+  LayoutFieldSet set = value ? layout_field_set(field, value, p) : FIELD_BAD_VALUE;
+  char words[128];
+  if (set == FIELD_SET) return 0;
+  if (field->kind == FIELD_NAME)
+    return diag(d, value ? "%s: value too long" : "%s takes a value", field->flag);
+  return diag(d, "%s takes %s, not '%s'", field->flag,
+              layout_field_words(field, "", "", words, sizeof words), value ? value : "");
 }
 
 static int parse_flag(int argc, char **argv, int *i, Options *o, Diag *d) {
   const char *flag = argv[*i], *value = *i + 1 < argc ? argv[*i + 1] : NULL;
   if (strcmp(flag, "--set") == 0) return parse_sets(argc, argv, i, o, d);
-  if (is_layout_flag(flag)) {
-    int consumed;
-    if (parse_layout_flag(flag, value, &o->parallel, &consumed, d)) return -1;
-    *i += consumed;
-    return 0;
-  }
+  const LayoutField *field = layout_field_by_flag(flag);
+  if (field) return parse_layout_flag(field, value, i, &o->parallel, d);
   if (strcmp(flag, "--lua-instructions") == 0)
     return (*i)++, budget(flag, value, &o->lua_instructions, d);
   if (strcmp(flag, "--lua-memory") == 0) return (*i)++, memory_budget(value, &o->lua_memory_mb, d);

@@ -34,9 +34,11 @@ typedef struct {
   long long lua_memory_mb;    /* --lua-memory MB */
 } Options;
 
+/* In a command's flags: every flag of the layout's table (layout_fields.h). */
+#define OPTIONS_LAYOUT "(the layout's flags)"
+
 /* Parses argv[first..argc): `flags` lists the long flags the command takes ("--tp", "--set", ...,
- * "-o"); the layout flags are "--tp --pp --vpp --dp --mbs --gbs --schedule --recompute
- * --sequence-parallel --partition --grad-reduce"; `files` is how many positional arguments it takes (1 or 2).
+ * "-o", OPTIONS_LAYOUT); `files` is how many positional arguments it takes (1 or 2).
  * Returns 0, or -1 with the reason in d. */
 int options_parse(int argc, char **argv, int first, const char *const *flags, int files, Options *o, Diag *d);
 

@@ -114,6 +114,9 @@ void plan_free(Plan *p);
 
 void plan_write_text(const Plan *p, FILE *f);
 void plan_write_json(const Plan *p, FILE *f);
+/* Their layout: every field of the layout table (layout_fields.h), as text and as JSON. */
+void plan_write_layout_text(const Parallel *par, FILE *f);
+void plan_write_layout_json(const Parallel *par, FILE *f);
 /* The block's graph with every tensor's layout and every inserted collective (Graphviz). */
 void plan_write_dot(const Plan *p, FILE *f);
 /* The simulated iteration: Chrome trace events, and the schedule drawn as the papers draw it. */

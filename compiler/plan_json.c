@@ -1,5 +1,8 @@
 /* plan_json.c: the plan as JSON, for programs. */
+#include <stddef.h>
+
 #include "escape.h"
+#include "layout_fields.h"
 #include "plan.h"
 
 static const char *const coll_keys[COLL_KINDS] = {"allreduce", "allgather", "reducescatter"};
@@ -18,16 +21,24 @@ static void stage_collectives(const char *name, const GraphCost *s, FILE *f) {
   fprintf(f, "}");
 }
 
-static void layout(const Plan *p, FILE *f) {
-  const Parallel *par = &p->par;
-  char schedule[ESCAPED_SIZE(sizeof par->schedule)], partition[ESCAPED_SIZE(sizeof par->partition)];
-  fprintf(f, "  \"layout\": {\"tp\": %d, \"pp\": %d, \"vpp\": %d, \"dp\": %d, \"mbs\": %d, \"gbs\": %d, "
-             "\"microbatches\": %d, \"schedule\": %s, \"recompute\": \"%s\", \"sequence_parallel\": %s, "
-             "\"partition\": %s, \"grad_reduce\": \"%s\"},\n",
-          par->tp, par->pp, par->vpp, par->dp, par->mbs, par->gbs, p->microbatches,
-          escape(ESC_JSON, par->schedule, schedule, sizeof schedule), par->recompute ? "full" : "none",
-          par->sequence_parallel ? "true" : "false", escape(ESC_JSON, par->partition, partition, sizeof partition),
-          par->grad_reduce_after ? "after" : "overlap");
+static void write_layout_value(const LayoutField *field, const Parallel *par, FILE *f) {
+  char value[LAYOUT_VALUE_LEN];
+  layout_field_value(field, par, NULL, value, sizeof value);
+  if (field->kind == FIELD_SWITCH) fputs(LAYOUT_INT(field, par) ? "true" : "false", f);
+  else if (field->kind == FIELD_SIZE) fputs(value, f);
+  else escape_write(ESC_JSON, value, f);
+}
+
+/* Every field by its key; the microbatches the global batch makes follow it. */
+void plan_write_layout_json(const Parallel *par, FILE *f) {
+  fprintf(f, "{");
+  for (int i = 0; i < LAYOUT_FIELDS; i++) {
+    fprintf(f, "%s\"%s\": ", i ? ", " : "", layout_fields[i].key);
+    write_layout_value(&layout_fields[i], par, f);
+    if (layout_fields[i].offset == offsetof(Parallel, gbs))
+      fprintf(f, ", \"microbatches\": %d", parallel_microbatches(par));
+  }
+  fprintf(f, "}");
 }
 
 static void model(const Plan *p, FILE *f) {
@@ -74,7 +85,9 @@ void plan_write_json(const Plan *p, FILE *f) {
   const ModelCost *c = &p->cost;
   fprintf(f, "{\n");
   model(p, f);
-  layout(p, f);
+  fprintf(f, "  \"layout\": ");
+  plan_write_layout_json(&p->par, f);
+  fprintf(f, ",\n");
   fprintf(f, "  \"machine\": ");
   escape_write(ESC_JSON, p->machine.name, f);
   fprintf(f, ",\n");

@@ -4,6 +4,7 @@
 #include "bytes.h"
 #include "escape.h"
 #include "layers.h"
+#include "layout_fields.h"
 #include "plan.h"
 
 static const char *const coll_names[COLL_KINDS] = {"all-reduce", "all-gather", "reduce-scatter"};
@@ -63,15 +64,28 @@ static void print_layer_options(const Plan *p, FILE *f) {
     }
 }
 
-static void print_layout(const Plan *p, FILE *f) {
-  const Parallel *par = &p->par;
-  char schedule[ESCAPED_SIZE(sizeof par->schedule)], partition[ESCAPED_SIZE(sizeof par->partition)];
+/* The sizes in a line of their own, with the ranks and microbatches they make; then every other
+ * field as the layout's table spells it. */
+void plan_write_layout_text(const Parallel *par, FILE *f) {
   fprintf(f, "layout      tp %d × pp %d × dp %d = %d ranks, vpp %d; microbatch %d, global batch %d = %d microbatches "
-             "per pipeline\n            %s schedule, recompute %s, sequence parallel %s, partition %s, grad reduce %s\n",
-          par->tp, par->pp, par->dp, par->tp * par->pp * par->dp, par->vpp, par->mbs, par->gbs, p->microbatches,
-          escape(ESC_TEXT, par->schedule, schedule, sizeof schedule), par->recompute ? "full" : "none",
-          par->sequence_parallel ? "on" : "off", escape(ESC_TEXT, par->partition, partition, sizeof partition),
-          par->grad_reduce_after ? "after" : "overlap");
+             "per pipeline\n            ",
+          par->tp, par->pp, par->dp, par->tp * par->pp * par->dp, par->vpp, par->mbs, par->gbs,
+          parallel_microbatches(par));
+  const char *separator = "";
+  for (int i = 0; i < LAYOUT_FIELDS; i++) {
+    const LayoutField *field = &layout_fields[i];
+    char value[LAYOUT_VALUE_LEN], shown[ESCAPED_SIZE(LAYOUT_VALUE_LEN)];
+    if (field->in_shape) continue;
+    fputs(separator, f);
+    layout_field_value(field, par, NULL, value, sizeof value);
+    fprintf(f, field->text, escape(ESC_TEXT, value, shown, sizeof shown));
+    separator = ", ";
+  }
+  fprintf(f, "\n");
+}
+
+static void print_layout(const Plan *p, FILE *f) {
+  plan_write_layout_text(&p->par, f);
   fprintf(f, "machine     ");
   escape_write(ESC_TEXT, p->machine.name, f);
   fprintf(f, ": ");

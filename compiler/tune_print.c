@@ -4,6 +4,7 @@
 
 #include "bytes.h"
 #include "escape.h"
+#include "layout_fields.h"
 #include "tune.h"
 
 static const char *const loss_names[LOST_REASONS] = {
@@ -11,26 +12,59 @@ static const char *const loss_names[LOST_REASONS] = {
 
 const char *tune_loss_name(TuneLoss loss) { return loss_names[loss]; }
 
+/* tune's columns, in order: the searched field at each place (NULL past the last). */
+static const LayoutField *tune_column(int place) {
+  for (int i = 0; i < LAYOUT_FIELDS; i++)
+    if (layout_fields[i].tune == TUNE_SEARCHED && layout_fields[i].column.place == place)
+      return &layout_fields[i];
+  return NULL;
+}
+
+/* The field as plan's flag appended to buf (a switch only when on); returns the bytes taken. */
+static int append_flag(const LayoutField *field, const Parallel *p, char *buf, int len, int used) {
+  char value[LAYOUT_VALUE_LEN];
+  int is_switch = field->kind == FIELD_SWITCH;
+  if (used >= len || (is_switch && !LAYOUT_INT(field, p))) return used;
+  if (!is_switch) layout_field_value(field, p, NULL, value, sizeof value);
+  return used + snprintf(buf + used, len - used, "%s%s%s%s", used ? " " : "", field->flag,
+                         is_switch ? "" : " ", is_switch ? "" : value);
+}
+
+/* The searched fields, then the pinned ones away from their default. */
 void tune_layout_flags(const Parallel *p, char *buf, int len) {
-  snprintf(buf, len, "--tp %d --pp %d --dp %d --vpp %d --mbs %d --schedule %s --recompute %s%s%s", p->tp, p->pp, p->dp,
-           p->vpp, p->mbs, p->schedule, p->recompute ? "full" : "none", p->sequence_parallel ? " --sequence-parallel" : "",
-           p->grad_reduce_after ? " --grad-reduce after" : "");
+  char value[LAYOUT_VALUE_LEN];
+  int used = 0;
+  const LayoutField *field;
+  buf[0] = 0;
+  for (int place = 1; (field = tune_column(place)); place++)
+    used = append_flag(field, p, buf, len, used);
+  for (field = layout_fields; field < layout_fields + LAYOUT_FIELDS; field++)
+    if (field->tune == TUNE_PINNED &&
+        strcmp(layout_field_value(field, p, NULL, value, sizeof value), field->standard) != 0)
+      used = append_flag(field, p, buf, len, used);
 }
 
 static int best_count(const Tune *t) { return t->fitting < TUNE_BEST ? t->fitting : TUNE_BEST; }
 
 static void write_best(const Tune *t, FILE *f) {
-  fprintf(f, "%2s %4s %4s %5s %3s %3s %-11s %-9s %-3s %11s %8s %10s %7s %10s\n", "#", "tp", "pp", "dp", "vpp", "mbs",
-          "schedule", "recompute", "sp", "iteration", "TFLOP/s", "memory", "bubble", "traffic");
+  fprintf(f, "%2s", "#");
+  const LayoutField *column;
+  for (int place = 1; (column = tune_column(place)); place++)
+    fprintf(f, " %*s", column->column.width,
+            column->column.title ? column->column.title : column->key);
+  fprintf(f, " %11s %8s %10s %7s %10s\n", "iteration", "TFLOP/s", "memory", "bubble", "traffic");
   for (int i = 0; i < best_count(t); i++) {
     const TuneLayout *l = &t->layouts[i];
-    const Parallel *p = &l->par;
-    char memory[32], traffic[32], schedule[ESCAPED_SIZE(sizeof p->schedule)];
+    char memory[32], traffic[32], value[LAYOUT_VALUE_LEN], shown[ESCAPED_SIZE(LAYOUT_VALUE_LEN)];
     bytes_format(l->memory, memory, sizeof memory);
     bytes_format(l->traffic, traffic, sizeof traffic);
-    fprintf(f, "%2d %4d %4d %5d %3d %3d %-11s %-9s %-3s %9.4g s %8.4g %10s %7.3f %10s\n", i + 1, p->tp, p->pp, p->dp,
-            p->vpp, p->mbs, escape(ESC_TEXT, p->schedule, schedule, sizeof schedule), p->recompute ? "full" : "none",
-            p->sequence_parallel ? "yes" : "no", l->iteration, l->flops_per_device / 1e12, memory, l->bubble, traffic);
+    fprintf(f, "%2d", i + 1);
+    for (int place = 1; (column = tune_column(place)); place++) {
+      layout_field_value(column, &l->par, column->column.words, value, sizeof value);
+      fprintf(f, " %*s", column->column.width, escape(ESC_TEXT, value, shown, sizeof shown));
+    }
+    fprintf(f, " %9.4g s %8.4g %10s %7.3f %10s\n", l->iteration, l->flops_per_device / 1e12,
+            memory, l->bubble, traffic);
   }
 }
 
@@ -91,16 +125,28 @@ void tune_write_text(const Tune *t, FILE *f) {
   fprintf(f, "\n");
 }
 
+/* A searched field in tune's JSON: a choice or a switch as whether it is on. */
+static void write_json_value(const LayoutField *field, const Parallel *p, FILE *f) {
+  if (field->kind == FIELD_CHOICE || field->kind == FIELD_SWITCH)
+    fputs(LAYOUT_INT(field, p) ? "true" : "false", f);
+  else if (field->kind == FIELD_SIZE) fprintf(f, "%d", LAYOUT_INT(field, p));
+  else escape_write(ESC_JSON, LAYOUT_NAME(field, p), f);
+}
+
 static void write_layout_json(const TuneLayout *l, FILE *f) {
-  const Parallel *p = &l->par;
-  char flags[512], schedule[ESCAPED_SIZE(sizeof p->schedule)], flags_json[ESCAPED_SIZE(sizeof flags)];
-  tune_layout_flags(p, flags, sizeof flags);
-  fprintf(f, "    {\"tp\": %d, \"pp\": %d, \"dp\": %d, \"vpp\": %d, \"mbs\": %d, \"schedule\": %s, \"recompute\": %s, "
-             "\"sequence_parallel\": %s,\n     \"iteration_time\": %.17g, \"flops_per_device\": %.17g, "
-             "\"memory_bytes\": %.0f, \"bubble_fraction\": %.17g, \"traffic_bytes\": %.0f,\n     \"flags\": %s}",
-          p->tp, p->pp, p->dp, p->vpp, p->mbs, escape(ESC_JSON, p->schedule, schedule, sizeof schedule),
-          p->recompute ? "true" : "false", p->sequence_parallel ? "true" : "false", l->iteration, l->flops_per_device,
-          l->memory, l->bubble, l->traffic, escape(ESC_JSON, flags, flags_json, sizeof flags_json));
+  char flags[512], flags_json[ESCAPED_SIZE(sizeof flags)];
+  const LayoutField *column;
+  tune_layout_flags(&l->par, flags, sizeof flags);
+  fprintf(f, "    {");
+  for (int place = 1; (column = tune_column(place)); place++) {
+    fprintf(f, "%s\"%s\": ", place > 1 ? ", " : "", column->key);
+    write_json_value(column, &l->par, f);
+  }
+  fprintf(f, ",\n     \"iteration_time\": %.17g, \"flops_per_device\": %.17g, "
+             "\"memory_bytes\": %.0f, \"bubble_fraction\": %.17g, \"traffic_bytes\": %.0f,\n"
+             "     \"flags\": %s}",
+          l->iteration, l->flops_per_device, l->memory, l->bubble, l->traffic,
+          escape(ESC_JSON, flags, flags_json, sizeof flags_json));
 }
 
 void tune_write_json(const Tune *t, FILE *f) {
