@@ -24,7 +24,8 @@ const char *const build_flags[] = {OPTIONS_LAYOUT, "--set", "--machine", "-o", "
                                    "--separate-gemms", NULL};
 
 /* What plait build writes into DIR, a program's folder of its own. */
-static const char *const program_files[] = {"model.c", "kernels.h", "kernels.c", "kernels_cuda.c", "train"};
+static const char *const program_files[] = {"model.c", "fused.h", "fused.c", "fused_cuda.c",
+                                            "train"};
 
 /* A new temporary of DIR for the program the compiler writes (its name in temp). */
 static int program_temp(const OwnFolder *dir, char *temp, size_t len, Diag *d) {
@@ -65,7 +66,7 @@ static int baseline_cpu(Diag *d) {
   return -1;
 }
 
-/* DIR/train from DIR/model.c and DIR/kernels.c with the CPU runtime (fp32, or fp64 with --double). */
+/* DIR/train from DIR/model.c and DIR/fused.c with the CPU runtime (fp32, or fp64 with --double). */
 static int compile_cpu(const Options *o, const OwnFolder *folder, Diag *d) {
   char home[PATH_MAX], library[PATH_MAX + 64], command[8 * PATH_MAX + 512], temp[PATH_MAX + 64];
   const char *dir = folder->path;
@@ -77,14 +78,15 @@ static int compile_cpu(const Options *o, const OwnFolder *folder, Diag *d) {
     return diag(d, "the runtime library %s is missing; run make%s in %s", library, baseline ? " baseline" : "", home);
   if (program_temp(folder, temp, sizeof temp, d)) return -1;
   snprintf(command, sizeof command,
-           "mpicc -std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -fopenmp %s%s -I'%s/runtime' -I'%s/runtime/cpu' "
-           "-I'%s' '%s/model.c' '%s/kernels.c' '%s' %s -lm -o '%s'",
-           o->double_precision ? "-DPLAIT_REAL_DOUBLE " : "", baseline ? "-DPLAIT_CPU_BASELINE" : "", home, home, dir,
-           dir, dir, library, OPENBLAS, temp);
+           "mpicc -std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -fopenmp %s%s -I'%s/runtime' "
+           "-I'%s/runtime/cpu' -I'%s' '%s/model.c' '%s/fused.c' '%s' %s -lm -o '%s'",
+           o->double_precision ? "-DPLAIT_REAL_DOUBLE " : "",
+           baseline ? "-DPLAIT_CPU_BASELINE" : "", home, home, dir, dir, dir, library, OPENBLAS,
+           temp);
   return run_compiler(command, temp, folder, d);
 }
 
-/* DIR/train from DIR/model.c and DIR/kernels_cuda.c with the CUDA runtime (bf16 compute, fp32 master
+/* DIR/train from DIR/model.c and DIR/fused_cuda.c with the CUDA runtime (bf16 compute, fp32 master
  * weights), linked with cudart, cuBLASLt, NVRTC, NCCL and MPI where the Makefile found them. */
 static int compile_cuda(const OwnFolder *folder, Diag *d) {
 #ifdef PLAIT_CUDA_LINK
@@ -94,8 +96,11 @@ static int compile_cuda(const OwnFolder *folder, Diag *d) {
   snprintf(library, sizeof library, "%s/build/libplait_rt_cuda.a", home);
   if (access(library, R_OK) != 0) return diag(d, "the CUDA runtime library %s is missing; run make in %s", library, home);
   if (program_temp(folder, temp, sizeof temp, d)) return -1;
-  snprintf(command, sizeof command, "%s %s -I'%s/runtime' -I'%s/runtime/cuda' -I'%s' '%s/model.c' '%s/kernels_cuda.c' '%s' %s "
-           "-o '%s'", PLAIT_CUDA_CC, PLAIT_CUDA_CFLAGS, home, home, dir, dir, dir, library, PLAIT_CUDA_LINK, temp);
+  snprintf(command, sizeof command,
+           "%s %s -I'%s/runtime' -I'%s/runtime/cuda' -I'%s' '%s/model.c' '%s/fused_cuda.c' '%s' %s "
+           "-o '%s'",
+           PLAIT_CUDA_CC, PLAIT_CUDA_CFLAGS, home, home, dir, dir, dir, library, PLAIT_CUDA_LINK,
+           temp);
   return run_compiler(command, temp, folder, d);
 #else
   (void)folder;

@@ -40,6 +40,76 @@ static void describe(const Plan *p, const Graph *g, const Node *n, Kernel *k) {
   }
 }
 
+/* Expressions with a name, spelled over their inputs (x: an input read whole, b: one that repeats,
+ * a bias), "+= " in front where the kernel adds into a parameter's gradient; a name may have
+ * several spellings. */
+typedef struct {
+  const char *shape, *name, *role;
+} Pattern;
+
+static const Pattern patterns[] = {
+    {"(x + b)", "bias_add", ""},
+    {"(b + x)", "bias_add", ""},
+    {"(x + x)", "add", "_sum"},
+    {"(x + (x + b))", "residual_bias_add", "_residual"},
+    {"((x + b) + x)", "residual_bias_add", "_residual"},
+    {"((x + x) + x)", "add3", "_sum"},
+    {"((x + x) + b)", "residual_bias_add", "_residual"},
+    {"gelu((x + b))", "gelu_bias_add", "_gelu"},
+    {"gelu_exact((x + b))", "gelu_exact_bias_add", "_gelu"},
+    {"(x * gelu_grad((x + b)))", "gelu_bias_add_backward", ""},
+    {"(x * gelu_exact_grad((x + b)))", "gelu_exact_bias_add_backward", ""},
+    {"(x * silu(x))", "swiglu", "_swiglu"},
+    {"(silu(x) * x)", "swiglu", "_swiglu"},
+    {"((x * x) * (sigmoid(x) * (1 + (x * (1 - sigmoid(x))))))", "swiglu_gate_backward", ""},
+    {"(x * gelu(x))", "geglu", "_geglu"},
+    {"(gelu(x) * x)", "geglu", "_geglu"},
+    {"((x * x) * gelu_grad(x))", "geglu_gate_backward", ""},
+    {"(x * b)", "scale", "_scaled"},
+    {"(b * x)", "scale", "_scaled"},
+    {"(x * x)", "mul", "_product"},
+    {"+= x", "accumulate", ""},
+    {"x", "copy", ""},
+    {"dropout(x)", "dropout", "_dropout"},
+    {"dropout((x + b))", "dropout_bias_add", "_dropout"},
+    {"dropout((x + x))", "dropout_add", "_dropout"},
+    {"(x + dropout((x + b)))", "dropout_residual_bias_add", "_residual"},
+    {NULL, NULL, NULL},
+};
+
+static const Pattern *pattern_of(const Kernel *k) {
+  const char *roles[MAX_INPUTS];
+  for (int i = 0; i < k->node->nin; i++) roles[i] = k->broadcast[i] ? "b" : "x";
+  static const ExprDialect shape_dialect = {"", "dropout(%s)"};
+  char shape[1800];
+  int used = snprintf(shape, sizeof shape, "%s", k->accumulate ? "+= " : "");
+  expr_to_c(&k->node->expr, roles, &shape_dialect, shape + used, (int)sizeof shape - used);
+  for (const Pattern *p = patterns; p->shape; p++)
+    if (strcmp(p->shape, shape) == 0) return p;
+  return NULL;
+}
+
+static int name_used(const KernelSet *ks, int before, const char *name) {
+  for (int j = 0; j < before; j++)
+    if (strcmp(ks->kernels[j].name, name) == 0) return 1;
+  return 0;
+}
+
+/* ew_bias_add, ew_bias_add_2 for a second kernel of the same pattern, ew_7 for one of none. */
+static void name_kernel(KernelSet *ks, int index) {
+  Kernel *k = &ks->kernels[index];
+  const Pattern *p = pattern_of(k);
+  k->role = p ? p->role : "";
+  char base[48];
+  if (p)
+    snprintf(base, sizeof base, "ew_%s", p->name);
+  else
+    snprintf(base, sizeof base, "ew_%d", index);
+  snprintf(k->name, sizeof k->name, "%s", base);
+  for (int n = 2; name_used(ks, index, k->name); n++)
+    snprintf(k->name, sizeof k->name, "%s_%d", base, n);
+}
+
 void emit_collect_kernels(Emission *e) {
   KernelSet *ks = &e->kernels;
   memset(ks, 0, sizeof *ks);
@@ -61,6 +131,7 @@ void emit_collect_kernels(Emission *e) {
       ks->kernel_of[s][i] = found;
     }
   }
+  for (int k = 0; k < ks->count; k++) name_kernel(ks, k);
 }
 
 void emit_free_kernels(KernelSet *k) {
@@ -88,7 +159,7 @@ static void comment(const Emission *e, int index, FILE *f) {
   const Kernel *k = &e->kernels.kernels[index];
   char body[1800];
   expr_to_c(&k->node->expr, input_names, NULL, body, sizeof body);
-  fprintf(f, "/* ew_%d: out %s %s", index, k->accumulate ? "+=" : "=", body);
+  fprintf(f, "/* %s: out %s %s", k->name, k->accumulate ? "+=" : "=", body);
   int any = 0;
   for (int i = 0; i < k->node->nin; i++)
     if (k->broadcast[i]) fprintf(f, "%s%s", any++ ? ", " : "; repeating every n_i elements: ", input_names[i]);
@@ -128,39 +199,46 @@ static void kernel_c(const Emission *e, int index, FILE *f) {
   row_arguments(k, args, sizeof args);
   body_c(k, body, sizeof body);
   comment(e, index, f);
-  fprintf(f, "CPU_WIDE static void ew_%d_row(%s) {\n", index, row_params);
+  fprintf(f, "CPU_WIDE static void %s_row(%s) {\n", k->name, row_params);
   for (int i = 0; i < k->node->nin; i++)
     if (k->broadcast[i])
       fprintf(f, "  const act_t *%s_row = %s + row %% (n%d / p) * p;\n", input_names[i], input_names[i], i);
   fprintf(f, "#pragma omp simd\n  for (int64_t j = 0; j < p; j++) {\n    int64_t i = row * p + j;\n");
   fprintf(f, "    out[i] %s %s;\n  }\n}\n\n", k->accumulate ? "+=" : "=", body);
-  fprintf(f, "void ew_%d(%s) {\n#pragma omp parallel for\n", index, params);
-  fprintf(f, "  for (int64_t row = 0; row < n / p; row++) ew_%d_row(%s);\n}\n\n", index, args);
+  fprintf(f, "void %s(%s) {\n#pragma omp parallel for\n", k->name, params);
+  fprintf(f, "  for (int64_t row = 0; row < n / p; row++) %s_row(%s);\n}\n\n", k->name, args);
 }
 
 void emit_kernels_c(const Emission *e, FILE *f) {
   char name[ESCAPED_SIZE(NAME_LEN)], file[ESCAPED_SIZE(WHERE_LEN)];
-  fprintf(f, "/* kernels.c: the fused elementwise kernels of %s for the CPU (generated by plait from %s).\n"
-             " * Each loops over rows of p elements, a row at a time at the CPU's widest vectors (CPU_WIDE); an\n"
-             " * input repeating every n_i elements (a bias, a position table) is read at the same place of its\n"
-             " * own row. */\n",
-          escape(ESC_C_COMMENT, e->plan->model.name, name, sizeof name),
-          escape(ESC_C_COMMENT, e->plan->model.file, file, sizeof file));
-  fprintf(f, "#include \"ew_cpu.h\"\n#include \"kernels.h\"\n\n");
+  fprintf(
+      f,
+      "/* fused.c: the fused elementwise kernels of %s for the CPU (generated by plait from %s).\n"
+      " * Each loops over rows of p elements, a row at a time at the CPU's widest vectors "
+      "(CPU_WIDE); an\n"
+      " * input repeating every n_i elements (a bias, a position table) is read at the same place "
+      "of its\n"
+      " * own row. */\n",
+      escape(ESC_C_COMMENT, e->plan->model.name, name, sizeof name),
+      escape(ESC_C_COMMENT, e->plan->model.file, file, sizeof file));
+  fprintf(f, "#include \"ew_cpu.h\"\n#include \"fused.h\"\n\n");
   for (int k = 0; k < e->kernels.count; k++) kernel_c(e, k, f);
 }
 
 void emit_kernels_h(const Emission *e, FILE *f) {
   char name[ESCAPED_SIZE(NAME_LEN)];
-  fprintf(f, "/* kernels.h: the fused elementwise kernels of %s (generated by plait): out over n elements in rows\n"
-             " * of p; inputs that repeat pass their length n_i. The CPU build compiles kernels.c, the CUDA build\n"
-             " * kernels_cuda.c (the same kernels as source for NVRTC). */\n",
+  fprintf(f,
+          "/* fused.h: the fused elementwise kernels of %s (generated by plait): out over n "
+          "elements in rows\n"
+          " * of p; inputs that repeat pass their length n_i. The CPU build compiles fused.c, the "
+          "CUDA build\n"
+          " * fused_cuda.c (the same kernels as source for NVRTC). */\n",
           escape(ESC_C_COMMENT, e->plan->model.name, name, sizeof name));
-  fprintf(f, "#ifndef KERNELS_H\n#define KERNELS_H\n\n#include \"rt.h\"\n\n");
+  fprintf(f, "#ifndef PLAIT_FUSED_H\n#define PLAIT_FUSED_H\n\n#include \"rt.h\"\n\n");
   for (int index = 0; index < e->kernels.count; index++) {
     char params[1024];
     parameters(&e->kernels.kernels[index], "n", "act_t", "real", "", "int64_t", "const EwKeys *keys", params, sizeof params);
-    fprintf(f, "void ew_%d(%s);\n", index, params);
+    fprintf(f, "void %s(%s);\n", e->kernels.kernels[index].name, params);
   }
   fprintf(f, "\n#endif\n");
 }
@@ -218,7 +296,7 @@ int emit_kernel_cuda_source(const Emission *e, int index, char *buf, int len) {
   vector_parts(k, wide, arrays, loads, sizeof wide);
   snprintf(store, sizeof store, k->accumulate ? "out[i] += %s;" : "out[i] = st(%s);", scalar);
   return snprintf(buf, len,
-                  "extern \"C\" __global__ void ew_%d(%s) {\n"
+                  "extern \"C\" __global__ void %s(%s) {\n"
                   "  long long step = (long long)gridDim.x * blockDim.x;\n"
                   "  long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
                   "  (void)p;\n"
@@ -238,8 +316,9 @@ int emit_kernel_cuda_source(const Emission *e, int index, char *buf, int len) {
                   "  }\n"
                   "  for (long long i = first; i < n; i += step) %s\n"
                   "}\n",
-                  index, params, wide, arrays, loads, k->dropouts ? "        long long i = i0 + j;\n" : "",
-                  k->accumulate ? "+=" : "=", vector, store);
+                  k->name, params, wide, arrays, loads,
+                  k->dropouts ? "        long long i = i0 + j;\n" : "", k->accumulate ? "+=" : "=",
+                  vector, store);
 }
 
 /* A C string literal of the source, one line per line. */
@@ -254,15 +333,18 @@ static void string_literal(const char *text, FILE *f) {
 
 void emit_kernels_cuda(const Emission *e, FILE *f) {
   char name[ESCAPED_SIZE(NAME_LEN)];
-  fprintf(f, "/* kernels_cuda.c: the fused elementwise kernels of %s as CUDA source, compiled at start-up by NVRTC\n"
-             " * for the device in hand (generated by plait); each ew_N launches kernel N. */\n",
+  fprintf(f,
+          "/* fused_cuda.c: the fused elementwise kernels of %s as CUDA source, compiled at "
+          "start-up by NVRTC\n"
+          " * for the device in hand (generated by plait); each launcher starts its kernel by\n"
+          " * its place in plait_cuda_kernels. */\n",
           escape(ESC_C_COMMENT, e->plan->model.name, name, sizeof name));
-  fprintf(f, "#include \"kernels.h\"\n#include \"cuda_rt.h\"\n\n");
+  fprintf(f, "#include \"fused.h\"\n#include \"cuda_rt.h\"\n\n");
   fprintf(f, "const CudaKernelSource plait_cuda_kernels[] = {\n");
   for (int index = 0; index < e->kernels.count; index++) {
     char src[16384];
     emit_kernel_cuda_source(e, index, src, sizeof src);
-    fprintf(f, "  {\"ew_%d\",\n", index);
+    fprintf(f, "  {\"%s\",\n", e->kernels.kernels[index].name);
     string_literal(src, f);
     fprintf(f, "},\n");
   }
@@ -271,7 +353,7 @@ void emit_kernels_cuda(const Emission *e, FILE *f) {
     const Kernel *k = &e->kernels.kernels[index];
     char params[1024];
     parameters(k, "n", "act_t", "real", "", "int64_t", "const EwKeys *keys", params, sizeof params);
-    fprintf(f, "void ew_%d(%s) {\n  void *args[] = {&n, &p", index, params);
+    fprintf(f, "void %s(%s) {\n  void *args[] = {&n, &p", k->name, params);
     for (int i = 0; i < k->node->nin; i++) {
       fprintf(f, ", &%s", input_names[i]);
       if (k->broadcast[i]) fprintf(f, ", &n%d", i);

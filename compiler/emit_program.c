@@ -295,7 +295,7 @@ static void header(const Plan *p, FILE *f) {
           name, file, par->tp, par->pp, par->dp, par->vpp, par->mbs, par->gbs, p->microbatches, schedule,
           par->recompute ? "full" : "none", par->sequence_parallel ? "on" : "off",
           par->grad_reduce_after ? "after the backward" : "during the backward");
-  fprintf(f, "#include \"device.h\"\n#include \"kernels.h\"\n#include \"rt.h\"\n");
+  fprintf(f, "#include \"device.h\"\n#include \"fused.h\"\n#include \"rt.h\"\n");
   fprintf(f, "#include \"profiled.h\" /* under --profile, each runtime kernel's time, FLOPs and bytes */\n\n");
 }
 
@@ -367,6 +367,7 @@ static void model_c(const Emission *e, FILE *f) {
   param_enum(&p->model, SCOPE_BLOCK, f);
   fprintf(f, "\n");
   if (p->model.nconstants) constant_enum(&p->model, f);
+  emit_dims_enum(e, f);
   sizes(e, f);
   emit_stages(e, f);
   for (int c = 0; c < p->nchunks; c++) {
@@ -401,10 +402,12 @@ static int write_file(const Emission *e, const OwnFolder *dir, const char *name,
 int emit_program(const Plan *p, const OwnFolder *dir, Diag *d) {
   Emission e = {.plan = p, .stage = {&p->model.embed, &p->model.block, &p->model.head}, .memory = p->memory};
   emit_collect_kernels(&e);
+  e.dim_constant = emit_dim_constants(&p->model);
   int status = write_file(&e, dir, "model.c", model_c, d);
-  if (status == 0) status = write_file(&e, dir, "kernels.h", emit_kernels_h, d);
-  if (status == 0) status = write_file(&e, dir, "kernels.c", emit_kernels_c, d);
-  if (status == 0) status = write_file(&e, dir, "kernels_cuda.c", emit_kernels_cuda, d);
+  if (status == 0) status = write_file(&e, dir, "fused.h", emit_kernels_h, d);
+  if (status == 0) status = write_file(&e, dir, "fused.c", emit_kernels_c, d);
+  if (status == 0) status = write_file(&e, dir, "fused_cuda.c", emit_kernels_cuda, d);
+  free(e.dim_constant);
   emit_free_kernels(&e.kernels);
   return status;
 }

@@ -1,99 +1,21 @@
 /* emit_stage.c: the forward and backward functions of each stage (embed, one block, head) as C: one
  * runtime or kernel call per node, over buffers at the offsets the memory plan fixed. */
-#include <ctype.h>
 #include <string.h>
 
 #include "emit.h"
 #include "escape.h"
 #include "layers.h"
 
-enum { NAME_CHARS = 128 };
-
 typedef struct {
   const Emission *e;
   int stage;
   const Graph *g;
   const StageMemory *mem;
-  char (*name)[NAME_CHARS]; /* per tensor: how the code spells it */
+  char (*name)[EMIT_NAME_CHARS]; /* per tensor: how the code spells it (emit_names.c) */
   FILE *f;
 } StageWriter;
 
 static const char *const stage_names[STAGES] = {"embed", "block", "head"};
-
-/* ---- names ---------------------------------------------------------------------------------- */
-
-/* "attn.q.weight" -> "ATTN_Q_WEIGHT" */
-static void constant_name(const char *prefix, const char *name, char *buf, int len) {
-  int n = snprintf(buf, len, "%s", prefix);
-  for (const char *c = name; *c && n < len - 1; c++) buf[n++] = isalnum((unsigned char)*c) ? (char)toupper((unsigned char)*c) : '_';
-  buf[n] = 0;
-}
-
-/* The enum constant of constant c: C_ and its name. */
-void emit_constant_enum(const Model *m, int c, char *buf, int len) {
-  constant_name("C_", m->constants[c].name, buf, len);
-}
-
-/* The enum constant of parameter p: P_ for model scope, L_ for a layer's. */
-void emit_param_constant(const Model *m, int p, char *buf, int len) {
-  constant_name(m->params[p].scope == SCOPE_BLOCK ? "L_" : "P_", m->params[p].name, buf, len);
-}
-
-static void variable_name(const Tensor *t, int id, char *buf, int len) {
-  int n = 0;
-  for (const char *c = t->name; *c && n < len - 8; c++) buf[n++] = isalnum((unsigned char)*c) ? *c : '_';
-  buf[n] = 0;
-  if (n == 0 || isdigit((unsigned char)buf[0])) snprintf(buf, len, "v%d", id);
-}
-
-/* Parameters are w[...] (this layer's) or r->model_w[...]; their gradients g[...] or r->model_g[...]. */
-static void param_name(const StageWriter *w, const Tensor *x, char *buf, int len) {
-  char constant[96];
-  const Model *m = &w->e->plan->model;
-  emit_param_constant(m, x->param, constant, sizeof constant);
-  int layer = m->params[x->param].scope == SCOPE_BLOCK, grad = x->kind == T_PARAM_GRAD;
-  snprintf(buf, len, "%s[%s]", layer ? (grad ? "g" : "w") : (grad ? "r->model_g" : "r->model_w"), constant);
-}
-
-/* Constants are r->constants[C_...], uploaded when the program starts. */
-static void constant_buffer_name(const StageWriter *w, const Tensor *x, char *buf, int len) {
-  char constant[96];
-  emit_constant_enum(&w->e->plan->model, x->param, constant, sizeof constant);
-  snprintf(buf, len, "r->constants[%s]", constant);
-}
-
-/* Names the stage functions' parameters and locals take; a tensor's own name yields to them. */
-static const char *const reserved[] = {"r", "layer", "x", "dy", "dx", "saved", "tmp", "w", "g", "tokens", "targets",
-                                       "shape", "sites", "keys", NULL};
-
-static int taken(const StageWriter *w, int upto, const char *name) {
-  for (int i = 0; reserved[i]; i++)
-    if (strcmp(reserved[i], name) == 0) return 1;
-  for (int u = 0; u < upto; u++)
-    if (strcmp(w->name[u], name) == 0) return 1;
-  return 0;
-}
-
-/* Buffers that arrive as parameters are spelled as the parameters; the others by their tensor's name,
- * with its number appended where that name is taken (gradients summed from several parts). */
-static void name_tensors(StageWriter *w) {
-  const Graph *g = w->g;
-  for (int t = 0; t < g->ntensors; t++) {
-    const Tensor *x = &g->tensors[t];
-    Region region = w->mem->region[t];
-    if (region == REGION_PARAM || region == REGION_PARAM_GRAD) param_name(w, x, w->name[t], NAME_CHARS);
-    else if (region == REGION_CONST) constant_buffer_name(w, x, w->name[t], NAME_CHARS);
-    else if (region == REGION_GRAD_OUT) snprintf(w->name[t], NAME_CHARS, "dy");
-    else if (region == REGION_GRAD_IN) snprintf(w->name[t], NAME_CHARS, "dx");
-    else if (region == REGION_INPUT || region == REGION_DATA) snprintf(w->name[t], NAME_CHARS, "%s", x->name);
-    else {
-      char name[NAME_CHARS];
-      variable_name(x, t, name, NAME_CHARS);
-      if (taken(w, t, name)) snprintf(w->name[t], NAME_CHARS, "%.100s_%d", name, t);
-      else memcpy(w->name[t], name, NAME_CHARS);
-    }
-  }
-}
 
 /* ---- declarations --------------------------------------------------------------------------- */
 
@@ -143,11 +65,31 @@ static const Tensor *tensor(const StageWriter *w, int t) { return &w->g->tensors
 static const char *in(const StageWriter *w, const Node *n, int k) { return w->name[n->in[k]]; }
 static const char *out(const StageWriter *w, const Node *n, int k) { return w->name[n->out[k]]; }
 static int64_t local(const StageWriter *w, int t) { return emit_local_elems(w->e->plan, tensor(w, t)); }
-static int64_t last_dim(const StageWriter *w, int t) {
-  const Tensor *x = tensor(w, t);
-  return emit_local_dim(w->e->plan, x, x->ndim - 1);
-}
 static int is_split(const Tensor *t, int axis) { return t->layout.kind == LAYOUT_S && t->layout.axis == axis; }
+
+/* Axes [first, last) of tensor t as one rank holds them, as C (emit_size: B*T*C). */
+typedef struct {
+  char text[EMIT_SIZE_CHARS];
+  int64_t value;
+} Size;
+static Size axes(const StageWriter *w, int t, int first, int last) {
+  Size size = {.value = 1};
+  emit_size(w->e, tensor(w, t), first, last, size.text, sizeof size.text);
+  for (int a = first; a < last; a++) size.value *= emit_local_dim(w->e->plan, tensor(w, t), a);
+  return size;
+}
+static Size all_axes(const StageWriter *w, int t) { return axes(w, t, 0, tensor(w, t)->ndim); }
+static Size last_axis(const StageWriter *w, int t) {
+  return axes(w, t, tensor(w, t)->ndim - 1, tensor(w, t)->ndim);
+}
+static Size leading_axes(const StageWriter *w, int t) {
+  return axes(w, t, 0, tensor(w, t)->ndim - 1);
+}
+static Size number(int64_t n) {
+  Size size = {.value = n};
+  snprintf(size.text, sizeof size.text, "%lld", (long long)n);
+  return size;
+}
 
 /* A GEMM over a join's weights side by side (fuse_gemm), or into their gradients, says so first. */
 static void joined_comment(const StageWriter *w, const Node *n) {
@@ -167,50 +109,72 @@ static void joined_comment(const StageWriter *w, const Node *n) {
 static void matmul(const StageWriter *w, const Node *n) {
   int ta = n->a.mm.trans_a, tb = n->a.mm.trans_b;
   joined_comment(w, n);
-  int64_t M, N, K;
-  if (!ta) K = last_dim(w, n->in[0]), M = local(w, n->in[0]) / K, N = last_dim(w, n->out[0]);
-  else M = last_dim(w, n->in[0]), N = last_dim(w, n->in[1]), K = local(w, n->in[0]) / M;
+  Size M = ta ? last_axis(w, n->in[0]) : leading_axes(w, n->in[0]);
+  Size N = ta ? last_axis(w, n->in[1]) : last_axis(w, n->out[0]);
+  Size K = ta ? leading_axes(w, n->in[0]) : last_axis(w, n->in[0]);
+  const char *A = ta ? "GEMM_T" : "GEMM_N", *B = tb ? "GEMM_T" : "GEMM_N";
   if (tensor(w, n->out[0])->kind == T_PARAM_GRAD)
-    fprintf(w->f, "  k_gemm_grad(%d, %d, %lld, %lld, %lld, %s, %s, %s);", ta, tb, (long long)M, (long long)N, (long long)K,
+    fprintf(w->f, "  k_gemm_grad(%s, %s, %s, %s, %s, %s, %s, %s);", A, B, M.text, N.text, K.text,
             in(w, n, 0), in(w, n, 1), out(w, n, 0));
   else
-    fprintf(w->f, "  k_gemm(%d, %d, %lld, %lld, %lld, 1, %s, %s, 0, %s);", ta, tb, (long long)M, (long long)N, (long long)K,
-            in(w, n, 0), in(w, n, 1), out(w, n, 0));
+    fprintf(w->f, "  k_gemm(%s, %s, %s, %s, %s, 1, %s, %s, GEMM_OVERWRITE, %s);", A, B, M.text,
+            N.text, K.text, in(w, n, 0), in(w, n, 1), out(w, n, 0));
 }
 
 /* The split axis of t, -1 when it is not split. */
 static int split_axis(const Tensor *t) { return t->layout.kind == LAYOUT_S ? t->layout.axis : -1; }
 
+/* Beside a fused call, what it computes, over its arguments' names (a parameter's as the model
+ * names it): mlp_fc_gelu = gelu((mlp_fc + mlp.fc.bias)). */
+static void expression_comment(const StageWriter *w, const Node *n, const Kernel *k) {
+  const char *spelled[MAX_INPUTS];
+  for (int i = 0; i < n->nin; i++) {
+    const Tensor *x = tensor(w, n->in[i]);
+    spelled[i] = x->kind == T_PARAM || x->kind == T_CONST ? x->name : in(w, n, i);
+  }
+  static const ExprDialect plain = {"", "dropout(%s, %.9g)"};
+  char body[4096];
+  expr_to_c(&n->expr, spelled, &plain, body, sizeof body);
+  fprintf(w->f, " /* %s %s ", out(w, n, 0), k->accumulate ? "+=" : "=");
+  escape_write(ESC_C_COMMENT, body, w->f);
+  fprintf(w->f, " */");
+}
+
 static void elementwise(const StageWriter *w, const Node *n, int index) {
-  int kernel = w->e->kernels.kernel_of[w->stage][index];
-  const Kernel *k = &w->e->kernels.kernels[kernel];
-  int64_t total = local(w, n->out[0]), period = total;
+  const Kernel *k = &w->e->kernels.kernels[w->e->kernels.kernel_of[w->stage][index]];
+  int shortest = n->out[0]; /* the tensor whose length is the row's: the shortest repeating input */
   for (int i = 0; i < n->nin; i++)
-    if (k->broadcast[i] && local(w, n->in[i]) < period) period = local(w, n->in[i]);
+    if (k->broadcast[i] && local(w, n->in[i]) < local(w, shortest)) shortest = n->in[i];
   if (k->dropouts) {
     const Tensor *o = tensor(w, n->out[0]);
     int sites[8];
     expr_dropouts(&n->expr, sites, NULL);
     fprintf(w->f, "  {\n    const int64_t shape[] = {");
-    for (int a = 0; a < o->ndim; a++) fprintf(w->f, "%s%lld", a ? ", " : "", (long long)emit_local_dim(w->e->plan, o, a));
+    for (int a = 0; a < o->ndim; a++)
+      fprintf(w->f, "%s%s", a ? ", " : "", axes(w, n->out[0], a, a + 1).text);
     fprintf(w->f, "};\n    const int sites[] = {");
     for (int s = 0; s < k->dropouts; s++) fprintf(w->f, "%s%d", s ? ", " : "", sites[s]);
     fprintf(w->f, "};\n    EwKeys keys = rt_ew_keys(r, layer, %d, shape, %d, %d, sites);\n  ", o->ndim, split_axis(o), k->dropouts);
   }
-  fprintf(w->f, "  ew_%d(%lld, %lld", kernel, (long long)total, (long long)period);
+  fprintf(w->f, "  %s(%s, %s", k->name, all_axes(w, n->out[0]).text, all_axes(w, shortest).text);
   for (int i = 0; i < n->nin; i++) {
     fprintf(w->f, ", %s", in(w, n, i));
-    if (k->broadcast[i]) fprintf(w->f, ", %lld", (long long)local(w, n->in[i]));
+    if (k->broadcast[i]) fprintf(w->f, ", %s", all_axes(w, n->in[i]).text);
   }
-  fprintf(w->f, ", %s%s);%s", out(w, n, 0), k->dropouts ? ", &keys" : "", k->dropouts ? "\n  }" : "");
+  fprintf(w->f, ", %s%s);", out(w, n, 0), k->dropouts ? ", &keys" : "");
+  expression_comment(w, n, k);
+  fprintf(w->f, "%s", k->dropouts ? "\n  }" : "");
 }
 
 /* Sums over the leading rows: into a parameter's gradient, or into the gradient of a broadcast activation
  * (a position table sliced by sequence parallelism). */
 static void reduce(const StageWriter *w, const Node *n) {
-  int64_t C = local(w, n->out[0]), rows = local(w, n->in[0]) / C;
-  fprintf(w->f, "  k_sum_rows%s(%lld, %lld, %s, %s);", tensor(w, n->out[0])->kind == T_PARAM_GRAD ? "" : "_act",
-          (long long)rows, (long long)C, in(w, n, 0), out(w, n, 0));
+  Size C = all_axes(w, n->out[0]),
+       rows = axes(w, n->in[0], 0, tensor(w, n->in[0])->ndim - tensor(w, n->out[0])->ndim);
+  if (rows.value * C.value != local(w, n->in[0])) rows = number(local(w, n->in[0]) / C.value);
+  fprintf(w->f, "  k_sum_rows%s(%s, %s, %s, %s);",
+          tensor(w, n->out[0])->kind == T_PARAM_GRAD ? "" : "_act", rows.text, C.text, in(w, n, 0),
+          out(w, n, 0));
 }
 
 /* Input i of a norm or its backward as the kernel takes them, with NULL for the weight (i = 1) and, forward,
@@ -227,34 +191,43 @@ static const char *norm_out(const StageWriter *w, const Node *n, int k, int back
   return backward && k > 0 && k >= n->nout ? "NULL" : out(w, n, k);
 }
 
-/* The width a norm normalises: the last dim, or its groups (a norm per head). */
-static int64_t norm_width(const StageWriter *w, const Node *n) {
-  return n->a.norm.group ? n->a.norm.group : last_dim(w, n->in[0]);
+/* The width a norm normalises, the last dim or its groups (a norm per head), and the rows of it. */
+static void norm_shape(const StageWriter *w, const Node *n, Size *rows, Size *width) {
+  if (n->a.norm.group) {
+    *width = number(n->a.norm.group);
+    *rows = number(local(w, n->in[0]) / n->a.norm.group);
+  } else {
+    *width = last_axis(w, n->in[0]);
+    *rows = leading_axes(w, n->in[0]);
+  }
 }
 
 static void norm(const StageWriter *w, const Node *n) {
-  int64_t C = norm_width(w, n), rows = local(w, n->in[0]) / C;
+  Size rows, C;
+  norm_shape(w, n, &rows, &C);
   char eps[32];
   expr_number_text(n->a.norm.eps, eps, sizeof eps);
   if (n->a.norm.kind == NORM_LAYER)
-    fprintf(w->f, "  k_layernorm_forward(%lld, %lld, %s, %s, %s, %s, %s, %s, %s);", (long long)rows, (long long)C,
-            norm_in(w, n, 0, 0), norm_in(w, n, 1, 0), norm_in(w, n, 2, 0), eps, out(w, n, 0), out(w, n, 1),
-            out(w, n, 2));
+    fprintf(w->f, "  k_layernorm_forward(%s, %s, %s, %s, %s, %s, %s, %s, %s);", rows.text, C.text,
+            norm_in(w, n, 0, 0), norm_in(w, n, 1, 0), norm_in(w, n, 2, 0), eps, out(w, n, 0),
+            out(w, n, 1), out(w, n, 2));
   else
-    fprintf(w->f, "  k_rmsnorm_forward(%lld, %lld, %s, %s, %s, %s, %s);", (long long)rows, (long long)C,
+    fprintf(w->f, "  k_rmsnorm_forward(%s, %s, %s, %s, %s, %s, %s);", rows.text, C.text,
             norm_in(w, n, 0, 0), norm_in(w, n, 1, 0), eps, out(w, n, 0), out(w, n, 1));
 }
 
 static void norm_backward(const StageWriter *w, const Node *n) {
-  int64_t C = norm_width(w, n), rows = local(w, n->in[0]) / C;
+  Size rows, C;
+  norm_shape(w, n, &rows, &C);
   if (n->a.norm.kind == NORM_LAYER)
-    fprintf(w->f, "  k_layernorm_backward(%lld, %lld, %s, %s, %s, %s, %s, %s, %s, %s);", (long long)rows, (long long)C,
-            norm_in(w, n, 0, 1), norm_in(w, n, 1, 1), norm_in(w, n, 2, 1), norm_in(w, n, 3, 1), norm_in(w, n, 4, 1),
-            out(w, n, 0), norm_out(w, n, 1, 1), norm_out(w, n, 2, 1));
+    fprintf(w->f, "  k_layernorm_backward(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s);", rows.text,
+            C.text, norm_in(w, n, 0, 1), norm_in(w, n, 1, 1), norm_in(w, n, 2, 1),
+            norm_in(w, n, 3, 1), norm_in(w, n, 4, 1), out(w, n, 0), norm_out(w, n, 1, 1),
+            norm_out(w, n, 2, 1));
   else
-    fprintf(w->f, "  k_rmsnorm_backward(%lld, %lld, %s, %s, %s, %s, %s, %s);", (long long)rows, (long long)C,
-            norm_in(w, n, 0, 1), norm_in(w, n, 1, 1), norm_in(w, n, 2, 1), norm_in(w, n, 3, 1), out(w, n, 0),
-            norm_out(w, n, 1, 1));
+    fprintf(w->f, "  k_rmsnorm_backward(%s, %s, %s, %s, %s, %s, %s, %s);", rows.text, C.text,
+            norm_in(w, n, 0, 1), norm_in(w, n, 1, 1), norm_in(w, n, 2, 1), norm_in(w, n, 3, 1),
+            out(w, n, 0), norm_out(w, n, 1, 1));
 }
 
 /* Option k of an attention (window, softcap, scale, rope_theta) when set: its value, or where it varies
@@ -279,8 +252,10 @@ static void attention_shape(const StageWriter *w, const Node *n) {
   const Tensor *q = tensor(w, n->in[0]);
   const AttnAttr *a = &n->a.attn;
   int share = q->layout.kind == LAYOUT_S ? w->e->plan->par.tp : 1, count = 0;
-  fprintf(w->f, "  {\n    const AttnShape shape = {.B = %lld, .T = %lld, .Hq = %d, .Hkv = %d, .D = %d, .causal = %d",
-          (long long)emit_local_dim(w->e->plan, q, 0), (long long)emit_local_dim(w->e->plan, q, 1), a->heads / share,
+  fprintf(w->f,
+          "  {\n    const AttnShape shape = {.B = %s, .T = %s, .Hq = %d, .Hkv = %d, .D = %d, "
+          ".causal = %d",
+          axes(w, n->in[0], 0, 1).text, axes(w, n->in[0], 1, 2).text, a->heads / share,
           a->kv_heads / share, a->head_dim, a->causal);
   if (a->rope) attention_option(w, n, 3, a->rope_theta, &count);
   attention_option(w, n, 0, (double)a->window, &count);
@@ -316,11 +291,14 @@ static void rope(const StageWriter *w, const Node *n) {
   expr_number_text(a->low_freq_factor, low, sizeof low);
   expr_number_text(a->high_freq_factor, high, sizeof high);
   expr_number_text(a->original_positions, positions, sizeof positions);
-  fprintf(w->f, "  {\n    const RopeShape shape = {.B = %lld, .T = %lld, .heads = %lld, .head_dim = %d, .rotary = %d, "
-          ".interleaved = %d, .inverse = %d,\n                             .theta = %s, .scaling = %s",
-          (long long)emit_local_dim(w->e->plan, x, 0), (long long)emit_local_dim(w->e->plan, x, 1),
-          (long long)(emit_local_dim(w->e->plan, x, 2) / a->head_dim), a->head_dim, a->rotary, a->interleaved,
-          a->inverse, theta, scalings[a->scaling]);
+  fprintf(
+      w->f,
+      "  {\n    const RopeShape shape = {.B = %s, .T = %s, .heads = %lld, .head_dim = %d, .rotary "
+      "= %d, "
+      ".interleaved = %d, .inverse = %d,\n                             .theta = %s, .scaling = %s",
+      axes(w, n->in[0], 0, 1).text, axes(w, n->in[0], 1, 2).text,
+      (long long)(emit_local_dim(w->e->plan, x, 2) / a->head_dim), a->head_dim, a->rotary,
+      a->interleaved, a->inverse, theta, scalings[a->scaling]);
   if (a->scaling != ROPE_PLAIN) fprintf(w->f, ", .factor = %s", factor);
   if (a->scaling == ROPE_LLAMA3)
     fprintf(w->f, ",\n                             .low_freq_factor = %s, .high_freq_factor = %s, "
@@ -334,9 +312,13 @@ static void parts_arguments(const StageWriter *w, const Node *n, int whole) {
   const PartAttr *a = &n->a.parts;
   const Tensor *t = tensor(w, whole);
   int split = t->layout.kind == LAYOUT_S && t->layout.axis == t->ndim - 1;
-  fprintf(w->f, "%lld, %lld, %d, (const int64_t[]){", (long long)(local(w, whole) / last_dim(w, whole)),
+  fprintf(w->f, "%s, %lld, %d, (const int64_t[]){", leading_axes(w, whole).text,
           (long long)(a->groups / (split ? w->e->plan->par.tp : 1)), a->nparts);
-  for (int i = 0; i < a->nparts; i++) fprintf(w->f, "%s%lld", i ? ", " : "", (long long)a->sizes[i]);
+  for (int i = 0; i < a->nparts; i++) {
+    char size[EMIT_DIM_CHARS];
+    emit_part_size(w->e, t, i, a->sizes[i], size, sizeof size);
+    fprintf(w->f, "%s%s", i ? ", " : "", size);
+  }
   fprintf(w->f, "}");
 }
 
@@ -362,14 +344,15 @@ static void concat_parts(const StageWriter *w, const Node *n) {
 static void embedding(const StageWriter *w, const Node *n, int backward) {
   int table = backward ? n->out[0] : n->in[1];
   const Tensor *t = tensor(w, table);
-  fprintf(w->f, "  rt_embedding_%s(r, %lld, %lld, %s, %s, %lld, %d, %s);", backward ? "backward" : "forward",
-          (long long)local(w, n->in[0]), (long long)emit_local_dim(w->e->plan, t, 1), in(w, n, 0), in(w, n, 1),
-          (long long)emit_local_dim(w->e->plan, t, 0), is_split(t, 0), out(w, n, 0));
+  fprintf(w->f, "  rt_embedding_%s(r, %s, %s, %s, %s, %s, %d, %s);",
+          backward ? "backward" : "forward", all_axes(w, n->in[0]).text, axes(w, table, 1, 2).text,
+          in(w, n, 0), in(w, n, 1), axes(w, table, 0, 1).text, is_split(t, 0), out(w, n, 0));
 }
 
 static void xent(const StageWriter *w, const Node *n, int backward) {
   const Tensor *z = tensor(w, n->in[0]);
-  char ignore[32];
+  char ignore[32], vocab[32];
+  emit_vocab(w->e, n->a.xent.vocab, vocab, sizeof vocab);
   if (n->a.xent.ignore_index == XENT_NO_IGNORE) snprintf(ignore, sizeof ignore, "XENT_NO_IGNORE");
   else snprintf(ignore, sizeof ignore, "%lld", (long long)n->a.xent.ignore_index);
   if (n->a.xent.grad_in_forward && backward) {
@@ -377,27 +360,27 @@ static void xent(const StageWriter *w, const Node *n, int backward) {
     return;
   }
   if (n->a.xent.grad_in_forward) {
-    fprintf(w->f, "  rt_xent_forward_grad(r, %lld, %lld, %s, %s, %lld, %s, %s);",
-            (long long)local(w, n->in[1]), (long long)last_dim(w, n->in[0]), in(w, n, 0), in(w, n, 1),
-            (long long)n->a.xent.vocab, ignore, out(w, n, 1));
+    fprintf(w->f, "  rt_xent_forward_grad(r, %s, %s, %s, %s, %s, %s, %s);",
+            all_axes(w, n->in[1]).text, last_axis(w, n->in[0]).text, in(w, n, 0), in(w, n, 1),
+            vocab, ignore, out(w, n, 1));
     return;
   }
-  fprintf(w->f, "  rt_xent_%s(r, %lld, %lld, %s, %s, %lld, %s, %d, %s);", backward ? "backward" : "forward",
-          (long long)local(w, n->in[1]), (long long)last_dim(w, n->in[0]), backward ? out(w, n, 0) : in(w, n, 0),
-          in(w, n, 1), (long long)n->a.xent.vocab, ignore, is_split(z, z->ndim - 1), backward ? in(w, n, 2) : out(w, n, 1));
+  fprintf(w->f, "  rt_xent_%s(r, %s, %s, %s, %s, %s, %s, %d, %s);",
+          backward ? "backward" : "forward", all_axes(w, n->in[1]).text,
+          last_axis(w, n->in[0]).text, backward ? out(w, n, 0) : in(w, n, 0), in(w, n, 1), vocab,
+          ignore, is_split(z, z->ndim - 1), backward ? in(w, n, 2) : out(w, n, 1));
 }
 
 /* outer: the dims before the axis; inner: the axis (as `shaped` holds it) times the dims after. */
 static void collective(const StageWriter *w, const Node *n, const char *fn, int shaped) {
-  const Tensor *t = tensor(w, shaped);
   int axis = n->a.coll.axis;
-  int64_t outer = 1, inner = 1;
-  for (int a = 0; a < t->ndim; a++) {
-    int64_t d = emit_local_dim(w->e->plan, t, a);
-    if (a < axis) outer *= d;
-    else inner *= d;
-  }
-  fprintf(w->f, "  %s(r, %s, %s, %lld, %lld);", fn, in(w, n, 0), out(w, n, 0), (long long)outer, (long long)inner);
+  fprintf(w->f, "  %s(r, %s, %s, %s, %s);", fn, in(w, n, 0), out(w, n, 0),
+          axes(w, shaped, 0, axis).text, axes(w, shaped, axis, tensor(w, shaped)->ndim).text);
+}
+
+static void allreduce(const StageWriter *w, const Node *n) {
+  fprintf(w->f, "  rt_allreduce(r, %s, %s, %s);", in(w, n, 0), out(w, n, 0),
+          all_axes(w, n->out[0]).text);
 }
 
 static void node(const StageWriter *w, int index) {
@@ -417,7 +400,7 @@ static void node(const StageWriter *w, int index) {
   case OP_EMBEDDING_BWD: embedding(w, n, 1); break;
   case OP_XENT: xent(w, n, 0); break;
   case OP_XENT_BWD: xent(w, n, 1); break;
-  case OP_ALLREDUCE: fprintf(w->f, "  rt_allreduce(r, %s, %s, %lld);", in(w, n, 0), out(w, n, 0), (long long)local(w, n->out[0])); break;
+  case OP_ALLREDUCE: allreduce(w, n); break;
   case OP_ALLGATHER: collective(w, n, "rt_allgather", n->in[0]); break;
   case OP_REDUCESCATTER: collective(w, n, "rt_reducescatter", n->out[0]); break;
   case OP_SLICE: collective(w, n, "rt_slice", n->out[0]); break;
@@ -500,7 +483,7 @@ static void function(StageWriter *w, int backward) {
   declare(w, first, last);
   for (int i = first; i < last; i++) node(w, i);
   if (backward && g->grad_input >= 0 && g->grad_input == g->grad_output)
-    fprintf(w->f, "  device_copy(dx, dy, %lld * sizeof(act_t));\n", (long long)local(w, g->grad_input));
+    fprintf(w->f, "  device_copy(dx, dy, %s * sizeof(act_t));\n", all_axes(w, g->grad_input).text);
   fprintf(w->f, "}\n\n");
 }
 
@@ -525,9 +508,9 @@ void emit_stages(const Emission *e, FILE *f) {
   layer_tables(&e->plan->model, f);
   for (int s = 0; s < STAGES; s++) {
     StageWriter w = {.e = e, .stage = s, .g = e->stage[s], .mem = &e->memory[s], .f = f};
-    char names[w.g->ntensors + 1][NAME_CHARS];
+    char names[w.g->ntensors + 1][EMIT_NAME_CHARS];
     w.name = names;
-    name_tensors(&w);
+    emit_name_buffers(e, s, names);
     function(&w, 0);
     function(&w, 1);
   }

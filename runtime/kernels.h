@@ -14,6 +14,11 @@
 
 #include "real.h"
 
+/* The GEMMs' flags as generated code spells them: an operand as stored (GEMM_N) or transposed
+ * (GEMM_T), and beta: C overwritten (GEMM_OVERWRITE) or added to (GEMM_ACCUMULATE). */
+enum { GEMM_N = 0, GEMM_T = 1 };
+enum { GEMM_OVERWRITE = 0, GEMM_ACCUMULATE = 1 };
+
 /* C[M,N] = alpha·op(A)·op(B) + beta·C. op(A) is M×K: A is stored M×K, or K×M when trans_a.
  * op(B) is K×N: B is stored K×N, or N×K when trans_b. (OpenBLAS sgemm/dgemm.) */
 void k_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, real alpha, const act_t *A, const act_t *B,

@@ -1,8 +1,8 @@
-/* profiled.h: the runtime kernels generated stage code calls, timed for DIR/train --profile. Included
- * by the generated program after rt.h: each kernel name below is also a macro of the same name that runs
- * the kernel and, when the run profiles (r->profile set: the stage function's Run is `r`), adds its time,
- * FLOPs and bytes to its kind. The fused elementwise kernels (ew_N, the program's own) are not wrapped:
- * the time between wrapped calls inside a stage is theirs. */
+/* profiled.h: the runtime kernels generated stage code calls, timed for DIR/train --profile.
+ * Included by the generated program after rt.h: each kernel name below is also a macro of the same
+ * name that runs the kernel and, when the run profiles (r->profile set: the stage function's Run is
+ * `r`), adds its time, FLOPs and bytes to its kind. The fused elementwise kernels (the program's
+ * own: ew_bias_add, ...) are not wrapped: the time between wrapped calls inside a stage is theirs. */
 #ifndef PLAIT_PROFILED_H
 #define PLAIT_PROFILED_H
 

@@ -3,7 +3,7 @@
  * during the backward. Generated: rebuild with plait build rather than editing. Sizes are one tensor-parallel
  * rank's. */
 #include "device.h"
-#include "kernels.h"
+#include "fused.h"
 #include "rt.h"
 #include "profiled.h" /* under --profile, each runtime kernel's time, FLOPs and bytes */
 
@@ -18,6 +18,12 @@ enum {
   L_MLP_FC_WEIGHT, L_MLP_FC_BIAS, L_MLP_PROJ_WEIGHT, L_MLP_PROJ_BIAS
 };
 
+/* The model's dims, whole (a tensor split over TP ranks holds its dim / TP). */
+enum {
+  B = 4, T = 64, V = 256, C = 128, QDIM = 128, KVDIM = 128,
+  HEADS = 4, FFN = 512, TP = 2
+};
+
 /* Activations of one microbatch, in elements: what each stage keeps for its backward pass, and where
  * its output (the next stage's input) sits in that (64-bit: a large vocabulary's logits pass 2^31). */
 #define EMBED_SAVED INT64_C(32768)
@@ -30,16 +36,16 @@ enum {
 /* embed forward of one microbatch: 3 calls; saved: 32768 elements kept for backward; tmp: scratch. */
 static void embed_forward(Run *r, const int32_t *tokens, act_t *saved, act_t *tmp) {
   const int layer = -1; /* outside the blocks */
-  act_t *t0 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
-  act_t *t2 = saved + 0; /* [b, seq, hidden] 4×64×128 */
-  act_t *t0_allreduce = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
-  rt_embedding_forward(r, 256, 128, tokens, r->model_w[P_WTE], 128, 1, t0); /* models/tiny.lua */
-  rt_allreduce(r, t0, t0_allreduce, 32768);
+  act_t *wte_rows = tmp + 0; /* [b, seq, hidden] 4×64×128 */
+  act_t *wpe_dropout = saved + 0; /* [b, seq, hidden] 4×64×128 */
+  act_t *wte = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
+  rt_embedding_forward(r, B*T, C, tokens, r->model_w[P_WTE], V/TP, 1, wte_rows); /* models/tiny.lua */
+  rt_allreduce(r, wte_rows, wte, B*T*C);
   {
-    const int64_t shape[] = {4, 64, 128};
+    const int64_t shape[] = {B, T, C};
     const int sites[] = {0};
     EwKeys keys = rt_ew_keys(r, layer, 3, shape, -1, 1, sites);
-    ew_0(32768, 8192, t0_allreduce, r->model_w[P_WPE], 8192, t2, &keys);
+    ew_dropout_bias_add(B*T*C, T*C, wte, r->model_w[P_WPE], T*C, wpe_dropout, &keys); /* wpe_dropout = dropout((wte + wpe), 0.1) */
   } /* models/tiny.lua */
 }
 
@@ -47,74 +53,74 @@ static void embed_forward(Run *r, const int32_t *tokens, act_t *saved, act_t *tm
 static void embed_backward(Run *r, const int32_t *tokens, act_t *saved, const act_t *dy, act_t *tmp) {
   const int layer = -1; /* outside the blocks */
   (void)saved;
-  act_t *dt2 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
+  act_t *d_wpe_dropout = tmp + 0; /* [b, seq, hidden] 4×64×128 */
   {
-    const int64_t shape[] = {4, 64, 128};
+    const int64_t shape[] = {B, T, C};
     const int sites[] = {0};
     EwKeys keys = rt_ew_keys(r, layer, 3, shape, -1, 1, sites);
-    ew_1(32768, 32768, dy, dt2, &keys);
+    ew_dropout(B*T*C, B*T*C, dy, d_wpe_dropout, &keys); /* d_wpe_dropout = dropout(dy, 0.1) */
   }
-  k_sum_rows(4, 8192, dt2, r->model_g[P_WPE]);
-  rt_embedding_backward(r, 256, 128, tokens, dt2, 128, 1, r->model_g[P_WTE]);
+  k_sum_rows(B, T*C, d_wpe_dropout, r->model_g[P_WPE]);
+  rt_embedding_backward(r, B*T, C, tokens, d_wpe_dropout, V/TP, 1, r->model_g[P_WTE]);
 }
 
 /* block forward of one microbatch: 18 calls; saved: 330752 elements kept for backward; tmp: scratch. */
 static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t *tmp) {
   act_t *const *w = r->layer_w[layer];
-  act_t *t0 = saved + 0; /* [b, seq, hidden] 4×64×128 */
-  real *t1 = (real *)(saved + 32768); /* [b, seq] 4×64 */
-  real *t2 = (real *)(saved + 33280); /* [b, seq] 4×64 */
-  act_t *t3 = tmp + 49152; /* [b, seq, qdim] 4×64×64, split on axis 2 */
-  act_t *t4 = saved + 33792; /* [b, seq, qdim] 4×64×64, split on axis 2 */
-  act_t *t5 = tmp + 65536; /* [b, seq, kvdim] 4×64×64, split on axis 2 */
-  act_t *t6 = saved + 50176; /* [b, seq, kvdim] 4×64×64, split on axis 2 */
-  act_t *t7 = tmp + 81920; /* [b, seq, kvdim] 4×64×64, split on axis 2 */
-  act_t *t8 = saved + 66560; /* [b, seq, kvdim] 4×64×64, split on axis 2 */
-  act_t *t9 = saved + 82944; /* [b, seq, qdim] 4×64×64, split on axis 2 */
-  real *t10 = (real *)(saved + 99328); /* [b, heads, seq] 4×2×64, split on axis 1 */
-  act_t *t11 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
-  act_t *t14 = saved + 100352; /* [b, seq, hidden] 4×64×128 */
-  act_t *t15 = saved + 133120; /* [b, seq, hidden] 4×64×128 */
-  real *t16 = (real *)(saved + 165888); /* [b, seq] 4×64 */
-  real *t17 = (real *)(saved + 166400); /* [b, seq] 4×64 */
-  act_t *t18 = saved + 166912; /* [b, seq, ffn] 4×64×256, split on axis 2 */
-  act_t *t20 = saved + 232448; /* [b, seq, ffn] 4×64×256, split on axis 2 */
-  act_t *t21 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
-  act_t *t24 = saved + 297984; /* [b, seq, hidden] 4×64×128 */
-  act_t *t11_allreduce = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
-  act_t *t21_allreduce = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
+  act_t *ln_1 = saved + 0; /* [b, seq, hidden] 4×64×128 */
+  real *ln_1_mean = (real *)(saved + 32768); /* [b, seq] 4×64 */
+  real *ln_1_rstd = (real *)(saved + 33280); /* [b, seq] 4×64 */
+  act_t *attn_q_split = tmp + 49152; /* [b, seq, qdim] 4×64×64, split on axis 2 */
+  act_t *attn_q = saved + 33792; /* [b, seq, qdim] 4×64×64, split on axis 2 */
+  act_t *attn_k_split = tmp + 65536; /* [b, seq, kvdim] 4×64×64, split on axis 2 */
+  act_t *attn_k = saved + 50176; /* [b, seq, kvdim] 4×64×64, split on axis 2 */
+  act_t *attn_v_split = tmp + 81920; /* [b, seq, kvdim] 4×64×64, split on axis 2 */
+  act_t *attn_v = saved + 66560; /* [b, seq, kvdim] 4×64×64, split on axis 2 */
+  act_t *attn = saved + 82944; /* [b, seq, qdim] 4×64×64, split on axis 2 */
+  real *attn_lse = (real *)(saved + 99328); /* [b, heads, seq] 4×2×64, split on axis 1 */
+  act_t *attn_proj_matmul = tmp + 0; /* [b, seq, hidden] 4×64×128 */
+  act_t *attn_proj_residual = saved + 100352; /* [b, seq, hidden] 4×64×128 */
+  act_t *ln_2 = saved + 133120; /* [b, seq, hidden] 4×64×128 */
+  real *ln_2_mean = (real *)(saved + 165888); /* [b, seq] 4×64 */
+  real *ln_2_rstd = (real *)(saved + 166400); /* [b, seq] 4×64 */
+  act_t *mlp_fc = saved + 166912; /* [b, seq, ffn] 4×64×256, split on axis 2 */
+  act_t *mlp_fc_gelu = saved + 232448; /* [b, seq, ffn] 4×64×256, split on axis 2 */
+  act_t *mlp_proj_matmul = tmp + 0; /* [b, seq, hidden] 4×64×128 */
+  act_t *mlp_proj_residual = saved + 297984; /* [b, seq, hidden] 4×64×128 */
+  act_t *attn_proj = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
+  act_t *mlp_proj = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
   act_t *attn_q_k_v = tmp + 0; /* [b, seq, qdim+kvdim+kvdim] 4×64×192, split on axis 2 */
-  k_layernorm_forward(256, 128, x, w[L_LN_1_WEIGHT], w[L_LN_1_BIAS], 1e-05, t0, t1, t2); /* models/tiny.lua:10 */
+  k_layernorm_forward(B*T, C, x, w[L_LN_1_WEIGHT], w[L_LN_1_BIAS], 1e-05, ln_1, ln_1_mean, ln_1_rstd); /* models/tiny.lua:10 */
   /* one GEMM over attn.q+k+v.weight: 3 weights side by side in memory */
-  k_gemm(0, 1, 256, 192, 128, 1, t0, w[L_ATTN_Q_WEIGHT], 0, attn_q_k_v); /* models/tiny.lua:10 */
-  k_split(256, 1, 3, (const int64_t[]){64, 64, 64}, 0, attn_q_k_v, t3); /* models/tiny.lua:10 */
-  k_split(256, 1, 3, (const int64_t[]){64, 64, 64}, 1, attn_q_k_v, t5); /* models/tiny.lua:10 */
-  k_split(256, 1, 3, (const int64_t[]){64, 64, 64}, 2, attn_q_k_v, t7); /* models/tiny.lua:10 */
-  ew_2(16384, 64, t3, w[L_ATTN_Q_BIAS], 64, t4); /* models/tiny.lua:10 */
-  ew_2(16384, 64, t5, w[L_ATTN_K_BIAS], 64, t6); /* models/tiny.lua:10 */
-  ew_2(16384, 64, t7, w[L_ATTN_V_BIAS], 64, t8); /* models/tiny.lua:10 */
+  k_gemm(GEMM_N, GEMM_T, B*T, (QDIM+KVDIM+KVDIM)/TP, C, 1, ln_1, w[L_ATTN_Q_WEIGHT], GEMM_OVERWRITE, attn_q_k_v); /* models/tiny.lua:10 */
+  k_split(B*T, 1, 3, (const int64_t[]){64, 64, 64}, 0, attn_q_k_v, attn_q_split); /* models/tiny.lua:10 */
+  k_split(B*T, 1, 3, (const int64_t[]){64, 64, 64}, 1, attn_q_k_v, attn_k_split); /* models/tiny.lua:10 */
+  k_split(B*T, 1, 3, (const int64_t[]){64, 64, 64}, 2, attn_q_k_v, attn_v_split); /* models/tiny.lua:10 */
+  ew_bias_add(B*T*(QDIM/TP), QDIM/TP, attn_q_split, w[L_ATTN_Q_BIAS], QDIM/TP, attn_q); /* attn_q = (attn_q_split + attn.q.bias) */ /* models/tiny.lua:10 */
+  ew_bias_add(B*T*(KVDIM/TP), KVDIM/TP, attn_k_split, w[L_ATTN_K_BIAS], KVDIM/TP, attn_k); /* attn_k = (attn_k_split + attn.k.bias) */ /* models/tiny.lua:10 */
+  ew_bias_add(B*T*(KVDIM/TP), KVDIM/TP, attn_v_split, w[L_ATTN_V_BIAS], KVDIM/TP, attn_v); /* attn_v = (attn_v_split + attn.v.bias) */ /* models/tiny.lua:10 */
   {
-    const AttnShape shape = {.B = 4, .T = 64, .Hq = 2, .Hkv = 2, .D = 32, .causal = 1};
-    k_attention_forward(&shape, t4, t6, t8, t9, t10);
+    const AttnShape shape = {.B = B, .T = T, .Hq = 2, .Hkv = 2, .D = 32, .causal = 1};
+    k_attention_forward(&shape, attn_q, attn_k, attn_v, attn, attn_lse);
   } /* models/tiny.lua:10 */
-  k_gemm(0, 1, 256, 128, 64, 1, t9, w[L_ATTN_PROJ_WEIGHT], 0, t11); /* models/tiny.lua:10 */
-  rt_allreduce(r, t11, t11_allreduce, 32768);
+  k_gemm(GEMM_N, GEMM_T, B*T, C, QDIM/TP, 1, attn, w[L_ATTN_PROJ_WEIGHT], GEMM_OVERWRITE, attn_proj_matmul); /* models/tiny.lua:10 */
+  rt_allreduce(r, attn_proj_matmul, attn_proj, B*T*C);
   {
-    const int64_t shape[] = {4, 64, 128};
+    const int64_t shape[] = {B, T, C};
     const int sites[] = {1};
     EwKeys keys = rt_ew_keys(r, layer, 3, shape, -1, 1, sites);
-    ew_3(32768, 128, x, t11_allreduce, w[L_ATTN_PROJ_BIAS], 128, t14, &keys);
+    ew_dropout_residual_bias_add(B*T*C, C, x, attn_proj, w[L_ATTN_PROJ_BIAS], C, attn_proj_residual, &keys); /* attn_proj_residual = (x + dropout((attn_proj + attn.proj.bias), 0.1)) */
   } /* models/tiny.lua:10 */
-  k_layernorm_forward(256, 128, t14, w[L_LN_2_WEIGHT], w[L_LN_2_BIAS], 1e-05, t15, t16, t17); /* models/tiny.lua:11 */
-  k_gemm(0, 1, 256, 256, 128, 1, t15, w[L_MLP_FC_WEIGHT], 0, t18); /* models/tiny.lua:11 */
-  ew_4(65536, 256, t18, w[L_MLP_FC_BIAS], 256, t20); /* models/tiny.lua:11 */
-  k_gemm(0, 1, 256, 128, 256, 1, t20, w[L_MLP_PROJ_WEIGHT], 0, t21); /* models/tiny.lua:11 */
-  rt_allreduce(r, t21, t21_allreduce, 32768);
+  k_layernorm_forward(B*T, C, attn_proj_residual, w[L_LN_2_WEIGHT], w[L_LN_2_BIAS], 1e-05, ln_2, ln_2_mean, ln_2_rstd); /* models/tiny.lua:11 */
+  k_gemm(GEMM_N, GEMM_T, B*T, FFN/TP, C, 1, ln_2, w[L_MLP_FC_WEIGHT], GEMM_OVERWRITE, mlp_fc); /* models/tiny.lua:11 */
+  ew_gelu_bias_add(B*T*(FFN/TP), FFN/TP, mlp_fc, w[L_MLP_FC_BIAS], FFN/TP, mlp_fc_gelu); /* mlp_fc_gelu = gelu((mlp_fc + mlp.fc.bias)) */ /* models/tiny.lua:11 */
+  k_gemm(GEMM_N, GEMM_T, B*T, C, FFN/TP, 1, mlp_fc_gelu, w[L_MLP_PROJ_WEIGHT], GEMM_OVERWRITE, mlp_proj_matmul); /* models/tiny.lua:11 */
+  rt_allreduce(r, mlp_proj_matmul, mlp_proj, B*T*C);
   {
-    const int64_t shape[] = {4, 64, 128};
+    const int64_t shape[] = {B, T, C};
     const int sites[] = {2};
     EwKeys keys = rt_ew_keys(r, layer, 3, shape, -1, 1, sites);
-    ew_3(32768, 128, t14, t21_allreduce, w[L_MLP_PROJ_BIAS], 128, t24, &keys);
+    ew_dropout_residual_bias_add(B*T*C, C, attn_proj_residual, mlp_proj, w[L_MLP_PROJ_BIAS], C, mlp_proj_residual, &keys); /* mlp_proj_residual = (attn_proj_residual + dropout((mlp_proj + mlp.proj.bias), 0.1)) */
   } /* models/tiny.lua:11 */
 }
 
@@ -122,103 +128,103 @@ static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t
 static void block_backward(Run *r, int layer, const act_t *x, act_t *saved, const act_t *dy, act_t *dx, act_t *tmp) {
   act_t *const *w = r->layer_w[layer];
   real *const *g = r->layer_g[layer];
-  act_t *t0 = saved + 0; /* [b, seq, hidden] 4×64×128 */
-  real *t1 = (real *)(saved + 32768); /* [b, seq] 4×64 */
-  real *t2 = (real *)(saved + 33280); /* [b, seq] 4×64 */
-  act_t *t4 = saved + 33792; /* [b, seq, qdim] 4×64×64, split on axis 2 */
-  act_t *t6 = saved + 50176; /* [b, seq, kvdim] 4×64×64, split on axis 2 */
-  act_t *t8 = saved + 66560; /* [b, seq, kvdim] 4×64×64, split on axis 2 */
-  act_t *t9 = saved + 82944; /* [b, seq, qdim] 4×64×64, split on axis 2 */
-  real *t10 = (real *)(saved + 99328); /* [b, heads, seq] 4×2×64, split on axis 1 */
-  act_t *t14 = saved + 100352; /* [b, seq, hidden] 4×64×128 */
-  act_t *t15 = saved + 133120; /* [b, seq, hidden] 4×64×128 */
-  real *t16 = (real *)(saved + 165888); /* [b, seq] 4×64 */
-  real *t17 = (real *)(saved + 166400); /* [b, seq] 4×64 */
-  act_t *t18 = saved + 166912; /* [b, seq, ffn] 4×64×256, split on axis 2 */
-  act_t *t20 = saved + 232448; /* [b, seq, ffn] 4×64×256, split on axis 2 */
-  act_t *dt23 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
-  act_t *dt20 = tmp + 32768; /* [b, seq, ffn] 4×64×256, split on axis 2 */
-  act_t *dt20_51 = tmp + 98304; /* [b, seq, ffn] 4×64×256, split on axis 2 */
-  act_t *dt15 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
-  act_t *dt15_allreduce = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
-  act_t *dt14 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
-  act_t *dt13 = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
-  act_t *dt9 = tmp + 65536; /* [b, seq, qdim] 4×64×64, split on axis 2 */
-  act_t *dt4 = tmp + 32768; /* [b, seq, qdim] 4×64×64, split on axis 2 */
-  act_t *dt6 = tmp + 49152; /* [b, seq, kvdim] 4×64×64, split on axis 2 */
-  act_t *dt8 = tmp + 81920; /* [b, seq, kvdim] 4×64×64, split on axis 2 */
-  act_t *dattn_q_k_v = tmp + 98304; /* [b, seq, qdim+kvdim+kvdim] 4×64×192, split on axis 2 */
-  act_t *dt0 = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
-  act_t *dt0_allreduce = tmp + 65536; /* [b, seq, hidden] 4×64×128 */
-  act_t *dx_74 = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
+  act_t *ln_1 = saved + 0; /* [b, seq, hidden] 4×64×128 */
+  real *ln_1_mean = (real *)(saved + 32768); /* [b, seq] 4×64 */
+  real *ln_1_rstd = (real *)(saved + 33280); /* [b, seq] 4×64 */
+  act_t *attn_q = saved + 33792; /* [b, seq, qdim] 4×64×64, split on axis 2 */
+  act_t *attn_k = saved + 50176; /* [b, seq, kvdim] 4×64×64, split on axis 2 */
+  act_t *attn_v = saved + 66560; /* [b, seq, kvdim] 4×64×64, split on axis 2 */
+  act_t *attn = saved + 82944; /* [b, seq, qdim] 4×64×64, split on axis 2 */
+  real *attn_lse = (real *)(saved + 99328); /* [b, heads, seq] 4×2×64, split on axis 1 */
+  act_t *attn_proj_residual = saved + 100352; /* [b, seq, hidden] 4×64×128 */
+  act_t *ln_2 = saved + 133120; /* [b, seq, hidden] 4×64×128 */
+  real *ln_2_mean = (real *)(saved + 165888); /* [b, seq] 4×64 */
+  real *ln_2_rstd = (real *)(saved + 166400); /* [b, seq] 4×64 */
+  act_t *mlp_fc = saved + 166912; /* [b, seq, ffn] 4×64×256, split on axis 2 */
+  act_t *mlp_fc_gelu = saved + 232448; /* [b, seq, ffn] 4×64×256, split on axis 2 */
+  act_t *d_t40 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
+  act_t *d_mlp_fc_gelu = tmp + 32768; /* [b, seq, ffn] 4×64×256, split on axis 2 */
+  act_t *d_mlp_fc = tmp + 98304; /* [b, seq, ffn] 4×64×256, split on axis 2 */
+  act_t *d_ln_2_matmul = tmp + 0; /* [b, seq, hidden] 4×64×128 */
+  act_t *d_ln_2 = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
+  act_t *d_attn_proj_residual = tmp + 0; /* [b, seq, hidden] 4×64×128 */
+  act_t *d_t24 = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
+  act_t *d_attn = tmp + 65536; /* [b, seq, qdim] 4×64×64, split on axis 2 */
+  act_t *d_attn_q = tmp + 32768; /* [b, seq, qdim] 4×64×64, split on axis 2 */
+  act_t *d_attn_k = tmp + 49152; /* [b, seq, kvdim] 4×64×64, split on axis 2 */
+  act_t *d_attn_v = tmp + 81920; /* [b, seq, kvdim] 4×64×64, split on axis 2 */
+  act_t *d_attn_q_k_v = tmp + 98304; /* [b, seq, qdim+kvdim+kvdim] 4×64×192, split on axis 2 */
+  act_t *d_ln_1_matmul = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
+  act_t *d_ln_1 = tmp + 65536; /* [b, seq, hidden] 4×64×128 */
+  act_t *d_x = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
   {
-    const int64_t shape[] = {4, 64, 128};
+    const int64_t shape[] = {B, T, C};
     const int sites[] = {2};
     EwKeys keys = rt_ew_keys(r, layer, 3, shape, -1, 1, sites);
-    ew_1(32768, 32768, dy, dt23, &keys);
+    ew_dropout(B*T*C, B*T*C, dy, d_t40, &keys); /* d_t40 = dropout(dy, 0.1) */
   }
-  k_sum_rows(256, 128, dt23, g[L_MLP_PROJ_BIAS]);
-  k_gemm(0, 0, 256, 256, 128, 1, dt23, w[L_MLP_PROJ_WEIGHT], 0, dt20);
-  k_gemm_grad(1, 0, 128, 256, 256, dt23, t20, g[L_MLP_PROJ_WEIGHT]);
-  ew_5(65536, 256, dt20, t18, w[L_MLP_FC_BIAS], 256, dt20_51);
-  k_sum_rows(256, 256, dt20_51, g[L_MLP_FC_BIAS]);
-  k_gemm(0, 0, 256, 128, 256, 1, dt20_51, w[L_MLP_FC_WEIGHT], 0, dt15);
-  k_gemm_grad(1, 0, 256, 128, 256, dt20_51, t15, g[L_MLP_FC_WEIGHT]);
-  rt_allreduce(r, dt15, dt15_allreduce, 32768);
-  k_layernorm_backward(256, 128, t14, w[L_LN_2_WEIGHT], t16, t17, dt15_allreduce, dt14, g[L_LN_2_WEIGHT], g[L_LN_2_BIAS]);
+  k_sum_rows(B*T, C, d_t40, g[L_MLP_PROJ_BIAS]);
+  k_gemm(GEMM_N, GEMM_N, B*T, FFN/TP, C, 1, d_t40, w[L_MLP_PROJ_WEIGHT], GEMM_OVERWRITE, d_mlp_fc_gelu);
+  k_gemm_grad(GEMM_T, GEMM_N, C, FFN/TP, B*T, d_t40, mlp_fc_gelu, g[L_MLP_PROJ_WEIGHT]);
+  ew_gelu_bias_add_backward(B*T*(FFN/TP), FFN/TP, d_mlp_fc_gelu, mlp_fc, w[L_MLP_FC_BIAS], FFN/TP, d_mlp_fc); /* d_mlp_fc = (d_mlp_fc_gelu * gelu_grad((mlp_fc + mlp.fc.bias))) */
+  k_sum_rows(B*T, FFN/TP, d_mlp_fc, g[L_MLP_FC_BIAS]);
+  k_gemm(GEMM_N, GEMM_N, B*T, C, FFN/TP, 1, d_mlp_fc, w[L_MLP_FC_WEIGHT], GEMM_OVERWRITE, d_ln_2_matmul);
+  k_gemm_grad(GEMM_T, GEMM_N, FFN/TP, C, B*T, d_mlp_fc, ln_2, g[L_MLP_FC_WEIGHT]);
+  rt_allreduce(r, d_ln_2_matmul, d_ln_2, B*T*C);
+  k_layernorm_backward(B*T, C, attn_proj_residual, w[L_LN_2_WEIGHT], ln_2_mean, ln_2_rstd, d_ln_2, d_attn_proj_residual, g[L_LN_2_WEIGHT], g[L_LN_2_BIAS]);
   {
-    const int64_t shape[] = {4, 64, 128};
+    const int64_t shape[] = {B, T, C};
     const int sites[] = {1};
     EwKeys keys = rt_ew_keys(r, layer, 3, shape, -1, 1, sites);
-    ew_6(32768, 32768, dy, dt14, dt13, &keys);
+    ew_dropout_add(B*T*C, B*T*C, dy, d_attn_proj_residual, d_t24, &keys); /* d_t24 = dropout((dy + d_attn_proj_residual), 0.1) */
   }
-  k_sum_rows(256, 128, dt13, g[L_ATTN_PROJ_BIAS]);
-  k_gemm(0, 0, 256, 64, 128, 1, dt13, w[L_ATTN_PROJ_WEIGHT], 0, dt9);
-  k_gemm_grad(1, 0, 128, 64, 256, dt13, t9, g[L_ATTN_PROJ_WEIGHT]);
+  k_sum_rows(B*T, C, d_t24, g[L_ATTN_PROJ_BIAS]);
+  k_gemm(GEMM_N, GEMM_N, B*T, QDIM/TP, C, 1, d_t24, w[L_ATTN_PROJ_WEIGHT], GEMM_OVERWRITE, d_attn);
+  k_gemm_grad(GEMM_T, GEMM_N, C, QDIM/TP, B*T, d_t24, attn, g[L_ATTN_PROJ_WEIGHT]);
   {
-    const AttnShape shape = {.B = 4, .T = 64, .Hq = 2, .Hkv = 2, .D = 32, .causal = 1};
-    k_attention_backward(&shape, t4, t6, t8, t9, t10, dt9, dt4, dt6, dt8);
+    const AttnShape shape = {.B = B, .T = T, .Hq = 2, .Hkv = 2, .D = 32, .causal = 1};
+    k_attention_backward(&shape, attn_q, attn_k, attn_v, attn, attn_lse, d_attn, d_attn_q, d_attn_k, d_attn_v);
   }
-  k_sum_rows(256, 64, dt8, g[L_ATTN_V_BIAS]);
-  k_sum_rows(256, 64, dt6, g[L_ATTN_K_BIAS]);
-  k_sum_rows(256, 64, dt4, g[L_ATTN_Q_BIAS]);
-  k_concat(256, 1, 3, (const int64_t[]){64, 64, 64}, (const act_t *[]){dt4, dt6, dt8}, dattn_q_k_v);
+  k_sum_rows(B*T, KVDIM/TP, d_attn_v, g[L_ATTN_V_BIAS]);
+  k_sum_rows(B*T, KVDIM/TP, d_attn_k, g[L_ATTN_K_BIAS]);
+  k_sum_rows(B*T, QDIM/TP, d_attn_q, g[L_ATTN_Q_BIAS]);
+  k_concat(B*T, 1, 3, (const int64_t[]){64, 64, 64}, (const act_t *[]){d_attn_q, d_attn_k, d_attn_v}, d_attn_q_k_v);
   /* the input's gradient through attn.q+k+v.weight in one GEMM (3 products summed) */
-  k_gemm(0, 0, 256, 128, 192, 1, dattn_q_k_v, w[L_ATTN_Q_WEIGHT], 0, dt0);
+  k_gemm(GEMM_N, GEMM_N, B*T, C, (QDIM+KVDIM+KVDIM)/TP, 1, d_attn_q_k_v, w[L_ATTN_Q_WEIGHT], GEMM_OVERWRITE, d_ln_1_matmul);
   /* dattn.q+k+v.weight: the gradients of 3 weights side by side, in one GEMM */
-  k_gemm_grad(1, 0, 192, 128, 256, dattn_q_k_v, t0, g[L_ATTN_Q_WEIGHT]);
-  rt_allreduce(r, dt0, dt0_allreduce, 32768);
-  k_layernorm_backward(256, 128, x, w[L_LN_1_WEIGHT], t1, t2, dt0_allreduce, dx_74, g[L_LN_1_WEIGHT], g[L_LN_1_BIAS]);
-  ew_7(32768, 32768, dx_74, dy, dt14, dx);
+  k_gemm_grad(GEMM_T, GEMM_N, (QDIM+KVDIM+KVDIM)/TP, C, B*T, d_attn_q_k_v, ln_1, g[L_ATTN_Q_WEIGHT]);
+  rt_allreduce(r, d_ln_1_matmul, d_ln_1, B*T*C);
+  k_layernorm_backward(B*T, C, x, w[L_LN_1_WEIGHT], ln_1_mean, ln_1_rstd, d_ln_1, d_x, g[L_LN_1_WEIGHT], g[L_LN_1_BIAS]);
+  ew_add3(B*T*C, B*T*C, d_x, dy, d_attn_proj_residual, dx); /* dx = ((dy + d_attn_proj_residual) + d_x) */
 }
 
 /* head forward of one microbatch: 3 calls; saved: 67072 elements kept for backward; tmp: scratch. */
 static void head_forward(Run *r, const act_t *x, const int32_t *targets, act_t *saved, act_t *tmp) {
   (void)tmp;
-  act_t *t0 = saved + 0; /* [b, seq, hidden] 4×64×128 */
-  real *t1 = (real *)(saved + 32768); /* [b, seq] 4×64 */
-  real *t2 = (real *)(saved + 33280); /* [b, seq] 4×64 */
-  act_t *t3 = saved + 33792; /* [b, seq, vocab] 4×64×128, split on axis 2 */
-  real *t5 = (real *)(saved + 66560); /* [b, seq] 4×64 */
-  k_layernorm_forward(256, 128, x, r->model_w[P_LN_F_WEIGHT], r->model_w[P_LN_F_BIAS], 1e-05, t0, t1, t2); /* models/tiny.lua */
-  k_gemm(0, 1, 256, 128, 128, 1, t0, r->model_w[P_WTE], 0, t3); /* models/tiny.lua */
-  rt_xent_forward(r, 256, 128, t3, targets, 256, XENT_NO_IGNORE, 1, t5); /* models/tiny.lua */
+  act_t *ln_f = saved + 0; /* [b, seq, hidden] 4×64×128 */
+  real *ln_f_mean = (real *)(saved + 32768); /* [b, seq] 4×64 */
+  real *ln_f_rstd = (real *)(saved + 33280); /* [b, seq] 4×64 */
+  act_t *logits = saved + 33792; /* [b, seq, vocab] 4×64×128, split on axis 2 */
+  real *lse = (real *)(saved + 66560); /* [b, seq] 4×64 */
+  k_layernorm_forward(B*T, C, x, r->model_w[P_LN_F_WEIGHT], r->model_w[P_LN_F_BIAS], 1e-05, ln_f, ln_f_mean, ln_f_rstd); /* models/tiny.lua */
+  k_gemm(GEMM_N, GEMM_T, B*T, V/TP, C, 1, ln_f, r->model_w[P_WTE], GEMM_OVERWRITE, logits); /* models/tiny.lua */
+  rt_xent_forward(r, B*T, V/TP, logits, targets, V, XENT_NO_IGNORE, 1, lse); /* models/tiny.lua */
 }
 
 /* head backward of one microbatch: 5 calls; saved: 67072 elements kept for backward; tmp: scratch. */
 static void head_backward(Run *r, const act_t *x, const int32_t *targets, act_t *saved, act_t *dx, act_t *tmp) {
-  act_t *t0 = saved + 0; /* [b, seq, hidden] 4×64×128 */
-  real *t1 = (real *)(saved + 32768); /* [b, seq] 4×64 */
-  real *t2 = (real *)(saved + 33280); /* [b, seq] 4×64 */
-  real *t5 = (real *)(saved + 66560); /* [b, seq] 4×64 */
-  act_t *dt3 = saved + 33792; /* [b, seq, vocab] 4×64×128, split on axis 2 */
-  act_t *dt0 = tmp + 0; /* [b, seq, hidden] 4×64×128 */
-  act_t *dt0_allreduce = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
-  rt_xent_backward(r, 256, 128, dt3, targets, 256, XENT_NO_IGNORE, 1, t5);
-  k_gemm(0, 0, 256, 128, 128, 1, dt3, r->model_w[P_WTE], 0, dt0);
-  k_gemm_grad(1, 0, 128, 128, 256, dt3, t0, r->model_g[P_WTE]);
-  rt_allreduce(r, dt0, dt0_allreduce, 32768);
-  k_layernorm_backward(256, 128, x, r->model_w[P_LN_F_WEIGHT], t1, t2, dt0_allreduce, dx, r->model_g[P_LN_F_WEIGHT], r->model_g[P_LN_F_BIAS]);
+  act_t *ln_f = saved + 0; /* [b, seq, hidden] 4×64×128 */
+  real *ln_f_mean = (real *)(saved + 32768); /* [b, seq] 4×64 */
+  real *ln_f_rstd = (real *)(saved + 33280); /* [b, seq] 4×64 */
+  real *lse = (real *)(saved + 66560); /* [b, seq] 4×64 */
+  act_t *d_logits = saved + 33792; /* [b, seq, vocab] 4×64×128, split on axis 2 */
+  act_t *d_ln_f_matmul = tmp + 0; /* [b, seq, hidden] 4×64×128 */
+  act_t *d_ln_f = tmp + 32768; /* [b, seq, hidden] 4×64×128 */
+  rt_xent_backward(r, B*T, V/TP, d_logits, targets, V, XENT_NO_IGNORE, 1, lse);
+  k_gemm(GEMM_N, GEMM_N, B*T, C, V/TP, 1, d_logits, r->model_w[P_WTE], GEMM_OVERWRITE, d_ln_f_matmul);
+  k_gemm_grad(GEMM_T, GEMM_N, V/TP, C, B*T, d_logits, ln_f, r->model_g[P_WTE]);
+  rt_allreduce(r, d_ln_f_matmul, d_ln_f, B*T*C);
+  k_layernorm_backward(B*T, C, x, r->model_w[P_LN_F_WEIGHT], ln_f_mean, ln_f_rstd, d_ln_f, dx, r->model_g[P_LN_F_WEIGHT], r->model_g[P_LN_F_BIAS]);
 }
 
 /* Chunk 0, pipeline rank 0: embedding, layers 0-0. Its slot (one microbatch in flight) holds 396288 elements:

@@ -102,14 +102,15 @@ $(B)/rtref/%.o: %.c
 # build/gpu/NAME/train: NAME's program for the GPU; build/gpu/NAME/train-cpu: the same on the reference.
 GPU_MODELS := generated/tiny generated/tiny-tp2-pp2-vpp2 $(wildcard tests/gpu/generated/*)
 define gpu_program
-$(B)/gpu/$(notdir $(1))/train: $(1)/model.c $(1)/kernels_cuda.c $(1)/kernels.h $(B)/libplait_rt_cuda.a
+$(B)/gpu/$(notdir $(1))/train: $(1)/model.c $(1)/fused_cuda.c $(1)/fused.h \
+  $(B)/libplait_rt_cuda.a
 	@mkdir -p $$(@D)
-	$(CUDA_CC) $(PROGRAM_CFLAGS) -Iruntime -Iruntime/cuda -I$(1) -o $$@ $(1)/model.c $(1)/kernels_cuda.c \
-	  $(B)/libplait_rt_cuda.a $(CUDA_LINK)
-$(B)/gpu/$(notdir $(1))/train-cpu: $(1)/model.c $(1)/kernels.c $(1)/kernels.h $(B)/libplait_rt_ref.a
+	$(CUDA_CC) $(PROGRAM_CFLAGS) -Iruntime -Iruntime/cuda -I$(1) -o $$@ $(1)/model.c \
+	  $(1)/fused_cuda.c $(B)/libplait_rt_cuda.a $(CUDA_LINK)
+$(B)/gpu/$(notdir $(1))/train-cpu: $(1)/model.c $(1)/fused.c $(1)/fused.h $(B)/libplait_rt_ref.a
 	@mkdir -p $$(@D)
 	$(CC) -std=c11 $(OPT) $(WARN) -D_GNU_SOURCE -fopenmp -Iruntime -Iruntime/cpu -I$(1) -o $$@ $(1)/model.c \
-	  $(1)/kernels.c $(B)/libplait_rt_ref.a -lpthread -lm
+	  $(1)/fused.c $(B)/libplait_rt_ref.a -lpthread -lm
 endef
 $(foreach m,$(GPU_MODELS),$(eval $(call gpu_program,$(m))))
 GPU_TRAIN := $(foreach m,$(GPU_MODELS),$(B)/gpu/$(notdir $(m))/train) $(B)/gpu/tiny/train-cpu \

@@ -1,7 +1,7 @@
-/* cuda_rt.h: what a generated program's kernels_cuda.c and the CUDA runtime share: the fused elementwise
- * kernels as CUDA source (the program defines them), their launch, and their compilation by NVRTC for
- * a device architecture (which needs no GPU, so the tests compile every kernel of the reference models
- * with it). */
+/* cuda_rt.h: what a generated program's fused_cuda.c and the CUDA runtime share: the fused
+ * elementwise kernels as CUDA source (the program defines them), their launch, and their
+ * compilation by NVRTC for a device architecture (which needs no GPU, so the tests compile every
+ * kernel of the reference models with it). */
 #ifndef PLAIT_CUDA_RT_H
 #define PLAIT_CUDA_RT_H
 
@@ -13,7 +13,7 @@ extern "C" {
 #endif
 
 typedef struct {
-  const char *name;   /* "ew_3": the kernel's extern "C" name in the source */
+  const char *name;   /* "ew_bias_add": the kernel's extern "C" name in the source */
   const char *source; /* one __global__ function over act_t (bf16), float arithmetic */
 } CudaKernelSource;
 

@@ -58,11 +58,13 @@ llama31 models/llama.lua --set layers=2 hidden=64 heads=4 kv_heads=2 ffn=96 seq=
 gemma2 models/gemma2.lua --set layers=2 hidden=64 heads=4 kv_heads=2 head_dim=32 ffn=96 seq=32 vocab=256 sliding_window=12 --tp 2
 gemma models/gemma.lua --set layers=2 hidden=64 heads=4 kv_heads=2 head_dim=32 ffn=96 seq=32 vocab=256 --tp 2
 MODELS
-PLAIT_CACHE_DIR="$TMP/cache" "$B/tests/cuda/nvrtc_check" 90 "$TMP"/nvrtc-*/kernels_cuda.c >"$TMP/nvrtc.out" 2>&1
+PLAIT_CACHE_DIR="$TMP/cache" "$B/tests/cuda/nvrtc_check" 90 "$TMP"/nvrtc-*/fused_cuda.c \
+  >"$TMP/nvrtc.out" 2>&1
 status=$?
 grep -E '^(PASS|FAIL)' "$TMP/nvrtc.out"
 [ "$status" = 0 ] || fail nvrtc_check "exit status $status: $(grep -v '^PASS' "$TMP/nvrtc.out" | head -c 600)"
-if grep -q 'rt_dropout' "$TMP"/nvrtc-tiny-dropout/kernels_cuda.c; then pass "nvrtc_dropout_kernels_present"
+if grep -q 'rt_dropout' "$TMP"/nvrtc-tiny-dropout/fused_cuda.c; then
+  pass "nvrtc_dropout_kernels_present"
 else fail nvrtc_dropout_kernels_present "no dropout in tiny-dropout's kernels"; fi
 if ls "$TMP"/cache/fused-*.bin >/dev/null 2>&1; then pass "nvrtc_cache_files"
 else fail nvrtc_cache_files "nothing in PLAIT_CACHE_DIR"; fi
@@ -73,7 +75,8 @@ if ! command -v python3 >/dev/null 2>&1 || ! command -v c++ >/dev/null 2>&1; the
   pass "fused_host (skipped: python3 or c++ is missing)"
 else
   for name in tiny-dropout tiny-sp primitives; do
-    if python3 tests/gpu/fused_host.py "$TMP/nvrtc-$name/kernels_cuda.c" "$TMP/fused-$name.cpp" 2>"$TMP/err" &&
+    if python3 tests/gpu/fused_host.py "$TMP/nvrtc-$name/fused_cuda.c" "$TMP/fused-$name.cpp" \
+         2>"$TMP/err" &&
        c++ -std=c++17 -O1 -Wall -Wextra -Werror -Wno-unknown-pragmas -DPLAIT_CUDA -Itests/gpu -Iruntime/cuda -Iruntime \
          -o "$TMP/fused-$name" "$TMP/fused-$name.cpp" 2>>"$TMP/err" &&
        "$TMP/fused-$name" >"$TMP/fused.out" 2>&1; then
@@ -88,8 +91,8 @@ fi
 # CUDA's folder as an RPATH, so they compile kernels on a machine whose loader cache lacks that folder
 loader=/lib64/ld-linux-x86-64.so.2
 if [ -x "$loader" ]; then
-  if PLAIT_CACHE_DIR="$TMP/cache-nocache" "$loader" --inhibit-cache "$B/tests/cuda/nvrtc_check" 90 generated/tiny/kernels_cuda.c \
-       >"$TMP/nocache.out" 2>&1; then
+  if PLAIT_CACHE_DIR="$TMP/cache-nocache" "$loader" --inhibit-cache "$B/tests/cuda/nvrtc_check" 90 \
+       generated/tiny/fused_cuda.c >"$TMP/nocache.out" 2>&1; then
     pass nvrtc_without_the_loader_cache
   else
     fail nvrtc_without_the_loader_cache "$(grep -v '^PASS' "$TMP/nocache.out" | head -c 400)"

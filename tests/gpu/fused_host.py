@@ -1,5 +1,5 @@
 # fused_host.py: `python3 fused_host.py KERNELS_CUDA_C OUT_CPP` writes a C++ program that runs every fused
-# kernel of a generated kernels_cuda.c on the host (fused_host.h stands in for CUDA, the NVRTC prelude
+# kernel of a generated fused_cuda.c on the host (fused_host.h stands in for CUDA, the NVRTC prelude
 # after it) over several shapes, each twice on the same values: with 16-byte aligned tensors (the 8-wide
 # vector loop) and with every tensor one element off alignment (the element-at-a-time loop), on a small
 # grid whose threads stride. Both must give the same bits (dropout included: training on, a layout with
@@ -10,11 +10,11 @@ import sys
 
 
 def kernels(path):
-    """(name, source) of each kernel in the plait_cuda_kernels table of a kernels_cuda.c."""
+    """(name, source) of each kernel in the plait_cuda_kernels table of a fused_cuda.c."""
     text = open(path).read()
     table = text[text.index('plait_cuda_kernels[] = {'):text.index('\nconst int plait_cuda_kernel_count')]
     found = []
-    for m in re.finditer(r'\{"(ew_\d+)",\n((?:    ".*"\n?)+)\}', table):
+    for m in re.finditer(r'\{"(ew_\w+)",\n((?:    ".*"\n?)+)\}', table):
         source = ''.join(re.findall(r'^    "(.*)"$', m.group(2), re.M))
         found.append((m.group(1), source.encode().decode('unicode_escape')))
     return found

@@ -1,10 +1,11 @@
-/* nvrtc_check.c: `nvrtc_check ARCH FILE...` compiles, with NVRTC and the runtime's prelude and options,
- * every fused kernel of the generated kernels_cuda.c files, each alone and each file's all together (as
- * the runtime does at start-up), for compute capability ARCH (90: sm_90); NVRTC needs no GPU. Then it
- * goes through the on-disk cache twice (PLAIT_CACHE_DIR): the second time must find what the first
- * wrote, byte for byte. Prints a PASS or FAIL line per kernel, per file and per cache check. The
- * sources are read back from the C string literals the compiler writes (emit_kernels_cuda): a line
- * `  {"ew_N",` opens a kernel, lines of string literals hold its text, `};` ends the table. */
+/* nvrtc_check.c: `nvrtc_check ARCH FILE...` compiles, with NVRTC and the runtime's prelude and
+ * options, every fused kernel of the generated fused_cuda.c files, each alone and each file's all
+ * together (as the runtime does at start-up), for compute capability ARCH (90: sm_90); NVRTC needs
+ * no GPU. Then it goes through the on-disk cache twice (PLAIT_CACHE_DIR): the second time must find
+ * what the first wrote, byte for byte. Prints a PASS or FAIL line per kernel, per file and per
+ * cache check. The sources are read back from the C string literals the compiler writes
+ * (emit_kernels_cuda): a line `  {"ew_NAME",` opens a kernel, lines of string literals hold its
+ * text, `};` ends the table. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,8 +24,8 @@ static void unquote(const char *p, char *out, size_t *used) {
   out[*used] = 0;
 }
 
-/* The kernels of one kernels_cuda.c; returns their count, or -1 when the file cannot be read. */
-static int read_kernels(const char *path, CudaKernelSource *kernels, char names[][32]) {
+/* The kernels of one fused_cuda.c; returns their count, or -1 when the file cannot be read. */
+static int read_kernels(const char *path, CudaKernelSource *kernels, char names[][64]) {
   FILE *f = fopen(path, "r");
   char line[8192];
   int count = -1;
@@ -34,7 +35,7 @@ static int read_kernels(const char *path, CudaKernelSource *kernels, char names[
   while (fgets(line, sizeof line, f)) {
     if (strncmp(line, "  {\"ew_", 5) == 0 && count + 1 < MAX_KERNELS) {
       count++;
-      sscanf(line + 4, "%31[^\"]", names[count]);
+      sscanf(line + 4, "%63[^\"]", names[count]);
       source = calloc(MAX_SOURCE, 1);
       used = 0;
       kernels[count] = (CudaKernelSource){names[count], source};
@@ -75,7 +76,7 @@ int main(int argc, char **argv) {
   }
   int arch = atoi(argv[1]), failed = 0;
   static CudaKernelSource kernels[MAX_KERNELS];
-  static char names[MAX_KERNELS][32];
+  static char names[MAX_KERNELS][64];
   char error[8192];
   for (int a = 2; a < argc; a++) {
     int count = read_kernels(argv[a], kernels, names);

@@ -3,7 +3,7 @@
  * during the backward. Generated: rebuild with plait build rather than editing. Sizes are one tensor-parallel
  * rank's. */
 #include "device.h"
-#include "kernels.h"
+#include "fused.h"
 #include "rt.h"
 #include "profiled.h" /* under --profile, each runtime kernel's time, FLOPs and bytes */
 
@@ -18,6 +18,12 @@ enum {
   L_MLP_FC_WEIGHT, L_MLP_FC_BIAS, L_MLP_PROJ_WEIGHT, L_MLP_PROJ_BIAS
 };
 
+/* The model's dims, whole (a tensor split over TP ranks holds its dim / TP). */
+enum {
+  B = 8, T = 2048, V = 51200, C = 2048, QDIM = 2048, KVDIM = 2048,
+  HEADS = 16, FFN = 8192
+};
+
 /* Activations of one microbatch, in elements: what each stage keeps for its backward pass, and where
  * its output (the next stage's input) sits in that (64-bit: a large vocabulary's logits pass 2^31). */
 #define EMBED_SAVED INT64_C(33554432)
@@ -29,149 +35,149 @@ enum {
 
 /* embed forward of one microbatch: 2 calls; saved: 33554432 elements kept for backward; tmp: scratch. */
 static void embed_forward(Run *r, const int32_t *tokens, act_t *saved, act_t *tmp) {
-  act_t *t0 = tmp + 0; /* [b, seq, hidden] 8×2048×2048 */
-  act_t *t1 = saved + 0; /* [b, seq, hidden] 8×2048×2048 */
-  rt_embedding_forward(r, 16384, 2048, tokens, r->model_w[P_WTE], 51200, 0, t0); /* models/gpt.lua */
-  ew_0(33554432, 4194304, t0, r->model_w[P_WPE], 4194304, t1); /* models/gpt.lua */
+  act_t *wte_rows = tmp + 0; /* [b, seq, hidden] 8×2048×2048 */
+  act_t *wpe = saved + 0; /* [b, seq, hidden] 8×2048×2048 */
+  rt_embedding_forward(r, B*T, C, tokens, r->model_w[P_WTE], V, 0, wte_rows); /* models/gpt.lua */
+  ew_bias_add(B*T*C, T*C, wte_rows, r->model_w[P_WPE], T*C, wpe); /* wpe = (wte_rows + wpe) */ /* models/gpt.lua */
 }
 
 /* embed backward of one microbatch: 2 calls; saved: 33554432 elements kept for backward; tmp: scratch. */
 static void embed_backward(Run *r, const int32_t *tokens, act_t *saved, const act_t *dy, act_t *tmp) {
   (void)saved;
   (void)tmp;
-  k_sum_rows(8, 4194304, dy, r->model_g[P_WPE]);
-  rt_embedding_backward(r, 16384, 2048, tokens, dy, 51200, 0, r->model_g[P_WTE]);
+  k_sum_rows(B, T*C, dy, r->model_g[P_WPE]);
+  rt_embedding_backward(r, B*T, C, tokens, dy, V, 0, r->model_g[P_WTE]);
 }
 
 /* block forward of one microbatch: 16 calls; saved: 537526272 elements kept for backward; tmp: scratch. */
 static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t *tmp) {
   act_t *const *w = r->layer_w[layer];
-  act_t *t0 = saved + 0; /* [b, seq, hidden] 8×2048×2048 */
-  real *t1 = (real *)(saved + 33554432); /* [b, seq] 8×2048 */
-  real *t2 = (real *)(saved + 33587200); /* [b, seq] 8×2048 */
-  act_t *t3 = tmp + 100663296; /* [b, seq, qdim] 8×2048×2048 */
-  act_t *t4 = saved + 33619968; /* [b, seq, qdim] 8×2048×2048 */
-  act_t *t5 = tmp + 134217728; /* [b, seq, kvdim] 8×2048×2048 */
-  act_t *t6 = saved + 67174400; /* [b, seq, kvdim] 8×2048×2048 */
-  act_t *t7 = tmp + 167772160; /* [b, seq, kvdim] 8×2048×2048 */
-  act_t *t8 = saved + 100728832; /* [b, seq, kvdim] 8×2048×2048 */
-  act_t *t9 = saved + 134283264; /* [b, seq, qdim] 8×2048×2048 */
-  real *t10 = (real *)(saved + 167837696); /* [b, heads, seq] 8×16×2048 */
-  act_t *t11 = tmp + 0; /* [b, seq, hidden] 8×2048×2048 */
-  act_t *t13 = saved + 168361984; /* [b, seq, hidden] 8×2048×2048 */
-  act_t *t14 = saved + 201916416; /* [b, seq, hidden] 8×2048×2048 */
-  real *t15 = (real *)(saved + 235470848); /* [b, seq] 8×2048 */
-  real *t16 = (real *)(saved + 235503616); /* [b, seq] 8×2048 */
-  act_t *t17 = saved + 235536384; /* [b, seq, ffn] 8×2048×8192 */
-  act_t *t19 = saved + 369754112; /* [b, seq, ffn] 8×2048×8192 */
-  act_t *t20 = tmp + 0; /* [b, seq, hidden] 8×2048×2048 */
-  act_t *t22 = saved + 503971840; /* [b, seq, hidden] 8×2048×2048 */
+  act_t *ln_1 = saved + 0; /* [b, seq, hidden] 8×2048×2048 */
+  real *ln_1_mean = (real *)(saved + 33554432); /* [b, seq] 8×2048 */
+  real *ln_1_rstd = (real *)(saved + 33587200); /* [b, seq] 8×2048 */
+  act_t *attn_q_split = tmp + 100663296; /* [b, seq, qdim] 8×2048×2048 */
+  act_t *attn_q = saved + 33619968; /* [b, seq, qdim] 8×2048×2048 */
+  act_t *attn_k_split = tmp + 134217728; /* [b, seq, kvdim] 8×2048×2048 */
+  act_t *attn_k = saved + 67174400; /* [b, seq, kvdim] 8×2048×2048 */
+  act_t *attn_v_split = tmp + 167772160; /* [b, seq, kvdim] 8×2048×2048 */
+  act_t *attn_v = saved + 100728832; /* [b, seq, kvdim] 8×2048×2048 */
+  act_t *attn = saved + 134283264; /* [b, seq, qdim] 8×2048×2048 */
+  real *attn_lse = (real *)(saved + 167837696); /* [b, heads, seq] 8×16×2048 */
+  act_t *attn_proj = tmp + 0; /* [b, seq, hidden] 8×2048×2048 */
+  act_t *attn_proj_residual = saved + 168361984; /* [b, seq, hidden] 8×2048×2048 */
+  act_t *ln_2 = saved + 201916416; /* [b, seq, hidden] 8×2048×2048 */
+  real *ln_2_mean = (real *)(saved + 235470848); /* [b, seq] 8×2048 */
+  real *ln_2_rstd = (real *)(saved + 235503616); /* [b, seq] 8×2048 */
+  act_t *mlp_fc = saved + 235536384; /* [b, seq, ffn] 8×2048×8192 */
+  act_t *mlp_fc_gelu = saved + 369754112; /* [b, seq, ffn] 8×2048×8192 */
+  act_t *mlp_proj = tmp + 0; /* [b, seq, hidden] 8×2048×2048 */
+  act_t *mlp_proj_residual = saved + 503971840; /* [b, seq, hidden] 8×2048×2048 */
   act_t *attn_q_k_v = tmp + 0; /* [b, seq, qdim+kvdim+kvdim] 8×2048×6144 */
-  k_layernorm_forward(16384, 2048, x, w[L_LN_1_WEIGHT], w[L_LN_1_BIAS], 1e-05, t0, t1, t2); /* models/gpt.lua:12 */
+  k_layernorm_forward(B*T, C, x, w[L_LN_1_WEIGHT], w[L_LN_1_BIAS], 1e-05, ln_1, ln_1_mean, ln_1_rstd); /* models/gpt.lua:12 */
   /* one GEMM over attn.q+k+v.weight: 3 weights side by side in memory */
-  k_gemm(0, 1, 16384, 6144, 2048, 1, t0, w[L_ATTN_Q_WEIGHT], 0, attn_q_k_v); /* models/gpt.lua:12 */
-  k_split(16384, 1, 3, (const int64_t[]){2048, 2048, 2048}, 0, attn_q_k_v, t3); /* models/gpt.lua:12 */
-  k_split(16384, 1, 3, (const int64_t[]){2048, 2048, 2048}, 1, attn_q_k_v, t5); /* models/gpt.lua:12 */
-  k_split(16384, 1, 3, (const int64_t[]){2048, 2048, 2048}, 2, attn_q_k_v, t7); /* models/gpt.lua:12 */
-  ew_0(33554432, 2048, t3, w[L_ATTN_Q_BIAS], 2048, t4); /* models/gpt.lua:12 */
-  ew_0(33554432, 2048, t5, w[L_ATTN_K_BIAS], 2048, t6); /* models/gpt.lua:12 */
-  ew_0(33554432, 2048, t7, w[L_ATTN_V_BIAS], 2048, t8); /* models/gpt.lua:12 */
+  k_gemm(GEMM_N, GEMM_T, B*T, (QDIM+KVDIM+KVDIM), C, 1, ln_1, w[L_ATTN_Q_WEIGHT], GEMM_OVERWRITE, attn_q_k_v); /* models/gpt.lua:12 */
+  k_split(B*T, 1, 3, (const int64_t[]){QDIM, KVDIM, KVDIM}, 0, attn_q_k_v, attn_q_split); /* models/gpt.lua:12 */
+  k_split(B*T, 1, 3, (const int64_t[]){QDIM, KVDIM, KVDIM}, 1, attn_q_k_v, attn_k_split); /* models/gpt.lua:12 */
+  k_split(B*T, 1, 3, (const int64_t[]){QDIM, KVDIM, KVDIM}, 2, attn_q_k_v, attn_v_split); /* models/gpt.lua:12 */
+  ew_bias_add(B*T*QDIM, QDIM, attn_q_split, w[L_ATTN_Q_BIAS], QDIM, attn_q); /* attn_q = (attn_q_split + attn.q.bias) */ /* models/gpt.lua:12 */
+  ew_bias_add(B*T*KVDIM, KVDIM, attn_k_split, w[L_ATTN_K_BIAS], KVDIM, attn_k); /* attn_k = (attn_k_split + attn.k.bias) */ /* models/gpt.lua:12 */
+  ew_bias_add(B*T*KVDIM, KVDIM, attn_v_split, w[L_ATTN_V_BIAS], KVDIM, attn_v); /* attn_v = (attn_v_split + attn.v.bias) */ /* models/gpt.lua:12 */
   {
-    const AttnShape shape = {.B = 8, .T = 2048, .Hq = 16, .Hkv = 16, .D = 128, .causal = 1};
-    k_attention_forward(&shape, t4, t6, t8, t9, t10);
+    const AttnShape shape = {.B = B, .T = T, .Hq = 16, .Hkv = 16, .D = 128, .causal = 1};
+    k_attention_forward(&shape, attn_q, attn_k, attn_v, attn, attn_lse);
   } /* models/gpt.lua:12 */
-  k_gemm(0, 1, 16384, 2048, 2048, 1, t9, w[L_ATTN_PROJ_WEIGHT], 0, t11); /* models/gpt.lua:12 */
-  ew_1(33554432, 2048, x, t11, w[L_ATTN_PROJ_BIAS], 2048, t13); /* models/gpt.lua:12 */
-  k_layernorm_forward(16384, 2048, t13, w[L_LN_2_WEIGHT], w[L_LN_2_BIAS], 1e-05, t14, t15, t16); /* models/gpt.lua:13 */
-  k_gemm(0, 1, 16384, 8192, 2048, 1, t14, w[L_MLP_FC_WEIGHT], 0, t17); /* models/gpt.lua:13 */
-  ew_2(134217728, 8192, t17, w[L_MLP_FC_BIAS], 8192, t19); /* models/gpt.lua:13 */
-  k_gemm(0, 1, 16384, 2048, 8192, 1, t19, w[L_MLP_PROJ_WEIGHT], 0, t20); /* models/gpt.lua:13 */
-  ew_1(33554432, 2048, t13, t20, w[L_MLP_PROJ_BIAS], 2048, t22); /* models/gpt.lua:13 */
+  k_gemm(GEMM_N, GEMM_T, B*T, C, QDIM, 1, attn, w[L_ATTN_PROJ_WEIGHT], GEMM_OVERWRITE, attn_proj); /* models/gpt.lua:12 */
+  ew_residual_bias_add(B*T*C, C, x, attn_proj, w[L_ATTN_PROJ_BIAS], C, attn_proj_residual); /* attn_proj_residual = (x + (attn_proj + attn.proj.bias)) */ /* models/gpt.lua:12 */
+  k_layernorm_forward(B*T, C, attn_proj_residual, w[L_LN_2_WEIGHT], w[L_LN_2_BIAS], 1e-05, ln_2, ln_2_mean, ln_2_rstd); /* models/gpt.lua:13 */
+  k_gemm(GEMM_N, GEMM_T, B*T, FFN, C, 1, ln_2, w[L_MLP_FC_WEIGHT], GEMM_OVERWRITE, mlp_fc); /* models/gpt.lua:13 */
+  ew_gelu_bias_add(B*T*FFN, FFN, mlp_fc, w[L_MLP_FC_BIAS], FFN, mlp_fc_gelu); /* mlp_fc_gelu = gelu((mlp_fc + mlp.fc.bias)) */ /* models/gpt.lua:13 */
+  k_gemm(GEMM_N, GEMM_T, B*T, C, FFN, 1, mlp_fc_gelu, w[L_MLP_PROJ_WEIGHT], GEMM_OVERWRITE, mlp_proj); /* models/gpt.lua:13 */
+  ew_residual_bias_add(B*T*C, C, attn_proj_residual, mlp_proj, w[L_MLP_PROJ_BIAS], C, mlp_proj_residual); /* mlp_proj_residual = (attn_proj_residual + (mlp_proj + mlp.proj.bias)) */ /* models/gpt.lua:13 */
 }
 
 /* block backward of one microbatch: 21 calls; saved: 537526272 elements kept for backward; tmp: scratch. */
 static void block_backward(Run *r, int layer, const act_t *x, act_t *saved, const act_t *dy, act_t *dx, act_t *tmp) {
   act_t *const *w = r->layer_w[layer];
   real *const *g = r->layer_g[layer];
-  act_t *t0 = saved + 0; /* [b, seq, hidden] 8×2048×2048 */
-  real *t1 = (real *)(saved + 33554432); /* [b, seq] 8×2048 */
-  real *t2 = (real *)(saved + 33587200); /* [b, seq] 8×2048 */
-  act_t *t4 = saved + 33619968; /* [b, seq, qdim] 8×2048×2048 */
-  act_t *t6 = saved + 67174400; /* [b, seq, kvdim] 8×2048×2048 */
-  act_t *t8 = saved + 100728832; /* [b, seq, kvdim] 8×2048×2048 */
-  act_t *t9 = saved + 134283264; /* [b, seq, qdim] 8×2048×2048 */
-  real *t10 = (real *)(saved + 167837696); /* [b, heads, seq] 8×16×2048 */
-  act_t *t13 = saved + 168361984; /* [b, seq, hidden] 8×2048×2048 */
-  act_t *t14 = saved + 201916416; /* [b, seq, hidden] 8×2048×2048 */
-  real *t15 = (real *)(saved + 235470848); /* [b, seq] 8×2048 */
-  real *t16 = (real *)(saved + 235503616); /* [b, seq] 8×2048 */
-  act_t *t17 = saved + 235536384; /* [b, seq, ffn] 8×2048×8192 */
-  act_t *t19 = saved + 369754112; /* [b, seq, ffn] 8×2048×8192 */
-  act_t *dt19 = tmp + 0; /* [b, seq, ffn] 8×2048×8192 */
-  act_t *dt19_46 = tmp + 134217728; /* [b, seq, ffn] 8×2048×8192 */
-  act_t *dt14 = tmp + 0; /* [b, seq, hidden] 8×2048×2048 */
-  act_t *dt13 = tmp + 33554432; /* [b, seq, hidden] 8×2048×2048 */
-  act_t *dt13_53 = tmp + 0; /* [b, seq, hidden] 8×2048×2048 */
-  act_t *dt9 = tmp + 33554432; /* [b, seq, qdim] 8×2048×2048 */
-  act_t *dt4 = tmp + 67108864; /* [b, seq, qdim] 8×2048×2048 */
-  act_t *dt6 = tmp + 100663296; /* [b, seq, kvdim] 8×2048×2048 */
-  act_t *dt8 = tmp + 134217728; /* [b, seq, kvdim] 8×2048×2048 */
-  act_t *dattn_q_k_v = tmp + 167772160; /* [b, seq, qdim+kvdim+kvdim] 8×2048×6144 */
-  act_t *dt0 = tmp + 33554432; /* [b, seq, hidden] 8×2048×2048 */
-  act_t *dx_66 = tmp + 67108864; /* [b, seq, hidden] 8×2048×2048 */
-  k_sum_rows(16384, 2048, dy, g[L_MLP_PROJ_BIAS]);
-  k_gemm(0, 0, 16384, 8192, 2048, 1, dy, w[L_MLP_PROJ_WEIGHT], 0, dt19);
-  k_gemm_grad(1, 0, 2048, 8192, 16384, dy, t19, g[L_MLP_PROJ_WEIGHT]);
-  ew_3(134217728, 8192, dt19, t17, w[L_MLP_FC_BIAS], 8192, dt19_46);
-  k_sum_rows(16384, 8192, dt19_46, g[L_MLP_FC_BIAS]);
-  k_gemm(0, 0, 16384, 2048, 8192, 1, dt19_46, w[L_MLP_FC_WEIGHT], 0, dt14);
-  k_gemm_grad(1, 0, 8192, 2048, 16384, dt19_46, t14, g[L_MLP_FC_WEIGHT]);
-  k_layernorm_backward(16384, 2048, t13, w[L_LN_2_WEIGHT], t15, t16, dt14, dt13, g[L_LN_2_WEIGHT], g[L_LN_2_BIAS]);
-  ew_4(33554432, 33554432, dy, dt13, dt13_53);
-  k_sum_rows(16384, 2048, dt13_53, g[L_ATTN_PROJ_BIAS]);
-  k_gemm(0, 0, 16384, 2048, 2048, 1, dt13_53, w[L_ATTN_PROJ_WEIGHT], 0, dt9);
-  k_gemm_grad(1, 0, 2048, 2048, 16384, dt13_53, t9, g[L_ATTN_PROJ_WEIGHT]);
+  act_t *ln_1 = saved + 0; /* [b, seq, hidden] 8×2048×2048 */
+  real *ln_1_mean = (real *)(saved + 33554432); /* [b, seq] 8×2048 */
+  real *ln_1_rstd = (real *)(saved + 33587200); /* [b, seq] 8×2048 */
+  act_t *attn_q = saved + 33619968; /* [b, seq, qdim] 8×2048×2048 */
+  act_t *attn_k = saved + 67174400; /* [b, seq, kvdim] 8×2048×2048 */
+  act_t *attn_v = saved + 100728832; /* [b, seq, kvdim] 8×2048×2048 */
+  act_t *attn = saved + 134283264; /* [b, seq, qdim] 8×2048×2048 */
+  real *attn_lse = (real *)(saved + 167837696); /* [b, heads, seq] 8×16×2048 */
+  act_t *attn_proj_residual = saved + 168361984; /* [b, seq, hidden] 8×2048×2048 */
+  act_t *ln_2 = saved + 201916416; /* [b, seq, hidden] 8×2048×2048 */
+  real *ln_2_mean = (real *)(saved + 235470848); /* [b, seq] 8×2048 */
+  real *ln_2_rstd = (real *)(saved + 235503616); /* [b, seq] 8×2048 */
+  act_t *mlp_fc = saved + 235536384; /* [b, seq, ffn] 8×2048×8192 */
+  act_t *mlp_fc_gelu = saved + 369754112; /* [b, seq, ffn] 8×2048×8192 */
+  act_t *d_mlp_fc_gelu = tmp + 0; /* [b, seq, ffn] 8×2048×8192 */
+  act_t *d_mlp_fc = tmp + 134217728; /* [b, seq, ffn] 8×2048×8192 */
+  act_t *d_ln_2 = tmp + 0; /* [b, seq, hidden] 8×2048×2048 */
+  act_t *d_attn_proj_residual_norm_bwd = tmp + 33554432; /* [b, seq, hidden] 8×2048×2048 */
+  act_t *d_attn_proj_residual = tmp + 0; /* [b, seq, hidden] 8×2048×2048 */
+  act_t *d_attn = tmp + 33554432; /* [b, seq, qdim] 8×2048×2048 */
+  act_t *d_attn_q = tmp + 67108864; /* [b, seq, qdim] 8×2048×2048 */
+  act_t *d_attn_k = tmp + 100663296; /* [b, seq, kvdim] 8×2048×2048 */
+  act_t *d_attn_v = tmp + 134217728; /* [b, seq, kvdim] 8×2048×2048 */
+  act_t *d_attn_q_k_v = tmp + 167772160; /* [b, seq, qdim+kvdim+kvdim] 8×2048×6144 */
+  act_t *d_ln_1 = tmp + 33554432; /* [b, seq, hidden] 8×2048×2048 */
+  act_t *d_x = tmp + 67108864; /* [b, seq, hidden] 8×2048×2048 */
+  k_sum_rows(B*T, C, dy, g[L_MLP_PROJ_BIAS]);
+  k_gemm(GEMM_N, GEMM_N, B*T, FFN, C, 1, dy, w[L_MLP_PROJ_WEIGHT], GEMM_OVERWRITE, d_mlp_fc_gelu);
+  k_gemm_grad(GEMM_T, GEMM_N, C, FFN, B*T, dy, mlp_fc_gelu, g[L_MLP_PROJ_WEIGHT]);
+  ew_gelu_bias_add_backward(B*T*FFN, FFN, d_mlp_fc_gelu, mlp_fc, w[L_MLP_FC_BIAS], FFN, d_mlp_fc); /* d_mlp_fc = (d_mlp_fc_gelu * gelu_grad((mlp_fc + mlp.fc.bias))) */
+  k_sum_rows(B*T, FFN, d_mlp_fc, g[L_MLP_FC_BIAS]);
+  k_gemm(GEMM_N, GEMM_N, B*T, C, FFN, 1, d_mlp_fc, w[L_MLP_FC_WEIGHT], GEMM_OVERWRITE, d_ln_2);
+  k_gemm_grad(GEMM_T, GEMM_N, FFN, C, B*T, d_mlp_fc, ln_2, g[L_MLP_FC_WEIGHT]);
+  k_layernorm_backward(B*T, C, attn_proj_residual, w[L_LN_2_WEIGHT], ln_2_mean, ln_2_rstd, d_ln_2, d_attn_proj_residual_norm_bwd, g[L_LN_2_WEIGHT], g[L_LN_2_BIAS]);
+  ew_add(B*T*C, B*T*C, dy, d_attn_proj_residual_norm_bwd, d_attn_proj_residual); /* d_attn_proj_residual = (dy + d_attn_proj_residual_norm_bwd) */
+  k_sum_rows(B*T, C, d_attn_proj_residual, g[L_ATTN_PROJ_BIAS]);
+  k_gemm(GEMM_N, GEMM_N, B*T, QDIM, C, 1, d_attn_proj_residual, w[L_ATTN_PROJ_WEIGHT], GEMM_OVERWRITE, d_attn);
+  k_gemm_grad(GEMM_T, GEMM_N, C, QDIM, B*T, d_attn_proj_residual, attn, g[L_ATTN_PROJ_WEIGHT]);
   {
-    const AttnShape shape = {.B = 8, .T = 2048, .Hq = 16, .Hkv = 16, .D = 128, .causal = 1};
-    k_attention_backward(&shape, t4, t6, t8, t9, t10, dt9, dt4, dt6, dt8);
+    const AttnShape shape = {.B = B, .T = T, .Hq = 16, .Hkv = 16, .D = 128, .causal = 1};
+    k_attention_backward(&shape, attn_q, attn_k, attn_v, attn, attn_lse, d_attn, d_attn_q, d_attn_k, d_attn_v);
   }
-  k_sum_rows(16384, 2048, dt8, g[L_ATTN_V_BIAS]);
-  k_sum_rows(16384, 2048, dt6, g[L_ATTN_K_BIAS]);
-  k_sum_rows(16384, 2048, dt4, g[L_ATTN_Q_BIAS]);
-  k_concat(16384, 1, 3, (const int64_t[]){2048, 2048, 2048}, (const act_t *[]){dt4, dt6, dt8}, dattn_q_k_v);
+  k_sum_rows(B*T, KVDIM, d_attn_v, g[L_ATTN_V_BIAS]);
+  k_sum_rows(B*T, KVDIM, d_attn_k, g[L_ATTN_K_BIAS]);
+  k_sum_rows(B*T, QDIM, d_attn_q, g[L_ATTN_Q_BIAS]);
+  k_concat(B*T, 1, 3, (const int64_t[]){QDIM, KVDIM, KVDIM}, (const act_t *[]){d_attn_q, d_attn_k, d_attn_v}, d_attn_q_k_v);
   /* the input's gradient through attn.q+k+v.weight in one GEMM (3 products summed) */
-  k_gemm(0, 0, 16384, 2048, 6144, 1, dattn_q_k_v, w[L_ATTN_Q_WEIGHT], 0, dt0);
+  k_gemm(GEMM_N, GEMM_N, B*T, C, (QDIM+KVDIM+KVDIM), 1, d_attn_q_k_v, w[L_ATTN_Q_WEIGHT], GEMM_OVERWRITE, d_ln_1);
   /* dattn.q+k+v.weight: the gradients of 3 weights side by side, in one GEMM */
-  k_gemm_grad(1, 0, 6144, 2048, 16384, dattn_q_k_v, t0, g[L_ATTN_Q_WEIGHT]);
-  k_layernorm_backward(16384, 2048, x, w[L_LN_1_WEIGHT], t1, t2, dt0, dx_66, g[L_LN_1_WEIGHT], g[L_LN_1_BIAS]);
-  ew_4(33554432, 33554432, dt13_53, dx_66, dx);
+  k_gemm_grad(GEMM_T, GEMM_N, (QDIM+KVDIM+KVDIM), C, B*T, d_attn_q_k_v, ln_1, g[L_ATTN_Q_WEIGHT]);
+  k_layernorm_backward(B*T, C, x, w[L_LN_1_WEIGHT], ln_1_mean, ln_1_rstd, d_ln_1, d_x, g[L_LN_1_WEIGHT], g[L_LN_1_BIAS]);
+  ew_add(B*T*C, B*T*C, d_attn_proj_residual, d_x, dx); /* dx = (d_attn_proj_residual + d_x) */
 }
 
 /* head forward of one microbatch: 3 calls; saved: 872513536 elements kept for backward; tmp: scratch. */
 static void head_forward(Run *r, const act_t *x, const int32_t *targets, act_t *saved, act_t *tmp) {
   (void)tmp;
-  act_t *t0 = saved + 0; /* [b, seq, hidden] 8×2048×2048 */
-  real *t1 = (real *)(saved + 33554432); /* [b, seq] 8×2048 */
-  real *t2 = (real *)(saved + 33587200); /* [b, seq] 8×2048 */
-  act_t *t3 = saved + 33619968; /* [b, seq, vocab] 8×2048×51200 */
-  real *t5 = (real *)(saved + 872480768); /* [b, seq] 8×2048 */
-  k_layernorm_forward(16384, 2048, x, r->model_w[P_LN_F_WEIGHT], r->model_w[P_LN_F_BIAS], 1e-05, t0, t1, t2); /* models/gpt.lua */
-  k_gemm(0, 1, 16384, 51200, 2048, 1, t0, r->model_w[P_WTE], 0, t3); /* models/gpt.lua */
-  rt_xent_forward_grad(r, 16384, 51200, t3, targets, 51200, XENT_NO_IGNORE, t5); /* models/gpt.lua */
+  act_t *ln_f = saved + 0; /* [b, seq, hidden] 8×2048×2048 */
+  real *ln_f_mean = (real *)(saved + 33554432); /* [b, seq] 8×2048 */
+  real *ln_f_rstd = (real *)(saved + 33587200); /* [b, seq] 8×2048 */
+  act_t *logits = saved + 33619968; /* [b, seq, vocab] 8×2048×51200 */
+  real *lse = (real *)(saved + 872480768); /* [b, seq] 8×2048 */
+  k_layernorm_forward(B*T, C, x, r->model_w[P_LN_F_WEIGHT], r->model_w[P_LN_F_BIAS], 1e-05, ln_f, ln_f_mean, ln_f_rstd); /* models/gpt.lua */
+  k_gemm(GEMM_N, GEMM_T, B*T, V, C, 1, ln_f, r->model_w[P_WTE], GEMM_OVERWRITE, logits); /* models/gpt.lua */
+  rt_xent_forward_grad(r, B*T, V, logits, targets, V, XENT_NO_IGNORE, lse); /* models/gpt.lua */
 }
 
 /* head backward of one microbatch: 3 calls; saved: 872513536 elements kept for backward; tmp: scratch. */
 static void head_backward(Run *r, const act_t *x, const int32_t *targets, act_t *saved, act_t *dx, act_t *tmp) {
   (void)targets;
-  act_t *t0 = saved + 0; /* [b, seq, hidden] 8×2048×2048 */
-  real *t1 = (real *)(saved + 33554432); /* [b, seq] 8×2048 */
-  real *t2 = (real *)(saved + 33587200); /* [b, seq] 8×2048 */
-  act_t *dt3 = saved + 33619968; /* [b, seq, vocab] 8×2048×51200 */
-  act_t *dt0 = tmp + 0; /* [b, seq, hidden] 8×2048×2048 */
+  act_t *ln_f = saved + 0; /* [b, seq, hidden] 8×2048×2048 */
+  real *ln_f_mean = (real *)(saved + 33554432); /* [b, seq] 8×2048 */
+  real *ln_f_rstd = (real *)(saved + 33587200); /* [b, seq] 8×2048 */
+  act_t *d_logits = saved + 33619968; /* [b, seq, vocab] 8×2048×51200 */
+  act_t *d_ln_f = tmp + 0; /* [b, seq, hidden] 8×2048×2048 */
   /* the cross entropy's gradient: written over the logits by its forward */
-  k_gemm(0, 0, 16384, 2048, 51200, 1, dt3, r->model_w[P_WTE], 0, dt0);
-  k_gemm_grad(1, 0, 51200, 2048, 16384, dt3, t0, r->model_g[P_WTE]);
-  k_layernorm_backward(16384, 2048, x, r->model_w[P_LN_F_WEIGHT], t1, t2, dt0, dx, r->model_g[P_LN_F_WEIGHT], r->model_g[P_LN_F_BIAS]);
+  k_gemm(GEMM_N, GEMM_N, B*T, C, V, 1, d_logits, r->model_w[P_WTE], GEMM_OVERWRITE, d_ln_f);
+  k_gemm_grad(GEMM_T, GEMM_N, V, C, B*T, d_logits, ln_f, r->model_g[P_WTE]);
+  k_layernorm_backward(B*T, C, x, r->model_w[P_LN_F_WEIGHT], ln_f_mean, ln_f_rstd, d_ln_f, dx, r->model_g[P_LN_F_WEIGHT], r->model_g[P_LN_F_BIAS]);
 }
 
 /* Chunk 0, pipeline rank 0: embedding, layers 0-23, head. Its slot (one microbatch in flight) holds 13806698496 elements:

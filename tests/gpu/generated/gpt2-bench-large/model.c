@@ -3,7 +3,7 @@
  * during the backward. Generated: rebuild with plait build rather than editing. Sizes are one tensor-parallel
  * rank's. */
 #include "device.h"
-#include "kernels.h"
+#include "fused.h"
 #include "rt.h"
 #include "profiled.h" /* under --profile, each runtime kernel's time, FLOPs and bytes */
 
@@ -18,6 +18,12 @@ enum {
   L_MLP_FC_WEIGHT, L_MLP_FC_BIAS, L_MLP_PROJ_WEIGHT, L_MLP_PROJ_BIAS
 };
 
+/* The model's dims, whole (a tensor split over TP ranks holds its dim / TP). */
+enum {
+  B = 160, T = 1024, Vp = 50304, C = 768, QDIM = 768, KVDIM = 768,
+  HEADS = 12, FFN = 3072, V = 50257
+};
+
 /* Activations of one microbatch, in elements: what each stage keeps for its backward pass, and where
  * its output (the next stage's input) sits in that (64-bit: a large vocabulary's logits pass 2^31). */
 #define EMBED_SAVED INT64_C(125829120)
@@ -29,149 +35,149 @@ enum {
 
 /* embed forward of one microbatch: 2 calls; saved: 125829120 elements kept for backward; tmp: scratch. */
 static void embed_forward(Run *r, const int32_t *tokens, act_t *saved, act_t *tmp) {
-  act_t *t0 = tmp + 0; /* [b, seq, hidden] 160×1024×768 */
-  act_t *t1 = saved + 0; /* [b, seq, hidden] 160×1024×768 */
-  rt_embedding_forward(r, 163840, 768, tokens, r->model_w[P_WTE], 50304, 0, t0); /* models/gpt2.lua */
-  ew_0(125829120, 786432, t0, r->model_w[P_WPE], 786432, t1); /* models/gpt2.lua */
+  act_t *wte_rows = tmp + 0; /* [b, seq, hidden] 160×1024×768 */
+  act_t *wpe = saved + 0; /* [b, seq, hidden] 160×1024×768 */
+  rt_embedding_forward(r, B*T, C, tokens, r->model_w[P_WTE], Vp, 0, wte_rows); /* models/gpt2.lua */
+  ew_bias_add(B*T*C, T*C, wte_rows, r->model_w[P_WPE], T*C, wpe); /* wpe = (wte_rows + wpe) */ /* models/gpt2.lua */
 }
 
 /* embed backward of one microbatch: 2 calls; saved: 125829120 elements kept for backward; tmp: scratch. */
 static void embed_backward(Run *r, const int32_t *tokens, act_t *saved, const act_t *dy, act_t *tmp) {
   (void)saved;
   (void)tmp;
-  k_sum_rows(160, 786432, dy, r->model_g[P_WPE]);
-  rt_embedding_backward(r, 163840, 768, tokens, dy, 50304, 0, r->model_g[P_WTE]);
+  k_sum_rows(B, T*C, dy, r->model_g[P_WPE]);
+  rt_embedding_backward(r, B*T, C, tokens, dy, Vp, 0, r->model_g[P_WTE]);
 }
 
 /* block forward of one microbatch: 16 calls; saved: 2018508800 elements kept for backward; tmp: scratch. */
 static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t *tmp) {
   act_t *const *w = r->layer_w[layer];
-  act_t *t0 = saved + 0; /* [b, seq, hidden] 160×1024×768 */
-  real *t1 = (real *)(saved + 125829120); /* [b, seq] 160×1024 */
-  real *t2 = (real *)(saved + 126156800); /* [b, seq] 160×1024 */
-  act_t *t3 = tmp + 377487360; /* [b, seq, qdim] 160×1024×768 */
-  act_t *t4 = saved + 126484480; /* [b, seq, qdim] 160×1024×768 */
-  act_t *t5 = tmp + 503316480; /* [b, seq, kvdim] 160×1024×768 */
-  act_t *t6 = saved + 252313600; /* [b, seq, kvdim] 160×1024×768 */
-  act_t *t7 = tmp + 629145600; /* [b, seq, kvdim] 160×1024×768 */
-  act_t *t8 = saved + 378142720; /* [b, seq, kvdim] 160×1024×768 */
-  act_t *t9 = saved + 503971840; /* [b, seq, qdim] 160×1024×768 */
-  real *t10 = (real *)(saved + 629800960); /* [b, heads, seq] 160×12×1024 */
-  act_t *t11 = tmp + 0; /* [b, seq, hidden] 160×1024×768 */
-  act_t *t13 = saved + 633733120; /* [b, seq, hidden] 160×1024×768 */
-  act_t *t14 = saved + 759562240; /* [b, seq, hidden] 160×1024×768 */
-  real *t15 = (real *)(saved + 885391360); /* [b, seq] 160×1024 */
-  real *t16 = (real *)(saved + 885719040); /* [b, seq] 160×1024 */
-  act_t *t17 = saved + 886046720; /* [b, seq, ffn] 160×1024×3072 */
-  act_t *t19 = saved + 1389363200; /* [b, seq, ffn] 160×1024×3072 */
-  act_t *t20 = tmp + 0; /* [b, seq, hidden] 160×1024×768 */
-  act_t *t22 = saved + 1892679680; /* [b, seq, hidden] 160×1024×768 */
+  act_t *ln_1 = saved + 0; /* [b, seq, hidden] 160×1024×768 */
+  real *ln_1_mean = (real *)(saved + 125829120); /* [b, seq] 160×1024 */
+  real *ln_1_rstd = (real *)(saved + 126156800); /* [b, seq] 160×1024 */
+  act_t *attn_q_split = tmp + 377487360; /* [b, seq, qdim] 160×1024×768 */
+  act_t *attn_q = saved + 126484480; /* [b, seq, qdim] 160×1024×768 */
+  act_t *attn_k_split = tmp + 503316480; /* [b, seq, kvdim] 160×1024×768 */
+  act_t *attn_k = saved + 252313600; /* [b, seq, kvdim] 160×1024×768 */
+  act_t *attn_v_split = tmp + 629145600; /* [b, seq, kvdim] 160×1024×768 */
+  act_t *attn_v = saved + 378142720; /* [b, seq, kvdim] 160×1024×768 */
+  act_t *attn = saved + 503971840; /* [b, seq, qdim] 160×1024×768 */
+  real *attn_lse = (real *)(saved + 629800960); /* [b, heads, seq] 160×12×1024 */
+  act_t *attn_proj = tmp + 0; /* [b, seq, hidden] 160×1024×768 */
+  act_t *attn_proj_residual = saved + 633733120; /* [b, seq, hidden] 160×1024×768 */
+  act_t *ln_2 = saved + 759562240; /* [b, seq, hidden] 160×1024×768 */
+  real *ln_2_mean = (real *)(saved + 885391360); /* [b, seq] 160×1024 */
+  real *ln_2_rstd = (real *)(saved + 885719040); /* [b, seq] 160×1024 */
+  act_t *mlp_fc = saved + 886046720; /* [b, seq, ffn] 160×1024×3072 */
+  act_t *mlp_fc_gelu = saved + 1389363200; /* [b, seq, ffn] 160×1024×3072 */
+  act_t *mlp_proj = tmp + 0; /* [b, seq, hidden] 160×1024×768 */
+  act_t *mlp_proj_residual = saved + 1892679680; /* [b, seq, hidden] 160×1024×768 */
   act_t *attn_q_k_v = tmp + 0; /* [b, seq, qdim+kvdim+kvdim] 160×1024×2304 */
-  k_layernorm_forward(163840, 768, x, w[L_LN_1_WEIGHT], w[L_LN_1_BIAS], 1e-05, t0, t1, t2); /* models/gpt2.lua:10 */
+  k_layernorm_forward(B*T, C, x, w[L_LN_1_WEIGHT], w[L_LN_1_BIAS], 1e-05, ln_1, ln_1_mean, ln_1_rstd); /* models/gpt2.lua:10 */
   /* one GEMM over attn.q+k+v.weight: 3 weights side by side in memory */
-  k_gemm(0, 1, 163840, 2304, 768, 1, t0, w[L_ATTN_Q_WEIGHT], 0, attn_q_k_v); /* models/gpt2.lua:10 */
-  k_split(163840, 1, 3, (const int64_t[]){768, 768, 768}, 0, attn_q_k_v, t3); /* models/gpt2.lua:10 */
-  k_split(163840, 1, 3, (const int64_t[]){768, 768, 768}, 1, attn_q_k_v, t5); /* models/gpt2.lua:10 */
-  k_split(163840, 1, 3, (const int64_t[]){768, 768, 768}, 2, attn_q_k_v, t7); /* models/gpt2.lua:10 */
-  ew_0(125829120, 768, t3, w[L_ATTN_Q_BIAS], 768, t4); /* models/gpt2.lua:10 */
-  ew_0(125829120, 768, t5, w[L_ATTN_K_BIAS], 768, t6); /* models/gpt2.lua:10 */
-  ew_0(125829120, 768, t7, w[L_ATTN_V_BIAS], 768, t8); /* models/gpt2.lua:10 */
+  k_gemm(GEMM_N, GEMM_T, B*T, (QDIM+KVDIM+KVDIM), C, 1, ln_1, w[L_ATTN_Q_WEIGHT], GEMM_OVERWRITE, attn_q_k_v); /* models/gpt2.lua:10 */
+  k_split(B*T, 1, 3, (const int64_t[]){QDIM, KVDIM, KVDIM}, 0, attn_q_k_v, attn_q_split); /* models/gpt2.lua:10 */
+  k_split(B*T, 1, 3, (const int64_t[]){QDIM, KVDIM, KVDIM}, 1, attn_q_k_v, attn_k_split); /* models/gpt2.lua:10 */
+  k_split(B*T, 1, 3, (const int64_t[]){QDIM, KVDIM, KVDIM}, 2, attn_q_k_v, attn_v_split); /* models/gpt2.lua:10 */
+  ew_bias_add(B*T*QDIM, QDIM, attn_q_split, w[L_ATTN_Q_BIAS], QDIM, attn_q); /* attn_q = (attn_q_split + attn.q.bias) */ /* models/gpt2.lua:10 */
+  ew_bias_add(B*T*KVDIM, KVDIM, attn_k_split, w[L_ATTN_K_BIAS], KVDIM, attn_k); /* attn_k = (attn_k_split + attn.k.bias) */ /* models/gpt2.lua:10 */
+  ew_bias_add(B*T*KVDIM, KVDIM, attn_v_split, w[L_ATTN_V_BIAS], KVDIM, attn_v); /* attn_v = (attn_v_split + attn.v.bias) */ /* models/gpt2.lua:10 */
   {
-    const AttnShape shape = {.B = 160, .T = 1024, .Hq = 12, .Hkv = 12, .D = 64, .causal = 1};
-    k_attention_forward(&shape, t4, t6, t8, t9, t10);
+    const AttnShape shape = {.B = B, .T = T, .Hq = 12, .Hkv = 12, .D = 64, .causal = 1};
+    k_attention_forward(&shape, attn_q, attn_k, attn_v, attn, attn_lse);
   } /* models/gpt2.lua:10 */
-  k_gemm(0, 1, 163840, 768, 768, 1, t9, w[L_ATTN_PROJ_WEIGHT], 0, t11); /* models/gpt2.lua:10 */
-  ew_1(125829120, 768, x, t11, w[L_ATTN_PROJ_BIAS], 768, t13); /* models/gpt2.lua:10 */
-  k_layernorm_forward(163840, 768, t13, w[L_LN_2_WEIGHT], w[L_LN_2_BIAS], 1e-05, t14, t15, t16); /* models/gpt2.lua:11 */
-  k_gemm(0, 1, 163840, 3072, 768, 1, t14, w[L_MLP_FC_WEIGHT], 0, t17); /* models/gpt2.lua:11 */
-  ew_2(503316480, 3072, t17, w[L_MLP_FC_BIAS], 3072, t19); /* models/gpt2.lua:11 */
-  k_gemm(0, 1, 163840, 768, 3072, 1, t19, w[L_MLP_PROJ_WEIGHT], 0, t20); /* models/gpt2.lua:11 */
-  ew_1(125829120, 768, t13, t20, w[L_MLP_PROJ_BIAS], 768, t22); /* models/gpt2.lua:11 */
+  k_gemm(GEMM_N, GEMM_T, B*T, C, QDIM, 1, attn, w[L_ATTN_PROJ_WEIGHT], GEMM_OVERWRITE, attn_proj); /* models/gpt2.lua:10 */
+  ew_residual_bias_add(B*T*C, C, x, attn_proj, w[L_ATTN_PROJ_BIAS], C, attn_proj_residual); /* attn_proj_residual = (x + (attn_proj + attn.proj.bias)) */ /* models/gpt2.lua:10 */
+  k_layernorm_forward(B*T, C, attn_proj_residual, w[L_LN_2_WEIGHT], w[L_LN_2_BIAS], 1e-05, ln_2, ln_2_mean, ln_2_rstd); /* models/gpt2.lua:11 */
+  k_gemm(GEMM_N, GEMM_T, B*T, FFN, C, 1, ln_2, w[L_MLP_FC_WEIGHT], GEMM_OVERWRITE, mlp_fc); /* models/gpt2.lua:11 */
+  ew_gelu_bias_add(B*T*FFN, FFN, mlp_fc, w[L_MLP_FC_BIAS], FFN, mlp_fc_gelu); /* mlp_fc_gelu = gelu((mlp_fc + mlp.fc.bias)) */ /* models/gpt2.lua:11 */
+  k_gemm(GEMM_N, GEMM_T, B*T, C, FFN, 1, mlp_fc_gelu, w[L_MLP_PROJ_WEIGHT], GEMM_OVERWRITE, mlp_proj); /* models/gpt2.lua:11 */
+  ew_residual_bias_add(B*T*C, C, attn_proj_residual, mlp_proj, w[L_MLP_PROJ_BIAS], C, mlp_proj_residual); /* mlp_proj_residual = (attn_proj_residual + (mlp_proj + mlp.proj.bias)) */ /* models/gpt2.lua:11 */
 }
 
 /* block backward of one microbatch: 21 calls; saved: 2018508800 elements kept for backward; tmp: scratch. */
 static void block_backward(Run *r, int layer, const act_t *x, act_t *saved, const act_t *dy, act_t *dx, act_t *tmp) {
   act_t *const *w = r->layer_w[layer];
   real *const *g = r->layer_g[layer];
-  act_t *t0 = saved + 0; /* [b, seq, hidden] 160×1024×768 */
-  real *t1 = (real *)(saved + 125829120); /* [b, seq] 160×1024 */
-  real *t2 = (real *)(saved + 126156800); /* [b, seq] 160×1024 */
-  act_t *t4 = saved + 126484480; /* [b, seq, qdim] 160×1024×768 */
-  act_t *t6 = saved + 252313600; /* [b, seq, kvdim] 160×1024×768 */
-  act_t *t8 = saved + 378142720; /* [b, seq, kvdim] 160×1024×768 */
-  act_t *t9 = saved + 503971840; /* [b, seq, qdim] 160×1024×768 */
-  real *t10 = (real *)(saved + 629800960); /* [b, heads, seq] 160×12×1024 */
-  act_t *t13 = saved + 633733120; /* [b, seq, hidden] 160×1024×768 */
-  act_t *t14 = saved + 759562240; /* [b, seq, hidden] 160×1024×768 */
-  real *t15 = (real *)(saved + 885391360); /* [b, seq] 160×1024 */
-  real *t16 = (real *)(saved + 885719040); /* [b, seq] 160×1024 */
-  act_t *t17 = saved + 886046720; /* [b, seq, ffn] 160×1024×3072 */
-  act_t *t19 = saved + 1389363200; /* [b, seq, ffn] 160×1024×3072 */
-  act_t *dt19 = tmp + 0; /* [b, seq, ffn] 160×1024×3072 */
-  act_t *dt19_46 = tmp + 503316480; /* [b, seq, ffn] 160×1024×3072 */
-  act_t *dt14 = tmp + 0; /* [b, seq, hidden] 160×1024×768 */
-  act_t *dt13 = tmp + 125829120; /* [b, seq, hidden] 160×1024×768 */
-  act_t *dt13_53 = tmp + 0; /* [b, seq, hidden] 160×1024×768 */
-  act_t *dt9 = tmp + 125829120; /* [b, seq, qdim] 160×1024×768 */
-  act_t *dt4 = tmp + 251658240; /* [b, seq, qdim] 160×1024×768 */
-  act_t *dt6 = tmp + 377487360; /* [b, seq, kvdim] 160×1024×768 */
-  act_t *dt8 = tmp + 503316480; /* [b, seq, kvdim] 160×1024×768 */
-  act_t *dattn_q_k_v = tmp + 629145600; /* [b, seq, qdim+kvdim+kvdim] 160×1024×2304 */
-  act_t *dt0 = tmp + 125829120; /* [b, seq, hidden] 160×1024×768 */
-  act_t *dx_66 = tmp + 251658240; /* [b, seq, hidden] 160×1024×768 */
-  k_sum_rows(163840, 768, dy, g[L_MLP_PROJ_BIAS]);
-  k_gemm(0, 0, 163840, 3072, 768, 1, dy, w[L_MLP_PROJ_WEIGHT], 0, dt19);
-  k_gemm_grad(1, 0, 768, 3072, 163840, dy, t19, g[L_MLP_PROJ_WEIGHT]);
-  ew_3(503316480, 3072, dt19, t17, w[L_MLP_FC_BIAS], 3072, dt19_46);
-  k_sum_rows(163840, 3072, dt19_46, g[L_MLP_FC_BIAS]);
-  k_gemm(0, 0, 163840, 768, 3072, 1, dt19_46, w[L_MLP_FC_WEIGHT], 0, dt14);
-  k_gemm_grad(1, 0, 3072, 768, 163840, dt19_46, t14, g[L_MLP_FC_WEIGHT]);
-  k_layernorm_backward(163840, 768, t13, w[L_LN_2_WEIGHT], t15, t16, dt14, dt13, g[L_LN_2_WEIGHT], g[L_LN_2_BIAS]);
-  ew_4(125829120, 125829120, dy, dt13, dt13_53);
-  k_sum_rows(163840, 768, dt13_53, g[L_ATTN_PROJ_BIAS]);
-  k_gemm(0, 0, 163840, 768, 768, 1, dt13_53, w[L_ATTN_PROJ_WEIGHT], 0, dt9);
-  k_gemm_grad(1, 0, 768, 768, 163840, dt13_53, t9, g[L_ATTN_PROJ_WEIGHT]);
+  act_t *ln_1 = saved + 0; /* [b, seq, hidden] 160×1024×768 */
+  real *ln_1_mean = (real *)(saved + 125829120); /* [b, seq] 160×1024 */
+  real *ln_1_rstd = (real *)(saved + 126156800); /* [b, seq] 160×1024 */
+  act_t *attn_q = saved + 126484480; /* [b, seq, qdim] 160×1024×768 */
+  act_t *attn_k = saved + 252313600; /* [b, seq, kvdim] 160×1024×768 */
+  act_t *attn_v = saved + 378142720; /* [b, seq, kvdim] 160×1024×768 */
+  act_t *attn = saved + 503971840; /* [b, seq, qdim] 160×1024×768 */
+  real *attn_lse = (real *)(saved + 629800960); /* [b, heads, seq] 160×12×1024 */
+  act_t *attn_proj_residual = saved + 633733120; /* [b, seq, hidden] 160×1024×768 */
+  act_t *ln_2 = saved + 759562240; /* [b, seq, hidden] 160×1024×768 */
+  real *ln_2_mean = (real *)(saved + 885391360); /* [b, seq] 160×1024 */
+  real *ln_2_rstd = (real *)(saved + 885719040); /* [b, seq] 160×1024 */
+  act_t *mlp_fc = saved + 886046720; /* [b, seq, ffn] 160×1024×3072 */
+  act_t *mlp_fc_gelu = saved + 1389363200; /* [b, seq, ffn] 160×1024×3072 */
+  act_t *d_mlp_fc_gelu = tmp + 0; /* [b, seq, ffn] 160×1024×3072 */
+  act_t *d_mlp_fc = tmp + 503316480; /* [b, seq, ffn] 160×1024×3072 */
+  act_t *d_ln_2 = tmp + 0; /* [b, seq, hidden] 160×1024×768 */
+  act_t *d_attn_proj_residual_norm_bwd = tmp + 125829120; /* [b, seq, hidden] 160×1024×768 */
+  act_t *d_attn_proj_residual = tmp + 0; /* [b, seq, hidden] 160×1024×768 */
+  act_t *d_attn = tmp + 125829120; /* [b, seq, qdim] 160×1024×768 */
+  act_t *d_attn_q = tmp + 251658240; /* [b, seq, qdim] 160×1024×768 */
+  act_t *d_attn_k = tmp + 377487360; /* [b, seq, kvdim] 160×1024×768 */
+  act_t *d_attn_v = tmp + 503316480; /* [b, seq, kvdim] 160×1024×768 */
+  act_t *d_attn_q_k_v = tmp + 629145600; /* [b, seq, qdim+kvdim+kvdim] 160×1024×2304 */
+  act_t *d_ln_1 = tmp + 125829120; /* [b, seq, hidden] 160×1024×768 */
+  act_t *d_x = tmp + 251658240; /* [b, seq, hidden] 160×1024×768 */
+  k_sum_rows(B*T, C, dy, g[L_MLP_PROJ_BIAS]);
+  k_gemm(GEMM_N, GEMM_N, B*T, FFN, C, 1, dy, w[L_MLP_PROJ_WEIGHT], GEMM_OVERWRITE, d_mlp_fc_gelu);
+  k_gemm_grad(GEMM_T, GEMM_N, C, FFN, B*T, dy, mlp_fc_gelu, g[L_MLP_PROJ_WEIGHT]);
+  ew_gelu_bias_add_backward(B*T*FFN, FFN, d_mlp_fc_gelu, mlp_fc, w[L_MLP_FC_BIAS], FFN, d_mlp_fc); /* d_mlp_fc = (d_mlp_fc_gelu * gelu_grad((mlp_fc + mlp.fc.bias))) */
+  k_sum_rows(B*T, FFN, d_mlp_fc, g[L_MLP_FC_BIAS]);
+  k_gemm(GEMM_N, GEMM_N, B*T, C, FFN, 1, d_mlp_fc, w[L_MLP_FC_WEIGHT], GEMM_OVERWRITE, d_ln_2);
+  k_gemm_grad(GEMM_T, GEMM_N, FFN, C, B*T, d_mlp_fc, ln_2, g[L_MLP_FC_WEIGHT]);
+  k_layernorm_backward(B*T, C, attn_proj_residual, w[L_LN_2_WEIGHT], ln_2_mean, ln_2_rstd, d_ln_2, d_attn_proj_residual_norm_bwd, g[L_LN_2_WEIGHT], g[L_LN_2_BIAS]);
+  ew_add(B*T*C, B*T*C, dy, d_attn_proj_residual_norm_bwd, d_attn_proj_residual); /* d_attn_proj_residual = (dy + d_attn_proj_residual_norm_bwd) */
+  k_sum_rows(B*T, C, d_attn_proj_residual, g[L_ATTN_PROJ_BIAS]);
+  k_gemm(GEMM_N, GEMM_N, B*T, QDIM, C, 1, d_attn_proj_residual, w[L_ATTN_PROJ_WEIGHT], GEMM_OVERWRITE, d_attn);
+  k_gemm_grad(GEMM_T, GEMM_N, C, QDIM, B*T, d_attn_proj_residual, attn, g[L_ATTN_PROJ_WEIGHT]);
   {
-    const AttnShape shape = {.B = 160, .T = 1024, .Hq = 12, .Hkv = 12, .D = 64, .causal = 1};
-    k_attention_backward(&shape, t4, t6, t8, t9, t10, dt9, dt4, dt6, dt8);
+    const AttnShape shape = {.B = B, .T = T, .Hq = 12, .Hkv = 12, .D = 64, .causal = 1};
+    k_attention_backward(&shape, attn_q, attn_k, attn_v, attn, attn_lse, d_attn, d_attn_q, d_attn_k, d_attn_v);
   }
-  k_sum_rows(163840, 768, dt8, g[L_ATTN_V_BIAS]);
-  k_sum_rows(163840, 768, dt6, g[L_ATTN_K_BIAS]);
-  k_sum_rows(163840, 768, dt4, g[L_ATTN_Q_BIAS]);
-  k_concat(163840, 1, 3, (const int64_t[]){768, 768, 768}, (const act_t *[]){dt4, dt6, dt8}, dattn_q_k_v);
+  k_sum_rows(B*T, KVDIM, d_attn_v, g[L_ATTN_V_BIAS]);
+  k_sum_rows(B*T, KVDIM, d_attn_k, g[L_ATTN_K_BIAS]);
+  k_sum_rows(B*T, QDIM, d_attn_q, g[L_ATTN_Q_BIAS]);
+  k_concat(B*T, 1, 3, (const int64_t[]){QDIM, KVDIM, KVDIM}, (const act_t *[]){d_attn_q, d_attn_k, d_attn_v}, d_attn_q_k_v);
   /* the input's gradient through attn.q+k+v.weight in one GEMM (3 products summed) */
-  k_gemm(0, 0, 163840, 768, 2304, 1, dattn_q_k_v, w[L_ATTN_Q_WEIGHT], 0, dt0);
+  k_gemm(GEMM_N, GEMM_N, B*T, C, (QDIM+KVDIM+KVDIM), 1, d_attn_q_k_v, w[L_ATTN_Q_WEIGHT], GEMM_OVERWRITE, d_ln_1);
   /* dattn.q+k+v.weight: the gradients of 3 weights side by side, in one GEMM */
-  k_gemm_grad(1, 0, 2304, 768, 163840, dattn_q_k_v, t0, g[L_ATTN_Q_WEIGHT]);
-  k_layernorm_backward(163840, 768, x, w[L_LN_1_WEIGHT], t1, t2, dt0, dx_66, g[L_LN_1_WEIGHT], g[L_LN_1_BIAS]);
-  ew_4(125829120, 125829120, dt13_53, dx_66, dx);
+  k_gemm_grad(GEMM_T, GEMM_N, (QDIM+KVDIM+KVDIM), C, B*T, d_attn_q_k_v, ln_1, g[L_ATTN_Q_WEIGHT]);
+  k_layernorm_backward(B*T, C, x, w[L_LN_1_WEIGHT], ln_1_mean, ln_1_rstd, d_ln_1, d_x, g[L_LN_1_WEIGHT], g[L_LN_1_BIAS]);
+  ew_add(B*T*C, B*T*C, d_attn_proj_residual, d_x, dx); /* dx = (d_attn_proj_residual + d_x) */
 }
 
 /* head forward of one microbatch: 3 calls; saved: 8368619520 elements kept for backward; tmp: scratch. */
 static void head_forward(Run *r, const act_t *x, const int32_t *targets, act_t *saved, act_t *tmp) {
   (void)tmp;
-  act_t *t0 = saved + 0; /* [b, seq, hidden] 160×1024×768 */
-  real *t1 = (real *)(saved + 125829120); /* [b, seq] 160×1024 */
-  real *t2 = (real *)(saved + 126156800); /* [b, seq] 160×1024 */
-  act_t *t3 = saved + 126484480; /* [b, seq, vocab] 160×1024×50304 */
-  real *t5 = (real *)(saved + 8368291840); /* [b, seq] 160×1024 */
-  k_layernorm_forward(163840, 768, x, r->model_w[P_LN_F_WEIGHT], r->model_w[P_LN_F_BIAS], 1e-05, t0, t1, t2); /* models/gpt2.lua */
-  k_gemm(0, 1, 163840, 50304, 768, 1, t0, r->model_w[P_WTE], 0, t3); /* models/gpt2.lua */
-  rt_xent_forward_grad(r, 163840, 50304, t3, targets, 50257, XENT_NO_IGNORE, t5); /* models/gpt2.lua */
+  act_t *ln_f = saved + 0; /* [b, seq, hidden] 160×1024×768 */
+  real *ln_f_mean = (real *)(saved + 125829120); /* [b, seq] 160×1024 */
+  real *ln_f_rstd = (real *)(saved + 126156800); /* [b, seq] 160×1024 */
+  act_t *logits = saved + 126484480; /* [b, seq, vocab] 160×1024×50304 */
+  real *lse = (real *)(saved + 8368291840); /* [b, seq] 160×1024 */
+  k_layernorm_forward(B*T, C, x, r->model_w[P_LN_F_WEIGHT], r->model_w[P_LN_F_BIAS], 1e-05, ln_f, ln_f_mean, ln_f_rstd); /* models/gpt2.lua */
+  k_gemm(GEMM_N, GEMM_T, B*T, Vp, C, 1, ln_f, r->model_w[P_WTE], GEMM_OVERWRITE, logits); /* models/gpt2.lua */
+  rt_xent_forward_grad(r, B*T, Vp, logits, targets, V, XENT_NO_IGNORE, lse); /* models/gpt2.lua */
 }
 
 /* head backward of one microbatch: 3 calls; saved: 8368619520 elements kept for backward; tmp: scratch. */
 static void head_backward(Run *r, const act_t *x, const int32_t *targets, act_t *saved, act_t *dx, act_t *tmp) {
   (void)targets;
-  act_t *t0 = saved + 0; /* [b, seq, hidden] 160×1024×768 */
-  real *t1 = (real *)(saved + 125829120); /* [b, seq] 160×1024 */
-  real *t2 = (real *)(saved + 126156800); /* [b, seq] 160×1024 */
-  act_t *dt3 = saved + 126484480; /* [b, seq, vocab] 160×1024×50304 */
-  act_t *dt0 = tmp + 0; /* [b, seq, hidden] 160×1024×768 */
+  act_t *ln_f = saved + 0; /* [b, seq, hidden] 160×1024×768 */
+  real *ln_f_mean = (real *)(saved + 125829120); /* [b, seq] 160×1024 */
+  real *ln_f_rstd = (real *)(saved + 126156800); /* [b, seq] 160×1024 */
+  act_t *d_logits = saved + 126484480; /* [b, seq, vocab] 160×1024×50304 */
+  act_t *d_ln_f = tmp + 0; /* [b, seq, hidden] 160×1024×768 */
   /* the cross entropy's gradient: written over the logits by its forward */
-  k_gemm(0, 0, 163840, 768, 50304, 1, dt3, r->model_w[P_WTE], 0, dt0);
-  k_gemm_grad(1, 0, 50304, 768, 163840, dt3, t0, r->model_g[P_WTE]);
-  k_layernorm_backward(163840, 768, x, r->model_w[P_LN_F_WEIGHT], t1, t2, dt0, dx, r->model_g[P_LN_F_WEIGHT], r->model_g[P_LN_F_BIAS]);
+  k_gemm(GEMM_N, GEMM_N, B*T, C, Vp, 1, d_logits, r->model_w[P_WTE], GEMM_OVERWRITE, d_ln_f);
+  k_gemm_grad(GEMM_T, GEMM_N, Vp, C, B*T, d_logits, ln_f, r->model_g[P_WTE]);
+  k_layernorm_backward(B*T, C, x, r->model_w[P_LN_F_WEIGHT], ln_f_mean, ln_f_rstd, d_ln_f, dx, r->model_g[P_LN_F_WEIGHT], r->model_g[P_LN_F_BIAS]);
 }
 
 /* Chunk 0, pipeline rank 0: embedding, layers 0-11, head. Its slot (one microbatch in flight) holds 32716554240 elements:
