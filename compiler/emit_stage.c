@@ -421,7 +421,6 @@ static void node(const StageWriter *w, int index) {
   case OP_ALLGATHER: collective(w, n, "rt_allgather", n->in[0]); break;
   case OP_REDUCESCATTER: collective(w, n, "rt_reducescatter", n->out[0]); break;
   case OP_SLICE: collective(w, n, "rt_slice", n->out[0]); break;
-  default: fprintf(w->f, "  /* %s */", op_name(n->op)); break;
   }
   char where[ESCAPED_SIZE(WHERE_LEN)];
   fprintf(w->f, n->inserted || strcmp(n->where, "autodiff") == 0 ? "\n" : " /* %s */\n",
