@@ -212,8 +212,8 @@ static void xent(Walk *w, int i) {
   add_kernel(w, i, "vocab all-reduces", three, 1);
 }
 
-/* The memory-bound kind of the runtime's kernel for a node (DIR/train --profile's): what it does not
- * time on its own it counts as elementwise. */
+/* The memory-bound kind of the runtime's kernel for a node (DIR/train --profile's); rope, splits and
+ * concats, which --profile shows as kinds of their own, run at the elementwise kernels' share. */
 static MemoryKind memory_kind(OpKind op) {
   if (op == OP_NORM || op == OP_NORM_BWD) return MEMORY_NORM;
   if (op == OP_REDUCE) return MEMORY_BIAS_SUMS;
