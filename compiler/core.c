@@ -502,13 +502,13 @@ static int l_rope(lua_State *L) {
   Builder *b = builder(L);
   int in = tensor_arg(L, b, 1);
   Node n = node_new(OP_ROPE, 1, &in);
-  RopeAttr *r = &n.a.rope;
+  RopeShape *r = &n.a.rope;
   r->head_dim = int_arg(L, 2, 0, 0);
   r->rotary = int_arg(L, 3, 0, 0);
   r->interleaved = lua_toboolean(L, 4);
   r->theta = luaL_checknumber(L, 5);
   static const char *const scalings[] = {"none", "linear", "llama3", NULL};
-  r->scaling = (RopeScaling)luaL_checkoption(L, 6, "none", scalings);
+  r->scaling = (RopeScalingKind)luaL_checkoption(L, 6, "none", scalings);
   r->factor = luaL_optnumber(L, 7, 1);
   r->low_freq_factor = luaL_optnumber(L, 8, 1);
   r->high_freq_factor = luaL_optnumber(L, 9, 4);

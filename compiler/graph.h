@@ -9,6 +9,7 @@
 #include "budget.h"
 #include "expr.h"
 #include "name_index.h"
+#include "rope.h"
 
 enum { MAX_DIMS = 6, MAX_INPUTS = 16, MAX_OUTPUTS = 4, NAME_LEN = 64, WHERE_LEN = 160 };
 
@@ -122,18 +123,6 @@ typedef struct {
   double softcap, scale, rope_theta;
 } LayerAttn;
 
-/* Rotary positions over [b, seq, heads·head_dim]: in each head, pairs of the first `rotary` dims turn by
- * t·freq_i at position t. Pairs are (i, i + rotary/2) (rotate half) or (2i, 2i + 1) (interleaved);
- * freq_i = theta^(−2i/rotary), then scaled: ROPE_LINEAR divides it by factor, ROPE_LLAMA3 divides the
- * low frequencies by factor and blends the middle ones (Llama 3.1). inverse turns back (the gradient). */
-typedef enum { ROPE_PLAIN, ROPE_LINEAR, ROPE_LLAMA3 } RopeScaling;
-typedef struct {
-  int head_dim, rotary, interleaved, inverse;
-  double theta;
-  RopeScaling scaling;
-  double factor, low_freq_factor, high_freq_factor, original_positions;
-} RopeAttr;
-
 /* The last dim as `groups` runs, each the parts' sizes one after another: [g0: p0 p1 …][g1: p0 p1 …]…
  * (Megatron's fused q, k, v: groups = heads, parts of head_dim each, so that a column split by whole
  * heads leaves every part of a head on its rank). OP_SPLIT takes part `part`; OP_CONCAT joins all its
@@ -164,7 +153,7 @@ typedef struct {
     MatmulAttr mm;
     NormAttr norm;
     AttnAttr attn;
-    RopeAttr rope;
+    RopeShape rope; /* B, T and heads 0: the emitter takes them from the input's local shape */
     PartAttr parts;
     XentAttr xent;
     CollAttr coll;
