@@ -40,6 +40,9 @@ COMPILER_RT  := bytes ckpt ckpt_hash ckpt_header ckpt_meta ckpt_model escape hal
 COMPILER_OBJ := $(COMPILER_C:compiler/%.c=$(B)/compiler/%.o) $(COMPILER_RE:compiler/%.re=$(B)/compiler/%.o) \
                 $(B)/compiler/lualib.o $(COMPILER_RT:%=$(B)/compiler/rt/%.o)
 LUA_SOURCES  := $(wildcard lib/plait/*.lua lib/plait/machines/*.lua)
+# Its switches over an enum (op kinds, elementwise ops) name every enumerator and have no default: an
+# op a pass does not handle is a build error (tests/cli/exhaustive_ops.sh checks that it stays one).
+COMPILER_WARN := -Wswitch-enum
 
 # ---- the runtime (CPU; fp32 for programs, fp64 for gradient checks) -----------------------------
 RT_C     := $(wildcard runtime/*.c runtime/cpu/*.c)
@@ -69,7 +72,7 @@ $(B)/libplaitc.a: $(COMPILER_OBJ)
 
 $(B)/compiler/%.o: compiler/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(LUA_INC) -Icompiler -Iruntime -DPLAIT_REAL_DOUBLE -DOPENBLAS='"$(OPENBLAS)"' $(CUDA_BUILD_DEFS) -c -o $@ $<
+	$(CC) $(CFLAGS) $(COMPILER_WARN) $(LUA_INC) -Icompiler -Iruntime -DPLAIT_REAL_DOUBLE -DOPENBLAS='"$(OPENBLAS)"' $(CUDA_BUILD_DEFS) -c -o $@ $<
 
 $(B)/compiler/rt/%.o: runtime/%.c
 	@mkdir -p $(@D)
@@ -81,7 +84,7 @@ $(B)/gen/%.c: compiler/%.re
 
 $(B)/compiler/%.o: $(B)/gen/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(LUA_INC) -Icompiler -Iruntime -c -o $@ $<
+	$(CC) $(CFLAGS) $(COMPILER_WARN) $(LUA_INC) -Icompiler -Iruntime -c -o $@ $<
 
 # lib/plait/*.lua carried inside the binary: one byte array per module ("init" is the module "plait"; the
 # built-in machine files lib/plait/machines/NAME.lua are the modules plait.machines.NAME).

@@ -473,8 +473,10 @@ static int backward_node(Grad *c, const Node *n, int is_loss) {
   case OP_SPLIT: return split_backward(c, n, dy);
   case OP_CONCAT: return concat_backward(c, n, dy);
   case OP_ALLREDUCE: case OP_ALLGATHER: case OP_REDUCESCATTER: case OP_SLICE: return collective_backward(c, n, dy);
-  default: return diag(c->d, "autodiff: no backward rule for %s", op_name(n->op));
+  case OP_XENT: /* taken above: its gradient starts the backward pass */
+  case OP_REDUCE: case OP_NORM_BWD: case OP_ATTENTION_BWD: case OP_EMBEDDING_BWD: case OP_XENT_BWD: break;
   }
+  return diag(c->d, "autodiff: no backward rule for %s", op_name(n->op));
 }
 
 /* Parameters reached through conversions (a sliced position table) get their summed gradient added. */

@@ -396,15 +396,12 @@ static int l_param_ref(lua_State *L) {
   return 1;
 }
 
-static const struct {
-  const char *name;
-  ExprOp op;
-} ew_ops[] = {
-    {"add", E_ADD}, {"sub", E_SUB}, {"mul", E_MUL}, {"div", E_DIV}, {"neg", E_NEG},
-    {"gelu", E_GELU}, {"silu", E_SILU}, {"relu", E_RELU}, {"tanh", E_TANH}, {"exp", E_EXP},
-    {"sigmoid", E_SIGMOID}, {"gelu_exact", E_GELU_EXACT}, {"erf", E_ERF}, {"sqrt", E_SQRT}, {"rsqrt", E_RSQRT},
-    {"log", E_LOG}, {"abs", E_ABS}, {"min", E_MIN}, {"max", E_MAX}, {"gt", E_GT}, {"ge", E_GE},
-};
+/* The elementwise op a model file asks for by `name` (plait.core.ew's), or -1 when none. */
+static int ew_op_named(const char *name) {
+  for (int op = 0; op < E_OPCOUNT; op++)
+    if (expr_op_use(op) != EW_INTERNAL && strcmp(expr_op_model_name(op), name) == 0) return op;
+  return -1;
+}
 
 /* An operand of an elementwise op: a tensor becomes a node input, a number a constant. */
 static int ew_operand(lua_State *L, Builder *b, int arg, Node *n) {
@@ -419,13 +416,12 @@ static int ew_operand(lua_State *L, Builder *b, int arg, Node *n) {
 static int l_ew(lua_State *L) {
   Builder *b = builder(L);
   const char *name = luaL_checkstring(L, 1);
-  unsigned k = 0;
-  while (k < sizeof ew_ops / sizeof *ew_ops && strcmp(ew_ops[k].name, name) != 0) k++;
-  if (k == sizeof ew_ops / sizeof *ew_ops) return fail(L, "unknown elementwise op '%s'", name);
+  int op = ew_op_named(name);
+  if (op < 0) return fail(L, "unknown elementwise op '%s'", name);
   Node n = node_new(OP_EW, 0, NULL);
   int a = ew_operand(L, b, 2, &n);
-  if (expr_arity(ew_ops[k].op) == 2) expr_binary(&n.expr, ew_ops[k].op, a, ew_operand(L, b, 3, &n));
-  else expr_unary(&n.expr, ew_ops[k].op, a);
+  if (expr_arity(op) == 2) expr_binary(&n.expr, op, a, ew_operand(L, b, 3, &n));
+  else expr_unary(&n.expr, op, a);
   if (n.nin == 0) return fail(L, "%s of numbers alone: use Lua arithmetic", name);
   return add_node(L, b, &n);
 }
@@ -506,13 +502,13 @@ static int l_rope(lua_State *L) {
   Builder *b = builder(L);
   int in = tensor_arg(L, b, 1);
   Node n = node_new(OP_ROPE, 1, &in);
-  RopeAttr *r = &n.a.rope;
+  RopeShape *r = &n.a.rope;
   r->head_dim = int_arg(L, 2, 0, 0);
   r->rotary = int_arg(L, 3, 0, 0);
   r->interleaved = lua_toboolean(L, 4);
   r->theta = luaL_checknumber(L, 5);
   static const char *const scalings[] = {"none", "linear", "llama3", NULL};
-  r->scaling = (RopeScaling)luaL_checkoption(L, 6, "none", scalings);
+  r->scaling = (RopeScalingKind)luaL_checkoption(L, 6, "none", scalings);
   r->factor = luaL_optnumber(L, 7, 1);
   r->low_freq_factor = luaL_optnumber(L, 8, 1);
   r->high_freq_factor = luaL_optnumber(L, 9, 4);
@@ -859,10 +855,28 @@ static const luaL_Reg core_functions[] = {
     {NULL, NULL},
 };
 
+/* core.ew_functions: { name, arity } of each elementwise op lib/plait offers as a function (expr.h's
+ * EXPR_OPS), in their order, onto the table on top of the stack. */
+static void push_ew_functions(lua_State *L) {
+  lua_newtable(L);
+  int row = 0;
+  for (int op = 0; op < E_OPCOUNT; op++) {
+    if (expr_op_use(op) != EW_FUNCTION) continue;
+    lua_createtable(L, 2, 0);
+    lua_pushstring(L, expr_op_model_name(op));
+    lua_rawseti(L, -2, 1);
+    lua_pushinteger(L, expr_arity(op));
+    lua_rawseti(L, -2, 2);
+    lua_rawseti(L, -2, ++row);
+  }
+  lua_setfield(L, -2, "ew_functions");
+}
+
 static int open_core(lua_State *L) {
   luaL_newlibtable(L, core_functions);
   lua_pushvalue(L, lua_upvalueindex(1));
   luaL_setfuncs(L, core_functions, 1);
+  push_ew_functions(L);
   return 1;
 }
 

@@ -56,8 +56,11 @@ static int given_name(const Emission *e, int s, int t, char *buf, int len) {
   case REGION_GRAD_IN: snprintf(buf, len, "dx"); return 1;
   case REGION_INPUT:
   case REGION_DATA: snprintf(buf, len, "%s", x->name); return 1;
-  default: return 0;
+  case REGION_SAVED:
+  case REGION_SCRATCH:
+  case REGION_LOSS: return 0;
   }
+  return 0;
 }
 
 /* ---- scopes ---------------------------------------------------------------------------------- */
@@ -128,8 +131,22 @@ static const char *role(const Namer *w, const Node *n, int index, int k) {
   case OP_ATTENTION: return k ? "_lse" : "";
   case OP_EMBEDDING: return "_rows";
   case OP_EW: return w->e->kernels.kernels[w->e->kernels.kernel_of[w->stage][index]].role;
-  default: return "";
+  case OP_MATMUL:
+  case OP_REDUCE:
+  case OP_XENT:
+  case OP_ROPE:
+  case OP_SPLIT:
+  case OP_CONCAT:
+  case OP_ALLREDUCE:
+  case OP_ALLGATHER:
+  case OP_REDUCESCATTER:
+  case OP_SLICE:
+  case OP_NORM_BWD:
+  case OP_ATTENTION_BWD:
+  case OP_EMBEDDING_BWD:
+  case OP_XENT_BWD: return "";
   }
+  return "";
 }
 
 /* "attn.q+k+v" -> "attn_q_k_v": a C identifier's characters. */

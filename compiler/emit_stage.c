@@ -281,10 +281,11 @@ static void attention_backward(const StageWriter *w, const Node *n) {
 
 /* Rotary positions (or, backward, the turn back) over the local heads. */
 static void rope(const StageWriter *w, const Node *n) {
-  static const char *const scalings[] = {[ROPE_PLAIN] = "ROPE_SCALING_NONE", [ROPE_LINEAR] = "ROPE_SCALING_LINEAR",
-                                         [ROPE_LLAMA3] = "ROPE_SCALING_LLAMA3"};
+  static const char *const scalings[] = {[ROPE_SCALING_NONE] = "ROPE_SCALING_NONE",
+                                         [ROPE_SCALING_LINEAR] = "ROPE_SCALING_LINEAR",
+                                         [ROPE_SCALING_LLAMA3] = "ROPE_SCALING_LLAMA3"};
   const Tensor *x = tensor(w, n->in[0]);
-  const RopeAttr *a = &n->a.rope;
+  const RopeShape *a = &n->a.rope;
   char theta[32], factor[32], low[32], high[32], positions[32];
   expr_number_text(a->theta, theta, sizeof theta);
   expr_number_text(a->factor, factor, sizeof factor);
@@ -299,8 +300,8 @@ static void rope(const StageWriter *w, const Node *n) {
       axes(w, n->in[0], 0, 1).text, axes(w, n->in[0], 1, 2).text,
       (long long)(emit_local_dim(w->e->plan, x, 2) / a->head_dim), a->head_dim, a->rotary,
       a->interleaved, a->inverse, theta, scalings[a->scaling]);
-  if (a->scaling != ROPE_PLAIN) fprintf(w->f, ", .factor = %s", factor);
-  if (a->scaling == ROPE_LLAMA3)
+  if (a->scaling != ROPE_SCALING_NONE) fprintf(w->f, ", .factor = %s", factor);
+  if (a->scaling == ROPE_SCALING_LLAMA3)
     fprintf(w->f, ",\n                             .low_freq_factor = %s, .high_freq_factor = %s, "
             ".original_positions = %s", low, high, positions);
   fprintf(w->f, "};\n    k_rope(&shape, %s, %s);\n  }", in(w, n, 0), out(w, n, 0));
@@ -404,7 +405,6 @@ static void node(const StageWriter *w, int index) {
   case OP_ALLGATHER: collective(w, n, "rt_allgather", n->in[0]); break;
   case OP_REDUCESCATTER: collective(w, n, "rt_reducescatter", n->out[0]); break;
   case OP_SLICE: collective(w, n, "rt_slice", n->out[0]); break;
-  default: fprintf(w->f, "  /* %s */", op_name(n->op)); break;
   }
   char where[ESCAPED_SIZE(WHERE_LEN)];
   fprintf(w->f, n->inserted || strcmp(n->where, "autodiff") == 0 ? "\n" : " /* %s */\n",

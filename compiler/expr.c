@@ -7,24 +7,21 @@
 
 enum { MAX_LINEAR_INPUTS = 16 }; /* a node's inputs, at most (graph.h's MAX_INPUTS) */
 
+#define EXPR_ROW(op, name, arity, use, model_name, specials) [op] = {name, arity, use, model_name, specials},
 static const struct {
   const char *name;
   int arity;
-} expr_ops[E_OPCOUNT] = {
-    [E_IN] = {"in", 0},         [E_CONST] = {"const", 0},        [E_ADD] = {"+", 2},
-    [E_SUB] = {"-", 2},         [E_MUL] = {"*", 2},              [E_DIV] = {"/", 2},
-    [E_NEG] = {"neg", 1},       [E_GELU] = {"gelu", 1},          [E_GELU_GRAD] = {"gelu_grad", 1},
-    [E_SILU] = {"silu", 1},     [E_SIGMOID] = {"sigmoid", 1},    [E_RELU] = {"relu", 1},
-    [E_STEP] = {"step", 1},     [E_TANH] = {"tanh", 1},          [E_EXP] = {"exp", 1},
-    [E_DROPOUT] = {"dropout", 1},
-    [E_GELU_EXACT] = {"gelu_exact", 1}, [E_GELU_EXACT_GRAD] = {"gelu_exact_grad", 1}, [E_ERF] = {"erf", 1},
-    [E_SQRT] = {"sqrt", 1},     [E_RSQRT] = {"rsqrt", 1},        [E_LOG] = {"log", 1},
-    [E_ABS] = {"abs", 1},       [E_SIGN] = {"sign", 1},          [E_MIN] = {"min", 2},
-    [E_MAX] = {"max", 2},       [E_GT] = {"gt", 2},              [E_GE] = {"ge", 2},
-};
+  ExprUse use;
+  const char *model_name;
+  double specials;
+} expr_ops[E_OPCOUNT] = {EXPR_OPS(EXPR_ROW)};
+#undef EXPR_ROW
 
 const char *expr_op_name(ExprOp op) { return expr_ops[op].name; }
 int expr_arity(ExprOp op) { return expr_ops[op].arity; }
+ExprUse expr_op_use(ExprOp op) { return expr_ops[op].use; }
+const char *expr_op_model_name(ExprOp op) { return expr_ops[op].model_name; }
+double expr_op_specials(ExprOp op) { return expr_ops[op].specials; }
 int expr_root(const Expr *e) { return e->count - 1; }
 
 static int expr_push(Expr *e, ExprNode node) {
@@ -130,8 +127,12 @@ static int linear_node(const ExprNode *x, LinearForm *form, int n, LinearForm ou
     if (!is_constant(b, n)) return 0;
     for (int i = 0; i <= n; i++) out[i] = a[i] / b[n];
     return 1;
-  default: return 0;
+  case E_GELU: case E_GELU_GRAD: case E_SILU: case E_SIGMOID: case E_RELU: case E_STEP: case E_TANH:
+  case E_EXP: case E_DROPOUT: case E_GELU_EXACT: case E_GELU_EXACT_GRAD: case E_ERF: case E_SQRT:
+  case E_RSQRT: case E_LOG: case E_ABS: case E_SIGN: case E_MIN: case E_MAX: case E_GT: case E_GE:
+    break;
   }
+  return 0;
 }
 
 int expr_linear(const Expr *e, int n, double *coef, double *constant) {
@@ -225,8 +226,12 @@ static int more_local_grad(GradCtx *c, int k, int which, int g) {
     return expr_binary(o, E_MUL, g, chose);
   }
   case E_GT: case E_GE: return expr_const(o, 0);
-  default: return -1; /* constants, inputs, and derivatives themselves have no operands to feed */
+  case E_IN: case E_CONST: case E_ADD: case E_SUB: case E_MUL: case E_DIV: case E_NEG: case E_GELU:
+  case E_GELU_GRAD: case E_SIGMOID: case E_SILU: case E_RELU: case E_STEP: case E_TANH: case E_EXP:
+  case E_DROPOUT: case E_GELU_EXACT_GRAD: case E_SIGN:
+    break; /* local_grad's own, or derivatives, which are not differentiated */
   }
+  return -1;
 }
 
 /* The local derivative of node k times its adjoint g, for operand `which` (0: a, 1: b). */
@@ -263,8 +268,13 @@ static int local_grad(GradCtx *c, int k, int which, int g) {
   }
   case E_EXP: return expr_binary(o, E_MUL, g, fwd_value(c, k));
   case E_DROPOUT: return expr_dropout(o, g, n->value, n->site); /* linear: the same mask */
-  default: return more_local_grad(c, k, which, g);
+  case E_GELU_EXACT: case E_ERF: case E_SQRT: case E_RSQRT: case E_LOG: case E_ABS: case E_MIN: case E_MAX:
+  case E_GT: case E_GE:
+    return more_local_grad(c, k, which, g);
+  case E_IN: case E_CONST: case E_GELU_GRAD: case E_STEP: case E_GELU_EXACT_GRAD: case E_SIGN:
+    break; /* no operands to feed: inputs and constants; derivatives are not differentiated */
   }
+  return -1;
 }
 
 int expr_grad(const Expr *e, int wrt, int grad_input, Expr *out) {
@@ -350,7 +360,6 @@ double expr_eval(const Expr *e, const double *inputs) {
     case E_MAX: v[i] = a >= b ? a : b; break;
     case E_GT: v[i] = a > b; break;
     case E_GE: v[i] = a >= b; break;
-    default: v[i] = NAN; break;
     }
   }
   return e->count ? v[expr_root(e)] : NAN;
@@ -388,8 +397,12 @@ static int print_node(const Expr *e, int k, const char *const *names, const Expr
     if (!dialect) return snprintf(buf, len, "dropout(%s, %g, site %d)", a, n->value, n->site);
     return snprintf(buf, len, dialect->dropout, a, n->value, ordinal);
   }
-  default: return snprintf(buf, len, "%s%s(%s)", dialect ? dialect->prefix : "", expr_op_name(n->op), a);
+  case E_GELU: case E_GELU_GRAD: case E_SILU: case E_SIGMOID: case E_RELU: case E_STEP: case E_TANH:
+  case E_EXP: case E_GELU_EXACT: case E_GELU_EXACT_GRAD: case E_ERF: case E_SQRT: case E_RSQRT:
+  case E_LOG: case E_ABS: case E_SIGN:
+    return snprintf(buf, len, "%s%s(%s)", dialect ? dialect->prefix : "", expr_op_name(n->op), a);
   }
+  return 0;
 }
 
 void expr_to_c(const Expr *e, const char *const *names, const ExprDialect *dialect, char *buf, int len) {

@@ -5,30 +5,53 @@
 
 enum { EXPR_MAX = 96 };
 
-typedef enum {
-  E_IN,        /* input `input` of the node */
-  E_CONST,     /* the number `value` */
-  E_ADD, E_SUB, E_MUL, E_DIV,
-  E_NEG,
-  E_GELU,      /* tanh approximation, as GPT-2 and Megatron use */
-  E_GELU_GRAD, /* d gelu(a) / da */
-  E_SILU,      /* a·sigmoid(a) */
-  E_SIGMOID,
-  E_RELU,
-  E_STEP,      /* 1 where a > 0, else 0 (d relu / da) */
-  E_TANH,
-  E_EXP,
-  E_DROPOUT,   /* a·keep/(1-p), keep drawn from Philox at (seed, site, layer, step, global element) */
-  E_GELU_EXACT,      /* a·Φ(a) = a/2·(1 + erf(a/√2)), as BERT, GPT-NeoX and Falcon use */
-  E_GELU_EXACT_GRAD, /* d gelu_exact(a) / da = Φ(a) + a·φ(a) */
-  E_ERF,
-  E_SQRT, E_RSQRT, E_LOG,
-  E_ABS,
-  E_SIGN,      /* −1, 0 or 1 (d abs / da) */
-  E_MIN, E_MAX,
-  E_GT, E_GE,  /* 1 where a > b (a ≥ b), else 0 */
-  E_OPCOUNT
-} ExprOp;
+/* How a model file asks for an elementwise op through plait.core.ew: as a function of lib/plait
+ * (plait.gelu(x), x:min(y)), as an operator of its tensors (a + b is "add"), or not at all (inputs,
+ * constants, derivatives, and dropout, which has a call of its own). */
+typedef enum { EW_FUNCTION, EW_OPERATOR, EW_INTERNAL } ExprUse;
+
+/* Every elementwise op, once: X(op, name, arity, use, model_name, specials). `name` is how listings
+ * and generated code spell it ("+"; gelu is rt_gelu in generated code); `model_name` what
+ * plait.core.ew takes (NULL when internal); `specials` the special functions (tanh, exp, erf, sqrt,
+ * log, a dropout draw) each element costs, which the plan's time of a fused kernel counts. */
+#define EXPR_OPS(X)                                                                                \
+  X(E_IN, "in", 0, EW_INTERNAL, NULL, 0)       /* input `input` of the node */                     \
+  X(E_CONST, "const", 0, EW_INTERNAL, NULL, 0) /* the number `value` */                            \
+  X(E_ADD, "+", 2, EW_OPERATOR, "add", 0)                                                          \
+  X(E_SUB, "-", 2, EW_OPERATOR, "sub", 0)                                                          \
+  X(E_MUL, "*", 2, EW_OPERATOR, "mul", 0)                                                          \
+  X(E_DIV, "/", 2, EW_OPERATOR, "div", 0)                                                          \
+  X(E_NEG, "neg", 1, EW_OPERATOR, "neg", 0)                                                        \
+  X(E_GELU, "gelu", 1, EW_FUNCTION, "gelu", 1) /* tanh approximation, as GPT-2 and Megatron use */ \
+  X(E_GELU_GRAD, "gelu_grad", 1, EW_INTERNAL, NULL, 1) /* d gelu(a) / da */                        \
+  X(E_SILU, "silu", 1, EW_FUNCTION, "silu", 1)         /* a·sigmoid(a) */                          \
+  X(E_SIGMOID, "sigmoid", 1, EW_FUNCTION, "sigmoid", 1)                                            \
+  X(E_RELU, "relu", 1, EW_FUNCTION, "relu", 0)                                                     \
+  X(E_STEP, "step", 1, EW_INTERNAL, NULL, 0) /* 1 where a > 0, else 0 (d relu / da) */             \
+  X(E_TANH, "tanh", 1, EW_FUNCTION, "tanh", 1)                                                     \
+  X(E_EXP, "exp", 1, EW_FUNCTION, "exp", 1)                                                        \
+  /* a·keep/(1-p), keep drawn from Philox at (seed, site, layer, step, global element) */          \
+  X(E_DROPOUT, "dropout", 1, EW_INTERNAL, NULL, 1)                                                 \
+  /* a·Φ(a) = a/2·(1 + erf(a/√2)), as BERT, GPT-NeoX and Falcon use; d/da: Φ(a) + a·φ(a) */        \
+  X(E_GELU_EXACT, "gelu_exact", 1, EW_FUNCTION, "gelu_exact", 1)                                   \
+  X(E_GELU_EXACT_GRAD, "gelu_exact_grad", 1, EW_INTERNAL, NULL, 2)                                 \
+  X(E_ERF, "erf", 1, EW_FUNCTION, "erf", 1)                                                        \
+  X(E_SQRT, "sqrt", 1, EW_FUNCTION, "sqrt", 1)                                                     \
+  X(E_RSQRT, "rsqrt", 1, EW_FUNCTION, "rsqrt", 1)                                                  \
+  X(E_LOG, "log", 1, EW_FUNCTION, "log", 1)                                                        \
+  X(E_ABS, "abs", 1, EW_FUNCTION, "abs", 0)                                                        \
+  X(E_SIGN, "sign", 1, EW_INTERNAL, NULL, 0) /* −1, 0 or 1 (d abs / da) */                         \
+  X(E_MIN, "min", 2, EW_FUNCTION, "min", 0)                                                        \
+  X(E_MAX, "max", 2, EW_FUNCTION, "max", 0)                                                        \
+  X(E_GT, "gt", 2, EW_FUNCTION, "gt", 0) /* 1 where a > b, else 0 */                               \
+  X(E_GE, "ge", 2, EW_FUNCTION, "ge", 0) /* 1 where a ≥ b, else 0 */
+
+#define EXPR_ENUMERATOR(op, name, arity, use, model_name, specials) op,
+#define EXPR_ONE(op, name, arity, use, model_name, specials) +1
+typedef enum { EXPR_OPS(EXPR_ENUMERATOR) } ExprOp;
+enum { E_OPCOUNT = 0 EXPR_OPS(EXPR_ONE) };
+#undef EXPR_ENUMERATOR
+#undef EXPR_ONE
 
 typedef struct {
   ExprOp op;
@@ -52,6 +75,9 @@ int expr_dropout(Expr *e, int a, double p, int site);
 int expr_root(const Expr *e);
 int expr_arity(ExprOp op);
 const char *expr_op_name(ExprOp op);
+ExprUse expr_op_use(ExprOp op);
+const char *expr_op_model_name(ExprOp op); /* NULL for EW_INTERNAL */
+double expr_op_specials(ExprOp op);
 
 /* Copies the tree rooted at `root` of `src` into `dst`, with input i of src replaced by the node
  * input_map[i] of dst (or by input i itself when input_map is NULL). Returns the new root in dst,

@@ -131,17 +131,9 @@ int64_t param_unpadded_elems(const Model *m, const Param *p) {
   return n;
 }
 
-static const char *const op_names[OP_COUNT] = {
-    [OP_MATMUL] = "matmul",         [OP_EW] = "ew",
-    [OP_REDUCE] = "reduce",         [OP_NORM] = "norm",
-    [OP_ATTENTION] = "attention",   [OP_EMBEDDING] = "embedding",
-    [OP_ROPE] = "rope",             [OP_SPLIT] = "split",           [OP_CONCAT] = "concat",
-    [OP_XENT] = "xent",             [OP_ALLREDUCE] = "allreduce",
-    [OP_ALLGATHER] = "allgather",   [OP_REDUCESCATTER] = "reducescatter",
-    [OP_SLICE] = "slice",           [OP_NORM_BWD] = "norm_bwd",
-    [OP_ATTENTION_BWD] = "attention_bwd", [OP_EMBEDDING_BWD] = "embedding_bwd",
-    [OP_XENT_BWD] = "xent_bwd",
-};
+#define GRAPH_OP_NAME(op, name) [op] = name,
+static const char *const op_names[OP_COUNT] = {GRAPH_OPS(GRAPH_OP_NAME)};
+#undef GRAPH_OP_NAME
 
 const char *op_name(OpKind op) { return op_names[op]; }
 
@@ -161,7 +153,7 @@ void layout_string(Layout l, char *buf, int len) {
   case LAYOUT_R: snprintf(buf, len, "R"); break;
   case LAYOUT_P: snprintf(buf, len, "P"); break;
   case LAYOUT_S: snprintf(buf, len, "S(%d)", l.axis); break;
-  default: snprintf(buf, len, "?"); break;
+  case LAYOUT_NONE: snprintf(buf, len, "?"); break;
   }
 }
 

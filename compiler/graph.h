@@ -9,6 +9,7 @@
 #include "budget.h"
 #include "expr.h"
 #include "name_index.h"
+#include "rope.h"
 
 enum { MAX_DIMS = 6, MAX_INPUTS = 16, MAX_OUTPUTS = 4, NAME_LEN = 64, WHERE_LEN = 160 };
 
@@ -56,30 +57,40 @@ typedef struct {
   char name[NAME_LEN];
 } Tensor;
 
-typedef enum {
-  /* forward primitives */
-  OP_MATMUL,      /* C = op(A)·op(B), A's leading dims flattened; see MatmulAttr */
-  OP_EW,          /* n-ary elementwise expression over inputs broadcast from the right */
-  OP_REDUCE,      /* sum over leading dims down to the output's (suffix) shape */
-  OP_NORM,        /* layer or RMS norm over the last dim: out y, [mean,] rstd */
-  OP_ATTENTION,   /* softmax(q·kᵀ/√d)·v per head: out o, lse */
-  OP_EMBEDDING,   /* rows of a table picked by integer ids */
-  OP_XENT,        /* softmax cross entropy summed over tokens, times the loss scale: out loss, lse */
-  OP_ROPE,        /* rotary positions: each head's first dims turned by angles of the position (or back) */
-  OP_SPLIT,       /* one part of each group of the last dim (a fused q, k, v taken apart) */
-  OP_CONCAT,      /* parts joined group by group along the last dim (the inverse of OP_SPLIT) */
-  /* collectives over the tensor-parallel group, and the local slice */
-  OP_ALLREDUCE,     /* P -> R */
-  OP_ALLGATHER,     /* S(axis) -> R */
-  OP_REDUCESCATTER, /* P -> S(axis) */
-  OP_SLICE,         /* R -> S(axis), no communication */
-  /* backward primitives that are not forward ones reused */
-  OP_NORM_BWD,      /* in x, w, [mean,] rstd, dy -> dx, dw (+=), [db (+=)] */
-  OP_ATTENTION_BWD, /* in q, k, v, o, lse, do -> dq, dk, dv */
-  OP_EMBEDDING_BWD, /* in ids, dy -> dW (+=) */
-  OP_XENT_BWD,      /* in logits, targets, lse -> dlogits (written over the logits) */
-  OP_COUNT
-} OpKind;
+/* Every primitive, once: X(op, name), name as listings print it. The passes switch over the ops
+ * without a default (-Wswitch-enum): an op a pass does not handle fails the build. */
+#define GRAPH_OPS(X)                                                                               \
+  /* forward primitives */                                                                         \
+  X(OP_MATMUL, "matmul") /* C = op(A)·op(B), A's leading dims flattened; see MatmulAttr */         \
+  X(OP_EW, "ew") /* n-ary elementwise expression over inputs broadcast from the right */           \
+  X(OP_REDUCE, "reduce") /* sum over leading dims down to the output's (suffix) shape */           \
+  X(OP_NORM, "norm") /* layer or RMS norm over the last dim: out y, [mean,] rstd */                \
+  X(OP_ATTENTION, "attention") /* softmax(q·kᵀ/√d)·v per head: out o, lse */                       \
+  X(OP_EMBEDDING, "embedding") /* rows of a table picked by integer ids */                         \
+  /* softmax cross entropy summed over tokens, times the loss scale: out loss, lse */              \
+  X(OP_XENT, "xent")                                                                               \
+  /* rotary positions: each head's first dims turned by angles of the position (or back) */        \
+  X(OP_ROPE, "rope")                                                                               \
+  X(OP_SPLIT, "split") /* one part of each group of the last dim (a fused q, k, v taken apart) */  \
+  /* parts joined group by group along the last dim (the inverse of OP_SPLIT) */                   \
+  X(OP_CONCAT, "concat")                                                                           \
+  /* collectives over the tensor-parallel group, and the local slice */                            \
+  X(OP_ALLREDUCE, "allreduce") /* P -> R */                                                        \
+  X(OP_ALLGATHER, "allgather") /* S(axis) -> R */                                                  \
+  X(OP_REDUCESCATTER, "reducescatter") /* P -> S(axis) */                                          \
+  X(OP_SLICE, "slice") /* R -> S(axis), no communication */                                        \
+  /* backward primitives that are not forward ones reused */                                       \
+  X(OP_NORM_BWD, "norm_bwd") /* in x, w, [mean,] rstd, dy -> dx, dw (+=), [db (+=)] */             \
+  X(OP_ATTENTION_BWD, "attention_bwd") /* in q, k, v, o, lse, do -> dq, dk, dv */                  \
+  X(OP_EMBEDDING_BWD, "embedding_bwd") /* in ids, dy -> dW (+=) */                                 \
+  X(OP_XENT_BWD, "xent_bwd") /* in logits, targets, lse -> dlogits (written over the logits) */
+
+#define GRAPH_OP_ENUMERATOR(op, name) op,
+#define GRAPH_OP_ONE(op, name) +1
+typedef enum { GRAPH_OPS(GRAPH_OP_ENUMERATOR) } OpKind;
+enum { OP_COUNT = 0 GRAPH_OPS(GRAPH_OP_ONE) };
+#undef GRAPH_OP_ENUMERATOR
+#undef GRAPH_OP_ONE
 
 typedef struct {
   int trans_a, trans_b; /* A viewed as [M,K] (or [K,M] when trans_a), B as [K,N] (or [N,K]) */
@@ -112,18 +123,6 @@ typedef struct {
   double softcap, scale, rope_theta;
 } LayerAttn;
 
-/* Rotary positions over [b, seq, heads·head_dim]: in each head, pairs of the first `rotary` dims turn by
- * t·freq_i at position t. Pairs are (i, i + rotary/2) (rotate half) or (2i, 2i + 1) (interleaved);
- * freq_i = theta^(−2i/rotary), then scaled: ROPE_LINEAR divides it by factor, ROPE_LLAMA3 divides the
- * low frequencies by factor and blends the middle ones (Llama 3.1). inverse turns back (the gradient). */
-typedef enum { ROPE_PLAIN, ROPE_LINEAR, ROPE_LLAMA3 } RopeScaling;
-typedef struct {
-  int head_dim, rotary, interleaved, inverse;
-  double theta;
-  RopeScaling scaling;
-  double factor, low_freq_factor, high_freq_factor, original_positions;
-} RopeAttr;
-
 /* The last dim as `groups` runs, each the parts' sizes one after another: [g0: p0 p1 …][g1: p0 p1 …]…
  * (Megatron's fused q, k, v: groups = heads, parts of head_dim each, so that a column split by whole
  * heads leaves every part of a head on its rank). OP_SPLIT takes part `part`; OP_CONCAT joins all its
@@ -154,7 +153,7 @@ typedef struct {
     MatmulAttr mm;
     NormAttr norm;
     AttnAttr attn;
-    RopeAttr rope;
+    RopeShape rope; /* B, T and heads 0: the emitter takes them from the input's local shape */
     PartAttr parts;
     XentAttr xent;
     CollAttr coll;

@@ -17,8 +17,9 @@ static const char *tensor_color(const Tensor *t) {
   switch (t->layout.kind) {
   case LAYOUT_S: return "#cfe8ff";
   case LAYOUT_P: return "#ffd6cc";
-  default: return "#ffffff";
+  case LAYOUT_NONE: case LAYOUT_R: break;
   }
+  return "#ffffff";
 }
 
 /* Whether a node reads or writes tensor t: fusion leaves the intermediates of a chain unused. */

@@ -110,8 +110,8 @@ int shard_output_layouts(const Model *m, const Graph *g, const Node *n, Layout *
     return 0;
   case OP_EMBEDDING_BWD: out[0] = tensor_layout(g, n->out[0]); return 0;
   case OP_XENT_BWD: out[0] = x; return 0;
-  default: return -1;
   }
+  return -1;
 }
 
 /* ---- conversions ---------------------------------------------------------------------------- */
@@ -247,7 +247,9 @@ static void input_needs(const Shard *c, const Graph *g, const Node *n, Layout *n
     need[0] = is_split(x, last_axis(g, n->in[0])) ? x : layout_r();
     need[1] = layout_r();
     break;
-  default: break;
+  case OP_REDUCE: case OP_ALLREDUCE: case OP_ALLGATHER: case OP_REDUCESCATTER: case OP_SLICE: case OP_NORM_BWD:
+  case OP_ATTENTION_BWD: case OP_EMBEDDING_BWD: case OP_XENT_BWD:
+    break; /* each input as it is laid out */
   }
 }
 
@@ -281,8 +283,9 @@ static Layout hint_layout(const Param *p, int tp) {
   switch (p->hint) {
   case HINT_COLUMN: case HINT_VOCAB: return layout_s(0);
   case HINT_ROW: return layout_s(1);
-  default: return layout_r();
+  case HINT_REPLICATED: break;
   }
+  return layout_r();
 }
 
 static int layout_params(Shard *c) {

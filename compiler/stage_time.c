@@ -159,16 +159,10 @@ static void attention_on_kernels(Walk *w, int i, int backward) {
   add(w, i, "rope for cuDNN", rope);
 }
 
-/* Special functions per element of an elementwise expression: each tanh, exp, erf, sqrt, log, sigmoid
- * and dropout draw (a GeLU's tanh, its derivative's, an exact GeLU's erf and exp). */
+/* Special functions per element of an elementwise expression: each op's (expr.h's EXPR_OPS). */
 static double specials_per_element(const Expr *e) {
   double count = 0;
-  for (int i = 0; i < e->count; i++) switch (e->n[i].op) {
-    case E_GELU: case E_GELU_GRAD: case E_SILU: case E_SIGMOID: case E_TANH: case E_EXP: case E_DROPOUT:
-    case E_GELU_EXACT: case E_ERF: case E_SQRT: case E_RSQRT: case E_LOG: count += 1; break;
-    case E_GELU_EXACT_GRAD: count += 2; break;
-    default: break;
-    }
+  for (int i = 0; i < e->count; i++) count += expr_op_specials(e->n[i].op);
   return count;
 }
 
@@ -218,8 +212,8 @@ static void xent(Walk *w, int i) {
   add_kernel(w, i, "vocab all-reduces", three, 1);
 }
 
-/* The memory-bound kind of the runtime's kernel for a node (DIR/train --profile's): what it does not
- * time on its own it counts as elementwise. */
+/* The memory-bound kind of the runtime's kernel for a node (DIR/train --profile's); rope, splits and
+ * concats, which --profile shows as kinds of their own, run at the elementwise kernels' share. */
 static MemoryKind memory_kind(OpKind op) {
   if (op == OP_NORM || op == OP_NORM_BWD) return MEMORY_NORM;
   if (op == OP_REDUCE) return MEMORY_BIAS_SUMS;

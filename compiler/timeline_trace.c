@@ -14,8 +14,9 @@ static int track_of(ActionKind kind) {
   case ACTION_RECV_B: return TRACK_RECV;
   case ACTION_REDUCE_GRAD:
   case ACTION_EMBED_REDUCE: return TRACK_REDUCE;
-  default: return TRACK_COMPUTE;
+  case ACTION_F: case ACTION_B: case ACTION_STEP: case ACTION_KINDS: break;
   }
+  return TRACK_COMPUTE;
 }
 
 static const char *category(ActionKind kind) {
@@ -25,8 +26,9 @@ static const char *category(ActionKind kind) {
   case ACTION_STEP: return "optimizer";
   case ACTION_REDUCE_GRAD:
   case ACTION_EMBED_REDUCE: return "reduction";
-  default: return "p2p";
+  case ACTION_SEND_F: case ACTION_RECV_F: case ACTION_SEND_B: case ACTION_RECV_B: case ACTION_KINDS: break;
   }
+  return "p2p";
 }
 
 static void write_names(const Schedule *s, FILE *f) {

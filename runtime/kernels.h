@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "real.h"
+#include "rope.h"
 
 /* The GEMMs' flags as generated code spells them: an operand as stored (GEMM_N) or transposed
  * (GEMM_T), and beta: C overwritten (GEMM_OVERWRITE) or added to (GEMM_ACCUMULATE). */
@@ -95,25 +96,7 @@ void k_attention_forward(const AttnShape *s, const act_t *q, const act_t *k, con
 void k_attention_backward(const AttnShape *s, const act_t *q, const act_t *k, const act_t *v, const act_t *out,
                           const real *lse, const act_t *dout, act_t *dq, act_t *dk, act_t *dv);
 
-/* Rotary positions over B sequences of T positions, x and y [B, T, H·D] (y may be x): in each head the
- * first `rotary` dims turn, pair i by the angle t·freq_i at position t (inverse: by −t·freq_i, the
- * transpose, which carries the gradient back). Pairs are (i, i + rotary/2) (rotate half: Llama, NeoX)
- * or (2i, 2i + 1) when interleaved (GPT-J); the dims past `rotary` pass through. freq_i =
- * theta^(−2i/rotary), scaled as rope_frequencies says. */
-typedef enum { ROPE_SCALING_NONE, ROPE_SCALING_LINEAR, ROPE_SCALING_LLAMA3 } RopeScalingKind;
-typedef struct {
-  int64_t B, T;
-  int heads, head_dim, rotary, interleaved, inverse;
-  double theta;
-  RopeScalingKind scaling;
-  double factor, low_freq_factor, high_freq_factor, original_positions;
-} RopeShape;
-
-/* freq[i] for i < rotary/2, in double. Linear scaling divides every frequency by factor (positions
- * stretched). Llama 3's keeps the frequencies whose wavelength 2π/f is under original_positions /
- * high_freq_factor, divides those over original_positions / low_freq_factor by factor, and blends
- * between: f·((1 − a)/factor + a), a = (original_positions/wavelength − low) / (high − low). */
-void rope_frequencies(const RopeShape *s, double *freq);
+/* Rotary positions (rope.h) over x and y [B, T, heads·head_dim] (y may be x). */
 void k_rope(const RopeShape *s, const act_t *x, act_t *y);
 
 /* The last dim as `groups` runs of parts, [g0: p0 p1 …][g1: p0 p1 …]…, over `rows` leading positions

@@ -7,7 +7,8 @@
 #include "device.h"
 
 static const char *const kind_names[PROFILE_KINDS] = {
-    "gemm", "attention", "norm", "elementwise", "bias_sums", "embedding", "xent", "optimizer", "grad_norm", "comm"};
+    "gemm",      "attention", "norm", "elementwise", "rope",      "split_concat",
+    "bias_sums", "embedding", "xent", "optimizer",   "grad_norm", "comm"};
 
 /* Work the device may still be running is finished before the clock is read (a no-op on the CPU). */
 static double now(void) {
@@ -50,6 +51,20 @@ void profile_step(Profile *p, double seconds) {
 double profile_attention_flops(const AttnShape *s) {
   double full = 4.0 * (double)s->B * (double)s->Hq * (double)s->T * (double)s->T * s->D;
   return s->causal ? full / 2 : full;
+}
+
+double profile_split_bytes(int64_t rows, int64_t groups, int nparts, const int64_t *sizes, int part,
+                           const act_t *x, const act_t *y) {
+  (void)nparts, (void)x, (void)y;
+  return 2.0 * (double)rows * (double)groups * (double)sizes[part] * sizeof(act_t);
+}
+
+double profile_concat_bytes(int64_t rows, int64_t groups, int nparts, const int64_t *sizes,
+                            const act_t *const *parts, const act_t *y) {
+  (void)y;
+  double elems = 0;
+  for (int i = 0; i < nparts; i++) elems += (double)sizes[i] * (parts[i] ? 2 : 1);
+  return elems * (double)rows * (double)groups * sizeof(act_t);
 }
 
 /* GEMMs and attention are rated in FLOP/s, the rest in bytes/s. */

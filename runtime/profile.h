@@ -1,7 +1,8 @@
-/* profile.h: DIR/train --profile: the time, FLOPs and bytes of a step by kind of work (GEMMs, attention,
- * norms, fused elementwise kernels, cross entropy, the optimizer, the gradient norm, communication),
- * summed over the steps after the first. Stage code's kernels are counted through profiled.h; the plan's
- * walk and the optimizer count their own. Bytes are the tensors a kernel must read and write once (its
+/* profile.h: DIR/train --profile: the time, FLOPs and bytes of a step by kind of work (GEMMs,
+ * attention, norms, fused elementwise kernels, rotary positions, splits and concats of fused
+ * GEMMs' outputs, cross entropy, the optimizer, the gradient norm, communication), summed over the
+ * steps after the first. Stage code's kernels are counted through profiled.h; the plan's walk and
+ * the optimizer count their own. Bytes are the tensors a kernel must read and write once (its
  * floor's traffic), not what the caches make of them. */
 #ifndef PLAIT_PROFILE_H
 #define PLAIT_PROFILE_H
@@ -16,7 +17,9 @@ typedef enum {
   PROFILE_ATTENTION,
   PROFILE_NORM,
   PROFILE_ELEMENTWISE,
-  PROFILE_BIAS_SUMS, /* k_sum_rows: bias gradients */
+  PROFILE_ROPE,         /* k_rope */
+  PROFILE_SPLIT_CONCAT, /* k_split, k_concat: a fused GEMM's output apart, its gradient joined */
+  PROFILE_BIAS_SUMS,    /* k_sum_rows: bias gradients */
   PROFILE_EMBEDDING,
   PROFILE_XENT,
   PROFILE_OPTIMIZER,
@@ -49,5 +52,11 @@ void profile_print(const Profile *p, FILE *out, FILE *json);
 
 /* FLOPs of attention forward (4·B·Hq·T²·D, half of it when causal); backward is twice that. */
 double profile_attention_flops(const AttnShape *s);
+/* The bytes k_split and k_concat read and write, from the kernel's own arguments: the part read and
+ * written; the whole written and the parts given (not NULL) read. */
+double profile_split_bytes(int64_t rows, int64_t groups, int nparts, const int64_t *sizes, int part,
+                           const act_t *x, const act_t *y);
+double profile_concat_bytes(int64_t rows, int64_t groups, int nparts, const int64_t *sizes,
+                            const act_t *const *parts, const act_t *y);
 
 #endif

@@ -2,7 +2,9 @@
  * Included by the generated program after rt.h: each kernel name below is also a macro of the same
  * name that runs the kernel and, when the run profiles (r->profile set: the stage function's Run is
  * `r`), adds its time, FLOPs and bytes to its kind. The fused elementwise kernels (the program's
- * own: ew_bias_add, ...) are not wrapped: the time between wrapped calls inside a stage is theirs. */
+ * own: ew_bias_add, ...) are not wrapped: the time between wrapped calls inside a stage is theirs.
+ * tests/cli/profiled_wrappers.sh checks that every kernel of kernels.h is wrapped here, or named
+ * there with why stage code does not call it. */
 #ifndef PLAIT_PROFILED_H
 #define PLAIT_PROFILED_H
 
@@ -44,6 +46,15 @@
   PROFILED(PROFILE_ATTENTION, 2 * profile_attention_flops(s),                                      \
            PROFILE_ACT(9.0 * (s)->B * (s)->T * (s)->Hq * (s)->D),                                  \
            k_attention_backward(s, q, k, v, out, lse, dout, dq, dk, dv))
+/* x read and y written once. */
+#define k_rope(s, x, y)                                                                      \
+  PROFILED(PROFILE_ROPE, 0, PROFILE_ACT(2.0 * (s)->B * (s)->T * (s)->heads * (s)->head_dim), \
+           k_rope(s, x, y))
+/* Variadic: the sizes and parts come as compound literals, whose commas are not an argument's. */
+#define k_split(...) \
+  PROFILED(PROFILE_SPLIT_CONCAT, 0, profile_split_bytes(__VA_ARGS__), k_split(__VA_ARGS__))
+#define k_concat(...) \
+  PROFILED(PROFILE_SPLIT_CONCAT, 0, profile_concat_bytes(__VA_ARGS__), k_concat(__VA_ARGS__))
 #define k_sum_rows(rows, C, x, out) \
   PROFILED(PROFILE_BIAS_SUMS, 0, PROFILE_ACT((double)(rows) * (C)), k_sum_rows(rows, C, x, out))
 #define k_sum_rows_act(rows, C, x, out) \

@@ -1,7 +1,7 @@
 /* rope.c: the frequencies of rotary positions, one formula for the CPU and the GPU kernels. */
 #include <math.h>
 
-#include "kernels.h"
+#include "rope.h"
 
 static double llama3_frequency(const RopeShape *s, double f) {
   double wavelength = 2 * M_PI / f;

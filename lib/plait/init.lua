@@ -59,19 +59,15 @@ function Tensor:dim(i)
   return s[i].name
 end
 
--- gelu is the tanh approximation (GPT-2, Megatron); gelu_exact is x·Φ(x) with the error function (BERT,
--- GPT-NeoX, Falcon).
-local unary = { "gelu", "gelu_exact", "silu", "relu", "tanh", "exp", "sigmoid", "erf", "sqrt", "rsqrt", "log", "abs" }
-for _, name in ipairs(unary) do
-  plait[name] = function(x) return ew(name, x) end
-  Tensor[name] = plait[name]
-end
-
--- Elementwise of two operands (tensors or numbers, broadcast from the right): min and max (the gradient
--- goes to the operand chosen, the first on a tie), and comparisons giving 1 where they hold, else 0 (for
--- masks; no gradient flows through them).
-for _, name in ipairs({ "min", "max", "gt", "ge" }) do
-  plait[name] = function(a, b) return ew(name, a, b) end
+-- The elementwise functions of one operand or two (tensors or numbers, broadcast from the right), as
+-- the compiler lists them (compiler/expr.h's EXPR_OPS). gelu is the tanh approximation (GPT-2,
+-- Megatron); gelu_exact is x·Φ(x) with the error function (BERT, GPT-NeoX, Falcon). min and max: the
+-- gradient goes to the operand chosen, the first on a tie; comparisons (gt, ge) give 1 where they hold,
+-- else 0 (for masks; no gradient flows through them).
+for _, op in ipairs(core.ew_functions) do
+  local name, arity = op[1], op[2]
+  if arity == 1 then plait[name] = function(x) return ew(name, x) end
+  else plait[name] = function(a, b) return ew(name, a, b) end end
   Tensor[name] = plait[name]
 end
 function plait.lt(a, b) return ew("gt", b, a) end

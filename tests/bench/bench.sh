@@ -227,7 +227,7 @@ predicted=$($PLAIT plan $GPT2 --machine cpu --format json | grep '"memory_bytes"
 resident=$(grep peak_resident_bytes "$TMP/gpt2.json" | sed 's/.*"peak_resident_bytes": \([0-9]*\).*/\1/')
 j=$TMP/gpt2.json
 memory_bound=0
-for kind in norm elementwise bias_sums embedding xent grad_norm; do
+for kind in norm elementwise rope split_concat bias_sums embedding xent grad_norm; do
   memory_bound=$(awk -v a="$memory_bound" -v b="$(profile "$j" $kind bytes)" 'BEGIN { print a + b }')
 done
 awk -v ms="$(median "$j" ms)" -v tps="$(median "$j" tokens_per_s)" -v mfu="$(median "$j" mfu)" \

@@ -168,7 +168,7 @@ if $PLAIT build models/tiny.lua $LAYOUT -o "$TMP/profiled" >"$TMP/build.log" 2>&
   number() { echo "$line" | sed "s/.*\"$1\": {\"ms\": \([^,]*\), \"flops\": \([^,]*\), \"bytes\": \([^}]*\)}.*/\1 \2 \3/"; }
   verdict=$(awk -v model="$model" -v gemm="$(number gemm)" -v attn="$(number attention)" -v opt="$(number optimizer)" \
     -v step="$(echo "$line" | sed 's/.*"step_ms": \([^,]*\),.*/\1/')" -v kinds="$(for k in gemm attention norm \
-    elementwise bias_sums embedding xent optimizer grad_norm comm; do number $k | awk '{ print $1 }'; done | tr '\n' ' ')" '
+    elementwise rope split_concat bias_sums embedding xent optimizer grad_norm comm; do number $k | awk '{ print $1 }'; done | tr '\n' ' ')" '
     BEGIN { split(gemm, g, " "); split(attn, a, " "); split(opt, o, " "); n = split(kinds, k, " ")
       for (i = 1; i <= n; i++) sum += k[i]
       if (g[2] + 2 * a[2] != model / 2) { printf "GEMM %s + 2 x attention %s FLOPs, plan %s", g[2], a[2], model; exit }

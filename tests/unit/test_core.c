@@ -30,7 +30,7 @@ static const char *const call_all = "local args = {\n"
   "}\n"
   "local core = require 'plait.core'\n"
   "local names = {}\n"
-  "for name in pairs(core) do names[#names + 1] = name end\n"
+  "for name, f in pairs(core) do if type(f) == 'function' then names[#names + 1] = name end end\n"
   "table.sort(names)\n"
   "local errors = 0\n"
   "local function try(name, a)\n"
@@ -141,8 +141,46 @@ static void test_growth_within_memory(void) {
   model_free(&m);
 }
 
+/* core.ew_functions is expr.h's list of the ops a model file calls as functions, in its order, each with
+ * its arity; core.ew builds each into a node whose expression's root is that op, and refuses the internal
+ * ones. */
+static void test_ew_functions_are_the_c_list(void) {
+  Model m = {0};
+  Builder b = {0};
+  graph_init(&m.embed, "embed");
+  graph_init(&m.block, "block");
+  graph_init(&m.head, "head");
+  m.layers = 1;
+  b.model = &m;
+  lua_State *L = luaL_newstate();
+  luaL_openlibs(L);
+  core_register(L, &b);
+  lua_pushstring(L, "model.lua");
+  lua_setfield(L, LUA_REGISTRYINDEX, CORE_MODEL_FILE);
+  int status = luaL_dostring(L, "core = require 'plait.core' core.dim('b', 2) core.dim('h', 4) core.stage('embed')\n"
+                                "x = { id = core.input('x', { 'b', 'h' }, 'real') }\n"
+                                "for _, op in ipairs(core.ew_functions) do core.ew(op[1], x, x) end\n"
+                                "return #core.ew_functions, (pcall(core.ew, 'gelu_grad', x)), (pcall(core.ew, 'step', x))");
+  CHECK(status == LUA_OK, "%s", status ? lua_tostring(L, -1) : "");
+  int listed = 0;
+  for (int op = 0; op < E_OPCOUNT && status == LUA_OK; op++) {
+    if (expr_op_use(op) != EW_FUNCTION) continue;
+    const Node *n = listed < m.embed.nnodes ? &m.embed.nodes[listed] : NULL;
+    CHECK(n && n->op == OP_EW && (int)n->expr.n[expr_root(&n->expr)].op == op && n->nin == 1,
+          "node %d is not %s of x", listed, expr_op_name(op));
+    listed++;
+  }
+  CHECK(status == LUA_OK && lua_tointeger(L, 1) == listed && m.embed.nnodes == listed,
+        "%d functions listed, %d nodes, %d in expr.h", (int)lua_tointeger(L, 1), m.embed.nnodes, listed);
+  CHECK(!lua_toboolean(L, 2) && !lua_toboolean(L, 3), "an internal op was built from a model file");
+  lua_close(L);
+  core_free(&b);
+  model_free(&m);
+}
+
 int main(void) {
   RUN(test_any_call_in_any_stage);
+  RUN(test_ew_functions_are_the_c_list);
   RUN(test_growth_within_memory);
   TEST_EXIT();
 }
