@@ -10,10 +10,10 @@
 #include <unistd.h>
 
 #include "commands.h"
-#include "emit.h"
+#include "emit/emit.h"
 #include "options.h"
 #include "outfile.h"
-#include "plan.h"
+#include "plan/plan.h"
 
 #ifndef OPENBLAS
 #error "OPENBLAS: the OpenMP build of OpenBLAS to link generated programs with (set by the Makefile)"

@@ -9,7 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "calibrate.h"
+#include "cost/calibrate.h"
 #include "commands.h"
 #include "options.h"
 #include "outfile.h"

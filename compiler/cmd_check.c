@@ -9,8 +9,8 @@
 #include "escape.h"
 #include "options.h"
 #include "outfile.h"
-#include "plan.h"
-#include "trace_compare.h"
+#include "plan/plan.h"
+#include "plan/trace_compare.h"
 
 static const char *const check_flags[] = {"--unit-costs", "--pp", "--vpp", "--dp", "--mbs", "--gbs", "--tp",
                                           "--set", "--machine", "--model", "--sequence-parallel", "--recompute",

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 
 #include "commands.h"
-#include "diag.h"
+#include "ir/diag.h"
 #include "infile.h"
 #include "outfile.h"
 #include "tokenfile.h"

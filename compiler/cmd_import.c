@@ -10,14 +10,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ckpt_model.h"
+#include "ckpt/safetensors_model.h"
 #include "commands.h"
 #include "escape.h"
-#include "family.h"
-#include "host.h"
+#include "front/family.h"
+#include "front/host.h"
 #include "options.h"
 #include "outfile.h"
-#include "relayout.h"
+#include "front/relayout.h"
 
 static const char *const import_flags[] = {"--set", "-o", "--force", "--lua-instructions", "--lua-memory", NULL};
 

@@ -5,7 +5,7 @@
 #include "commands.h"
 #include "options.h"
 #include "outfile.h"
-#include "plan.h"
+#include "plan/plan.h"
 
 const char *const plan_flags[] = {OPTIONS_LAYOUT, "--set", "--format", "--machine", "--unit-costs",
                                   "--print", "-o", "--lua-instructions", "--lua-memory",

@@ -4,7 +4,7 @@
 
 #include "bytes.h"
 #include "commands.h"
-#include "tune.h"
+#include "plan/tune.h"
 
 const char *const tune_flags[] = {"--gpus", "--machine", "--set", "--format", OPTIONS_LAYOUT,
                                   "--lua-instructions", "--lua-memory", NULL};

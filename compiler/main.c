@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "commands.h"
-#include "diag.h"
+#include "ir/diag.h"
 
 typedef struct {
   const char *name;

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "layout_fields.h"
+#include "front/layout_fields.h"
 
 static int allowed(const char *const *flags, const char *flag) {
   for (int i = 0; flags[i]; i++)

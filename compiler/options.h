@@ -3,9 +3,9 @@
 #ifndef PLAIT_OPTIONS_H
 #define PLAIT_OPTIONS_H
 
-#include "core.h"
-#include "diag.h"
-#include "parallel.h"
+#include "front/core.h"
+#include "ir/diag.h"
+#include "front/parallel.h"
 
 typedef struct {
   const char *file;          /* the positional argument: a model file, or a schedule file for check */

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "diag.h"
+#include "ir/diag.h"
 #include "own_folder.h"
 
 /* The checkout plait runs from: PLAIT_HOME, else the folder above the binary's (build/plait). */

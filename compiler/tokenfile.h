@@ -1,4 +1,4 @@
-/* tokenfile.h: writing token files in llm.c's format (what runtime/data.c reads): a header of 256
+/* tokenfile.h: writing token files in llm.c's format (what runtime/train/data.c reads): a header of 256
  * little-endian int32 (magic 20240520, version 1, the token count), then the tokens as uint16. */
 #ifndef PLAIT_TOKENFILE_H
 #define PLAIT_TOKENFILE_H
@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "diag.h"
+#include "ir/diag.h"
 #include "outfile.h"
 
 #define TOKENFILE_MAGIC 20240520

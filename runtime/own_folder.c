@@ -14,8 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ckpt.h"
-#include "ckpt_model.h"
+#include "ckpt/safetensors.h"
+#include "ckpt/safetensors_model.h"
 #include "write_place.h"
 
 static const char *const kind_words[] = {"build", "checkpoint", "export"};

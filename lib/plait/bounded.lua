@@ -1,7 +1,7 @@
 -- plait.bounded: the library functions a model file calls whose work runs no Lua instruction, each
--- charging that work to the instruction limit before it runs (plait.limits, compiler/lua_limits.c), so
+-- charging that work to the instruction limit before it runs (plait.limits, compiler/front/lua_limits.c), so
 -- that no call, or loop of calls, outlasts the limit: string.find, match, gmatch and gsub by a bound on
--- their backtracking (compiler/lua_patterns.c), table.move, insert, remove, sort, concat and unpack by the
+-- their backtracking (compiler/front/lua_patterns.c), table.move, insert, remove, sort, concat and unpack by the
 -- elements they touch, select and string.rep by the values and repetitions they make, and string.format,
 -- byte, pack and unpack, utf8's functions, tonumber, load, print (to stderr) and a garbage
 -- collection by what they read, and a caught error by the stack Lua walks. What a call allocates is

@@ -60,7 +60,7 @@ function Tensor:dim(i)
 end
 
 -- The elementwise functions of one operand or two (tensors or numbers, broadcast from the right), as
--- the compiler lists them (compiler/expr.h's EXPR_OPS). gelu is the tanh approximation (GPT-2,
+-- the compiler lists them (compiler/ir/expr.h's EXPR_OPS). gelu is the tanh approximation (GPT-2,
 -- Megatron); gelu_exact is x·Φ(x) with the error function (BERT, GPT-NeoX, Falcon). min and max: the
 -- gradient goes to the operand chosen, the first on a tie; comparisons (gt, ge) give 1 where they hold,
 -- else 0 (for masks; no gradient flows through them).

@@ -1,5 +1,5 @@
 # cuda.mk: the CUDA build, included by the Makefile; where nvcc is missing it adds only gpu-check.
-#   build/libplait_rt_cuda.a  the runtime of GPU programs: runtime/*.c with PLAIT_CUDA and runtime/cuda/*.c
+#   build/libplait_rt_cuda.a  the runtime of GPU programs: the runtime's shared C with PLAIT_CUDA and runtime/cuda/*.c
 #                             (cc), runtime/cuda/*.cu (nvcc, sm_90 and PTX for compute_90), the NVRTC prelude
 #   build/libplait_rt_ref.a   the CPU runtime with a plain C GEMM and without MPI: the GPU check's reference
 #   build/tests/cuda/, build/gpu/  the checks `make test` runs without a GPU, and the programs of the GPU check
@@ -57,7 +57,7 @@ CUDA_BUILD_DEFS := -DPLAIT_CUDA_CC='"$(CUDA_CC)"' -DPLAIT_CUDA_CFLAGS='"$(PROGRA
                    -DPLAIT_CUDA_LINK='"$(strip $(CUDA_LINK))"'
 
 # ---- build/libplait_rt_cuda.a -------------------------------------------------------------------
-RT_CUDA_C   := $(filter-out runtime/comm_mpi.c,$(wildcard runtime/*.c)) \
+RT_CUDA_C   := $(filter-out runtime/comm_mpi.c,$(RT_SHARED_C)) \
                $(filter-out runtime/cuda/$(if $(CUDA_NCCL),without_nccl,comm_nccl).c \
                  $(if $(CUDNN_INCDIR),runtime/cuda/without_cudnn.c,$(CUDNN_C:%=runtime/cuda/%.c)), \
                  $(wildcard runtime/cuda/*.c))
@@ -88,7 +88,7 @@ $(B)/rtcuda/cuda_prelude.o: $(B)/gen/cuda_prelude.c
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 # ---- build/libplait_rt_ref.a: the CPU reference of the GPU check -------------------------------
-RT_REF_C   := $(filter-out runtime/comm_mpi.c,$(wildcard runtime/*.c runtime/cpu/*.c)) tests/gpu/without_mpi.c
+RT_REF_C   := $(filter-out runtime/comm_mpi.c,$(RT_C)) tests/gpu/without_mpi.c
 RT_REF_OBJ := $(RT_REF_C:%.c=$(B)/rtref/%.o)
 
 $(B)/libplait_rt_ref.a: $(RT_REF_OBJ)
@@ -129,7 +129,7 @@ $(B)/gpu/attention_bench: tests/gpu/attention_bench.c $(B)/libplait_rt_cuda.a
 $(B)/gpu/copy_rate: tests/gpu/copy_rate.c $(B)/libplait_rt_cuda.a
 	@mkdir -p $(@D)
 	$(CUDA_CC) $(PROGRAM_CFLAGS) -Iruntime -Iruntime/cuda -o $@ $< $(B)/libplait_rt_cuda.a $(CUDA_LINK)
-$(B)/gpu/tokens: tests/gpu/tokens.c runtime/data.h
+$(B)/gpu/tokens: tests/gpu/tokens.c runtime/train/data.h
 	@mkdir -p $(@D)
 	$(CC) -std=c11 $(OPT) $(WARN) -D_GNU_SOURCE -Iruntime -o $@ $<
 GPU_CHECK_BIN := $(GPU_TRAIN) $(B)/gpu/kernel_check-cpu $(B)/gpu/kernel_check-cuda $(B)/gpu/tokens \

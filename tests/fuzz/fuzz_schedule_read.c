@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "schedule.h"
-#include "simulate.h"
+#include "schedule/schedule.h"
+#include "schedule/simulate.h"
 
 static int same_action(const Action *x, const Action *y) {
   return x->kind == y->kind && x->joined == y->joined && x->stage == y->stage && x->microbatch == y->microbatch &&

@@ -1,11 +1,11 @@
-/* tokens.c: `tokens OUT FILE...` writes the bytes of the files as a token file (runtime/data.h's format:
+/* tokens.c: `tokens OUT FILE...` writes the bytes of the files as a token file (runtime/train/data.h's format:
  * a header of 256 little-endian int32, then the tokens as uint16), for the GPU check, where plait itself
  * (and so `plait data`) is not built. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "data.h"
+#include "train/data.h"
 
 int main(int argc, char **argv) {
   if (argc < 3) {

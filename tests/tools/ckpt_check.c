@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "ckpt.h"
+#include "ckpt/safetensors.h"
 
 static int check_tensor(Ckpt *c, const CkptTensor *t) {
   int64_t n = 1;

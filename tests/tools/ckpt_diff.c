@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckpt.h"
+#include "ckpt/safetensors.h"
 
 typedef struct {
   double diff, norm; /* Σ (a - b)², Σ b² */

@@ -2,7 +2,7 @@
 """include_graph.py: holds a source file at the top of its folder's include graph.
 
   include_graph.py DIR FILE.c   FILE.c's header is included by DIR's entry point alone (the .c
-                                file directly in DIR that defines main()), and no chain of
+                                file beside FILE.c that defines main()), and no chain of
                                 includes leads from FILE.c back to it
 
 The graph: the modules of the .c, .h, .cu and .cuh files under DIR (X.c, X.cu, X.h and X.cuh
@@ -82,9 +82,10 @@ def main():
         sys.exit(f'{top} is not under {root}')
     header = os.path.splitext(os.path.basename(top))[0] + '.h'
     entries = [p for p, text in files.items()
-               if p.endswith('.c') and os.sep not in p and MAIN.search(text)]
+               if p.endswith('.c') and os.path.dirname(p) == os.path.dirname(top)
+               and MAIN.search(text)]
     if len(entries) != 1:
-        sys.exit(f'{root} has {len(entries)} .c files that define main(), not one: {entries}')
+        sys.exit(f'{root}: {len(entries)} .c files beside {top} define main(), not one: {entries}')
     problems = []
     for path, text in sorted(files.items()):
         named = [os.path.basename(inc) for inc in INCLUDE.findall(text)]

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data.h"
+#include "train/data.h"
 
 static void print_row(const int32_t *values, int64_t n) {
   for (int64_t i = 0; i < n; i++) printf("%s%d", i ? " " : "", values[i]);

@@ -8,10 +8,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "calibrate.h"
+#include "cost/calibrate.h"
 #include "check.h"
-#include "kernel_time.h"
-#include "machine.h"
+#include "cost/kernel_time.h"
+#include "cost/machine.h"
 
 static const double rate = 150e9, overhead = 4e-6, bandwidth = 7e9, latency = 25e-6;
 static const double stream_rate = 20e9, kernel_overhead = 2e-6, attention_rate = 40e9;

@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "ckpt.h"
-#include "ckpt_meta.h"
+#include "ckpt/safetensors.h"
+#include "ckpt/safetensors_meta.h"
 
 static char dir[] = "/tmp/plait-test-ckpt-XXXXXX";
 

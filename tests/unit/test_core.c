@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "core.h"
-#include "lua_limits.h"
+#include "front/core.h"
+#include "front/lua_limits.h"
 
 /* Arguments of every kind: none, numbers out of range, strings, tables that are not tensors, tensors of
  * this stage (ids 0 to 3: int tokens, real activations, a scalar loss and its statistics) or of none,

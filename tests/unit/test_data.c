@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "data.h"
+#include "train/data.h"
 
 static char dir[] = "/tmp/plait-test-data-XXXXXX";
 static char path[256];

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "expr.h"
+#include "ir/expr.h"
 
 /* Checks d e / d input i (times an upstream gradient g) at x against (e(x+h) - e(x-h)) / 2h · g. */
 static void check_gradient(const Expr *e, int ninputs, const double *x, const char *what) {

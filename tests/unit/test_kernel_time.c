@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "kernel_time.h"
-#include "machine.h"
+#include "cost/kernel_time.h"
+#include "cost/machine.h"
 
 static Machine a100(void) {
   Machine m;

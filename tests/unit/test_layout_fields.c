@@ -9,11 +9,11 @@
 
 #include "check.h"
 #include "commands.h"
-#include "host.h"
-#include "layout_fields.h"
+#include "front/host.h"
+#include "front/layout_fields.h"
 #include "options.h"
-#include "plan.h"
-#include "tune.h"
+#include "plan/plan.h"
+#include "plan/tune.h"
 
 /* A value of the field that is not its default, spelled as its flag takes it. */
 static const char *other_value(const LayoutField *field) {

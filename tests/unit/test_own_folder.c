@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "ckpt.h"
-#include "ckpt_model.h"
+#include "ckpt/safetensors.h"
+#include "ckpt/safetensors_model.h"
 #include "own_folder.h"
 #include "write_place.h"
 

@@ -6,8 +6,8 @@
 
 #include "check.h"
 #include "options.h"
-#include "plan.h"
-#include "shape.h"
+#include "plan/plan.h"
+#include "ir/shape.h"
 
 static const char *const all_flags[] = {"--tp", "--pp", "--vpp", "--dp", "--mbs", "--gbs", "--schedule", "--recompute",
                                         "--sequence-parallel", "--partition", "--set", "--format", "--machine",

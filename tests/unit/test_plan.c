@@ -7,7 +7,7 @@
 
 #include "check.h"
 #include "options.h"
-#include "plan.h"
+#include "plan/plan.h"
 
 static const char *const all_flags[] = {"--tp", "--pp", "--vpp", "--dp", "--mbs", "--gbs", "--schedule", "--recompute",
                                         "--sequence-parallel", "--partition", "--set", "--format", "--machine",

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "relayout.h"
+#include "front/relayout.h"
 
 /* q = 0..3, k = 10, 11, v = 20, 21, one column, in two blocks: each block holds half of each part. */
 static void test_interleave_per_head(void) {

@@ -6,8 +6,8 @@
 #include <time.h>
 
 #include "check.h"
-#include "schedule.h"
-#include "simulate.h"
+#include "schedule/schedule.h"
+#include "schedule/simulate.h"
 
 static const char *const names[] = {"gpipe", "1f1b", "interleaved"};
 

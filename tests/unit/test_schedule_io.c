@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "schedule.h"
-#include "simulate.h"
+#include "schedule/schedule.h"
+#include "schedule/simulate.h"
 
 typedef struct {
   const char *name;

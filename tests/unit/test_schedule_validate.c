@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "schedule.h"
+#include "schedule/schedule.h"
 
 typedef struct {
   const char *name;

@@ -1,0 +1,34 @@
+/* parallel.h: the parallel layout of a run (tp, pp, vpp, dp, batch sizes, schedule, recomputation,
+ * sequence parallelism, when gradients are reduced): read from the model file, overridden by flags,
+ * checked before any pass. */
+#ifndef PLAIT_PARALLEL_H
+#define PLAIT_PARALLEL_H
+
+#include "ir/diag.h"
+
+enum { UNSET = -1 };
+
+typedef struct {
+  int tp, pp, vpp, dp;   /* tensor, pipeline, virtual-pipeline (chunks per rank), data parallel */
+  int mbs, gbs;          /* microbatch and global batch, in sequences */
+  char schedule[256];    /* gpipe, 1f1b, interleaved, or a schedule file */
+  int recompute;         /* 1: full activation recomputation (only chunk inputs kept) */
+  int sequence_parallel; /* 1: Megatron's sequence parallelism on the residual stream */
+  int grad_reduce_after; /* 1: data-parallel gradients all-reduced once the rank's whole backward is done
+                            (Megatron-LM's --DDP-impl local); 0: in buckets of one layer during each
+                            chunk's last backward */
+  char partition[32];    /* balanced (by cost) or uniform (layers / chunks, as Megatron) */
+} Parallel;
+
+/* Every field UNSET (or empty): nothing given yet. */
+void parallel_unset(Parallel *p);
+/* Fields of `over` that are set replace those of `base`. */
+void parallel_override(Parallel *base, const Parallel *over);
+/* Unset fields get their defaults: 1 for sizes, gbs = mbs·dp, schedule 1f1b (interleaved when vpp > 1). */
+void parallel_defaults(Parallel *p);
+/* Microbatches per pipeline per iteration: gbs / (mbs·dp). */
+int parallel_microbatches(const Parallel *p);
+/* Checks what the layout alone decides (sizes positive, gbs divisible by mbs·dp, a known schedule). */
+int parallel_check(const Parallel *p, Diag *d);
+
+#endif

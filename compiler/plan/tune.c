@@ -1,0 +1,277 @@
+/* tune.c: plait tune's search. The model is traced once per (tp, mbs, sequence parallelism); every
+ * pp, dp, vpp, schedule and recomputation under it is bounded without its schedule's simulation (the
+ * busiest rank's kernels: the iteration takes at least as long; the microbatches its compute order keeps
+ * in flight: the memory is at least as large); then, fastest bound first, layouts are planned in full
+ * until the next bound is slower than the TUNE_BEST-th fastest plan that fits. */
+#include "plan/tune.h"
+
+#include "front/host.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct {
+  Plan **plans; /* one per traced (tp, mbs, sequence parallelism) */
+  int count;
+} Prefixes;
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+static int pinned_to(int pinned, int value) { return pinned == UNSET || pinned == value; }
+
+static void refuse(Tune *t, const Diag *why) {
+  if (t->refused++ == 0) snprintf(t->refusal, sizeof t->refusal, "%s", why->msg);
+}
+
+/* The layout a traced model starts from: one pipeline stage, one data-parallel replica. */
+static Options traced_options(const Options *o, int tp, int mbs, int sp, int gbs) {
+  Options po = *o;
+  parallel_unset(&po.parallel);
+  po.parallel.tp = tp, po.parallel.mbs = mbs, po.parallel.sequence_parallel = sp, po.parallel.gbs = gbs;
+  po.parallel.pp = po.parallel.vpp = po.parallel.dp = 1, po.parallel.recompute = 0;
+  snprintf(po.parallel.schedule, sizeof po.parallel.schedule, "1f1b");
+  snprintf(po.parallel.partition, sizeof po.parallel.partition, "%s", o->parallel.partition);
+  return po;
+}
+
+/* The global batch (the flag's, or the model file's), the model's layers and the machine. */
+static int probe(const Options *o, Tune *t, int *layers, Diag *d) {
+  Options po = traced_options(o, 1, 1, 0, o->parallel.gbs);
+  Plan p;
+  memset(&p, 0, sizeof p);
+  int status = host_build_model(&po, &p.par, &p.model, d);
+  t->gbs = p.par.gbs, *layers = p.model.layers;
+  model_free(&p.model);
+  if (status) return -1;
+  if (t->gbs == 1 && o->parallel.gbs == UNSET)
+    return diag(d, "%s sets no global batch; give tune one: --gbs B (sequences per iteration)", o->file);
+  return machine_load(o->machine ? o->machine : "a100", &t->machine, d);
+}
+
+static void push_layout(Tune *t, const TuneLayout *l) {
+  if (t->count == t->capacity) {
+    t->capacity = t->capacity ? 2 * t->capacity : 256;
+    t->layouts = realloc(t->layouts, (size_t)t->capacity * sizeof *t->layouts);
+    if (!t->layouts) fprintf(stderr, "plait: out of memory\n"), exit(1);
+  }
+  t->layouts[t->count++] = *l;
+}
+
+/* One layout under a traced model: its bounds, or refused by the rules plan refuses it by. */
+static void consider(Tune *t, Plan *traced, int prefix, const Parallel *par) {
+  Diag why;
+  TuneLayout l = {.par = *par, .prefix = prefix};
+  if (par->gbs % (par->mbs * par->dp) != 0) {
+    diag(&why, "global batch %d is not divisible by mbs·dp = %d·%d", par->gbs, par->mbs, par->dp);
+    return refuse(t, &why);
+  }
+  if (plan_bound(traced, par, t->machine.memory_bytes, &l.bound, &why)) return refuse(t, &why);
+  l.iteration = l.bound.iteration, l.memory = l.bound.memory;
+  push_layout(t, &l);
+}
+
+/* (schedule, vpp) pairs for pp ranks: GPipe and 1F1B with one chunk per rank, interleaved with every
+ * vpp that cuts the layers evenly (as Megatron-LM requires); one rank runs 1F1B alone. */
+static void each_schedule(Tune *t, const Options *o, Plan *traced, int prefix, Parallel par, int layers) {
+  static const char *const names[] = {"gpipe", "1f1b", "interleaved"};
+  for (int s = 0; s < 3; s++) {
+    if (o->parallel.schedule[0] && strcmp(o->parallel.schedule, names[s]) != 0) continue;
+    if (par.pp == 1 && s != 1) continue;
+    snprintf(par.schedule, sizeof par.schedule, "%s", names[s]);
+    for (int vpp = s == 2 ? 2 : 1; s == 2 ? par.pp * vpp <= layers : vpp == 1; vpp++) {
+      if (!pinned_to(o->parallel.vpp, vpp) || (s == 2 && layers % (par.pp * vpp) != 0)) continue;
+      par.vpp = vpp;
+      for (int recompute = 0; recompute < 2; recompute++) {
+        if (!pinned_to(o->parallel.recompute, recompute)) continue;
+        par.recompute = recompute;
+        consider(t, traced, prefix, &par);
+      }
+    }
+  }
+}
+
+static void each_pipeline(Tune *t, const Options *o, Plan *traced, int prefix, int layers) {
+  Parallel par = traced->par;
+  par.grad_reduce_after = o->parallel.grad_reduce_after == 1;
+  int rest = t->devices / par.tp;
+  for (int pp = 1; pp <= rest && pp <= layers; pp++) {
+    if (rest % pp != 0 || !pinned_to(o->parallel.pp, pp) || !pinned_to(o->parallel.dp, rest / pp)) continue;
+    par.pp = pp, par.dp = rest / pp;
+    each_schedule(t, o, traced, prefix, par, layers);
+  }
+}
+
+static int add_prefix(Prefixes *x, Plan *p) {
+  x->plans = realloc(x->plans, (size_t)(x->count + 1) * sizeof *x->plans);
+  if (!x->plans) fprintf(stderr, "plait: out of memory\n"), exit(1);
+  x->plans[x->count] = p;
+  return x->count++;
+}
+
+/* Traces the model for (tp, mbs, sp) and considers every layout under it. */
+static void each_traced(Tune *t, const Options *o, Prefixes *x, int tp, int mbs, int sp, int layers) {
+  Options po = traced_options(o, tp, mbs, sp, t->gbs);
+  Plan *p = calloc(1, sizeof *p);
+  Diag why;
+  if (plan_model(&po, p, &why)) {
+    refuse(t, &why);
+    plan_free(p);
+    free(p);
+    return;
+  }
+  each_pipeline(t, o, p, add_prefix(x, p), layers);
+}
+
+static void enumerate(Tune *t, const Options *o, Prefixes *x, int layers) {
+  const Parallel *pin = &o->parallel;
+  for (int tp = 1; tp <= t->devices; tp++) {
+    if (t->devices % tp != 0 || !pinned_to(pin->tp, tp)) continue;
+    for (int mbs = 1; mbs <= t->gbs; mbs++) {
+      if (t->gbs % mbs != 0 || !pinned_to(pin->mbs, mbs) || (pin->mbs == UNSET && mbs > TUNE_MAX_MBS)) continue;
+      for (int sp = pin->sequence_parallel == 1; sp <= (tp > 1); sp++) each_traced(t, o, x, tp, mbs, sp, layers);
+    }
+  }
+}
+
+/* ---- planning the promising ones ----------------------------------------------------------- */
+
+static void take_plan(TuneLayout *l, const Plan *p) {
+  l->planned = 1;
+  l->iteration = p->timeline.iteration;
+  l->memory = 0;
+  for (int r = 0; r < p->par.pp; r++)
+    if (p->ranks[r].total > l->memory) l->memory = p->ranks[r].total;
+  l->flops_per_device = plan_device_flops(p);
+  l->bubble = p->timeline.bubble_fraction;
+  l->traffic = p->bytes_tp + p->bytes_pp + p->bytes_dp + p->bytes_embed;
+  l->time = p->time;
+}
+
+static int plan_in_full(Prefixes *x, TuneLayout *l, Diag *d) {
+  Plan *p = x->plans[l->prefix];
+  if (plan_layout(p, &l->par, d)) return -1;
+  take_plan(l, p);
+  return 0;
+}
+
+static int by_iteration(const void *a, const void *b) {
+  const TuneLayout *x = a, *y = b;
+  return (x->iteration > y->iteration) - (x->iteration < y->iteration);
+}
+
+static int by_memory(const void *a, const void *b) {
+  const TuneLayout *x = a, *y = b;
+  return (x->memory > y->memory) - (x->memory < y->memory);
+}
+
+/* Fastest bound first; stops planning once a bound is slower than the TUNE_BEST-th fastest fitting plan. */
+static int plan_promising(Tune *t, Prefixes *x, Diag *d) {
+  double best[TUNE_BEST];
+  int found = 0;
+  qsort(t->layouts, (size_t)t->count, sizeof *t->layouts, by_iteration);
+  for (int i = 0; i < t->count; i++) {
+    TuneLayout *l = &t->layouts[i];
+    if (l->memory > t->machine.memory_bytes) continue;
+    if (found == TUNE_BEST && l->bound.iteration >= best[TUNE_BEST - 1]) continue;
+    if (plan_in_full(x, l, d)) return -1;
+    if (l->memory > t->machine.memory_bytes || (found == TUNE_BEST && l->iteration >= best[TUNE_BEST - 1])) continue;
+    int at = found < TUNE_BEST ? found++ : TUNE_BEST - 1;
+    for (; at > 0 && best[at - 1] > l->iteration; at--) best[at] = best[at - 1];
+    best[at] = l->iteration;
+  }
+  return 0;
+}
+
+/* None fits: the least memory any layout needs, planning the smallest bounds until none can be smaller. */
+static int smallest_memory(Tune *t, Prefixes *x, Diag *d) {
+  qsort(t->layouts, (size_t)t->count, sizeof *t->layouts, by_memory);
+  double least = INFINITY;
+  for (int i = 0; i < t->count && t->layouts[i].memory < least; i++) {
+    TuneLayout *l = &t->layouts[i];
+    if (!l->planned && plan_in_full(x, l, d)) return -1;
+    if (l->memory < least) least = l->memory, t->smallest = i;
+  }
+  return 0;
+}
+
+/* ---- why the rest lost --------------------------------------------------------------------- */
+
+/* Per iteration: kernels other than recomputation, recomputation, communication, bubble. Planned: the
+ * plan's parts; unplanned: the bound's (no bubble, no waits). */
+static void parts(const TuneLayout *l, double out[4]) {
+  double recompute = l->bound.recompute;
+  if (l->planned) {
+    out[0] = l->time.compute - recompute + l->time.optimizer, out[1] = recompute;
+    out[2] = l->time.tp + l->time.pp + l->time.dp, out[3] = l->time.bubble;
+  } else {
+    out[0] = l->bound.busy - l->bound.tp - recompute + l->bound.optimizer, out[1] = recompute;
+    out[2] = l->bound.tp, out[3] = l->bound.fill;
+  }
+}
+
+/* The part that grew most against the winner's (bounds against bounds where the loser has no plan). */
+static TuneLoss why_lost(const TuneLayout *l, const TuneLayout *winner) {
+  static const TuneLoss reasons[4] = {LOST_GEMMS, LOST_RECOMPUTE, LOST_COMMUNICATION, LOST_BUBBLE};
+  TuneLayout w = *winner;
+  w.planned = l->planned;
+  double a[4], b[4];
+  parts(l, a);
+  parts(&w, b);
+  TuneLoss loss = LOST_NOT_BEST;
+  double most = 0;
+  for (int k = 0; k < 4; k++)
+    if (a[k] - b[k] > most) most = a[k] - b[k], loss = reasons[k];
+  return loss;
+}
+
+static int fits(const Tune *t, const TuneLayout *l) { return l->memory <= t->machine.memory_bytes; }
+
+static int ranked(const void *a, const void *b) {
+  const TuneLayout *x = a, *y = b;
+  int kx = x->planned && x->loss != LOST_MEMORY, ky = y->planned && y->loss != LOST_MEMORY;
+  if (kx != ky) return ky - kx;
+  return by_iteration(a, b);
+}
+
+static void rank_and_explain(Tune *t) {
+  for (int i = 0; i < t->count; i++) t->layouts[i].loss = fits(t, &t->layouts[i]) ? LOST_NOT : LOST_MEMORY;
+  qsort(t->layouts, (size_t)t->count, sizeof *t->layouts, ranked);
+  t->fitting = 0;
+  while (t->fitting < t->count && t->layouts[t->fitting].planned && t->layouts[t->fitting].loss == LOST_NOT) t->fitting++;
+  for (int i = t->fitting < TUNE_BEST ? t->fitting : TUNE_BEST; i < t->count && t->fitting; i++)
+    if (t->layouts[i].loss == LOST_NOT) t->layouts[i].loss = why_lost(&t->layouts[i], &t->layouts[0]);
+}
+
+static void free_prefixes(Prefixes *x) {
+  for (int i = 0; i < x->count; i++) plan_free(x->plans[i]), free(x->plans[i]);
+  free(x->plans);
+}
+
+int tune_search(const Options *o, Tune *t, Diag *d) {
+  double start = now();
+  int layers = 0;
+  memset(t, 0, sizeof *t);
+  t->model_file = o->file, t->devices = o->gpus;
+  if (!o->file) return diag(d, "tune needs a model file: plait tune MODEL.lua --gpus N");
+  if (!o->gpus) return diag(d, "tune needs the number of devices: --gpus N");
+  if (probe(o, t, &layers, d)) return -1;
+  Prefixes x = {0};
+  enumerate(t, o, &x, layers);
+  int status = plan_promising(t, &x, d);
+  if (status == 0) rank_and_explain(t);
+  if (status == 0 && t->fitting == 0 && t->count) status = smallest_memory(t, &x, d);
+  free_prefixes(&x);
+  t->seconds = now() - start;
+  return status;
+}
+
+void tune_free(Tune *t) {
+  free(t->layouts);
+  memset(t, 0, sizeof *t);
+}
