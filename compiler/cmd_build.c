@@ -1,6 +1,7 @@
-/* cmd_build.c: `plait build`: plans a model, writes the generated sources to DIR/, and compiles DIR/train
- * against the runtime: the CPU's (mpicc: the program runs alone, or as many ranks under mpirun), or with
- * --backend cuda the GPU's (build/libplait_rt_cuda.a, with the compiler and flags the Makefile found). */
+/* cmd_build.c: `plait build`: plans a model, writes the generated sources to DIR/, and compiles
+ * DIR/train against the runtime: the CPU's (mpicc: the program runs alone, or as many ranks
+ * under mpirun), or with --backend cuda the GPU's (build/libplait_rt_cuda.a, with the compiler
+ * and flags the Makefile found). */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -16,7 +17,8 @@
 #include "plan/plan.h"
 
 #ifndef OPENBLAS
-#error "OPENBLAS: the OpenMP build of OpenBLAS to link generated programs with (set by the Makefile)"
+#error \
+    "OPENBLAS: the OpenMP build of OpenBLAS to link generated programs with (set by the Makefile)"
 #endif
 
 const char *const build_flags[] = {OPTIONS_LAYOUT, "--set", "--machine", "-o", "--emit-only",
@@ -31,20 +33,24 @@ static const char *const program_files[] = {"model.c", "fused.h", "fused.c", "fu
 static int program_temp(const OwnFolder *dir, char *temp, size_t len, Diag *d) {
   own_folder_temp(dir, "train", temp, len);
   int fd = mkstemp(temp);
-  if (fd < 0) return diag(d, "cannot write in %s: %s; check that it is writable and has space", dir->path, strerror(errno));
+  if (fd < 0)
+    return diag(d, "cannot write in %s: %s; check that it is writable and has space", dir->path,
+                strerror(errno));
   close(fd);
   return 0;
 }
 
-/* Runs the compile command, which writes the program to temp, and renames that over DIR/train only when it
- * succeeded: a failed rebuild leaves the last working program as it was. */
+/* Runs the compile command, which writes the program to temp, and renames that over DIR/train
+ * only when it succeeded: a failed rebuild leaves the last working program as it was. */
 static int run_compiler(const char *command, const char *temp, const OwnFolder *dir, Diag *d) {
   char program[PATH_MAX + 16];
   snprintf(program, sizeof program, "%s/train", dir->path);
   int status = system(command);
   if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     unlink(temp);
-    return diag(d, "compiling the generated program failed (the compiler's messages are above; %s is as it was): %s",
+    return diag(d,
+                "compiling the generated program failed (the compiler's messages are above; %s is "
+                "as it was): %s",
                 program, command);
   }
   if (rename(temp, program) != 0) {
@@ -54,15 +60,18 @@ static int run_compiler(const char *command, const char *temp, const OwnFolder *
   return 0;
 }
 
-/* PLAIT_CPU=baseline in the environment: the program's kernels and the runtime's only on their baseline
- * x86-64 path (the one a CPU without AVX2 takes), to test it on any host; 1 then, 0 when unset, -1 (with
- * a diagnostic) for any other value. */
+/* PLAIT_CPU=baseline in the environment: the program's kernels and the runtime's only on their
+ * baseline x86-64 path (the one a CPU without AVX2 takes), to test it on any host; 1 then, 0
+ * when unset, -1 (with a diagnostic) for any other value. */
 static int baseline_cpu(Diag *d) {
   const char *cpu = getenv("PLAIT_CPU");
   if (!cpu || !*cpu) return 0;
   if (strcmp(cpu, "baseline") == 0) return 1;
-  diag(d, "PLAIT_CPU=%s: the one value it takes is baseline (the kernels' baseline x86-64 path); unset it for the "
-          "CPU's widest", cpu);
+  diag(d,
+       "PLAIT_CPU=%s: the one value it takes is baseline (the kernels' baseline x86-64 path); "
+       "unset it for the "
+       "CPU's widest",
+       cpu);
   return -1;
 }
 
@@ -72,10 +81,11 @@ static int compile_cpu(const Options *o, const OwnFolder *folder, Diag *d) {
   const char *dir = folder->path;
   int baseline = baseline_cpu(d);
   if (baseline < 0 || plait_home(home, sizeof home, d)) return -1;
-  snprintf(library, sizeof library, "%s/build/libplait_rt%s%s.a", home, o->double_precision ? "64" : "",
-           baseline ? "_baseline" : "");
+  snprintf(library, sizeof library, "%s/build/libplait_rt%s%s.a", home,
+           o->double_precision ? "64" : "", baseline ? "_baseline" : "");
   if (access(library, R_OK) != 0)
-    return diag(d, "the runtime library %s is missing; run make%s in %s", library, baseline ? " baseline" : "", home);
+    return diag(d, "the runtime library %s is missing; run make%s in %s", library,
+                baseline ? " baseline" : "", home);
   if (program_temp(folder, temp, sizeof temp, d)) return -1;
   snprintf(command, sizeof command,
            "mpicc -std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -fopenmp %s%s -I'%s/runtime' "
@@ -94,7 +104,8 @@ static int compile_cuda(const OwnFolder *folder, Diag *d) {
   const char *dir = folder->path;
   if (plait_home(home, sizeof home, d)) return -1;
   snprintf(library, sizeof library, "%s/build/libplait_rt_cuda.a", home);
-  if (access(library, R_OK) != 0) return diag(d, "the CUDA runtime library %s is missing; run make in %s", library, home);
+  if (access(library, R_OK) != 0)
+    return diag(d, "the CUDA runtime library %s is missing; run make in %s", library, home);
   if (program_temp(folder, temp, sizeof temp, d)) return -1;
   snprintf(command, sizeof command,
            "%s %s -I'%s/runtime' -I'%s/runtime/cuda' -I'%s' '%s/model.c' '%s/fused_cuda.c' '%s' %s "
@@ -104,14 +115,16 @@ static int compile_cuda(const OwnFolder *folder, Diag *d) {
   return run_compiler(command, temp, folder, d);
 #else
   (void)folder;
-  return diag(d, "--backend cuda: this plait was built where nvcc was not found; install the CUDA toolkit and run make "
+  return diag(d,
+              "--backend cuda: this plait was built where nvcc was not found; install the CUDA "
+              "toolkit and run make "
               "again (or use --emit-only)");
 #endif
 }
 
 /* The CUDA attention kernels take heads of up to 256 elements (16, 32, 64, 80, 96 and 128 on the
- * tensor-core tiles, the others on a plain kernel): another size is refused here, with the node that asks
- * for it, before anything is compiled. */
+ * tensor-core tiles, the others on a plain kernel): another size is refused here, with the node
+ * that asks for it, before anything is compiled. */
 static int check_cuda_attention(const Model *m, Diag *d) {
   const Graph *graphs[] = {&m->embed, &m->block, &m->head};
   for (int g = 0; g < 3; g++)
@@ -119,8 +132,11 @@ static int check_cuda_attention(const Model *m, Diag *d) {
       const Node *n = &graphs[g]->nodes[i];
       int dim = n->a.attn.head_dim;
       if (n->op == OP_ATTENTION && dim > 256)
-        return diag(d, "%s: attention heads of %d elements: the CUDA kernels take heads of up to 256; choose hidden "
-                       "and heads so that hidden/heads is at most 256, or build for the CPU", n->where, dim);
+        return diag(d,
+                    "%s: attention heads of %d elements: the CUDA kernels take heads of up to 256; "
+                    "choose hidden "
+                    "and heads so that hidden/heads is at most 256, or build for the CPU",
+                    n->where, dim);
     }
   return 0;
 }
@@ -131,7 +147,9 @@ static int run(const Options *o, Diag *d) {
   if (o->backend && !cuda && strcmp(o->backend, "cpu") != 0)
     return diag(d, "--backend %s: the backends are cpu and cuda", o->backend);
   if (cuda && o->double_precision)
-    return diag(d, "--double is for gradient checks on the CPU; the CUDA backend computes in bf16 and fp32 (drop one)");
+    return diag(d,
+                "--double is for gradient checks on the CPU; the CUDA backend computes in bf16 and "
+                "fp32 (drop one)");
   Plan p;
   OwnFolder dir = {0};
   int status = plan_build(o, &p, stdout, d);

@@ -60,7 +60,8 @@ static int wait_probe(FILE *f, pid_t pid) {
   return status;
 }
 
-/* The first line the probe wrote to `errors` (its own one-line reason), or "" when it wrote none. */
+/* The first line the probe wrote to `errors` (its own one-line reason), or "" when it wrote
+ * none. */
 static void first_line(FILE *errors, char *line, int len) {
   line[0] = 0;
   rewind(errors);
@@ -68,21 +69,23 @@ static void first_line(FILE *errors, char *line, int len) {
   line[strcspn(line, "\n")] = 0;
 }
 
-/* Runs the probe for `ranks` ranks: threads of one process, or the processes `launcher` starts (the ranks
- * of an MPI job, as `mpirun -np N DIR/train` starts them), and reads what it printed; a probe that fails
- * is reported by its own first line on stderr. */
+/* Runs the probe for `ranks` ranks: threads of one process, or the processes `launcher` starts
+ * (the ranks of an MPI job, as `mpirun -np N DIR/train` starts them), and reads what it printed;
+ * a probe that fails is reported by its own first line on stderr. */
 static int measure(const Options *o, int ranks, Probe *p, Diag *d) {
-  char home[PATH_MAX], probe[PATH_MAX + 32], command[2 * PATH_MAX + 64], errors_path[] = "/tmp/plait-probe-XXXXXX";
+  char home[PATH_MAX], probe[PATH_MAX + 32], command[2 * PATH_MAX + 64],
+      errors_path[] = "/tmp/plait-probe-XXXXXX";
   if (plait_home(home, sizeof home, d)) return -1;
   snprintf(probe, sizeof probe, "%s/build/plait-probe", home);
-  if (access(probe, X_OK) != 0) return diag(d, "the probe %s is missing; run make in %s", probe, home);
+  if (access(probe, X_OK) != 0)
+    return diag(d, "the probe %s is missing; run make in %s", probe, home);
   if (o->launcher && strlen(o->launcher) > PATH_MAX) return diag(d, "--launcher: command too long");
   int fd = mkstemp(errors_path);
   if (fd < 0) return diag(d, "cannot create a temporary file in /tmp for the probe's messages");
   FILE *errors = fdopen(fd, "w+");
   unlink(errors_path);
-  snprintf(command, sizeof command, "%s%s'%s' %d 2>/dev/fd/%d", o->launcher ? o->launcher : "", o->launcher ? " " : "",
-           probe, ranks, fd);
+  snprintf(command, sizeof command, "%s%s'%s' %d 2>/dev/fd/%d", o->launcher ? o->launcher : "",
+           o->launcher ? " " : "", probe, ranks, fd);
   pid_t pid;
   FILE *f = start_probe(command, &pid);
   if (!f) return fclose(errors), diag(d, "cannot run %s", probe);
@@ -100,15 +103,21 @@ static int measure(const Options *o, int ranks, Probe *p, Diag *d) {
   char why[512];
   first_line(errors, why, sizeof why);
   fclose(errors);
-  if (exit_status != 0 && why[0]) return diag(d, "the probe failed: %s", strncmp(why, "plait: ", 7) == 0 ? why + 7 : why);
+  if (exit_status != 0 && why[0])
+    return diag(d, "the probe failed: %s", strncmp(why, "plait: ", 7) == 0 ? why + 7 : why);
   if (status) return *d = read_failure, -1;
-  if (exit_status != 0) return diag(d, "%s failed (status %d); run it by hand to see why", command, exit_status);
+  if (exit_status != 0)
+    return diag(d, "%s failed (status %d); run it by hand to see why", command, exit_status);
   return 0;
 }
 
 static int run(const Options *o, Diag *d) {
-  if (o->file) return diag(d, "calibrate takes no file: plait calibrate [--ranks N] [--launcher CMD] [-o FILE]");
-  if (o->launcher && !o->ranks) return diag(d, "--launcher needs --ranks N: the ranks it starts (as in --launcher 'mpirun -np N')");
+  if (o->file)
+    return diag(d,
+                "calibrate takes no file: plait calibrate [--ranks N] [--launcher CMD] [-o FILE]");
+  if (o->launcher && !o->ranks)
+    return diag(
+        d, "--launcher needs --ranks N: the ranks it starts (as in --launcher 'mpirun -np N')");
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   int ranks = o->ranks ? o->ranks : (int)(cores > 0 ? cores : 1);
   long most = RANKS_PER_CORE * (cores > 0 ? cores : 1);
@@ -116,7 +125,8 @@ static int run(const Options *o, Diag *d) {
     return diag(d, "--ranks %d is more than this machine runs (%d ranks a core, %ld cores); give "
                 "--ranks %ld or fewer", ranks, RANKS_PER_CORE, cores, most);
   OutFile out = {0};
-  if (o->output && (outfile_check("-o", o->output, NULL, 0, d) || outfile_open(&out, o->output, d))) return -1;
+  if (o->output && (outfile_check("-o", o->output, NULL, 0, d) || outfile_open(&out, o->output, d)))
+    return -1;
   Probe p;
   Fit fit;
   if (measure(o, ranks, &p, d)) {

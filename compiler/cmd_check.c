@@ -1,7 +1,7 @@
-/* cmd_check.c: `plait check`: reads a schedule (text or CSV) or generates a named one, lowers it when it
- * is compute-only, validates it, simulates it (unit costs, or a model's costs with --model), and prints
- * the bubble and the peaks; or reads a trace (.json) and measures and draws it; or sets a planned trace
- * beside a measured one (two .json files). */
+/* cmd_check.c: `plait check`: reads a schedule (text or CSV) or generates a named one, lowers it
+ * when it is compute-only, validates it, simulates it (unit costs, or a model's costs with
+ * --model), and prints the bubble and the peaks; or reads a trace (.json) and measures and draws
+ * it; or sets a planned trace beside a measured one (two .json files). */
 #include <stdio.h>
 #include <string.h>
 
@@ -12,9 +12,22 @@
 #include "plan/plan.h"
 #include "plan/trace_compare.h"
 
-static const char *const check_flags[] = {"--unit-costs", "--pp", "--vpp", "--dp", "--mbs", "--gbs", "--tp",
-                                          "--set", "--machine", "--model", "--sequence-parallel", "--recompute",
-                                          "--grad-reduce", "--format", "-o", NULL};
+static const char *const check_flags[] = {"--unit-costs",
+                                          "--pp",
+                                          "--vpp",
+                                          "--dp",
+                                          "--mbs",
+                                          "--gbs",
+                                          "--tp",
+                                          "--set",
+                                          "--machine",
+                                          "--model",
+                                          "--sequence-parallel",
+                                          "--recompute",
+                                          "--grad-reduce",
+                                          "--format",
+                                          "-o",
+                                          NULL};
 
 static int ends_with(const char *s, const char *tail) {
   size_t n = strlen(s), k = strlen(tail);
@@ -22,7 +35,8 @@ static int ends_with(const char *s, const char *tail) {
 }
 
 static int is_named(const char *name) {
-  return strcmp(name, "gpipe") == 0 || strcmp(name, "1f1b") == 0 || strcmp(name, "interleaved") == 0;
+  return strcmp(name, "gpipe") == 0 || strcmp(name, "1f1b") == 0 ||
+         strcmp(name, "interleaved") == 0;
 }
 
 static int layout_given(const Parallel *p) {
@@ -31,7 +45,8 @@ static int layout_given(const Parallel *p) {
 
 /* A named schedule, or a file: a file checked against the layout flags when any are given. */
 static int load(const Options *o, Schedule *s, Diag *d) {
-  if (!is_named(o->file) && !layout_given(&o->parallel)) return schedule_generate(o->file, 0, 0, 0, s, d);
+  if (!is_named(o->file) && !layout_given(&o->parallel))
+    return schedule_generate(o->file, 0, 0, 0, s, d);
   Parallel p = o->parallel;
   parallel_defaults(&p);
   if (parallel_check(&p, d)) return -1;
@@ -43,9 +58,10 @@ static void print_report(const Options *o, const Schedule *s, const Timeline *t,
   const char *unit = t->unit ? "units" : "s";
   for (int r = 0; r < s->pp; r++) actions += s->rank[r].count;
   escape_write(ESC_TEXT, o->file, f);
-  fprintf(f, ": valid schedule: %d ranks, %d stage%s per rank, %d microbatches, %d actions\n", s->pp, s->vpp,
-          s->vpp > 1 ? "s" : "", s->microbatches, actions);
-  fprintf(f, "bubble fraction: %.6g (flush at %g, ideal %g %s; %s)\n", t->bubble_fraction, t->flush, t->ideal, unit,
+  fprintf(f, ": valid schedule: %d ranks, %d stage%s per rank, %d microbatches, %d actions\n",
+          s->pp, s->vpp, s->vpp > 1 ? "s" : "", s->microbatches, actions);
+  fprintf(f, "bubble fraction: %.6g (flush at %g, ideal %g %s; %s)\n", t->bubble_fraction, t->flush,
+          t->ideal, unit,
           ends_with(o->file, ".json") ? "measured in the trace"
           : t->unit ? "unit costs: forward 1, backward 2 per stage, communication free"
                     : "costs of the model on the machine");
@@ -54,18 +70,22 @@ static void print_report(const Options *o, const Schedule *s, const Timeline *t,
   else fprintf(f, "peak in-flight microbatches (chunk passes / vpp %d):\n", s->vpp);
   for (int r = 0; r < s->pp; r++) {
     if (s->vpp == 1) fprintf(f, "  rank %d: %d\n", r, t->peak_inflight[r]);
-    else fprintf(f, "  rank %d: %g (%d chunk passes)\n", r, t->peak_inflight_microbatches[r], t->peak_inflight[r]);
+    else
+      fprintf(f, "  rank %d: %g (%d chunk passes)\n", r, t->peak_inflight_microbatches[r],
+              t->peak_inflight[r]);
   }
 }
 
 static int write_output(const Options *o, const Schedule *s, const Timeline *t, Diag *d) {
   const char *format = o->format ? o->format : "report";
-  if (strcmp(format, "report") && strcmp(format, "text") && strcmp(format, "csv") && strcmp(format, "trace") &&
-      strcmp(format, "svg"))
+  if (strcmp(format, "report") && strcmp(format, "text") && strcmp(format, "csv") &&
+      strcmp(format, "trace") && strcmp(format, "svg"))
     return diag(d, "unknown format '%s'; use --format report, text, csv, trace or svg", format);
   const char *inputs[] = {o->file, o->model};
   OutFile out = {0};
-  if (o->output && (outfile_check("-o", o->output, inputs, 2, d) || outfile_open(&out, o->output, d))) return -1;
+  if (o->output &&
+      (outfile_check("-o", o->output, inputs, 2, d) || outfile_open(&out, o->output, d)))
+    return -1;
   FILE *f = o->output ? out.file : stdout;
   if (strcmp(format, "report") == 0) print_report(o, s, t, f);
   else if (strcmp(format, "text") == 0) schedule_write_text(s, f, 0);
@@ -75,14 +95,16 @@ static int write_output(const Options *o, const Schedule *s, const Timeline *t, 
   return o->output ? outfile_close(&out, d) : 0;
 }
 
-/* The costs of --model under the schedule's layout (the flags give the rest: --tp, --set, --machine). */
+/* The costs of --model under the schedule's layout (the flags give the rest: --tp, --set,
+ * --machine). */
 static int model_costs(const Options *o, const Schedule *s, Costs *costs, Diag *d) {
   Options plan_options = *o;
   plan_options.file = o->model;
   plan_options.print = NULL;
   plan_options.parallel.pp = s->pp, plan_options.parallel.vpp = s->vpp;
   if (plan_options.parallel.gbs == UNSET) {
-    int mbs = o->parallel.mbs == UNSET ? 1 : o->parallel.mbs, dp = o->parallel.dp == UNSET ? 1 : o->parallel.dp;
+    int mbs = o->parallel.mbs == UNSET ? 1 : o->parallel.mbs,
+        dp = o->parallel.dp == UNSET ? 1 : o->parallel.dp;
     plan_options.parallel.gbs = s->microbatches * mbs * dp;
   }
   Plan p;
@@ -92,7 +114,8 @@ static int model_costs(const Options *o, const Schedule *s, Costs *costs, Diag *
   return status;
 }
 
-/* An invalid schedule's message and neighbourhood on stdout, the file's name and lines shown as text. */
+/* An invalid schedule's message and neighbourhood on stdout, the file's name and lines shown as
+ * text. */
 static void print_invalid(const char *file, const ScheduleFault *fault) {
   escape_write(ESC_TEXT, file, stdout);
   printf(": invalid schedule: ");
@@ -132,8 +155,8 @@ static int check(const Options *o, Schedule *s, Diag *d) {
   return status;
 }
 
-/* A trace: its actions are validated as a schedule's are; its timeline is what it measured (or what the
- * plan simulated), drawn or reported as is. */
+/* A trace: its actions are validated as a schedule's are; its timeline is what it measured (or
+ * what the plan simulated), drawn or reported as is. */
 static int check_trace(const Options *o, Diag *d) {
   Schedule s;
   Timeline t;
@@ -156,9 +179,13 @@ int cmd_check(int argc, char **argv) {
   Schedule s;
   int status = options_parse(argc, argv, 2, check_flags, 2, &o, &d);
   if (!status && !o.file)
-    status = diag(&d, "check needs a schedule: plait check FILE (text or .csv), or plait check 1f1b --pp 4 --gbs 8");
+    status = diag(&d,
+                  "check needs a schedule: plait check FILE (text or .csv), or plait check 1f1b "
+                  "--pp 4 --gbs 8");
   if (!status && o.second && !(ends_with(o.file, ".json") && ends_with(o.second, ".json")))
-    status = diag(&d, "check takes two files only as traces to compare: plait check PLANNED.json MEASURED.json");
+    status = diag(
+        &d,
+        "check takes two files only as traces to compare: plait check PLANNED.json MEASURED.json");
   if (!status && o.second) status = trace_compare(o.file, o.second, stdout, &d);
   else if (!status && ends_with(o.file, ".json")) status = check_trace(&o, &d);
   else if (!status && !(status = load(&o, &s, &d))) {

@@ -1,9 +1,10 @@
-/* cmd_data.c: `plait data --bytes FILE... -o OUT.bin [--val-fraction F]`: text to byte-level token files.
+/* cmd_data.c: `plait data --bytes FILE... -o OUT.bin [--val-fraction F]`: text to byte-level
+ * token files.
  *
- * The files' bytes, concatenated in the order given, are the tokens (0..255). The last F of them (default
- * 0.1, rounded to the nearest token) go to the validation file, the rest to OUT.bin. The validation file
- * is OUT.bin with its ".bin" replaced by ".val.bin" (OUT.val.bin; a name without ".bin" gets ".val.bin"
- * appended). With F = 0 no validation file is written. */
+ * The files' bytes, concatenated in the order given, are the tokens (0..255). The last F of them
+ * (default 0.1, rounded to the nearest token) go to the validation file, the rest to OUT.bin.
+ * The validation file is OUT.bin with its ".bin" replaced by ".val.bin" (OUT.val.bin; a name
+ * without ".bin" gets ".val.bin" appended). With F = 0 no validation file is written. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -29,7 +30,9 @@ typedef struct {
 static int parse_bytes(int argc, char **argv, int *i, DataArgs *a, Diag *d) {
   int start = a->ninputs;
   while (*i + 1 < argc && argv[*i + 1][0] != '-') a->inputs[a->ninputs++] = argv[++*i];
-  return a->ninputs == start ? diag(d, "--bytes takes one or more text files, as in --bytes book.txt") : 0;
+  return a->ninputs == start
+             ? diag(d, "--bytes takes one or more text files, as in --bytes book.txt")
+             : 0;
 }
 
 static int parse_fraction(const char *text, double *out, Diag *d) {
@@ -37,7 +40,9 @@ static int parse_fraction(const char *text, double *out, Diag *d) {
   errno = 0;
   double f = text ? strtod(text, &end) : 0;
   if (!text || end == text || *end || errno || !(f >= 0 && f < 1))
-    return diag(d, "--val-fraction takes a number from 0 up to (not including) 1, as in --val-fraction 0.1; not '%s'",
+    return diag(d,
+                "--val-fraction takes a number from 0 up to (not including) 1, as in "
+                "--val-fraction 0.1; not '%s'",
                 text ? text : "");
   *out = f;
   return 0;
@@ -60,7 +65,8 @@ static int parse_args(int argc, char **argv, DataArgs *a, Diag *d) {
       return diag(d, "unexpected argument '%s'; input files follow --bytes", arg);
     }
   }
-  if (a->ninputs == 0) return diag(d, "data needs input files: plait data --bytes FILE... -o OUT.bin");
+  if (a->ninputs == 0)
+    return diag(d, "data needs input files: plait data --bytes FILE... -o OUT.bin");
   if (!a->output) return diag(d, "data needs an output file: add -o OUT.bin");
   return 0;
 }
@@ -69,7 +75,8 @@ static int parse_args(int argc, char **argv, DataArgs *a, Diag *d) {
 static int val_name(DataArgs *a, Diag *d) {
   size_t n = strlen(a->output);
   int stem = n > 4 && strcmp(a->output + n - 4, ".bin") == 0 ? (int)(n - 4) : (int)n;
-  if (snprintf(a->val_output, sizeof a->val_output, "%.*s.val.bin", stem, a->output) >= (int)sizeof a->val_output)
+  if (snprintf(a->val_output, sizeof a->val_output, "%.*s.val.bin", stem, a->output) >=
+      (int)sizeof a->val_output)
     return diag(d, "-o %s: the name is too long", a->output);
   return 0;
 }
@@ -81,29 +88,33 @@ static int input_bytes(const DataArgs *a, int64_t *total, Diag *d) {
     struct stat st;
     if (stat(a->inputs[i], &st) != 0)
       return diag(d, "cannot read '%s' (%s); check the path", a->inputs[i], strerror(errno));
-    if (!S_ISREG(st.st_mode)) return diag(d, "'%s' is not a regular file; give text files after --bytes", a->inputs[i]);
+    if (!S_ISREG(st.st_mode))
+      return diag(d, "'%s' is not a regular file; give text files after --bytes", a->inputs[i]);
     *total += st.st_size;
   }
   if (*total == 0) return diag(d, "the input holds no bytes; give text files that are not empty");
   if (*total > TOKENFILE_MAX_TOKENS)
-    return diag(d, "the input holds %lld bytes, more than the %d tokens a token file can count; give less text",
+    return diag(d,
+                "the input holds %lld bytes, more than the %d tokens a token file can count; give "
+                "less text",
                 (long long)*total, TOKENFILE_MAX_TOKENS);
   return 0;
 }
 
-/* Sends the tokens at global positions [pos, pos + n) to the training file below `split`, the validation
- * file from it on. */
-static int route(TokenWriter *train, TokenWriter *val, int64_t split, int64_t pos, const uint16_t *tokens, int64_t n,
-                 Diag *d) {
+/* Sends the tokens at global positions [pos, pos + n) to the training file below `split`, the
+ * validation file from it on. */
+static int route(TokenWriter *train, TokenWriter *val, int64_t split, int64_t pos,
+                 const uint16_t *tokens, int64_t n, Diag *d) {
   int64_t to_train = pos >= split ? 0 : split - pos < n ? split - pos : n;
   if (to_train > 0 && tokenfile_write(train, tokens, to_train, d)) return -1;
   if (n > to_train && tokenfile_write(val, tokens + to_train, n - to_train, d)) return -1;
   return 0;
 }
 
-/* Streams one input through route(), from global position *pos; refuses a file that grew past `total`. */
-static int copy_file(const char *path, TokenWriter *train, TokenWriter *val, int64_t split, int64_t total, int64_t *pos,
-                     Diag *d) {
+/* Streams one input through route(), from global position *pos; refuses a file that grew past
+ * `total`. */
+static int copy_file(const char *path, TokenWriter *train, TokenWriter *val, int64_t split,
+                     int64_t total, int64_t *pos, Diag *d) {
   unsigned char bytes[65536];
   uint16_t tokens[sizeof bytes];
   char why[512];
@@ -120,16 +131,19 @@ static int copy_file(const char *path, TokenWriter *train, TokenWriter *val, int
     if ((rc = route(train, val, split, *pos, tokens, (int64_t)n, d)) != 0) break;
     *pos += (int64_t)n;
   }
-  if (rc == 0 && ferror(f)) rc = diag(d, "cannot read '%s' (%s); check the file", path, strerror(errno));
+  if (rc == 0 && ferror(f))
+    rc = diag(d, "cannot read '%s' (%s); check the file", path, strerror(errno));
   fclose(f);
   return rc;
 }
 
-static int copy_inputs(const DataArgs *a, TokenWriter *train, TokenWriter *val, int64_t split, int64_t total, Diag *d) {
+static int copy_inputs(const DataArgs *a, TokenWriter *train, TokenWriter *val, int64_t split,
+                       int64_t total, Diag *d) {
   int64_t pos = 0;
   for (int i = 0; i < a->ninputs; i++)
     if (copy_file(a->inputs[i], train, val, split, total, &pos, d)) return -1;
-  if (pos != total) return diag(d, "the inputs shrank while they were copied; run plait data again");
+  if (pos != total)
+    return diag(d, "the inputs shrank while they were copied; run plait data again");
   return 0;
 }
 
@@ -138,7 +152,8 @@ static int write_outputs(const DataArgs *a, int64_t total, Diag *d) {
   int64_t split = total - val_count;
   if (a->val_fraction > 0 && (val_count == 0 || split == 0))
     return diag(d,
-                "%lld bytes split with --val-fraction %g leave a part empty; give more text or change --val-fraction",
+                "%lld bytes split with --val-fraction %g leave a part empty; give more text or "
+                "change --val-fraction",
                 (long long)total, a->val_fraction);
   TokenWriter train, val;
   memset(&val, 0, sizeof val);
@@ -153,7 +168,8 @@ static int write_outputs(const DataArgs *a, int64_t total, Diag *d) {
   tokenfile_abort(&train);
   tokenfile_abort(&val);
   if (rc == 0 && val_count > 0)
-    printf("%s: %lld tokens; %s: %lld tokens\n", a->output, (long long)split, a->val_output, (long long)val_count);
+    printf("%s: %lld tokens; %s: %lld tokens\n", a->output, (long long)split, a->val_output,
+           (long long)val_count);
   else if (rc == 0)
     printf("%s: %lld tokens\n", a->output, (long long)split);
   return rc;

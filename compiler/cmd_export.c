@@ -1,11 +1,12 @@
-/* cmd_export.c: `plait export MODEL.lua CKPT_DIR -o HF_DIR`: a plait checkpoint of the model (weights-only or
- * full; its Adam state is left behind) into a Hugging Face folder: config.json with the family's keys, and
- * the tensors under the family's names and layouts in model.safetensors, or in shards of at most
- * --shard-size bytes with model.safetensors.index.json, as transformers' save_pretrained writes them.
- * Tensors are F32 unless --dtype asks for bf16, f16 or f64. Everything is checked before anything is
- * written; the folder is written beside its final name and moved into place, into an existing one only
- * where it is plait's own (own_folder.h): files export wrote before are the only ones it replaces or
- * removes. */
+/* cmd_export.c: `plait export MODEL.lua CKPT_DIR -o HF_DIR`: a plait checkpoint of the model
+ * (weights-only or full; its Adam state is left behind) into a Hugging Face folder: config.json
+ * with the family's keys, and the tensors under the family's names and layouts in
+ * model.safetensors, or in shards of at most --shard-size bytes with
+ * model.safetensors.index.json, as transformers' save_pretrained writes them. Tensors are F32
+ * unless --dtype asks for bf16, f16 or f64. Everything is checked before anything is written;
+ * the folder is written beside its final name and moved into place, into an existing one only
+ * where it is plait's own (own_folder.h): files export wrote before are the only ones it
+ * replaces or removes. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +22,8 @@
 #include "outfile.h"
 #include "front/relayout.h"
 
-static const char *const export_flags[] = {"--set", "-o", "--dtype", "--shard-size", "--lua-instructions", "--lua-memory", NULL};
+static const char *const export_flags[] = {
+    "--set", "-o", "--dtype", "--shard-size", "--lua-instructions", "--lua-memory", NULL};
 
 /* transformers' save_pretrained default: shards of at most 5 GB. */
 static const double default_shard_bytes = 5e9;
@@ -48,13 +50,14 @@ static int parse_dtype(const char *text, CkptDtype *out, Diag *d) {
   return diag(d, "--dtype %s: export writes f32, bf16, f16 or f64", text);
 }
 
-/* "5GB", "500MB", "2GiB", "1000000": bytes (KB, MB, GB decimal; KiB, MiB, GiB binary, as transformers). */
+/* "5GB", "500MB", "2GiB", "1000000": bytes (KB, MB, GB decimal; KiB, MiB, GiB binary, as
+ * transformers). */
 static int parse_size(const char *text, double *out, Diag *d) {
   static const struct {
     const char *unit;
     double bytes;
-  } units[] = {{"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"KiB", 1024.0}, {"MiB", 1048576.0},
-               {"GiB", 1073741824.0}};
+  } units[] = {{"", 1},     {"B", 1},        {"KB", 1e3},        {"MB", 1e6},
+               {"GB", 1e9}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}};
   char *end;
   double v = strtod(text, &end);
   for (unsigned i = 0; end != text && v > 0 && i < sizeof units / sizeof *units; i++)
@@ -62,7 +65,8 @@ static int parse_size(const char *text, double *out, Diag *d) {
   return diag(d, "--shard-size %s: give a positive size such as 5GB, 500MB or 2GiB", text);
 }
 
-/* ---- checks ----------------------------------------------------------------------------------- */
+/* ---- checks
+ * ----------------------------------------------------------------------------------- */
 
 /* The checkpoint holds this model: its name, depth and configuration, then each tensor's shape. */
 static void check_checkpoint(Export *e, const Model *m, const Family *f, DiagList *problems) {
@@ -81,9 +85,11 @@ static void check_checkpoint(Export *e, const Model *m, const Family *f, DiagLis
     const CkptTensor *have = ckpt_find(&e->ckpt, t->name);
     int same = have && have->ndim == t->ndim && ckpt_dtype_readable(have->dtype);
     for (int a = 0; same && a < t->ndim; a++) same = have->shape[a] == t->shape[a];
-    if (!have) diag_add(problems, "%s has no tensor %s, which the model has", e->ckpt_path, t->name);
+    if (!have)
+      diag_add(problems, "%s has no tensor %s, which the model has", e->ckpt_path, t->name);
     else if (!same)
-      diag_add(problems, "%s: tensor %s is not the model's (%s, %d axes): load a checkpoint of this model",
+      diag_add(problems,
+               "%s: tensor %s is not the model's (%s, %d axes): load a checkpoint of this model",
                e->ckpt_path, t->name, ckpt_dtype_name(have->dtype), have->ndim);
   }
 }
@@ -106,7 +112,8 @@ static void shard_name(const Export *e, int shard, char *buf, size_t len) {
   else snprintf(buf, len, "model-%05d-of-%05d.safetensors", shard + 1, e->nshards);
 }
 
-/* ---- writing ---------------------------------------------------------------------------------- */
+/* ---- writing
+ * ---------------------------------------------------------------------------------- */
 
 static int write_text(const char *dir, const char *name, const char *text, Diag *d) {
   char path[4600];
@@ -128,7 +135,8 @@ static int write_link(Export *e, const Family *f, const FamilyLink *l, CkptWrite
     rows[p] = family_part_rows(l, t);
     total_rows += rows[p];
     parts[p] = malloc(sizeof **parts * (size_t)(family_tensor_elems(t) + 1));
-    if (status == 0 && ckpt_read(&e->ckpt, t->name, t->ndim, t->shape, parts[p])) status = diag(d, "%s", e->ckpt.error);
+    if (status == 0 && ckpt_read(&e->ckpt, t->name, t->ndim, t->shape, parts[p]))
+      status = diag(d, "%s", e->ckpt.error);
   }
   Relayout r = {l->nparts, rows, cols, l->groups, l->transpose, total_rows};
   if (status == 0) relayout_join(&r, (const double *const *)parts, hf);
@@ -167,7 +175,8 @@ static int write_shard(Export *e, const Family *f, int shard, Diag *d) {
 static int write_index(lua_State *L, Export *e, const Family *f, Diag *d) {
   int64_t total = 0;
   char name[64];
-  for (int i = 0; i < f->nlinks; i++) total += ckpt_dtype_size(e->dtype) * family_link_elems(&f->links[i]);
+  for (int i = 0; i < f->nlinks; i++)
+    total += ckpt_dtype_size(e->dtype) * family_link_elems(&f->links[i]);
   lua_pushinteger(L, total);
   lua_createtable(L, 0, f->nlinks);
   for (int i = 0; i < f->nlinks; i++) {
@@ -190,9 +199,11 @@ static int write_config(lua_State *L, int model, Export *e, Diag *d) {
   return status;
 }
 
-/* ---- the folder: written beside its final name, then moved in ----------------------------------- */
+/* ---- the folder: written beside its final name, then moved in
+ * ----------------------------------- */
 
-/* mkdtemp makes a private folder; the checkpoint's is for every user to read, as mkdir would make it. */
+/* mkdtemp makes a private folder; the checkpoint's is for every user to read, as mkdir would
+ * make it. */
 static int make_temp(Export *e, Diag *d) {
   snprintf(e->temp, sizeof e->temp, "%s.tmp.XXXXXX", e->o->output);
   if (mkdtemp(e->temp)) {
@@ -221,7 +232,8 @@ static int export_files(const Export *e, char (*buf)[64], const char **names) {
   return n;
 }
 
-/* The folder being written: the files this export put there and its marker, then the folder itself. */
+/* The folder being written: the files this export put there and its marker, then the folder
+ * itself. */
 static void remove_temp(const Export *e, const char *const *names, int n) {
   char path[4600];
   for (int i = 0; i <= n; i++) {
@@ -231,33 +243,37 @@ static void remove_temp(const Export *e, const char *const *names, int n) {
   rmdir(e->temp);
 }
 
-/* A new folder is renamed into place. Into one of plait's own each file is renamed, and then the files
- * its marker lists that this export did not write (another shard count's, which a reader would take for
- * part of this checkpoint) are removed; nothing else there is touched. */
+/* A new folder is renamed into place. Into one of plait's own each file is renamed, and then the
+ * files its marker lists that this export did not write (another shard count's, which a reader
+ * would take for part of this checkpoint) are removed; nothing else there is touched. */
 static int move_into_place(Export *e, OwnFolder *out, const char *const *names, int n, Diag *d) {
   if (!out->exists && rename(e->temp, out->path) == 0) {
     e->temp[0] = 0; /* moved, marker and all */
     return 0;
   }
-  if (own_folder_claim(out, "-o", e->o->output, FOLDER_HF, names, n, d->msg, sizeof d->msg)) return -1;
+  if (own_folder_claim(out, "-o", e->o->output, FOLDER_HF, names, n, d->msg, sizeof d->msg))
+    return -1;
   char from[4600], to[4600];
   for (int i = 0; i < n; i++) {
     snprintf(from, sizeof from, "%s/%s", e->temp, names[i]);
     snprintf(to, sizeof to, "%s/%s", out->path, names[i]);
-    if (rename(from, to) != 0) return diag(d, "cannot move %s to %s: %s", from, to, strerror(errno));
+    if (rename(from, to) != 0)
+      return diag(d, "cannot move %s to %s: %s", from, to, strerror(errno));
   }
   return own_folder_settle(out, names, n, d->msg, sizeof d->msg);
 }
 
 static int write_folder(lua_State *L, int model, Export *e, const Family *f, Diag *d) {
   char config[4300], (*buf)[64] = calloc((size_t)e->nshards + 2, sizeof *buf);
-  const char *inputs[] = {e->ckpt_path, e->o->file}, **names = calloc((size_t)e->nshards + 2, sizeof *names);
+  const char *inputs[] = {e->ckpt_path, e->o->file},
+             **names = calloc((size_t)e->nshards + 2, sizeof *names);
   int n = export_files(e, buf, names);
   OwnFolder out, temp = {0};
   snprintf(config, sizeof config, "%s/config.json", e->o->output);
   int status = own_folder_check(&out, "-o", e->o->output, FOLDER_HF, d->msg, sizeof d->msg) ||
                outfile_check("-o", config, inputs, 2, d) || make_temp(e, d) ? -1 : 0;
-  if (status == 0) status = own_folder_claim(&temp, "-o", e->temp, FOLDER_HF, names, n, d->msg, sizeof d->msg);
+  if (status == 0)
+    status = own_folder_claim(&temp, "-o", e->temp, FOLDER_HF, names, n, d->msg, sizeof d->msg);
   if (status == 0) status = write_config(L, model, e, d);
   for (int s = 0; s < e->nshards && status == 0; s++) status = write_shard(e, f, s, d);
   if (status == 0 && e->nshards > 1) status = write_index(L, e, f, d);
@@ -270,7 +286,8 @@ static int write_folder(lua_State *L, int model, Export *e, const Family *f, Dia
   return status;
 }
 
-/* ---- the command -------------------------------------------------------------------------------- */
+/* ---- the command
+ * -------------------------------------------------------------------------------- */
 
 static int same_folder(const char *a, const char *b) {
   struct stat x, y;
@@ -294,15 +311,18 @@ static int export_model(lua_State *L, int model, const Model *m, void *ctx, Diag
     status = -1;
   }
   if (status == 0 && same_folder(e->o->second, e->o->output))
-    status = diag(d, "-o %s is the plait checkpoint's folder; its model.safetensors would be replaced, choose another",
+    status = diag(d,
+                  "-o %s is the plait checkpoint's folder; its model.safetensors would be "
+                  "replaced, choose another",
                   e->o->output);
   if (status == 0) {
     assign_shards(e, &f);
     status = write_folder(L, model, e, &f, d);
   }
   if (status == 0)
-    printf("exported %s into %s: %d tensors as %s in %d file%s, and config.json\n", e->ckpt_path, e->o->output,
-           f.nlinks, ckpt_dtype_name(e->dtype), e->nshards, e->nshards == 1 ? "" : "s");
+    printf("exported %s into %s: %d tensors as %s in %d file%s, and config.json\n", e->ckpt_path,
+           e->o->output, f.nlinks, ckpt_dtype_name(e->dtype), e->nshards,
+           e->nshards == 1 ? "" : "s");
   if (opened) ckpt_close(&e->ckpt);
   free(e->shard);
   family_free(&f);
@@ -317,8 +337,10 @@ int cmd_export(int argc, char **argv) {
   Export e = {.o = &o, .dtype = CKPT_F32, .shard_bytes = default_shard_bytes};
   int status = options_parse(argc, argv, 2, export_flags, 2, &o, &d);
   if (status == 0 && (!o.file || !o.second || !o.output))
-    status = diag(&d, "export takes a model file, a plait checkpoint folder and -o: plait export MODEL.lua CKPT_DIR -o "
-                      "HF_DIR [--dtype f32|bf16|f16|f64] [--shard-size 5GB]");
+    status = diag(&d,
+                  "export takes a model file, a plait checkpoint folder and -o: plait export "
+                  "MODEL.lua CKPT_DIR -o "
+                  "HF_DIR [--dtype f32|bf16|f16|f64] [--shard-size 5GB]");
   if (status == 0 && o.dtype) status = parse_dtype(o.dtype, &e.dtype, &d);
   if (status == 0 && o.shard_size) status = parse_size(o.shard_size, &e.shard_bytes, &d);
   if (status == 0) {

@@ -1,8 +1,8 @@
-/* cmd_import.c: `plait import MODEL.lua HF_DIR -o CKPT_DIR`: a Hugging Face checkpoint (model.safetensors,
- * or shards listed by model.safetensors.index.json; F32, F16, BF16 or F64) into a weights-only plait
- * checkpoint of the model, through the links of the model's family (lib/plait/hf.lua). config.json,
- * the tensors' names and their shapes are checked against the model first, and every disagreement is
- * named on a line of its own; then nothing is written. */
+/* cmd_import.c: `plait import MODEL.lua HF_DIR -o CKPT_DIR`: a Hugging Face checkpoint
+ * (model.safetensors, or shards listed by model.safetensors.index.json; F32, F16, BF16 or F64)
+ * into a weights-only plait checkpoint of the model, through the links of the model's family
+ * (lib/plait/hf.lua). config.json, the tensors' names and their shapes are checked against the
+ * model first, and every disagreement is named on a line of its own; then nothing is written. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +19,8 @@
 #include "outfile.h"
 #include "front/relayout.h"
 
-static const char *const import_flags[] = {"--set", "-o", "--force", "--lua-instructions", "--lua-memory", NULL};
+static const char *const import_flags[] = {"--set",        "-o", "--force", "--lua-instructions",
+                                           "--lua-memory", NULL};
 
 /* The Hugging Face checkpoint: its files, and which tensors a link has claimed. */
 typedef struct {
@@ -50,12 +51,13 @@ static void source_close(Source *s) {
 static Found find_exact(Source *s, const char *name) {
   for (int i = 0; i < s->nfiles; i++)
     for (int t = 0; t < s->files[i].ntensors; t++)
-      if (strcmp(s->files[i].tensors[t].name, name) == 0) return (Found){i, &s->files[i].tensors[t]};
+      if (strcmp(s->files[i].tensors[t].name, name) == 0)
+        return (Found){i, &s->files[i].tensors[t]};
   return (Found){-1, NULL};
 }
 
-/* The tensor by its full name, or by the name without the base model's prefix (a checkpoint of the base
- * model: GPT-2's own files name "h.0.attn.c_attn.weight", not "transformer.h.0...."). */
+/* The tensor by its full name, or by the name without the base model's prefix (a checkpoint of
+ * the base model: GPT-2's own files name "h.0.attn.c_attn.weight", not "transformer.h.0...."). */
 static Found find(Source *s, const Family *f, const char *name) {
   Found found = find_exact(s, name);
   size_t n = strlen(f->base_prefix);
@@ -86,8 +88,8 @@ static int own_file(const Source *s, const char *path, Diag *d) {
               "file into the folder", path, s->dir, real);
 }
 
-/* Opens every file the folder's index (or its single model.safetensors) names; a file that does not open
- * is a problem of its own. */
+/* Opens every file the folder's index (or its single model.safetensors) names; a file that does
+ * not open is a problem of its own. */
 static int open_files(lua_State *L, Source *s, DiagList *problems, Diag *d) {
   lua_pushstring(L, s->dir);
   if (family_call(L, "_files", 1, 2, d)) return -1;
@@ -109,8 +111,8 @@ static int open_files(lua_State *L, Source *s, DiagList *problems, Diag *d) {
   return 0;
 }
 
-/* A sharded checkpoint's index must say where each tensor is: a tensor it places in a file that does not
- * hold it is a damaged index. (The weight map is at the top of the stack, or nil.) */
+/* A sharded checkpoint's index must say where each tensor is: a tensor it places in a file that
+ * does not hold it is a damaged index. (The weight map is at the top of the stack, or nil.) */
 static void check_index(lua_State *L, Source *s, DiagList *problems) {
   if (lua_isnil(L, -1)) return;
   lua_pushnil(L);
@@ -119,7 +121,9 @@ static void check_index(lua_State *L, Source *s, DiagList *problems) {
     Found found = find_exact(s, name);
     const char *at = found.tensor ? strrchr(s->paths[found.file], '/') + 1 : NULL;
     if (!at || strcmp(at, file) != 0)
-      diag_add(problems, "%s/model.safetensors.index.json places %s in %s, which does not hold it; the index is damaged",
+      diag_add(problems,
+               "%s/model.safetensors.index.json places %s in %s, which does not hold it; the index "
+               "is damaged",
                s->dir, name, file);
     lua_pop(L, 1);
   }
@@ -132,8 +136,8 @@ static void shape_text(int ndim, const int64_t *shape, char *buf, size_t len) {
   if (used < len) snprintf(buf + used, len - used, "]");
 }
 
-/* The Hugging Face tensor has the link's shape; with at_least, its first axis in the model's orientation
- * (the second stored axis of a transpose) may be longer. */
+/* The Hugging Face tensor has the link's shape; with at_least, its first axis in the model's
+ * orientation (the second stored axis of a transpose) may be longer. */
 static int fits(const FamilyLink *l, const CkptTensor *t) {
   if (t->ndim != l->ndim) return 0;
   int rows_axis = l->transpose ? 1 : 0;
@@ -156,11 +160,11 @@ static void check_link(Source *s, const Family *f, const FamilyLink *l, DiagList
   shape_text(found.tensor->ndim, found.tensor->shape, have, sizeof have);
   shape_text(l->ndim, l->shape, want, sizeof want);
   if (!fits(l, found.tensor))
-    diag_add(problems, "%s: tensor %s has shape %s, the model needs %s%s", s->paths[found.file], l->name, have, want,
-             l->at_least ? " (or more rows)" : "");
+    diag_add(problems, "%s: tensor %s has shape %s, the model needs %s%s", s->paths[found.file],
+             l->name, have, want, l->at_least ? " (or more rows)" : "");
   if (!ckpt_dtype_readable(found.tensor->dtype))
-    diag_add(problems, "%s: tensor %s is %s; plait reads F32, F16, BF16 and F64", s->paths[found.file], l->name,
-             ckpt_dtype_name(found.tensor->dtype));
+    diag_add(problems, "%s: tensor %s is %s; plait reads F32, F16, BF16 and F64",
+             s->paths[found.file], l->name, ckpt_dtype_name(found.tensor->dtype));
 }
 
 /* Every tensor of the checkpoint is claimed by a link or passed over by the family. */
@@ -171,15 +175,19 @@ static void check_extra(Source *s, const Family *f, DiagList *problems) {
       const char *name = s->files[i].tensors[t].name;
       snprintf(full, sizeof full, "%s%s", f->base_prefix, name);
       if (s->used[i][t] || family_ignores(f, name) || family_ignores(f, full)) continue;
-      diag_add(problems, "%s holds tensor %s, which the model has no place for; import it with a model of its shape, "
-               "or extend the model's family (plait.hf.extend)", s->paths[i], name);
+      diag_add(problems,
+               "%s holds tensor %s, which the model has no place for; import it with a model of "
+               "its shape, "
+               "or extend the model's family (plait.hf.extend)",
+               s->paths[i], name);
     }
 }
 
-/* ---- writing ------------------------------------------------------------------------------------ */
+/* ---- writing
+ * ------------------------------------------------------------------------------------ */
 
-/* The checkpoint's specs, in link order (each link's parts one after another), stored as F32, or F64
- * where the source is F64. */
+/* The checkpoint's specs, in link order (each link's parts one after another), stored as F32, or
+ * F64 where the source is F64. */
 static CkptSpec *specs_of(Source *s, const Family *f) {
   CkptSpec *specs = calloc((size_t)f->ntensors + 1, sizeof *specs);
   int n = 0;
@@ -200,9 +208,10 @@ static int by_key(const void *a, const void *b) {
   return strcmp(((const ConfigEntry *)a)->key, ((const ConfigEntry *)b)->key);
 }
 
-/* What the programs check when they load it: a weights-only plait checkpoint of this model. keys and
- * layers hold the texts made here. */
-static CkptMeta *metadata(const Model *m, const char *source, char (*keys)[NAME_LEN + 8], char *layers, int *count) {
+/* What the programs check when they load it: a weights-only plait checkpoint of this model. keys
+ * and layers hold the texts made here. */
+static CkptMeta *metadata(const Model *m, const char *source, char (*keys)[NAME_LEN + 8],
+                          char *layers, int *count) {
   ConfigEntry *sorted = malloc(sizeof *sorted * (size_t)(m->nconfig + 1));
   memcpy(sorted, m->config, sizeof *sorted * (size_t)m->nconfig);
   qsort(sorted, (size_t)m->nconfig, sizeof *sorted, by_key);
@@ -217,14 +226,16 @@ static CkptMeta *metadata(const Model *m, const char *source, char (*keys)[NAME_
   for (int i = 0; i < m->nconfig; i++) {
     snprintf(keys[i], sizeof keys[i], "%s%s", CKPT_CONFIG_PREFIX, sorted[i].key);
     for (int j = 0; j < m->nconfig; j++)
-      if (strcmp(m->config[j].key, sorted[i].key) == 0) meta[n++] = (CkptMeta){keys[i], m->config[j].value};
+      if (strcmp(m->config[j].key, sorted[i].key) == 0)
+        meta[n++] = (CkptMeta){keys[i], m->config[j].value};
   }
   free(sorted);
   *count = n;
   return meta;
 }
 
-/* A link's Hugging Face tensor read whole, split into its parts and handed to the writer in part order. */
+/* A link's Hugging Face tensor read whole, split into its parts and handed to the writer in part
+ * order. */
 static int write_link(Source *s, const Family *f, const FamilyLink *l, CkptWriter *w, Diag *d) {
   Found found = find(s, f, l->name);
   Ckpt *c = &s->files[found.file];
@@ -235,7 +246,9 @@ static int write_link(Source *s, const Family *f, const FamilyLink *l, CkptWrite
     rows[p] = family_part_rows(l, &f->tensors[l->parts[p]]);
     parts[p] = malloc(sizeof **parts * (size_t)(family_tensor_elems(&f->tensors[l->parts[p]]) + 1));
   }
-  int status = ckpt_read(c, found.tensor->name, found.tensor->ndim, found.tensor->shape, hf) ? diag(d, "%s", c->error) : 0;
+  int status = ckpt_read(c, found.tensor->name, found.tensor->ndim, found.tensor->shape, hf)
+                   ? diag(d, "%s", c->error)
+                   : 0;
   int64_t hf_rows = found.tensor->ndim ? found.tensor->shape[l->transpose ? 1 : 0] : 1;
   Relayout r = {l->nparts, rows, cols, l->groups, l->transpose, hf_rows};
   if (status == 0) relayout_split(&r, hf, parts);
@@ -255,8 +268,8 @@ static void note_longer(Source *s, const Family *f, const FamilyLink *l) {
   if (l->at_least && t->shape[axis] > l->shape[axis])
     printf("note: %s has %lld rows, the model's %s %lld: the first %lld are taken\n",
            escape(ESC_TEXT, l->name, hf, sizeof hf), (long long)t->shape[axis],
-           escape(ESC_TEXT, f->tensors[l->parts[0]].name, ours, sizeof ours), (long long)l->shape[axis],
-           (long long)l->shape[axis]);
+           escape(ESC_TEXT, f->tensors[l->parts[0]].name, ours, sizeof ours),
+           (long long)l->shape[axis], (long long)l->shape[axis]);
 }
 
 static int same_folder(const char *a, const char *b) {
@@ -264,7 +277,8 @@ static int same_folder(const char *a, const char *b) {
   return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
 }
 
-/* A training checkpoint (Adam's state beside the weights) is not replaced by weights alone without --force. */
+/* A training checkpoint (Adam's state beside the weights) is not replaced by weights alone
+ * without --force. */
 static int check_replaced(const OwnFolder *folder, int force, Diag *d) {
   char path[4200];
   Ckpt c;
@@ -276,13 +290,17 @@ static int check_replaced(const OwnFolder *folder, int force, Diag *d) {
   char at[64] = "";
   if (step) snprintf(at, sizeof at, " of step %.32s", step);
   if (full)
-    diag(d, "-o %s holds a training checkpoint%s (weights and Adam's state), which weights alone would replace: give "
-            "another folder, or --force to replace it", folder->path, at);
+    diag(d,
+         "-o %s holds a training checkpoint%s (weights and Adam's state), which weights alone "
+         "would replace: give "
+         "another folder, or --force to replace it",
+         folder->path, at);
   ckpt_close(&c);
   return full ? -1 : 0;
 }
 
-/* A folder this run made and then could not fill: its marker removed, then the folder, empty again. */
+/* A folder this run made and then could not fill: its marker removed, then the folder, empty
+ * again. */
 static void forget_folder(const char *out) {
   char marker[4200];
   snprintf(marker, sizeof marker, "%s/%s", out, OWN_FOLDER_MARKER);
@@ -294,7 +312,10 @@ static int write_checkpoint(Source *s, const Family *f, const Model *m, const Op
   static const char *const files[] = {"model.safetensors"};
   const char *out = o->output;
   if (same_folder(s->dir, out))
-    return diag(d, "-o %s is the Hugging Face folder itself; its model.safetensors would be replaced, choose another", out);
+    return diag(d,
+                "-o %s is the Hugging Face folder itself; its model.safetensors would be replaced, "
+                "choose another",
+                out);
   char path[4200], source[4200], layers[16], temp[4300];
   snprintf(path, sizeof path, "%s/model.safetensors", out);
   OwnFolder folder = {0};
@@ -302,7 +323,8 @@ static int write_checkpoint(Source *s, const Family *f, const Model *m, const Op
                outfile_check("-o", path, (const char *const *)s->paths, s->nfiles, d) ||
                check_replaced(&folder, o->force, d) ? -1 : 0;
   int created = !folder.exists; /* before the claim makes it */
-  if (status == 0 && own_folder_claim(&folder, "-o", out, FOLDER_CHECKPOINT, files, 1, d->msg, sizeof d->msg))
+  if (status == 0 &&
+      own_folder_claim(&folder, "-o", out, FOLDER_CHECKPOINT, files, 1, d->msg, sizeof d->msg))
     status = -1;
   if (status == 0) own_folder_temp(&folder, "model.safetensors", temp, sizeof temp);
   own_folder_free(&folder);
@@ -313,26 +335,30 @@ static int write_checkpoint(Source *s, const Family *f, const Model *m, const Op
   CkptMeta *meta = metadata(m, source, keys, layers, &nmeta);
   CkptSpec *specs = specs_of(s, f);
   CkptWriter w;
-  status = ckpt_write_begin_as(&w, path, temp, specs, f->ntensors, meta, nmeta) ? diag(d, "%s", w.error) : 0;
+  status = ckpt_write_begin_as(&w, path, temp, specs, f->ntensors, meta, nmeta)
+               ? diag(d, "%s", w.error)
+               : 0;
   for (int i = 0; i < f->nlinks && status == 0; i++) status = write_link(s, f, &f->links[i], &w, d);
   if (status == 0 && ckpt_write_end(&w)) status = diag(d, "%s", w.error);
   if (status) ckpt_write_abort(&w);
-  if (status && created) forget_folder(out); /* the folder this run made: a refused import leaves nothing */
+  /* the folder this run made: a refused import leaves nothing */
+  if (status && created) forget_folder(out);
   free(specs);
   free(meta);
   free(keys);
   return status;
 }
 
-/* ---- the command -------------------------------------------------------------------------------- */
+/* ---- the command
+ * -------------------------------------------------------------------------------- */
 
 typedef struct {
   const Options *o;
   int reported; /* the problems were printed */
 } Import;
 
-static void check_source(lua_State *L, int model, Source *s, const Family *f, DiagList *problems, Diag *d,
-                         int *status) {
+static void check_source(lua_State *L, int model, Source *s, const Family *f, DiagList *problems,
+                         Diag *d, int *status) {
   lua_pushvalue(L, model);
   lua_pushstring(L, s->dir);
   if (*status == 0) *status = family_call(L, "_check_config", 2, 1, d);
@@ -371,8 +397,11 @@ static int import(lua_State *L, int model, const Model *m, void *ctx, Diag *d) {
   int64_t count = 0;
   for (int i = 0; i < f.ntensors; i++) count += family_tensor_elems(&f.tensors[i]);
   if (status == 0)
-    printf("imported %s into %s/model.safetensors: %lld parameters in %d tensors, weights only; start from them with "
-           "DIR/train --init %s\n", s.dir, im->o->output, (long long)count, f.ntensors, im->o->output);
+    printf(
+        "imported %s into %s/model.safetensors: %lld parameters in %d tensors, weights only; start "
+        "from them with "
+        "DIR/train --init %s\n",
+        s.dir, im->o->output, (long long)count, f.ntensors, im->o->output);
   source_close(&s);
   family_free(&f);
   diag_list_free(&problems);
@@ -386,7 +415,9 @@ int cmd_import(int argc, char **argv) {
   Import im = {&o, 0};
   int status = options_parse(argc, argv, 2, import_flags, 2, &o, &d);
   if (status == 0 && (!o.file || !o.second || !o.output))
-    status = diag(&d, "import takes a model file, a Hugging Face folder and -o: plait import MODEL.lua HF_DIR -o CKPT_DIR");
+    status = diag(&d,
+                  "import takes a model file, a Hugging Face folder and -o: plait import MODEL.lua "
+                  "HF_DIR -o CKPT_DIR");
   if (status == 0) {
     status = host_visit_model(&o, &m, import, &im, &d);
     model_free(&m);

@@ -1,4 +1,5 @@
-/* cmd_plan.c: `plait plan`: builds the plan of a model under a layout and prints it (text, json, dot). */
+/* cmd_plan.c: `plait plan`: builds the plan of a model under a layout and prints it (text, json,
+ * dot). */
 #include <stdio.h>
 #include <string.h>
 
@@ -16,8 +17,11 @@ typedef struct {
   void (*write)(const Plan *p, FILE *f);
 } Format;
 
-static const Format formats[] = {{"text", plan_write_text}, {"json", plan_write_json}, {"dot", plan_write_dot},
-                                 {"trace", plan_write_trace}, {"svg", plan_write_svg}};
+static const Format formats[] = {{"text", plan_write_text},
+                                 {"json", plan_write_json},
+                                 {"dot", plan_write_dot},
+                                 {"trace", plan_write_trace},
+                                 {"svg", plan_write_svg}};
 
 static const Format *find_format(const char *name, Diag *d) {
   for (unsigned i = 0; i < sizeof formats / sizeof *formats; i++)
@@ -26,7 +30,8 @@ static const Format *find_format(const char *name, Diag *d) {
   return NULL;
 }
 
-/* -o FILE: neither the model file nor a schedule file it reads, written through a temporary file. */
+/* -o FILE: neither the model file nor a schedule file it reads, written through a temporary
+ * file. */
 static int open_output(const Options *o, OutFile *out, Diag *d) {
   const char *inputs[] = {o->file, o->parallel.schedule[0] ? o->parallel.schedule : NULL};
   if (outfile_check("-o", o->output, inputs, 2, d)) return -1;

@@ -16,9 +16,12 @@ static int none_fits(const Tune *t, Diag *d) {
   bytes_format(l->memory, least, sizeof least);
   bytes_format(t->machine.memory_bytes, capacity, sizeof capacity);
   tune_layout_flags(&l->par, flags, sizeof flags);
-  return diag(d, "%s fits no layout on %d device%s of %s (%s each): the smallest needs %s per device (%s); use more "
+  return diag(d,
+              "%s fits no layout on %d device%s of %s (%s each): the smallest needs %s per device "
+              "(%s); use more "
               "devices, a smaller global batch, or a machine with more memory",
-              t->model_file, t->devices, t->devices == 1 ? "" : "s", t->machine.name, capacity, least, flags);
+              t->model_file, t->devices, t->devices == 1 ? "" : "s", t->machine.name, capacity,
+              least, flags);
 }
 
 static int run(const Options *o, Diag *d) {
@@ -28,8 +31,9 @@ static int run(const Options *o, Diag *d) {
   Tune t;
   int status = tune_search(o, &t, d);
   if (status == 0 && t.fitting == 0)
-    status = t.count ? none_fits(&t, d) : diag(d, "%s: plan refuses every layout on %d devices (the first: %s)",
-                                                t.model_file, t.devices, t.refused ? t.refusal : "none to try");
+    status = t.count ? none_fits(&t, d)
+                     : diag(d, "%s: plan refuses every layout on %d devices (the first: %s)",
+                            t.model_file, t.devices, t.refused ? t.refusal : "none to try");
   if (status == 0) (strcmp(format, "json") == 0 ? tune_write_json : tune_write_text)(&t, stdout);
   tune_free(&t);
   return status;

@@ -1,4 +1,5 @@
-/* commands.h: plait's commands; each takes the arguments after its name and returns the exit status. */
+/* commands.h: plait's commands; each takes the arguments after its name and returns the exit
+ * status. */
 #ifndef PLAIT_COMMANDS_H
 #define PLAIT_COMMANDS_H
 

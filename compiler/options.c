@@ -50,12 +50,14 @@ static int parse_sets(int argc, char **argv, int *i, Options *o, Diag *d) {
     const char *eq = strchr(kv, '=');
     if (o->nsets == MAX_OVERRIDES) return diag(d, "--set: at most %d keys", MAX_OVERRIDES);
     Override *ov = &o->sets[o->nsets++];
-    if (eq - kv >= NAME_LEN || strlen(eq + 1) >= NAME_LEN || eq == kv) return diag(d, "--set %s: malformed key=value", kv);
+    if (eq - kv >= NAME_LEN || strlen(eq + 1) >= NAME_LEN || eq == kv)
+      return diag(d, "--set %s: malformed key=value", kv);
     snprintf(ov->key, sizeof ov->key, "%.*s", (int)(eq - kv), kv);
     snprintf(ov->value, sizeof ov->value, "%s", eq + 1);
     ov->used = 0;
   }
-  return *i == start ? diag(d, "--set takes key=value pairs, as in --set layers=24 hidden=2048") : 0;
+  return *i == start ? diag(d, "--set takes key=value pairs, as in --set layers=24 hidden=2048")
+                     : 0;
 }
 
 /* A layout flag: a switch alone, any other with its value. */
@@ -105,7 +107,8 @@ static int parse_flag(int argc, char **argv, int *i, Options *o, Diag *d) {
   return 0;
 }
 
-int options_parse(int argc, char **argv, int first, const char *const *flags, int files, Options *o, Diag *d) {
+int options_parse(int argc, char **argv, int first, const char *const *flags, int files, Options *o,
+                  Diag *d) {
   memset(o, 0, sizeof *o);
   parallel_unset(&o->parallel);
   for (int i = first; i < argc; i++) {
@@ -118,7 +121,8 @@ int options_parse(int argc, char **argv, int first, const char *const *flags, in
     } else if (files == 2 && !o->second) {
       o->second = arg;
     } else {
-      return diag(d, "unexpected argument '%s' (%s)", arg, files == 2 ? "two files at most" : "one file only");
+      return diag(d, "unexpected argument '%s' (%s)", arg,
+                  files == 2 ? "two files at most" : "one file only");
     }
   }
   return 0;

@@ -1,5 +1,5 @@
-/* outfile.c: refusing outputs that would replace inputs or what is not a regular file, or lie in plait's
- * sources, and writing through a temporary file. */
+/* outfile.c: refusing outputs that would replace inputs or what is not a regular file, or lie in
+ * plait's sources, and writing through a temporary file. */
 #include "outfile.h"
 
 #include <errno.h>
@@ -31,18 +31,20 @@ static int same_file(const char *a, const char *b) {
   return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
 }
 
-int outfile_check(const char *flag, const char *path, const char *const *inputs, int ninputs, Diag *d) {
+int outfile_check(const char *flag, const char *path, const char *const *inputs, int ninputs,
+                  Diag *d) {
   for (int i = 0; i < ninputs; i++)
     if (inputs[i] && same_file(path, inputs[i]))
-      return diag(d, "%s %s is also an input (%s); it would be replaced: write to another file", flag, path, inputs[i]);
+      return diag(d, "%s %s is also an input (%s); it would be replaced: write to another file",
+                  flag, path, inputs[i]);
   return place_check_file(flag, path, d->msg, sizeof d->msg);
 }
 
 static int write_failed(OutFile *o, Diag *d) {
   int saved = errno;
   outfile_abort(o);
-  return diag(d, "cannot write %s: %s; check that its folder exists, is writable and has space", o->path,
-              strerror(saved));
+  return diag(d, "cannot write %s: %s; check that its folder exists, is writable and has space",
+              o->path, strerror(saved));
 }
 
 /* Creates the temporary from a mkstemp template (readable by all, as a new file would be). */
@@ -76,25 +78,28 @@ int outfile_open(OutFile *o, const char *path, Diag *d) {
   return open_temporary(o, path, template, d);
 }
 
-int outfile_open_in(OutFile *o, const OwnFolder *folder, const char *name, char *path, size_t len, Diag *d) {
+int outfile_open_in(OutFile *o, const OwnFolder *folder, const char *name, char *path, size_t len,
+                    Diag *d) {
   char template[sizeof o->temp + 16];
   snprintf(path, len, "%s/%s", folder->path, name);
   own_folder_temp(folder, name, template, sizeof template);
   return open_temporary(o, path, template, d);
 }
 
-/* What is at the final name now may be replaced: absent or a regular file (a device or a pipe put there
- * while the output was written is left as it is). */
+/* What is at the final name now may be replaced: absent or a regular file (a device or a pipe
+ * put there while the output was written is left as it is). */
 static int still_replaceable(OutFile *o, Diag *d) {
   struct stat st;
   if (lstat(o->path, &st) != 0 || S_ISREG(st.st_mode)) return 0;
   outfile_abort(o);
-  return diag(d, "%s is now %s, which plait does not replace; it is left as it is: give another path", o->path,
-              place_kind(st.st_mode));
+  return diag(d,
+              "%s is now %s, which plait does not replace; it is left as it is: give another path",
+              o->path, place_kind(st.st_mode));
 }
 
 int outfile_close(OutFile *o, Diag *d) {
-  if (fflush(o->file) != 0 || ferror(o->file) || fsync(fileno(o->file)) != 0) return write_failed(o, d);
+  if (fflush(o->file) != 0 || ferror(o->file) || fsync(fileno(o->file)) != 0)
+    return write_failed(o, d);
   if (still_replaceable(o, d)) return -1;
   int closed = fclose(o->file);
   o->file = NULL;

@@ -9,8 +9,8 @@ enum { HEADER_INTS = 256, CHUNK = 4096 };
 static int write_failed(TokenWriter *w, Diag *d) {
   int saved = errno;
   tokenfile_abort(w);
-  return diag(d, "cannot write '%s' (%s); check that its folder exists, is writable and has space", w->path,
-              strerror(saved));
+  return diag(d, "cannot write '%s' (%s); check that its folder exists, is writable and has space",
+              w->path, strerror(saved));
 }
 
 static void put_le32(unsigned char *p, uint32_t v) {
@@ -37,8 +37,9 @@ int tokenfile_begin(TokenWriter *w, const char *path, Diag *d) {
 int tokenfile_write(TokenWriter *w, const uint16_t *tokens, int64_t n, Diag *d) {
   unsigned char bytes[2 * CHUNK];
   if (w->count + n > TOKENFILE_MAX_TOKENS)
-    return diag(d, "'%s' would hold more than %d tokens, the most a token file can count; split the input", w->path,
-                TOKENFILE_MAX_TOKENS);
+    return diag(
+        d, "'%s' would hold more than %d tokens, the most a token file can count; split the input",
+        w->path, TOKENFILE_MAX_TOKENS);
   for (int64_t done = 0; done < n; done += CHUNK) {
     int64_t k = n - done < CHUNK ? n - done : CHUNK;
     for (int64_t i = 0; i < k; i++) { /* little-endian uint16 */

@@ -1,5 +1,6 @@
-/* tokenfile.h: writing token files in llm.c's format (what runtime/train/data.c reads): a header of 256
- * little-endian int32 (magic 20240520, version 1, the token count), then the tokens as uint16. */
+/* tokenfile.h: writing token files in llm.c's format (what runtime/train/data.c reads): a header
+ * of 256 little-endian int32 (magic 20240520, version 1, the token count), then the tokens as
+ * uint16. */
 #ifndef PLAIT_TOKENFILE_H
 #define PLAIT_TOKENFILE_H
 
@@ -13,8 +14,8 @@
 #define TOKENFILE_VERSION 1
 #define TOKENFILE_MAX_TOKENS INT32_MAX /* the header holds the count as an int32 */
 
-/* A file being written: tokens go to a temporary file beside the final one, which is renamed into place
- * when complete, so the final name never holds a half-written file. */
+/* A file being written: tokens go to a temporary file beside the final one, which is renamed
+ * into place when complete, so the final name never holds a half-written file. */
 typedef struct {
   const char *path;
   OutFile out;

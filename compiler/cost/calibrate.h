@@ -1,7 +1,8 @@
-/* calibrate.h: a machine file from what build/plait-probe measured on this machine: the GEMM rate at each
- * shape measured (and one rate fitted to them all), the streaming rate and per-kernel overhead fitted to
- * stream times over sizes, the attention kernel's rate, the rate of special functions (a GeLU's exp),
- * and the all-reduce's per-step latency and bus bandwidth fitted to its times over sizes (α–β ring). */
+/* calibrate.h: a machine file from what build/plait-probe measured on this machine: the GEMM
+ * rate at each shape measured (and one rate fitted to them all), the streaming rate and
+ * per-kernel overhead fitted to stream times over sizes, the attention kernel's rate, the rate
+ * of special functions (a GeLU's exp), and the all-reduce's per-step latency and bus bandwidth
+ * fitted to its times over sizes (α–β ring). */
 #ifndef PLAIT_CALIBRATE_H
 #define PLAIT_CALIBRATE_H
 

@@ -8,7 +8,9 @@
 double cost_ring_allreduce(double bytes, int n) { return n > 1 ? 2.0 * (n - 1) / n * bytes : 0; }
 double cost_ring_allgather(double bytes, int n) { return n > 1 ? (double)(n - 1) / n * bytes : 0; }
 
-static double elems(const Model *m, const Graph *g, int t) { return (double)tensor_elems(m, &g->tensors[t]); }
+static double elems(const Model *m, const Graph *g, int t) {
+  return (double)tensor_elems(m, &g->tensors[t]);
+}
 
 /* 2·M·N·K: each output element is a dot product of length K (the contraction). */
 static double matmul_flops(const Model *m, const Graph *g, const Node *n) {
@@ -30,14 +32,18 @@ static double attention_flops(const Model *m, const Graph *g, const Node *n) {
 }
 
 static int collective_kind(OpKind op) {
-  return op == OP_ALLREDUCE ? COLL_ALLREDUCE : op == OP_ALLGATHER ? COLL_ALLGATHER : COLL_REDUCESCATTER;
+  return op == OP_ALLREDUCE   ? COLL_ALLREDUCE
+         : op == OP_ALLGATHER ? COLL_ALLGATHER
+                              : COLL_REDUCESCATTER;
 }
 
-static void count_collective(const Model *m, const Graph *g, const Node *n, int tp, int act_bytes, GraphCost *s) {
+static void count_collective(const Model *m, const Graph *g, const Node *n, int tp, int act_bytes,
+                             GraphCost *s) {
   int pass = n->backward ? PASS_BACKWARD : PASS_FORWARD;
   double full = elems(m, g, n->in[0]) * act_bytes;
   s->collectives[pass][collective_kind(n->op)]++;
-  s->tp_bytes[pass] += n->op == OP_ALLREDUCE ? cost_ring_allreduce(full, tp) : cost_ring_allgather(full, tp);
+  s->tp_bytes[pass] += n->op == OP_ALLREDUCE ? cost_ring_allreduce(full, tp)
+                                             : cost_ring_allgather(full, tp);
 }
 
 /* Vocab-parallel cross entropy all-reduces the max, the target logit and the sum of exponentials
@@ -55,8 +61,10 @@ static void count_xent(const Model *m, const Graph *g, const Node *n, int tp, Gr
 static double node_bytes(const Model *m, const Graph *g, const Node *n, int tp, int act_bytes) {
   double bytes = 0;
   for (int k = 0; k < n->nin; k++)
-    bytes += (double)tensor_local_elems(m, &g->tensors[n->op == OP_SPLIT ? n->out[0] : n->in[k]], tp);
-  for (int k = 0; k < n->nout; k++) bytes += (double)tensor_local_elems(m, &g->tensors[n->out[k]], tp);
+    bytes += (double)tensor_local_elems(m, &g->tensors[n->op == OP_SPLIT ? n->out[0] : n->in[k]],
+                                        tp);
+  for (int k = 0; k < n->nout; k++)
+    bytes += (double)tensor_local_elems(m, &g->tensors[n->out[k]], tp);
   return bytes * act_bytes;
 }
 
@@ -69,12 +77,13 @@ static void count_nodes(const Model *m, const Graph *g, int tp, int act_bytes, G
     else if (n->op == OP_ATTENTION_BWD) s->flops[pass] += 2 * attention_flops(m, g, n);
     else if (op_is_collective(n->op)) count_collective(m, g, n, tp, act_bytes, s);
     if (n->op == OP_XENT) count_xent(m, g, n, tp, s);
-    if (n->op != OP_MATMUL && !op_is_collective(n->op)) s->bytes[pass] += node_bytes(m, g, n, tp, act_bytes);
+    if (n->op != OP_MATMUL && !op_is_collective(n->op))
+      s->bytes[pass] += node_bytes(m, g, n, tp, act_bytes);
   }
 }
 
-/* Parameters the graph uses that it owns: each parameter is counted in the first stage that uses it (a
- * join's members by their own tensors, which the graph keeps). */
+/* Parameters the graph uses that it owns: each parameter is counted in the first stage that uses
+ * it (a join's members by their own tensors, which the graph keeps). */
 static void count_params(const Model *m, const Graph *g, const char *seen, int tp, GraphCost *s) {
   for (int i = 0; i < g->ntensors; i++) {
     const Tensor *t = &g->tensors[i];
@@ -94,7 +103,8 @@ static void mark_params(const Graph *g, char *seen) {
     if (g->tensors[i].kind == T_PARAM) seen[g->tensors[i].param] = 1;
 }
 
-static void cost_stage(const Model *m, const Graph *g, const Parallel *par, int act_bytes, char *seen, GraphCost *s) {
+static void cost_stage(const Model *m, const Graph *g, const Parallel *par, int act_bytes,
+                       char *seen, GraphCost *s) {
   memset(s, 0, sizeof *s);
   count_nodes(m, g, par->tp, act_bytes, s);
   count_params(m, g, seen, par->tp, s);

@@ -1,5 +1,5 @@
-/* cost.h: the cost model: parameters, FLOPs, collectives, bytes on the wire and activation bytes of each
- * stage graph, read off the sharded, differentiated graphs. */
+/* cost.h: the cost model: parameters, FLOPs, collectives, bytes on the wire and activation bytes
+ * of each stage graph, read off the sharded, differentiated graphs. */
 #ifndef PLAIT_COST_H
 #define PLAIT_COST_H
 
@@ -12,18 +12,24 @@ enum { COLL_ALLREDUCE, COLL_ALLGATHER, COLL_REDUCESCATTER, COLL_KINDS };
 enum { PASS_FORWARD, PASS_BACKWARD, PASSES };
 
 typedef struct {
-  double flops[PASSES];          /* FLOPs of one microbatch over all TP ranks (GEMMs and attention, as Eq. 3) */
-  double bytes[PASSES];          /* bytes one TP rank's other kernels (norms, elementwise, embedding, cross
-                                    entropy) read and write per microbatch: their time is memory's */
+  /* FLOPs of one microbatch over all TP ranks (GEMMs and attention, as Eq. 3) */
+  double flops[PASSES];
+  /* bytes one TP rank's other kernels (norms, elementwise, embedding, cross entropy) read and
+   * write per microbatch: their time is memory's */
+  double bytes[PASSES];
   int collectives[PASSES][COLL_KINDS]; /* TP collectives per microbatch (the block: per layer) */
-  double tp_bytes[PASSES];       /* bytes one TP rank sends for them per microbatch (ring algorithms) */
-  int64_t params;                /* parameters the stage makes (the block: one layer), padding excluded */
+  /* bytes one TP rank sends for them per microbatch (ring algorithms) */
+  double tp_bytes[PASSES];
+  /* parameters the stage makes (the block: one layer), padding excluded */
+  int64_t params;
   int64_t params_padded;         /* the same with padding (the vocabulary rounded up) */
   int64_t params_local;          /* the shares one TP rank holds */
-  int64_t params_local_used;     /* the shares of every parameter the stage uses, shared ones too (the
-                                    tied embedding in the head): what a rank holding it stores */
-  int64_t tp_summed_bytes;       /* fp32 gradients of replicated parameters summed over TP once per
-                                    iteration (norms and row-parallel biases under sequence parallelism) */
+  /* the shares of every parameter the stage uses, shared ones too (the tied embedding in the
+   * head): what a rank holding it stores */
+  int64_t params_local_used;
+  /* fp32 gradients of replicated parameters summed over TP once per iteration (norms and
+   * row-parallel biases under sequence parallelism) */
+  int64_t tp_summed_bytes;
 } GraphCost;
 
 typedef struct {
@@ -31,10 +37,12 @@ typedef struct {
   int64_t params_total;          /* the model, padding excluded (what a checkpoint stores) */
   int64_t params_padded;
   double flops_forward, flops_backward, flops_recompute, flops_per_iteration; /* the global batch */
-  int64_t tied_bytes;            /* the tied embedding's gradient, reduced between first and last stage */
+  /* the tied embedding's gradient, reduced between first and last stage */
+  int64_t tied_bytes;
 } ModelCost;
 
-/* Costs every stage graph; activation elements count activation_bytes each (2 for bf16, 4 for fp32). */
+/* Costs every stage graph; activation elements count activation_bytes each (2 for bf16, 4 for
+ * fp32). */
 void cost_model(const Model *m, const Parallel *par, int activation_bytes, ModelCost *c);
 
 /* Ring algorithms over n ranks: bytes each rank sends for a tensor of `bytes` bytes. */

@@ -1,24 +1,26 @@
-/* kernel_time.c: the time of one kernel on a machine (a roofline per kernel, with wave quantisation of
- * GEMM tiles over the compute units) and of one collective (α–β ring). */
+/* kernel_time.c: the time of one kernel on a machine (a roofline per kernel, with wave
+ * quantisation of GEMM tiles over the compute units) and of one collective (α–β ring). */
 #include "cost/kernel_time.h"
 
 #include <math.h>
 
-static const char *const bound_names[BOUNDS] = {"compute", "quantisation", "memory", "latency", "communication"};
+static const char *const bound_names[BOUNDS] = {"compute", "quantisation", "memory", "latency",
+                                                "communication"};
 
 const char *kernel_bound_name(Bound b) { return bound_names[b]; }
 
 static double max2(double a, double b) { return a > b ? a : b; }
 
-/* A GEMM computes its output in tiles, one tile per compute unit at a time, each tile's K loop at the
- * unit's share of the ceiling rate: the time is whole waves of tiles. Libraries pick a smaller tile
- * when it wastes less; the tiles tried are the machine's largest, then halved in rows, then in both
- * (smaller ones would wait on their operands: too few FLOPs per byte loaded). */
+/* A GEMM computes its output in tiles, one tile per compute unit at a time, each tile's K loop
+ * at the unit's share of the ceiling rate: the time is whole waves of tiles. Libraries pick a
+ * smaller tile when it wastes less; the tiles tried are the machine's largest, then halved in
+ * rows, then in both (smaller ones would wait on their operands: too few FLOPs per byte loaded). */
 static double gemm_compute_seconds(const Machine *m, double batch, double M, double N, double K) {
   static const double shrink[][2] = {{1, 1}, {2, 1}, {2, 2}};
   double unit_rate = m->peak_flops * m->gemm_efficiency / m->compute_units, best = INFINITY;
   for (unsigned i = 0; i < sizeof shrink / sizeof *shrink; i++) {
-    double tm = fmax(1, floor(m->gemm_tile_m / shrink[i][0])), tn = fmax(1, floor(m->gemm_tile_n / shrink[i][1]));
+    double tm = fmax(1, floor(m->gemm_tile_m / shrink[i][0])),
+           tn = fmax(1, floor(m->gemm_tile_n / shrink[i][1]));
     double waves = ceil(batch * ceil(M / tm) * ceil(N / tn) / m->compute_units);
     best = fmin(best, waves * 2 * tm * tn * K / unit_rate);
   }
@@ -38,19 +40,21 @@ double kernel_rate_at(const RateCurve *c, double flops) {
   return kernel_interpolate_log(c->flops, c->rate, c->n, flops);
 }
 
-/* The part a product's short side plays: 1 when it is the inner size K (a weight gradient summed over
- * the tokens), 0 when it is an output side (forward and input-gradient products over the tokens). */
+/* The part a product's short side plays: 1 when it is the inner size K (a weight gradient summed
+ * over the tokens), 0 when it is an output side (forward and input-gradient products over the
+ * tokens). */
 static int short_inner(double M, double N, double K) { return K <= M && K <= N; }
 
 static double short_side(double M, double N, double K) { return fmin(fmin(M, N), K); }
 
 static double shape_size(const GemmRates *g, int i) { return g->m[i] * g->n[i] * g->k[i]; }
 
-/* A measured rate for an M×N×K product: among the measured shapes whose short side plays the same part
- * (all of them if none does) and is nearest in log to this one's, the rate linear in log FLOPs between
- * the two nearest sizes, the nearest size's beyond them. A product's rate on a CPU follows how often each
- * packed element is used (its short side) and its size, not its size alone: 128 × 50304 × 768 (an LM
- * head over 128 tokens) runs at three quarters of the rate of a square product of its FLOPs. */
+/* A measured rate for an M×N×K product: among the measured shapes whose short side plays the
+ * same part (all of them if none does) and is nearest in log to this one's, the rate linear in
+ * log FLOPs between the two nearest sizes, the nearest size's beyond them. A product's rate on a
+ * CPU follows how often each packed element is used (its short side) and its size, not its size
+ * alone: 128 × 50304 × 768 (an LM head over 128 tokens) runs at three quarters of the rate of a
+ * square product of its FLOPs. */
 double kernel_gemm_rate(const GemmRates *g, double M, double N, double K) {
   int inner = short_inner(M, N, K), any_same = 0, in_group[MACHINE_GEMM_SHAPES];
   for (int i = 0; i < g->count; i++) any_same |= short_inner(g->m[i], g->n[i], g->k[i]) == inner;
@@ -58,7 +62,8 @@ double kernel_gemm_rate(const GemmRates *g, double M, double N, double K) {
   for (int i = 0; i < g->count; i++) {
     in_group[i] = !any_same || short_inner(g->m[i], g->n[i], g->k[i]) == inner;
     double s = short_side(g->m[i], g->n[i], g->k[i]);
-    if (in_group[i] && (nearest < 0 || fabs(log(s / side)) < fabs(log(nearest / side)))) nearest = s;
+    if (in_group[i] && (nearest < 0 || fabs(log(s / side)) < fabs(log(nearest / side))))
+      nearest = s;
   }
   int below = -1, above = -1; /* the nearest sizes of that group below and above this product's */
   for (int i = 0; i < g->count; i++) {
@@ -72,9 +77,11 @@ double kernel_gemm_rate(const GemmRates *g, double M, double N, double K) {
   return g->rate[below] + x * (g->rate[above] - g->rate[below]);
 }
 
-/* With measured rates the call's time is its FLOPs at the rate measured for its shape (the measurement
- * holds the call's overhead); otherwise whole waves of tiles at the ceiling, plus the launch. */
-KernelTime kernel_gemm(const Machine *m, double batch, double M, double N, double K, double c_bytes) {
+/* With measured rates the call's time is its FLOPs at the rate measured for its shape (the
+ * measurement holds the call's overhead); otherwise whole waves of tiles at the ceiling, plus
+ * the launch. */
+KernelTime kernel_gemm(const Machine *m, double batch, double M, double N, double K,
+                       double c_bytes) {
   KernelTime k;
   k.flops = 2 * batch * M * N * K;
   k.bytes = batch * ((M * K + K * N) * m->activation_bytes + M * N * c_bytes);
@@ -98,7 +105,8 @@ KernelTime kernel_gemm(const Machine *m, double batch, double M, double N, doubl
 KernelTime kernel_stream(const Machine *m, MemoryKind kind, double bytes) {
   double share = kind == MEMORY_COPY ? 1 : m->kind_efficiency[kind];
   double memory = bytes / (m->memory_bandwidth * m->memory_efficiency * share);
-  return (KernelTime){memory + m->launch_overhead, 0, bytes, m->launch_overhead > memory ? BOUND_LATENCY : BOUND_MEMORY};
+  return (KernelTime){memory + m->launch_overhead, 0, bytes,
+                      m->launch_overhead > memory ? BOUND_LATENCY : BOUND_MEMORY};
 }
 
 KernelTime kernel_elementwise(const Machine *m, MemoryKind kind, double bytes, double specials) {
@@ -114,7 +122,8 @@ void kernel_add(KernelTime *a, KernelTime b) {
 }
 
 Link kernel_group_link(const Machine *m, int stride, int n) {
-  if ((double)stride * n <= m->devices_per_node || n <= 1) return (Link){m->link_bandwidth, m->link_latency, 0, n};
+  if ((double)stride * n <= m->devices_per_node || n <= 1)
+    return (Link){m->link_bandwidth, m->link_latency, 0, n};
   double members_per_node = fmax(1, floor(m->devices_per_node / stride));
   double groups_per_node = m->devices_per_node / members_per_node;
   double share = m->nics * m->nic_bandwidth / groups_per_node;
@@ -132,12 +141,12 @@ static KernelTime timed(double latency, double moved, double bandwidth) {
                       latency > moved / bandwidth ? BOUND_LATENCY : BOUND_COMMUNICATION};
 }
 
-/* Ring all-reduce: 2(n-1) steps each moving 1/n of the tensor; all-gather and reduce-scatter n-1. The bus
- * bandwidth is what nccl-tests reports as busbw: time = steps · α + steps/n · bytes / busbw. An all-reduce
- * across nodes may run as NCCL's double binary tree instead, which NCCL's tuner (src/graph/tuning.cc)
- * times as 2·((ranks per node − 1) + log2 nodes) steps of latency and the tensor at half of 0.92 of the
- * ring's bus bandwidth; it picks whichever is faster, and so does the plan: the tree for small tensors
- * over many nodes, the ring for gradients. */
+/* Ring all-reduce: 2(n-1) steps each moving 1/n of the tensor; all-gather and reduce-scatter
+ * n-1. The bus bandwidth is what nccl-tests reports as busbw: time = steps · α + steps/n · bytes
+ * / busbw. An all-reduce across nodes may run as NCCL's double binary tree instead, which NCCL's
+ * tuner (src/graph/tuning.cc) times as 2·((ranks per node − 1) + log2 nodes) steps of latency
+ * and the tensor at half of 0.92 of the ring's bus bandwidth; it picks whichever is faster, and
+ * so does the plan: the tree for small tensors over many nodes, the ring for gradients. */
 KernelTime kernel_collective(const Link *link, RingKind kind, double bytes, int n) {
   if (n <= 1) return (KernelTime){0, 0, 0, BOUND_COMMUNICATION};
   double steps = kind == RING_ALLREDUCE ? 2.0 * (n - 1) : n - 1.0;
@@ -151,5 +160,6 @@ KernelTime kernel_collective(const Link *link, RingKind kind, double bytes, int 
 
 KernelTime kernel_p2p(const Link *link, double bytes) {
   double wire = bytes / link->bandwidth;
-  return (KernelTime){link->latency + wire, 0, bytes, link->latency > wire ? BOUND_LATENCY : BOUND_COMMUNICATION};
+  return (KernelTime){link->latency + wire, 0, bytes,
+                      link->latency > wire ? BOUND_LATENCY : BOUND_COMMUNICATION};
 }

@@ -1,12 +1,20 @@
-/* kernel_time.h: how long one kernel takes on a machine, and what bounds it: GEMMs from their shapes
- * (compute in waves of output tiles over the compute units against the bytes they move), streaming
- * kernels from their bytes, and collectives from the α–β model of a ring on the link they cross. */
+/* kernel_time.h: how long one kernel takes on a machine, and what bounds it: GEMMs from their
+ * shapes (compute in waves of output tiles over the compute units against the bytes they move),
+ * streaming kernels from their bytes, and collectives from the α–β model of a ring on the link
+ * they cross. */
 #ifndef PLAIT_KERNEL_TIME_H
 #define PLAIT_KERNEL_TIME_H
 
 #include "cost/machine.h"
 
-typedef enum { BOUND_COMPUTE, BOUND_QUANTISATION, BOUND_MEMORY, BOUND_LATENCY, BOUND_COMMUNICATION, BOUNDS } Bound;
+typedef enum {
+  BOUND_COMPUTE,
+  BOUND_QUANTISATION,
+  BOUND_MEMORY,
+  BOUND_LATENCY,
+  BOUND_COMMUNICATION,
+  BOUNDS
+} Bound;
 
 typedef struct {
   double seconds;
@@ -17,7 +25,8 @@ typedef struct {
 /* "compute", "quantisation", "memory", "latency", "communication". */
 const char *kernel_bound_name(Bound b);
 
-/* y measured at n increasing x, at `at`: linear in log(x) between the two nearest, the nearest's beyond. */
+/* y measured at n increasing x, at `at`: linear in log(x) between the two nearest, the nearest's
+ * beyond. */
 double kernel_interpolate_log(const double *x, const double *y, int n, double at);
 /* A measured rate curve at `flops` (c->n > 0): linear in log(FLOPs) between the sizes measured. */
 double kernel_rate_at(const RateCurve *c, double flops);
@@ -26,21 +35,23 @@ double kernel_rate_at(const RateCurve *c, double flops);
 double kernel_gemm_rate(const GemmRates *g, double M, double N, double K);
 /* `batch` GEMMs of M×K by K×N on one device; `c_bytes`: bytes of output traffic per element (the
  * activation precision to write it, 8 to accumulate into an fp32 gradient). */
-KernelTime kernel_gemm(const Machine *m, double batch, double M, double N, double K, double c_bytes);
-/* A memory-bound kernel of a kind that reads and writes `bytes` in all, at the copy rate times the share
- * the kind's kernels reach (MEMORY_COPY: the copy rate). */
+KernelTime kernel_gemm(const Machine *m, double batch, double M, double N, double K,
+                       double c_bytes);
+/* A memory-bound kernel of a kind that reads and writes `bytes` in all, at the copy rate times
+ * the share the kind's kernels reach (MEMORY_COPY: the copy rate). */
 KernelTime kernel_stream(const Machine *m, MemoryKind kind, double bytes);
-/* A kernel of a memory-bound kind with special functions (tanh, exp, ...): its bytes as kernel_stream, or
- * its special functions at the device's rate for them, whichever takes longer. */
+/* A kernel of a memory-bound kind with special functions (tanh, exp, ...): its bytes as
+ * kernel_stream, or its special functions at the device's rate for them, whichever takes longer. */
 KernelTime kernel_elementwise(const Machine *m, MemoryKind kind, double bytes, double specials);
 /* Adds b to a (seconds, FLOPs, bytes); the bound of the longer. */
 void kernel_add(KernelTime *a, KernelTime b);
 
 typedef enum { RING_ALLREDUCE, RING_ALLGATHER, RING_REDUCESCATTER, RING_KINDS } RingKind;
 
-/* Where a group of `n` ranks lies, `stride` ranks apart (ranks are numbered node by node): its ring's
- * bus bandwidth and per-step latency. Inside a node, the node's link; across nodes, the share of the
- * node's NICs its members on that node get while every group of its kind runs at once. */
+/* Where a group of `n` ranks lies, `stride` ranks apart (ranks are numbered node by node): its
+ * ring's bus bandwidth and per-step latency. Inside a node, the node's link; across nodes, the
+ * share of the node's NICs its members on that node get while every group of its kind runs at
+ * once. */
 typedef struct {
   double bandwidth, latency;
   int inter_node;
@@ -50,8 +61,9 @@ Link kernel_group_link(const Machine *m, int stride, int n);
 /* Point to point between ranks `distance` apart. */
 Link kernel_p2p_link(const Machine *m, int distance);
 
-/* A collective over n ranks of a tensor of `bytes` bytes (the whole tensor, before the split): a ring,
- * or for an all-reduce across nodes NCCL's double binary tree where its tuner would pick it. */
+/* A collective over n ranks of a tensor of `bytes` bytes (the whole tensor, before the split): a
+ * ring, or for an all-reduce across nodes NCCL's double binary tree where its tuner would pick
+ * it. */
 KernelTime kernel_collective(const Link *link, RingKind kind, double bytes, int n);
 /* One message of `bytes` bytes. */
 KernelTime kernel_p2p(const Link *link, double bytes);

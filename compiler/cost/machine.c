@@ -1,6 +1,7 @@
-/* machine.c: reading a machine file (Lua, evaluated with no libraries, text only) into a Machine, every
- * field checked: present, a number, within the bounds of what a machine can be (latencies and
- * overheads may be zero), so that no rate makes a plan's times infinite, NaN or negative. */
+/* machine.c: reading a machine file (Lua, evaluated with no libraries, text only) into a
+ * Machine, every field checked: present, a number, within the bounds of what a machine can be
+ * (latencies and overheads may be zero), so that no rate makes a plan's times infinite, NaN or
+ * negative. */
 #include "cost/machine.h"
 
 #include <lauxlib.h>
@@ -75,7 +76,9 @@ static int take_number(lua_State *L, const char *origin, const char *path, const
   double v = lua_tonumberx(L, -1, &isnum);
   int missing = lua_isnil(L, -1);
   lua_pop(L, 1);
-  if (missing) return diag(d, "machine %s: %s is missing (%s); add it to the machine file", origin, path, what);
+  if (missing)
+    return diag(d, "machine %s: %s is missing (%s); add it to the machine file", origin, path,
+                what);
   if (!isnum) return diag(d, "machine %s: %s must be a number (%s)", origin, path, what);
   if (!((v >= b->lo && v <= b->hi) || (b->zero && v == 0)))
     return diag(d, "machine %s: %s is %g; it must be %sfrom %g to %g (%s)", origin, path, v,
@@ -91,11 +94,15 @@ static int section_table(lua_State *L, int t, const char *origin, const char *se
   lua_getfield(L, t, section);
   if (lua_istable(L, -1)) return 0;
   lua_pop(L, 1);
-  return diag(d, "machine %s: the table %s is missing; a machine file returns { device = {...}, node = {...}, "
-              "network = {...}, ... } (see docs/cost-model.md)", origin, section);
+  return diag(
+      d,
+      "machine %s: the table %s is missing; a machine file returns { device = {...}, node = {...}, "
+      "network = {...}, ... } (see docs/cost-model.md)",
+      origin, section);
 }
 
-static int read_field(lua_State *L, int t, const char *origin, const Field *f, Machine *m, Diag *d) {
+static int read_field(lua_State *L, int t, const char *origin, const Field *f, Machine *m,
+                      Diag *d) {
   if (section_table(L, t, origin, f->section, d)) return -1;
   lua_getfield(L, -1, f->key);
   char path[96];
@@ -106,12 +113,15 @@ static int read_field(lua_State *L, int t, const char *origin, const Field *f, M
   return status;
 }
 
-static int read_string(lua_State *L, int t, const char *origin, const char *key, char *out, size_t len, Diag *d) {
+static int read_string(lua_State *L, int t, const char *origin, const char *key, char *out,
+                       size_t len, Diag *d) {
   lua_getfield(L, t, key);
   const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
   if (s) snprintf(out, len, "%s", s);
   lua_pop(L, 1);
-  return s ? 0 : diag(d, "machine %s: %s is missing (a string); add it to the machine file", origin, key);
+  return s ? 0
+           : diag(d, "machine %s: %s is missing (a string); add it to the machine file", origin,
+                  key);
 }
 
 /* The machine's name, which plans print: plain, as a model's names are. */
@@ -122,8 +132,12 @@ static int read_name(lua_State *L, int t, const char *origin, Machine *m, Diag *
   int plain = escape_plain_name(lua_tostring(L, -1), sizeof m->name - 1);
   if (!plain) escape(ESC_TEXT, lua_tostring(L, -1), shown, sizeof shown);
   lua_pop(L, 1);
-  return plain ? 0 : diag(d, "machine %s: name '%s' is not a plain name: give it 1 to %d ASCII letters, digits, "
-                          "'_', '.' or '-'", origin, shown, (int)sizeof m->name - 1);
+  return plain ? 0
+               : diag(d,
+                      "machine %s: name '%s' is not a plain name: give it 1 to %d ASCII letters, "
+                      "digits, "
+                      "'_', '.' or '-'",
+                      origin, shown, (int)sizeof m->name - 1);
 }
 
 /* precision names the training precision; device.flops[precision] is its peak. */
@@ -131,7 +145,8 @@ static int read_precision(lua_State *L, int t, const char *origin, Machine *m, D
   char precision[16];
   if (read_string(L, t, origin, "precision", precision, sizeof precision, d)) return -1;
   if (strcmp(precision, "bf16") && strcmp(precision, "fp16") && strcmp(precision, "fp32"))
-    return diag(d, "machine %s: precision \"%s\" is not one plait trains in (bf16, fp16, fp32)", origin, precision);
+    return diag(d, "machine %s: precision \"%s\" is not one plait trains in (bf16, fp16, fp32)",
+                origin, precision);
   m->activation_bytes = strcmp(precision, "fp32") == 0 ? 4 : 2;
   m->bf16 = strcmp(precision, "bf16") == 0;
   if (section_table(L, t, origin, "device", d)) return -1;
@@ -161,14 +176,16 @@ static int read_tile(lua_State *L, int t, const char *origin, Machine *m, Diag *
                            &m->gemm_tile_n, d);
     else lua_pop(L, 1);
   } else {
-    diag(d, "machine %s: device.gemm_tile is missing ({rows, columns} of a GEMM output tile)", origin);
+    diag(d, "machine %s: device.gemm_tile is missing ({rows, columns} of a GEMM output tile)",
+         origin);
   }
   lua_pop(L, 2);
   return status;
 }
 
 /* One { FLOPs, FLOP/s } pair of a rate curve, at the top of the stack (popped). */
-static int read_rate_point(lua_State *L, const char *origin, const char *name, int i, void *into, Diag *d) {
+static int read_rate_point(lua_State *L, const char *origin, const char *name, int i, void *into,
+                           Diag *d) {
   RateCurve *c = into;
   char path[96];
   snprintf(path, sizeof path, "%s[%d]", name, i);
@@ -185,22 +202,27 @@ static int read_rate_point(lua_State *L, const char *origin, const char *name, i
   else lua_pop(L, 1);
   lua_pop(L, 1);
   if (status == 0 && i > 1 && c->flops[i - 1] <= c->flops[i - 2])
-    return diag(d, "machine %s: %s has %g FLOPs, not more than the pair before it; list the pairs by FLOPs", origin, path,
-                c->flops[i - 1]);
+    return diag(
+        d, "machine %s: %s has %g FLOPs, not more than the pair before it; list the pairs by FLOPs",
+        origin, path, c->flops[i - 1]);
   return status;
 }
 
-typedef int (*EntryReader)(lua_State *L, const char *origin, const char *name, int i, void *into, Diag *d);
+typedef int (*EntryReader)(lua_State *L, const char *origin, const char *name, int i, void *into,
+                           Diag *d);
 
-/* An optional list t[key] of a calibrated machine's measurements: 1 to `most` entries, each read (and
- * popped) by `read`; the count read into *count, 0 when absent. `what` names an entry's form. */
-static int read_entries(lua_State *L, int t, const char *origin, const char *name, const char *key, int most,
-                        const char *what, EntryReader read, void *into, int *count, Diag *d) {
+/* An optional list t[key] of a calibrated machine's measurements: 1 to `most` entries, each read
+ * (and popped) by `read`; the count read into *count, 0 when absent. `what` names an entry's
+ * form. */
+static int read_entries(lua_State *L, int t, const char *origin, const char *name, const char *key,
+                        int most, const char *what, EntryReader read, void *into, int *count,
+                        Diag *d) {
   lua_getfield(L, t, key);
   int status = 0;
   if (!lua_isnil(L, -1)) {
     lua_Integer n = lua_istable(L, -1) ? (lua_Integer)lua_rawlen(L, -1) : 0;
-    if (n < 1 || n > most) status = diag(d, "machine %s: %s must list 1 to %d %s", origin, name, most, what);
+    if (n < 1 || n > most)
+      status = diag(d, "machine %s: %s must list 1 to %d %s", origin, name, most, what);
     for (int i = 1; status == 0 && i <= n; i++) {
       lua_geti(L, -1, i);
       status = read(L, origin, name, i, into, d);
@@ -213,8 +235,9 @@ static int read_entries(lua_State *L, int t, const char *origin, const char *nam
 
 /* The table at the top of the stack (popped) as `count` numbers into field[], each within its
  * bound; `form` is what the message says it must be. */
-static int read_tuple(lua_State *L, const char *origin, const char *path, int count, const char *const *what,
-                      const Bound *const *bound, double *const *field, const char *form, Diag *d) {
+static int read_tuple(lua_State *L, const char *origin, const char *path, int count,
+                      const char *const *what, const Bound *const *bound, double *const *field,
+                      const char *form, Diag *d) {
   int status = lua_istable(L, -1) && (int)lua_rawlen(L, -1) == count
                    ? 0
                    : diag(d, "machine %s: %s must be %s", origin, path, form);
@@ -227,9 +250,10 @@ static int read_tuple(lua_State *L, const char *origin, const char *path, int co
 }
 
 /* One { M, N, K, FLOP/s } of device.gemm_rates, at the top of the stack (popped). */
-static int read_gemm_shape(lua_State *L, const char *origin, const char *name, int i, void *into, Diag *d) {
-  static const char *const what[] = {"the rows M of a measured GEMM", "its columns N", "its inner size K",
-                                     "the FLOP/s it ran at"};
+static int read_gemm_shape(lua_State *L, const char *origin, const char *name, int i, void *into,
+                           Diag *d) {
+  static const char *const what[] = {"the rows M of a measured GEMM", "its columns N",
+                                     "its inner size K", "the FLOP/s it ran at"};
   static const Bound *const bound[] = {&SIZE, &SIZE, &SIZE, &RATE};
   GemmRates *g = into;
   double *const field[] = {&g->m[i - 1], &g->n[i - 1], &g->k[i - 1], &g->rate[i - 1]};
@@ -242,16 +266,19 @@ static int read_gemm_shape(lua_State *L, const char *origin, const char *name, i
 /* device.gemm_rates (optional): GEMM calls' rates measured at shapes. */
 static int read_gemm_rates(lua_State *L, int t, const char *origin, Machine *m, Diag *d) {
   if (section_table(L, t, origin, "device", d)) return -1;
-  int status = read_entries(L, lua_gettop(L), origin, "device.gemm_rates", "gemm_rates", MACHINE_GEMM_SHAPES,
-                            "shapes { M, N, K, FLOP/s }", read_gemm_shape, &m->gemm_rates, &m->gemm_rates.count, d);
+  int status = read_entries(L, lua_gettop(L), origin, "device.gemm_rates", "gemm_rates",
+                            MACHINE_GEMM_SHAPES, "shapes { M, N, K, FLOP/s }", read_gemm_shape,
+                            &m->gemm_rates, &m->gemm_rates.count, d);
   lua_pop(L, 1);
   return status;
 }
 
-/* One { head size, forward FLOP/s, backward FLOP/s } of an attention kernel's rates, at the top of the
- * stack (popped); head sizes increasing. */
-static int read_head_rate(lua_State *L, const char *origin, const char *name, int i, void *into, Diag *d) {
-  static const char *const what[] = {"the head size measured", "the forward's FLOP/s over the scores it computes",
+/* One { head size, forward FLOP/s, backward FLOP/s } of an attention kernel's rates, at the top
+ * of the stack (popped); head sizes increasing. */
+static int read_head_rate(lua_State *L, const char *origin, const char *name, int i, void *into,
+                          Diag *d) {
+  static const char *const what[] = {"the head size measured",
+                                     "the forward's FLOP/s over the scores it computes",
                                      "the backward's FLOP/s, counted as twice the forward's FLOPs"};
   static const Bound *const bound[] = {&HEAD, &RATE, &RATE};
   AttentionRates *r = into;
@@ -262,27 +289,34 @@ static int read_head_rate(lua_State *L, const char *origin, const char *name, in
                  "{ head size, forward FLOP/s, backward FLOP/s }", d))
     return -1;
   if (i > 1 && r->head_dim[i - 1] <= r->head_dim[i - 2])
-    return diag(d, "machine %s: %s has head size %g, not more than the entry before it; list them by head size",
+    return diag(d,
+                "machine %s: %s has head size %g, not more than the entry before it; list them by "
+                "head size",
                 origin, path, r->head_dim[i - 1]);
   return 0;
 }
 
-/* kernels.cudnn_attention or kernels.plait_attention: required where kernels.attention runs that kernel. */
-static int read_attention_rates(lua_State *L, int k, const char *origin, const char *key, int required,
-                                const char *attention, AttentionRates *r, Diag *d) {
+/* kernels.cudnn_attention or kernels.plait_attention: required where kernels.attention runs that
+ * kernel. */
+static int read_attention_rates(lua_State *L, int k, const char *origin, const char *key,
+                                int required, const char *attention, AttentionRates *r, Diag *d) {
   char name[64];
   snprintf(name, sizeof name, "kernels.%s", key);
   if (read_entries(L, k, origin, name, key, MACHINE_HEAD_SIZES,
-                   "entries { head size, forward FLOP/s, backward FLOP/s }", read_head_rate, r, &r->count, d))
+                   "entries { head size, forward FLOP/s, backward FLOP/s }", read_head_rate, r,
+                   &r->count, d))
     return -1;
   if (r->count == 0 && required)
-    return diag(d, "machine %s: %s is missing ({ head size, forward FLOP/s, backward FLOP/s } of the kernel, "
-                "measured); kernels.attention \"%s\" times attention on it", origin, name, attention);
+    return diag(
+        d,
+        "machine %s: %s is missing ({ head size, forward FLOP/s, backward FLOP/s } of the kernel, "
+        "measured); kernels.attention \"%s\" times attention on it",
+        origin, name, attention);
   return 0;
 }
 
-const char *const memory_kind_names[MEMORY_KINDS] = {"elementwise", "norm",      "bias_sums", "embedding",
-                                                     "xent",        "optimizer", "grad_norm"};
+const char *const memory_kind_names[MEMORY_KINDS] = {
+    "elementwise", "norm", "bias_sums", "embedding", "xent", "optimizer", "grad_norm"};
 
 static int memory_kind_named(const char *name) {
   for (int i = 0; i < MEMORY_KINDS; i++)
@@ -290,14 +324,18 @@ static int memory_kind_named(const char *name) {
   return -1;
 }
 
-/* One kind = share of kernels.memory_efficiency, its key at -2 and value at -1 (the value popped). */
+/* One kind = share of kernels.memory_efficiency, its key at -2 and value at -1 (the value
+ * popped). */
 static int read_kind_efficiency(lua_State *L, const char *origin, Machine *m, Diag *d) {
   const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "";
   int kind = memory_kind_named(key);
   if (kind < 0) {
     lua_pop(L, 1);
-    return diag(d, "machine %s: kernels.memory_efficiency names a kind \"%s\"; the kinds are elementwise, norm, "
-                "bias_sums, embedding, xent, optimizer, grad_norm", origin, key);
+    return diag(d,
+                "machine %s: kernels.memory_efficiency names a kind \"%s\"; the kinds are "
+                "elementwise, norm, "
+                "bias_sums, embedding, xent, optimizer, grad_norm",
+                origin, key);
   }
   char path[96];
   snprintf(path, sizeof path, "kernels.memory_efficiency.%s", key);
@@ -306,7 +344,8 @@ static int read_kind_efficiency(lua_State *L, const char *origin, Machine *m, Di
                      share, d);
 }
 
-/* kernels.memory_efficiency (optional): { kind = share of the copy rate, ... }; kinds not named get 1. */
+/* kernels.memory_efficiency (optional): { kind = share of the copy rate, ... }; kinds not named
+ * get 1. */
 static int read_kind_efficiencies(lua_State *L, int k, const char *origin, Machine *m, Diag *d) {
   for (int i = 0; i < MEMORY_KINDS; i++) m->kind_efficiency[i] = 1;
   lua_getfield(L, k, "memory_efficiency");
@@ -319,7 +358,8 @@ static int read_kind_efficiencies(lua_State *L, int k, const char *origin, Machi
         break;
       }
   } else if (!lua_isnil(L, -1)) {
-    status = diag(d, "machine %s: kernels.memory_efficiency must be a table { kind = share, ... }", origin);
+    status = diag(d, "machine %s: kernels.memory_efficiency must be a table { kind = share, ... }",
+                  origin);
   }
   lua_pop(L, 1);
   return status;
@@ -335,13 +375,16 @@ static int read_attention_software(lua_State *L, int k, const char *origin, Mach
       m->attention = (AttentionSoftware)i;
       return 0;
     }
-  return diag(d, "machine %s: kernels.attention is \"%s\"; it must be \"materialised\", \"fused\", \"cudnn\" or "
-              "\"plait\"", origin, attention);
+  return diag(d,
+              "machine %s: kernels.attention is \"%s\"; it must be \"materialised\", \"fused\", "
+              "\"cudnn\" or "
+              "\"plait\"",
+              origin, attention);
 }
 
-/* kernels.attention (materialised, fused, cudnn or plait) and kernels.attention_dropout; optional:
- * kernels.attention_rates (fused), the rates of cuDNN's and plait's attention kernels (required by the
- * software that runs them) and the memory-bound kinds' efficiencies. */
+/* kernels.attention (materialised, fused, cudnn or plait) and kernels.attention_dropout;
+ * optional: kernels.attention_rates (fused), the rates of cuDNN's and plait's attention kernels
+ * (required by the software that runs them) and the memory-bound kinds' efficiencies. */
 static int read_kernels(lua_State *L, int t, const char *origin, Machine *m, Diag *d) {
   if (section_table(L, t, origin, "kernels", d)) return -1;
   int k = lua_gettop(L);
@@ -353,15 +396,16 @@ static int read_kernels(lua_State *L, int t, const char *origin, Machine *m, Dia
                          &m->attention_dropout, d);
   }
   if (status == 0)
-    status = read_entries(L, k, origin, "kernels.attention_rates", "attention_rates", MACHINE_RATE_POINTS,
-                          "pairs { FLOPs, FLOP/s }", read_rate_point, &m->attention_rates, &m->attention_rates.n, d);
+    status = read_entries(L, k, origin, "kernels.attention_rates", "attention_rates",
+                          MACHINE_RATE_POINTS, "pairs { FLOPs, FLOP/s }", read_rate_point,
+                          &m->attention_rates, &m->attention_rates.n, d);
   const char *software = attention_names[m->attention];
   if (status == 0)
-    status = read_attention_rates(L, k, origin, "cudnn_attention", m->attention == ATTENTION_CUDNN, software,
-                                  &m->cudnn_attention, d);
+    status = read_attention_rates(L, k, origin, "cudnn_attention", m->attention == ATTENTION_CUDNN,
+                                  software, &m->cudnn_attention, d);
   if (status == 0)
-    status = read_attention_rates(L, k, origin, "plait_attention", m->attention >= ATTENTION_CUDNN, software,
-                                  &m->plait_attention, d);
+    status = read_attention_rates(L, k, origin, "plait_attention", m->attention >= ATTENTION_CUDNN,
+                                  software, &m->plait_attention, d);
   if (status == 0) status = read_kind_efficiencies(L, k, origin, m, d);
   lua_pop(L, 1);
   return status;
@@ -369,10 +413,12 @@ static int read_kernels(lua_State *L, int t, const char *origin, Machine *m, Dia
 
 static int read_machine(lua_State *L, const char *origin, Machine *m, Diag *d) {
   int t = lua_gettop(L);
-  if (!lua_istable(L, t)) return diag(d, "machine %s: the file must return a table (see docs/cost-model.md)", origin);
+  if (!lua_istable(L, t))
+    return diag(d, "machine %s: the file must return a table (see docs/cost-model.md)", origin);
   if (read_name(L, t, origin, m, d) ||
-      read_string(L, t, origin, "about", m->about, sizeof m->about, d) || read_precision(L, t, origin, m, d) ||
-      read_tile(L, t, origin, m, d) || read_gemm_rates(L, t, origin, m, d) || read_kernels(L, t, origin, m, d))
+      read_string(L, t, origin, "about", m->about, sizeof m->about, d) ||
+      read_precision(L, t, origin, m, d) || read_tile(L, t, origin, m, d) ||
+      read_gemm_rates(L, t, origin, m, d) || read_kernels(L, t, origin, m, d))
     return -1;
   for (size_t i = 0; i < sizeof fields / sizeof *fields; i++)
     if (read_field(L, t, origin, &fields[i], m, d)) return -1;
@@ -380,7 +426,8 @@ static int read_machine(lua_State *L, const char *origin, Machine *m, Diag *d) {
 }
 
 /* Runs the chunk with an empty environment and reads what it returns. */
-static int evaluate(const char *text, size_t len, const char *chunk, const char *origin, Machine *m, Diag *d) {
+static int evaluate(const char *text, size_t len, const char *chunk, const char *origin, Machine *m,
+                    Diag *d) {
   LuaLimits limits;
   lua_State *L = lua_limits_state(&limits, MACHINE_INSTRUCTIONS, MACHINE_MEMORY_MB);
   if (!L) return diag(d, "out of memory reading machine %s", origin);
@@ -392,7 +439,9 @@ static int evaluate(const char *text, size_t len, const char *chunk, const char 
     status = lua_pcall(L, 0, 1, 0);
   }
   if (status != LUA_OK && limits.memory.exceeded)
-    diag(d, "machine %s: the machine file used more than %d MB of Lua memory; a machine file is a table of numbers",
+    diag(d,
+         "machine %s: the machine file used more than %d MB of Lua memory; a machine file is a "
+         "table of numbers",
          origin, MACHINE_MEMORY_MB);
   else if (status != LUA_OK) diag(d, "machine %s: %s", origin, lua_tostring(L, -1));
   else status = read_machine(L, origin, m, d);
@@ -413,15 +462,19 @@ static void builtin_names(char *buf, size_t len) {
   buf[0] = 0;
   for (int i = 0; plait_lua_sources[i].module && at < len; i++)
     if (strncmp(plait_lua_sources[i].module, "plait.machines.", 15) == 0)
-      at += (size_t)snprintf(buf + at, len - at, "%s%s", at ? ", " : "", plait_lua_sources[i].module + 15);
+      at += (size_t)snprintf(buf + at, len - at, "%s%s", at ? ", " : "",
+                             plait_lua_sources[i].module + 15);
 }
 
 static int load_file(const char *path, Machine *m, Diag *d) {
   char why[512];
   FILE *f = infile_open(path, why, sizeof why);
   if (!f)
-    return diag(d, "--machine %s: cannot read the machine file: %s; give a machine file (a .lua file) or a built-in "
-                "name", path, why);
+    return diag(d,
+                "--machine %s: cannot read the machine file: %s; give a machine file (a .lua file) "
+                "or a built-in "
+                "name",
+                path, why);
   char *text = malloc(1 << 16);
   size_t len = fread(text, 1, 1 << 16, f);
   int too_long = !feof(f);
@@ -449,7 +502,8 @@ int machine_load(const char *name, Machine *m, Diag *d) {
   if (!s) {
     char names[128];
     builtin_names(names, sizeof names);
-    return diag(d, "--machine %s: unknown machine (built-in: %s; or a machine file, NAME.lua)", name, names);
+    return diag(d, "--machine %s: unknown machine (built-in: %s; or a machine file, NAME.lua)",
+                name, names);
   }
   snprintf(m->origin, sizeof m->origin, "built-in");
   char chunk[128];

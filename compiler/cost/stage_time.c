@@ -31,7 +31,9 @@ static void add_kernel(Walk *w, int node, const char *part, KernelTime k, int co
   if (communication) w->t->tp_seconds[pass] += k.seconds;
 }
 
-static void add(Walk *w, int node, const char *part, KernelTime k) { add_kernel(w, node, part, k, 0); }
+static void add(Walk *w, int node, const char *part, KernelTime k) {
+  add_kernel(w, node, part, k, 0);
+}
 
 static const Tensor *tensor(const Walk *w, int id) { return &w->g->tensors[id]; }
 
@@ -41,16 +43,19 @@ static double local_dim(const Walk *w, const Tensor *t, int axis) {
   return t->layout.kind == LAYOUT_S && t->layout.axis == axis ? n / w->tp : n;
 }
 
-static double local_elems(const Walk *w, int id) { return (double)tensor_local_elems(w->m, tensor(w, id), w->tp); }
+static double local_elems(const Walk *w, int id) {
+  return (double)tensor_local_elems(w->m, tensor(w, id), w->tp);
+}
 
-/* Each input read once, each output written once (a gradient accumulated: read and written in fp32); a
- * split reads its part of the whole alone. */
+/* Each input read once, each output written once (a gradient accumulated: read and written in
+ * fp32); a split reads its part of the whole alone. */
 static double node_bytes(const Walk *w, const Node *n) {
   double bytes = 0;
   for (int k = 0; k < n->nin; k++)
     bytes += local_elems(w, n->op == OP_SPLIT ? n->out[0] : n->in[k]) * w->mc->activation_bytes;
   for (int k = 0; k < n->nout; k++)
-    bytes += local_elems(w, n->out[k]) * (tensor(w, n->out[k])->kind == T_PARAM_GRAD ? 8 : w->mc->activation_bytes);
+    bytes += local_elems(w, n->out[k]) *
+             (tensor(w, n->out[k])->kind == T_PARAM_GRAD ? 8 : w->mc->activation_bytes);
   return bytes;
 }
 
@@ -78,12 +83,13 @@ static AttentionShape attention_shape(const Walk *w, const Node *n) {
   return s;
 }
 
-/* Megatron-LM's 2021 attention: q·kᵀ stored (s×s per head), a fused scale-mask-softmax over it, dropout
- * with a byte mask, then p·v; the backward retraces it. */
+/* Megatron-LM's 2021 attention: q·kᵀ stored (s×s per head), a fused scale-mask-softmax over it,
+ * dropout with a byte mask, then p·v; the backward retraces it. */
 static void attention_materialised(Walk *w, int i, int backward) {
   AttentionShape s = attention_shape(w, &w->g->nodes[i]);
   const Machine *mc = w->mc;
-  double scores = s.heads * s.seq * s.seq, ab = mc->activation_bytes, dropout = mc->attention_dropout > 0;
+  double scores = s.heads * s.seq * s.seq, ab = mc->activation_bytes,
+         dropout = mc->attention_dropout > 0;
   KernelTime scores_gemm = kernel_gemm(mc, s.heads, s.seq, s.seq, s.head_dim, ab);
   KernelTime value_gemm = kernel_gemm(mc, s.heads, s.seq, s.head_dim, s.seq, ab);
   KernelTime dropout_pass = kernel_stream(mc, MEMORY_COPY, scores * (2 * ab + 1));
@@ -103,17 +109,19 @@ static void attention_materialised(Walk *w, int i, int backward) {
   add(w, i, "dk = dsᵀ·q", value_gemm);
 }
 
-/* A fused attention kernel (no stored scores): its GEMMs' FLOPs at the ceiling, or at the kernel's rate
- * measured at the size of a forward and backward (3× the forward's FLOPs) where the machine has one; its
- * inputs and outputs from memory; the backward does twice the forward's work. */
+/* A fused attention kernel (no stored scores): its GEMMs' FLOPs at the ceiling, or at the
+ * kernel's rate measured at the size of a forward and backward (3× the forward's FLOPs) where
+ * the machine has one; its inputs and outputs from memory; the backward does twice the forward's
+ * work. */
 static void attention_fused(Walk *w, int i, int backward) {
   AttentionShape s = attention_shape(w, &w->g->nodes[i]);
   KernelTime k = kernel_gemm(w->mc, s.heads, s.seq, s.seq, s.head_dim, 0);
   KernelTime v = kernel_gemm(w->mc, s.heads, s.seq, s.head_dim, s.seq, 0);
   const RateCurve *measured = &w->mc->attention_rates;
   double flops = (k.flops + v.flops) * (backward ? 2 : 1);
-  double compute = measured->n > 0 ? flops / kernel_rate_at(measured, 3 * (k.flops + v.flops))
-                                   : (k.seconds + v.seconds - 2 * w->mc->launch_overhead) * (backward ? 2 : 1);
+  double compute = measured->n > 0
+                       ? flops / kernel_rate_at(measured, 3 * (k.flops + v.flops))
+                       : (k.seconds + v.seconds - 2 * w->mc->launch_overhead) * (backward ? 2 : 1);
   KernelTime io = kernel_stream(w->mc, MEMORY_COPY, node_bytes(w, &w->g->nodes[i]));
   KernelTime t = {compute > io.seconds ? compute + w->mc->launch_overhead : io.seconds, flops,
                   io.bytes, compute > io.seconds ? BOUND_COMPUTE : io.bound};
@@ -127,11 +135,11 @@ static void kernels_label(int on_cudnn, int layers, char *label, size_t size) {
   else snprintf(label, size, "cuDNN %d layers, plait's %d", on_cudnn, layers - on_cudnn);
 }
 
-/* A GPU program's attention (kernels.attention "cudnn" or "plait"): each layer's call on the kernel the
- * runtime picks for that layer's options, at the kernel's rate for the head size; the block's time is the
- * mean over the layers (they differ where layers set their own softcap or window), its bound the slowest
- * layer's. Under rope cuDNN reads q and k turned by the rope kernel first, and its backward turns them
- * again and dq, dk back. */
+/* A GPU program's attention (kernels.attention "cudnn" or "plait"): each layer's call on the
+ * kernel the runtime picks for that layer's options, at the kernel's rate for the head size; the
+ * block's time is the mean over the layers (they differ where layers set their own softcap or
+ * window), its bound the slowest layer's. Under rope cuDNN reads q and k turned by the rope
+ * kernel first, and its backward turns them again and dq, dk back. */
 static void attention_on_kernels(Walk *w, int i, int backward) {
   const Node *n = &w->g->nodes[i];
   const AttnAttr *a = &n->a.attn;
@@ -153,7 +161,8 @@ static void attention_on_kernels(Walk *w, int i, int backward) {
   kernels_label(on_cudnn, layers, label, sizeof label);
   add(w, i, label, mean);
   if (!on_cudnn || !a->rope) return;
-  double turned = (local_elems(w, n->in[0]) + local_elems(w, n->in[1])) * 2 * w->mc->activation_bytes;
+  double turned = (local_elems(w, n->in[0]) + local_elems(w, n->in[1])) * 2 *
+                  w->mc->activation_bytes;
   KernelTime rope = kernel_stream(w->mc, MEMORY_ELEMENTWISE, turned * (backward ? 2 : 1));
   rope.seconds *= (double)on_cudnn / layers;
   add(w, i, "rope for cuDNN", rope);
@@ -173,7 +182,9 @@ static void elementwise(Walk *w, int i) {
 }
 
 static RingKind ring_kind(OpKind op) {
-  return op == OP_ALLREDUCE ? RING_ALLREDUCE : op == OP_ALLGATHER ? RING_ALLGATHER : RING_REDUCESCATTER;
+  return op == OP_ALLREDUCE   ? RING_ALLREDUCE
+         : op == OP_ALLGATHER ? RING_ALLGATHER
+                              : RING_REDUCESCATTER;
 }
 
 static void collective(Walk *w, int i) {
@@ -183,21 +194,22 @@ static void collective(Walk *w, int i) {
   add_kernel(w, i, NULL, kernel_collective(&link, ring_kind(n->op), bytes, w->tp), 1);
 }
 
-/* The rows an embedding moves: the forward reads the ids and the rows they pick and writes them out; the
- * backward reads the ids and the gradient rows and adds those into the fp32 table gradient's rows (read
- * and written). The rows the tokens touch, not the whole table. */
+/* The rows an embedding moves: the forward reads the ids and the rows they pick and writes them
+ * out; the backward reads the ids and the gradient rows and adds those into the fp32 table
+ * gradient's rows (read and written). The rows the tokens touch, not the whole table. */
 static void embedding(Walk *w, int i, int backward) {
   const Node *n = &w->g->nodes[i];
   double ids = local_elems(w, n->in[0]) * 4, rows = local_elems(w, backward ? n->in[1] : n->out[0]);
-  double bytes = ids + rows * (backward ? w->mc->activation_bytes + 8 : 2 * w->mc->activation_bytes);
+  double bytes = ids +
+                 rows * (backward ? w->mc->activation_bytes + 8 : 2 * w->mc->activation_bytes);
   add(w, i, NULL, kernel_stream(w->mc, MEMORY_EMBEDDING, bytes));
 }
 
-/* Cross entropy in the runtime's passes over the logits: the forward reads them twice (the row maxima,
- * then the sums of exponentials: an exp each), the backward reads and writes them (an exp each). The
- * vocab-parallel forward all-reduces the max, the target logit and the sum of exponentials. A forward
- * that takes the gradient (grad_in_forward) reads the logits once from memory and writes them once, an
- * exp each; its backward costs nothing. */
+/* Cross entropy in the runtime's passes over the logits: the forward reads them twice (the row
+ * maxima, then the sums of exponentials: an exp each), the backward reads and writes them (an
+ * exp each). The vocab-parallel forward all-reduces the max, the target logit and the sum of
+ * exponentials. A forward that takes the gradient (grad_in_forward) reads the logits once from
+ * memory and writes them once, an exp each; its backward costs nothing. */
 static void xent(Walk *w, int i) {
   const Node *n = &w->g->nodes[i];
   double logits = local_elems(w, n->in[0]);
@@ -212,8 +224,9 @@ static void xent(Walk *w, int i) {
   add_kernel(w, i, "vocab all-reduces", three, 1);
 }
 
-/* The memory-bound kind of the runtime's kernel for a node (DIR/train --profile's); rope, splits and
- * concats, which --profile shows as kinds of their own, run at the elementwise kernels' share. */
+/* The memory-bound kind of the runtime's kernel for a node (DIR/train --profile's); rope, splits
+ * and concats, which --profile shows as kinds of their own, run at the elementwise kernels'
+ * share. */
 static MemoryKind memory_kind(OpKind op) {
   if (op == OP_NORM || op == OP_NORM_BWD) return MEMORY_NORM;
   if (op == OP_REDUCE) return MEMORY_BIAS_SUMS;
@@ -229,18 +242,23 @@ static void attention(Walk *w, int i, int backward) {
 static void node(Walk *w, int i) {
   const Node *n = &w->g->nodes[i];
   if (n->op == OP_MATMUL) matmul(w, i);
-  else if (n->op == OP_ATTENTION || n->op == OP_ATTENTION_BWD) attention(w, i, n->op == OP_ATTENTION_BWD);
+  else if (n->op == OP_ATTENTION || n->op == OP_ATTENTION_BWD)
+    attention(w, i, n->op == OP_ATTENTION_BWD);
   else if (op_is_collective(n->op)) collective(w, i);
   else if (n->op == OP_XENT) xent(w, i);
-  else if (n->op == OP_XENT_BWD && n->a.xent.grad_in_forward) return; /* its forward took the gradient */
+  /* its forward took the gradient */
+  else if (n->op == OP_XENT_BWD && n->a.xent.grad_in_forward) return;
   else if (n->op == OP_XENT_BWD)
-    add(w, i, NULL, kernel_elementwise(w->mc, MEMORY_XENT, node_bytes(w, n), local_elems(w, n->in[0])));
-  else if (n->op == OP_EMBEDDING || n->op == OP_EMBEDDING_BWD) embedding(w, i, n->op == OP_EMBEDDING_BWD);
+    add(w, i, NULL,
+        kernel_elementwise(w->mc, MEMORY_XENT, node_bytes(w, n), local_elems(w, n->in[0])));
+  else if (n->op == OP_EMBEDDING || n->op == OP_EMBEDDING_BWD)
+    embedding(w, i, n->op == OP_EMBEDDING_BWD);
   else if (n->op == OP_EW) elementwise(w, i);
   else add(w, i, NULL, kernel_stream(w->mc, memory_kind(n->op), node_bytes(w, n)));
 }
 
-void stage_time(const Model *m, const Graph *g, const Parallel *par, const Machine *machine, StageTime *t) {
+void stage_time(const Model *m, const Graph *g, const Parallel *par, const Machine *machine,
+                StageTime *t) {
   memset(t, 0, sizeof *t);
   Walk w = {m, g, machine, par->tp, t, 0};
   for (int i = 0; i < g->nnodes; i++) node(&w, i);
@@ -255,8 +273,8 @@ void stage_time_print(const Graph *g, const StageTime *t, FILE *f) {
   for (int i = 0; i < t->count; i++) {
     const KernelCost *k = &t->kernels[i];
     const Node *n = &g->nodes[k->node];
-    fprintf(f, "  %-3s %-14s %-24s %-22s %10.1f µs  %-13s %9.3g FLOP %9.3g B\n", n->backward ? "bwd" : "fwd",
-            op_name(n->op), g->tensors[n->out[0]].name, k->part, k->time.seconds * 1e6,
-            kernel_bound_name(k->time.bound), k->time.flops, k->time.bytes);
+    fprintf(f, "  %-3s %-14s %-24s %-22s %10.1f µs  %-13s %9.3g FLOP %9.3g B\n",
+            n->backward ? "bwd" : "fwd", op_name(n->op), g->tensors[n->out[0]].name, k->part,
+            k->time.seconds * 1e6, kernel_bound_name(k->time.bound), k->time.flops, k->time.bytes);
   }
 }

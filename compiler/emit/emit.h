@@ -1,6 +1,7 @@
-/* emit.h: code generation: a plan becomes a directory of C sources (stage and chunk functions, fused
- * elementwise kernels for the CPU, the same kernels as CUDA source for NVRTC, the tables of
- * parameters, chunks and the plan's actions) that links with the runtime into a training program. */
+/* emit.h: code generation: a plan becomes a directory of C sources (stage and chunk functions,
+ * fused elementwise kernels for the CPU, the same kernels as CUDA source for NVRTC, the tables
+ * of parameters, chunks and the plan's actions) that links with the runtime into a training
+ * program. */
 #ifndef PLAIT_EMIT_H
 #define PLAIT_EMIT_H
 
@@ -43,7 +44,8 @@ typedef struct {
   char (*dim_constant)[EMIT_DIM_CHARS];
 } Emission;
 
-/* The action lists of every pipeline rank and the slots per chunk, as C tables (plan.c's schedule). */
+/* The action lists of every pipeline rank and the slots per chunk, as C tables (plan.c's
+ * schedule). */
 void emit_plan_tables(const Plan *p, FILE *f);
 
 void emit_collect_kernels(Emission *e);
@@ -86,8 +88,8 @@ void emit_name_buffers(const Emission *e, int s, char (*name)[EMIT_NAME_CHARS]);
 int64_t emit_local_dim(const Plan *p, const Tensor *t, int a);
 int64_t emit_local_elems(const Plan *p, const Tensor *t);
 
-/* Writes every source into DIR, a program's folder the caller claimed (own_folder.h); returns 0 or -1
- * with the reason in d. */
+/* Writes every source into DIR, a program's folder the caller claimed (own_folder.h); returns 0
+ * or -1 with the reason in d. */
 int emit_program(const Plan *p, const OwnFolder *dir, Diag *d);
 
 #endif

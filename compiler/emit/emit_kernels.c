@@ -1,13 +1,14 @@
-/* emit_kernels.c: fused elementwise kernels, written once as C loops (OpenMP) for the CPU and once as
- * CUDA source for NVRTC, from the same expression. */
+/* emit_kernels.c: fused elementwise kernels, written once as C loops (OpenMP) for the CPU and
+ * once as CUDA source for NVRTC, from the same expression. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "emit/emit.h"
 #include "escape.h"
 
-static const char *const input_names[MAX_INPUTS] = {"x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7",
-                                                    "x8", "x9", "x10", "x11", "x12", "x13", "x14", "x15"};
+static const char *const input_names[MAX_INPUTS] = {"x0",  "x1",  "x2",  "x3", "x4",  "x5",
+                                                    "x6",  "x7",  "x8",  "x9", "x10", "x11",
+                                                    "x12", "x13", "x14", "x15"};
 
 int64_t emit_local_dim(const Plan *p, const Tensor *t, int a) {
   int64_t size = p->model.dims[t->dims[a]].size;
@@ -36,7 +37,8 @@ static void describe(const Plan *p, const Graph *g, const Node *n, Kernel *k) {
   int used = snprintf(k->signature, sizeof k->signature, "%s%s|", k->accumulate ? "+=" : "=", body);
   for (int i = 0; i < n->nin; i++) {
     k->broadcast[i] = emit_local_elems(p, &g->tensors[n->in[i]]) < total;
-    used += snprintf(k->signature + used, sizeof k->signature - used, "%c", k->broadcast[i] ? 'b' : 'f');
+    used += snprintf(k->signature + used, sizeof k->signature - used, "%c",
+                     k->broadcast[i] ? 'b' : 'f');
   }
 }
 
@@ -140,12 +142,14 @@ void emit_free_kernels(KernelSet *k) {
   memset(k, 0, sizeof *k);
 }
 
-/* ---- C ---------------------------------------------------------------------------------------- */
+/* ---- C
+ * ---------------------------------------------------------------------------------------- */
 
-/* "int64_t n, int64_t p, const real *restrict x0, const real *restrict x1, int64_t n1, real *restrict out, ..."
- * (first: the name of the first parameter, n or row) */
-static void parameters(const Kernel *k, const char *first, const char *real, const char *grad, const char *restrict_,
-                       const char *index, const char *keys, char *buf, int len) {
+/* "int64_t n, int64_t p, const real *restrict x0, const real *restrict x1, int64_t n1, real
+ * *restrict out, ..." (first: the name of the first parameter, n or row) */
+static void parameters(const Kernel *k, const char *first, const char *real, const char *grad,
+                       const char *restrict_, const char *index, const char *keys, char *buf,
+                       int len) {
   int used = snprintf(buf, len, "%s %s, %s p", index, first, index);
   for (int i = 0; i < k->node->nin; i++) {
     used += snprintf(buf + used, len - used, ", const %s *%s%s", real, restrict_, input_names[i]);
@@ -162,9 +166,11 @@ static void comment(const Emission *e, int index, FILE *f) {
   fprintf(f, "/* %s: out %s %s", k->name, k->accumulate ? "+=" : "=", body);
   int any = 0;
   for (int i = 0; i < k->node->nin; i++)
-    if (k->broadcast[i]) fprintf(f, "%s%s", any++ ? ", " : "; repeating every n_i elements: ", input_names[i]);
+    if (k->broadcast[i])
+      fprintf(f, "%s%s", any++ ? ", " : "; repeating every n_i elements: ", input_names[i]);
   char where[ESCAPED_SIZE(WHERE_LEN)];
-  fprintf(f, "\n * (first made at %s) */\n", escape(ESC_C_COMMENT, k->node->where, where, sizeof where));
+  fprintf(f, "\n * (first made at %s) */\n",
+          escape(ESC_C_COMMENT, k->node->where, where, sizeof where));
 }
 
 /* The expression with full inputs read at i and repeating ones at j of their current row. */
@@ -189,21 +195,25 @@ static void row_arguments(const Kernel *k, char *buf, int len) {
   snprintf(buf + used, len - used, ", out%s", k->dropouts ? ", keys" : "");
 }
 
-/* One row, compiled for each vector width the CPU may have (CPU_WIDE), and the kernel: its rows shared
- * among the threads. */
+/* One row, compiled for each vector width the CPU may have (CPU_WIDE), and the kernel: its rows
+ * shared among the threads. */
 static void kernel_c(const Emission *e, int index, FILE *f) {
   const Kernel *k = &e->kernels.kernels[index];
   char params[1024], row_params[1024], args[1024], body[4096];
-  parameters(k, "n", "act_t", "real", "restrict ", "int64_t", "const EwKeys *keys", params, sizeof params);
-  parameters(k, "row", "act_t", "real", "restrict ", "int64_t", "const EwKeys *keys", row_params, sizeof row_params);
+  parameters(k, "n", "act_t", "real", "restrict ", "int64_t", "const EwKeys *keys", params,
+             sizeof params);
+  parameters(k, "row", "act_t", "real", "restrict ", "int64_t", "const EwKeys *keys", row_params,
+             sizeof row_params);
   row_arguments(k, args, sizeof args);
   body_c(k, body, sizeof body);
   comment(e, index, f);
   fprintf(f, "CPU_WIDE static void %s_row(%s) {\n", k->name, row_params);
   for (int i = 0; i < k->node->nin; i++)
     if (k->broadcast[i])
-      fprintf(f, "  const act_t *%s_row = %s + row %% (n%d / p) * p;\n", input_names[i], input_names[i], i);
-  fprintf(f, "#pragma omp simd\n  for (int64_t j = 0; j < p; j++) {\n    int64_t i = row * p + j;\n");
+      fprintf(f, "  const act_t *%s_row = %s + row %% (n%d / p) * p;\n", input_names[i],
+              input_names[i], i);
+  fprintf(f,
+          "#pragma omp simd\n  for (int64_t j = 0; j < p; j++) {\n    int64_t i = row * p + j;\n");
   fprintf(f, "    out[i] %s %s;\n  }\n}\n\n", k->accumulate ? "+=" : "=", body);
   fprintf(f, "void %s(%s) {\n#pragma omp parallel for\n", k->name, params);
   fprintf(f, "  for (int64_t row = 0; row < n / p; row++) %s_row(%s);\n}\n\n", k->name, args);
@@ -237,22 +247,25 @@ void emit_kernels_h(const Emission *e, FILE *f) {
   fprintf(f, "#ifndef PLAIT_FUSED_H\n#define PLAIT_FUSED_H\n\n#include \"rt.h\"\n\n");
   for (int index = 0; index < e->kernels.count; index++) {
     char params[1024];
-    parameters(&e->kernels.kernels[index], "n", "act_t", "real", "", "int64_t", "const EwKeys *keys", params, sizeof params);
+    parameters(&e->kernels.kernels[index], "n", "act_t", "real", "", "int64_t",
+               "const EwKeys *keys", params, sizeof params);
     fprintf(f, "void %s(%s);\n", e->kernels.kernels[index].name, params);
   }
   fprintf(f, "\n#endif\n");
 }
 
-/* ---- CUDA ------------------------------------------------------------------------------------- */
+/* ---- CUDA
+ * ------------------------------------------------------------------------------------- */
 
-/* The expression over element i, an input read from memory (ld(x0[i]), or ld(x1[i % n1]) repeating), or,
- * in the vector loop, from the 8 values loaded for it (v0[j]). */
+/* The expression over element i, an input read from memory (ld(x0[i]), or ld(x1[i % n1])
+ * repeating), or, in the vector loop, from the 8 values loaded for it (v0[j]). */
 static void body_cuda(const Kernel *k, int vector, char *buf, int len) {
   char names[MAX_INPUTS][48];
   const char *spelled[MAX_INPUTS];
   for (int i = 0; i < k->node->nin; i++) {
     if (vector) snprintf(names[i], sizeof names[i], "v%d[j]", i);
-    else if (k->broadcast[i]) snprintf(names[i], sizeof names[i], "ld(%s[i %% n%d])", input_names[i], i);
+    else if (k->broadcast[i])
+      snprintf(names[i], sizeof names[i], "ld(%s[i %% n%d])", input_names[i], i);
     else snprintf(names[i], sizeof names[i], "ld(%s[i])", input_names[i]);
     spelled[i] = names[i];
   }
@@ -260,9 +273,9 @@ static void body_cuda(const Kernel *k, int vector, char *buf, int len) {
   expr_to_c(&k->node->expr, spelled, &cuda_dialect, buf, len);
 }
 
-/* The vector loop's condition (every pointer 16-byte aligned, and every repeating input's length a
- * multiple of 8, so that 8 consecutive elements fall in one run of it, at i0 mod n_i), its arrays and
- * its loads. */
+/* The vector loop's condition (every pointer 16-byte aligned, and every repeating input's length
+ * a multiple of 8, so that 8 consecutive elements fall in one run of it, at i0 mod n_i), its
+ * arrays and its loads. */
 static void vector_parts(const Kernel *k, char *wide, char *arrays, char *loads, int len) {
   int w = 0, a = snprintf(arrays, len, "y[8]"), l = 0;
   loads[0] = 0;
@@ -271,7 +284,8 @@ static void vector_parts(const Kernel *k, char *wide, char *arrays, char *loads,
     if (k->broadcast[i]) w += snprintf(wide + w, len - w, "n%d %% 8 == 0 && ", i);
     a += snprintf(arrays + a, len - a, ", v%d[8]", i);
     if (k->broadcast[i])
-      l += snprintf(loads + l, len - l, "      rt_load8(%s + i0 %% n%d, v%d);\n", input_names[i], i, i);
+      l += snprintf(loads + l, len - l, "      rt_load8(%s + i0 %% n%d, v%d);\n", input_names[i], i,
+                    i);
     else
       l += snprintf(loads + l, len - l, "      rt_load8(%s + i0, v%d);\n", input_names[i], i);
   }
@@ -279,14 +293,15 @@ static void vector_parts(const Kernel *k, char *wide, char *arrays, char *loads,
   if (k->accumulate) snprintf(loads + l, len - l, "      rt_load8(out + i0, y);\n");
 }
 
-/* The kernel as CUDA C: activations are act_t (bf16), gradients of parameters float, arithmetic in
- * float; ld(), st(), rt_load8() and rt_store8() convert (the runtime's NVRTC prelude defines them and the
- * rt_ functions). Threads stride over a grid the launch sizes to the device, taking 8 consecutive
- * elements at a time (one 16-byte load per input, one store) where vector_parts' condition holds; the
- * elements past the last 8, or all of them otherwise, one at a time. An input repeating every n_i
- * elements is read at i mod n_i (row i / p of the output reads row (i / p) mod (n_i / p) of the input,
- * at the same place j = i mod p). Dropout draws by the element's index i on both paths, and its p is a
- * double, as in the C kernels, so that both draw the same masks. */
+/* The kernel as CUDA C: activations are act_t (bf16), gradients of parameters float, arithmetic
+ * in float; ld(), st(), rt_load8() and rt_store8() convert (the runtime's NVRTC prelude defines
+ * them and the rt_ functions). Threads stride over a grid the launch sizes to the device, taking
+ * 8 consecutive elements at a time (one 16-byte load per input, one store) where vector_parts'
+ * condition holds; the elements past the last 8, or all of them otherwise, one at a time. An
+ * input repeating every n_i elements is read at i mod n_i (row i / p of the output reads row (i
+ * / p) mod (n_i / p) of the input, at the same place j = i mod p). Dropout draws by the
+ * element's index i on both paths, and its p is a double, as in the C kernels, so that both draw
+ * the same masks. */
 int emit_kernel_cuda_source(const Emission *e, int index, char *buf, int len) {
   const Kernel *k = &e->kernels.kernels[index];
   char params[1024], scalar[4096], vector[4096], wide[1024], arrays[1024], loads[1024], store[4200];
@@ -358,6 +373,7 @@ void emit_kernels_cuda(const Emission *e, FILE *f) {
       fprintf(f, ", &%s", input_names[i]);
       if (k->broadcast[i]) fprintf(f, ", &n%d", i);
     }
-    fprintf(f, ", &out%s};\n  cuda_launch_fused(%d, n, args);\n}\n\n", k->dropouts ? ", (void *)keys" : "", index);
+    fprintf(f, ", &out%s};\n  cuda_launch_fused(%d, n, args);\n}\n\n",
+            k->dropouts ? ", (void *)keys" : "", index);
   }
 }

@@ -35,7 +35,8 @@ static void constant_enum(const Model *m, FILE *f) {
   fprintf(f, "\n};\n\n");
 }
 
-/* Each constant's values as the model file computed them (shortest round-trip spelling), and the table. */
+/* Each constant's values as the model file computed them (shortest round-trip spelling), and the
+ * table. */
 static void constant_tables(const Model *m, FILE *f) {
   for (int c = 0; c < m->nconstants; c++) {
     const Constant *k = &m->constants[c];
@@ -54,7 +55,8 @@ static void constant_tables(const Model *m, FILE *f) {
   fprintf(f, "static const ConstantSpec constants[] = {\n");
   for (int c = 0; c < m->nconstants; c++) {
     char name[ESCAPED_SIZE(NAME_LEN)];
-    fprintf(f, "  {%s, %lld, constant_%d},\n", escape(ESC_C_STRING, m->constants[c].name, name, sizeof name),
+    fprintf(f, "  {%s, %lld, constant_%d},\n",
+            escape(ESC_C_STRING, m->constants[c].name, name, sizeof name),
             (long long)m->constants[c].count, c);
   }
   fprintf(f, "  {NULL, 0, NULL},\n};\n\n");
@@ -73,12 +75,14 @@ static void param_spec(const Plan *plan, int p, int place, FILE *f) {
   static const char *const inits[] = {"INIT_NORMAL_DIST", "INIT_ZERO", "INIT_ONE"};
   char name[ESCAPED_SIZE(NAME_LEN)];
   fprintf(f, "  {%s, %d, {", escape(ESC_C_STRING, q->name, name, sizeof name), q->ndim);
-  for (int a = 0; a < q->ndim; a++) fprintf(f, "%s%lld", a ? ", " : "", (long long)m->dims[q->dims[a]].size);
+  for (int a = 0; a < q->ndim; a++)
+    fprintf(f, "%s%lld", a ? ", " : "", (long long)m->dims[q->dims[a]].size);
   fprintf(f, "}, {");
-  for (int a = 0; a < q->ndim; a++) fprintf(f, "%s%lld", a ? ", " : "", (long long)m->dims[q->dims[a]].unpadded);
-  fprintf(f, "}, %d, %s, %.9g, %d, %d, %d, %d, %d, %d},\n", q->layout.kind == LAYOUT_S ? q->layout.axis : -1,
-          inits[q->init], q->std, q->decay, q->grad_tp_sum, used_by(&m->embed, p), used_by(&m->head, p), q->trainable,
-          place);
+  for (int a = 0; a < q->ndim; a++)
+    fprintf(f, "%s%lld", a ? ", " : "", (long long)m->dims[q->dims[a]].unpadded);
+  fprintf(f, "}, %d, %s, %.9g, %d, %d, %d, %d, %d, %d},\n",
+          q->layout.kind == LAYOUT_S ? q->layout.axis : -1, inits[q->init], q->std, q->decay,
+          q->grad_tp_sum, used_by(&m->embed, p), used_by(&m->head, p), q->trainable, place);
 }
 
 /* The join parameter p is a member of, -1 for none. */
@@ -89,8 +93,8 @@ static int join_of(const Model *m, int p) {
   return -1;
 }
 
-/* Where each parameter of a scope lies in memory among the scope's: in table order, but a join's members
- * side by side in the join's order, where the first of them in table order would lie. */
+/* Where each parameter of a scope lies in memory among the scope's: in table order, but a join's
+ * members side by side in the join's order, where the first of them in table order would lie. */
 static void placement(const Model *m, ParamScope scope, int *place) {
   int next = 0;
   for (int p = 0; p < m->nparams; p++) place[p] = -1;
@@ -106,8 +110,10 @@ static void param_table(const Plan *plan, ParamScope scope, const char *name, FI
   int place[plan->model.nparams + 1];
   placement(&plan->model, scope, place);
   fprintf(f, "static const ParamSpec %s[] = {\n", name);
-  fprintf(f, "  /* name, axes, shape, shape without padding, TP split axis, init, std, decay, TP-summed gradient,\n"
-             "     read by the embedding, read by the head, trained, place in memory */\n");
+  fprintf(f,
+          "  /* name, axes, shape, shape without padding, TP split axis, init, std, decay, "
+          "TP-summed gradient,\n"
+          "     read by the embedding, read by the head, trained, place in memory */\n");
   for (int p = 0; p < plan->model.nparams; p++)
     if (plan->model.params[p].scope == scope) param_spec(plan, p, place[p], f);
   fprintf(f, "};\n\n");
@@ -125,7 +131,8 @@ static int64_t stage_output_offset(const Emission *e, int stage) {
   return e->memory[stage].offset[e->stage[stage]->output];
 }
 
-/* Layer i's saved activations: in the slot, or (recomputing) in the rank's one-layer recompute region. */
+/* Layer i's saved activations: in the slot, or (recomputing) in the rank's one-layer recompute
+ * region. */
 static void layer_region(const Plan *p, const ChunkMemory *s, FILE *f) {
   if (p->par.recompute) fprintf(f, "r->recompute");
   else fprintf(f, "slot + %lld + (int64_t)i * BLOCK_SAVED", (long long)s->layers);
@@ -139,7 +146,9 @@ static void forward_layers(const Plan *p, const Chunk *c, const ChunkMemory *s, 
   fprintf(f, ";\n    block_forward(r, %d + i, x, saved, r->scratch);\n", c->first_layer);
   if (p->par.recompute) {
     fprintf(f, "    act_t *kept = slot + %lld + (int64_t)i * IO_ELEMS;\n", (long long)s->layers);
-    fprintf(f, "    device_copy(kept, saved + BLOCK_OUTPUT, IO_ELEMS * sizeof(act_t));\n    x = kept;\n  }\n");
+    fprintf(f,
+            "    device_copy(kept, saved + BLOCK_OUTPUT, IO_ELEMS * sizeof(act_t));\n    x = "
+            "kept;\n  }\n");
   } else {
     fprintf(f, "    x = saved + BLOCK_OUTPUT;\n  }\n");
   }
@@ -152,14 +161,19 @@ static void chunk_input(const ChunkMemory *s, FILE *f) {
 
 static void chunk_forward(const Plan *p, int index, const ChunkMemory *s, FILE *f) {
   const Chunk *c = &p->chunks[index];
-  fprintf(f, "static void chunk_%d_forward(Run *r, act_t *slot, const int32_t *tokens, const int32_t *targets) {\n", index);
+  fprintf(f,
+          "static void chunk_%d_forward(Run *r, act_t *slot, const int32_t *tokens, const int32_t "
+          "*targets) {\n",
+          index);
   fprintf(f, "  (void)tokens, (void)targets;\n");
-  if (c->has_embed) fprintf(f, "  embed_forward(r, tokens, slot + %lld, r->scratch);\n", (long long)s->embed);
+  if (c->has_embed)
+    fprintf(f, "  embed_forward(r, tokens, slot + %lld, r->scratch);\n", (long long)s->embed);
   fprintf(f, "  const act_t *x = ");
   chunk_input(s, f);
   fprintf(f, ";\n");
   forward_layers(p, c, s, f);
-  if (c->has_head) fprintf(f, "  head_forward(r, x, targets, slot + %lld, r->scratch);\n", (long long)s->head);
+  if (c->has_head)
+    fprintf(f, "  head_forward(r, x, targets, slot + %lld, r->scratch);\n", (long long)s->head);
   fprintf(f, "}\n\n");
 }
 
@@ -168,49 +182,77 @@ static void chunk_forward(const Plan *p, int index, const ChunkMemory *s, FILE *
  * chunk reads it. */
 static void chunk_backward(const Plan *p, int index, const ChunkMemory *s, FILE *f) {
   const Chunk *c = &p->chunks[index];
-  fprintf(f, "static void chunk_%d_backward(Run *r, act_t *slot, const int32_t *tokens, const int32_t *targets) {\n", index);
+  fprintf(f,
+          "static void chunk_%d_backward(Run *r, act_t *slot, const int32_t *tokens, const int32_t "
+          "*targets) {\n",
+          index);
   fprintf(f, "  (void)tokens, (void)targets;\n  const act_t *input = ");
   chunk_input(s, f);
   fprintf(f, ";\n");
   if (p->par.recompute)
-    fprintf(f, "  const act_t *x = slot + %lld + (int64_t)%d * IO_ELEMS;\n", (long long)s->layers, c->layers - 1);
+    fprintf(f, "  const act_t *x = slot + %lld + (int64_t)%d * IO_ELEMS;\n", (long long)s->layers,
+            c->layers - 1);
   else
-    fprintf(f, "  const act_t *x = slot + %lld + (int64_t)%d * BLOCK_SAVED + BLOCK_OUTPUT;\n", (long long)s->layers, c->layers - 1);
-  if (c->has_head) fprintf(f, "  head_backward(r, x, targets, slot + %lld, r->grad_a, r->scratch);\n  const act_t *dy = r->grad_a;\n", (long long)s->head);
+    fprintf(f, "  const act_t *x = slot + %lld + (int64_t)%d * BLOCK_SAVED + BLOCK_OUTPUT;\n",
+            (long long)s->layers, c->layers - 1);
+  if (c->has_head)
+    fprintf(f,
+            "  head_backward(r, x, targets, slot + %lld, r->grad_a, r->scratch);\n  const act_t "
+            "*dy = r->grad_a;\n",
+            (long long)s->head);
   else fprintf(f, "  (void)x;\n  const act_t *dy = slot + %lld;\n", (long long)s->grad_out);
   fprintf(f, "  for (int i = %d; i >= 0; i--) {\n    act_t *saved = ", c->layers - 1);
   layer_region(p, s, f);
   if (p->par.recompute) {
-    fprintf(f, ";\n    const act_t *layer_input = i > 0 ? slot + %lld + (int64_t)(i - 1) * IO_ELEMS : input;\n",
+    fprintf(f,
+            ";\n    const act_t *layer_input = i > 0 ? slot + %lld + (int64_t)(i - 1) * IO_ELEMS : "
+            "input;\n",
             (long long)s->layers);
-    fprintf(f, "    block_forward(r, %d + i, layer_input, saved, r->scratch); /* re-run: what backward reads */\n",
+    fprintf(f,
+            "    block_forward(r, %d + i, layer_input, saved, r->scratch); /* re-run: what "
+            "backward reads */\n",
             c->first_layer);
   } else {
-    fprintf(f, ";\n    const act_t *layer_input = i > 0 ? saved - BLOCK_SAVED + BLOCK_OUTPUT : input;\n");
+    fprintf(
+        f,
+        ";\n    const act_t *layer_input = i > 0 ? saved - BLOCK_SAVED + BLOCK_OUTPUT : input;\n");
   }
   if (c->has_embed) fprintf(f, "    act_t *dx = dy == r->grad_a ? r->grad_b : r->grad_a;\n");
-  else fprintf(f, "    act_t *dx = i == 0 ? slot + %lld : dy == r->grad_a ? r->grad_b : r->grad_a;\n", (long long)s->grad_in);
-  fprintf(f, "    block_backward(r, %d + i, layer_input, saved, dy, dx, r->scratch);\n", c->first_layer);
-  fprintf(f, "    rt_layer_backward_done(r, %d + i); /* its gradients may be final: reduce them meanwhile */\n", c->first_layer);
+  else
+    fprintf(f, "    act_t *dx = i == 0 ? slot + %lld : dy == r->grad_a ? r->grad_b : r->grad_a;\n",
+            (long long)s->grad_in);
+  fprintf(f, "    block_backward(r, %d + i, layer_input, saved, dy, dx, r->scratch);\n",
+          c->first_layer);
+  fprintf(f,
+          "    rt_layer_backward_done(r, %d + i); /* its gradients may be final: reduce them "
+          "meanwhile */\n",
+          c->first_layer);
   fprintf(f, "    dy = dx;\n  }\n");
-  if (c->has_embed) fprintf(f, "  embed_backward(r, tokens, slot + %lld, dy, r->scratch);\n", (long long)s->embed);
+  if (c->has_embed)
+    fprintf(f, "  embed_backward(r, tokens, slot + %lld, dy, r->scratch);\n", (long long)s->embed);
   fprintf(f, "}\n\n");
 }
 
 static void chunk_comment(const Plan *p, int index, const ChunkMemory *s, FILE *f) {
   const Chunk *c = &p->chunks[index];
-  fprintf(f, "/* Chunk %d, pipeline rank %d: %slayers %d-%d%s. Its slot (one microbatch in flight) holds %lld elements:",
-          index, c->rank, c->has_embed ? "embedding, " : "", c->first_layer, c->first_layer + c->layers - 1,
-          c->has_head ? ", head" : "", (long long)s->size);
+  fprintf(f,
+          "/* Chunk %d, pipeline rank %d: %slayers %d-%d%s. Its slot (one microbatch in flight) "
+          "holds %lld elements:",
+          index, c->rank, c->has_embed ? "embedding, " : "", c->first_layer,
+          c->first_layer + c->layers - 1, c->has_head ? ", head" : "", (long long)s->size);
   if (s->input >= 0) fprintf(f, "\n * the input at %lld,", (long long)s->input);
-  if (s->embed >= 0) fprintf(f, "\n * the embedding's saved activations at %lld,", (long long)s->embed);
+  if (s->embed >= 0)
+    fprintf(f, "\n * the embedding's saved activations at %lld,", (long long)s->embed);
   if (s->layers >= 0)
-    fprintf(f, "\n * each layer's %s from %lld,", p->par.recompute ? "output (its activations are re-run before its backward)" :
-            "saved activations", (long long)s->layers);
+    fprintf(f, "\n * each layer's %s from %lld,",
+            p->par.recompute ? "output (its activations are re-run before its backward)"
+                             : "saved activations",
+            (long long)s->layers);
   if (s->head >= 0) fprintf(f, "\n * the head's at %lld,", (long long)s->head);
   if (s->output >= 0) fprintf(f, "\n * the output sent on at %lld,", (long long)s->output);
   if (s->grad_out >= 0) fprintf(f, "\n * its gradient, received, at %lld,", (long long)s->grad_out);
-  if (s->grad_in >= 0) fprintf(f, "\n * the input's gradient, sent back, at %lld,", (long long)s->grad_in);
+  if (s->grad_in >= 0)
+    fprintf(f, "\n * the input's gradient, sent back, at %lld,", (long long)s->grad_in);
   fprintf(f, "\n * (-1: none). */\n");
 }
 
@@ -225,7 +267,8 @@ static int64_t stage_elementwise(const Emission *e, int stage, int backward) {
     const Node *n = &g->nodes[i];
     elems += emit_local_elems(e->plan, &g->tensors[n->out[0]]);
     for (int k = 0; k < n->nin; k++)
-      if (!e->kernels.kernels[kernel].broadcast[k]) elems += emit_local_elems(e->plan, &g->tensors[n->in[k]]);
+      if (!e->kernels.kernels[kernel].broadcast[k])
+        elems += emit_local_elems(e->plan, &g->tensors[n->in[k]]);
   }
   return elems;
 }
@@ -240,16 +283,22 @@ static int64_t chunk_elementwise(const Emission *e, const Chunk *k, int backward
 
 static void chunk_table(const Emission *e, FILE *f) {
   const Plan *p = e->plan;
-  fprintf(f, "static const ChunkSpec chunks[] = {\n  /* first layer, layers, embed, head, slot elements, input, output, "
-             "gradient received, gradient sent,\n     elements of fused elementwise kernels forward and backward, "
-             "functions */\n");
+  fprintf(f,
+          "static const ChunkSpec chunks[] = {\n  /* first layer, layers, embed, head, slot "
+          "elements, input, output, "
+          "gradient received, gradient sent,\n     elements of fused elementwise kernels forward "
+          "and backward, "
+          "functions */\n");
   for (int c = 0; c < p->nchunks; c++) {
     const Chunk *k = &p->chunks[c];
     const ChunkMemory *s = &p->chunk_memory[c];
-    fprintf(f, "  {%d, %d, %d, %d, %lld, %lld, %lld, %lld, %lld, %lld, %lld, chunk_%d_forward, chunk_%d_backward},\n",
-            k->first_layer, k->layers, k->has_embed, k->has_head, (long long)s->size, (long long)s->input,
-            (long long)s->output, (long long)s->grad_out, (long long)s->grad_in,
-            (long long)chunk_elementwise(e, k, 0), (long long)chunk_elementwise(e, k, 1), c, c);
+    fprintf(f,
+            "  {%d, %d, %d, %d, %lld, %lld, %lld, %lld, %lld, %lld, %lld, chunk_%d_forward, "
+            "chunk_%d_backward},\n",
+            k->first_layer, k->layers, k->has_embed, k->has_head, (long long)s->size,
+            (long long)s->input, (long long)s->output, (long long)s->grad_out,
+            (long long)s->grad_in, (long long)chunk_elementwise(e, k, 0),
+            (long long)chunk_elementwise(e, k, 1), c, c);
   }
   fprintf(f, "};\n\n");
 }
@@ -260,8 +309,8 @@ static int by_key(const void *a, const void *b) {
   return strcmp(((const ConfigEntry *)a)->key, ((const ConfigEntry *)b)->key);
 }
 
-/* The model's configuration by key (sorted: Lua's table order is not fixed), which checkpoints record and
- * loading compares. plait.model requires seq and hidden, so the table is never empty. */
+/* The model's configuration by key (sorted: Lua's table order is not fixed), which checkpoints
+ * record and loading compares. plait.model requires seq and hidden, so the table is never empty. */
 static void config_table(const Model *m, FILE *f) {
   ConfigEntry *sorted = malloc((size_t)m->nconfig * sizeof *sorted);
   memcpy(sorted, m->config, (size_t)m->nconfig * sizeof *sorted);
@@ -284,31 +333,42 @@ static void config_table(const Model *m, FILE *f) {
 
 static void header(const Plan *p, FILE *f) {
   const Parallel *par = &p->par;
-  char name[ESCAPED_SIZE(NAME_LEN)], file[ESCAPED_SIZE(WHERE_LEN)], schedule[ESCAPED_SIZE(sizeof par->schedule)];
+  char name[ESCAPED_SIZE(NAME_LEN)], file[ESCAPED_SIZE(WHERE_LEN)],
+      schedule[ESCAPED_SIZE(sizeof par->schedule)];
   escape(ESC_C_COMMENT, p->model.name, name, sizeof name);
   escape(ESC_C_COMMENT, p->model.file, file, sizeof file);
   escape(ESC_C_COMMENT, par->schedule, schedule, sizeof schedule);
-  fprintf(f, "/* model.c: %s (%s) compiled by plait for tp %d × pp %d × dp %d, vpp %d, microbatch %d, global batch %d\n"
-             " * (%d microbatches per pipeline), schedule %s, recompute %s, sequence parallel %s, gradients reduced\n"
-             " * %s. Generated: rebuild with plait build rather than editing. Sizes are one tensor-parallel\n"
-             " * rank's. */\n",
-          name, file, par->tp, par->pp, par->dp, par->vpp, par->mbs, par->gbs, p->microbatches, schedule,
-          par->recompute ? "full" : "none", par->sequence_parallel ? "on" : "off",
+  fprintf(f,
+          "/* model.c: %s (%s) compiled by plait for tp %d × pp %d × dp %d, vpp %d, microbatch %d, "
+          "global batch %d\n"
+          " * (%d microbatches per pipeline), schedule %s, recompute %s, sequence parallel %s, "
+          "gradients reduced\n"
+          " * %s. Generated: rebuild with plait build rather than editing. Sizes are one "
+          "tensor-parallel\n"
+          " * rank's. */\n",
+          name, file, par->tp, par->pp, par->dp, par->vpp, par->mbs, par->gbs, p->microbatches,
+          schedule, par->recompute ? "full" : "none", par->sequence_parallel ? "on" : "off",
           par->grad_reduce_after ? "after the backward" : "during the backward");
   fprintf(f, "#include \"device.h\"\n#include \"fused.h\"\n#include \"rt.h\"\n");
-  fprintf(f, "#include \"profiled.h\" /* under --profile, each runtime kernel's time, FLOPs and bytes */\n\n");
+  fprintf(f,
+          "#include \"profiled.h\" /* under --profile, each runtime kernel's time, FLOPs and bytes "
+          "*/\n\n");
 }
 
 static void sizes(const Emission *e, FILE *f) {
-  fprintf(f, "/* Activations of one microbatch, in elements: what each stage keeps for its backward pass, and where\n"
-             " * its output (the next stage's input) sits in that (64-bit: a large vocabulary's logits pass 2^31). */\n");
+  fprintf(f,
+          "/* Activations of one microbatch, in elements: what each stage keeps for its backward "
+          "pass, and where\n"
+          " * its output (the next stage's input) sits in that (64-bit: a large vocabulary's "
+          "logits pass 2^31). */\n");
   fprintf(f, "#define EMBED_SAVED INT64_C(%lld)\n#define EMBED_OUTPUT INT64_C(%lld)\n",
           (long long)e->memory[STAGE_EMBED].saved, (long long)stage_output_offset(e, STAGE_EMBED));
   fprintf(f, "#define BLOCK_SAVED INT64_C(%lld)\n#define BLOCK_OUTPUT INT64_C(%lld)\n",
           (long long)e->memory[STAGE_BLOCK].saved, (long long)stage_output_offset(e, STAGE_BLOCK));
   fprintf(f, "#define HEAD_SAVED INT64_C(%lld)\n", (long long)e->memory[STAGE_HEAD].saved);
-  fprintf(f, "#define IO_ELEMS INT64_C(%lld) /* the activation passed between layers and chunks */\n\n",
-          (long long)e->plan->io_elems);
+  fprintf(
+      f, "#define IO_ELEMS INT64_C(%lld) /* the activation passed between layers and chunks */\n\n",
+      (long long)e->plan->io_elems);
 }
 
 /* The logits in the last chunk's slot: the tensor the head's cross entropy reads. */
@@ -339,30 +399,39 @@ static void program(const Emission *e, FILE *f) {
   fprintf(f, "const Program plait_program = {\n");
   fprintf(f, "  .name = %s, .source = %s,\n", escape(ESC_C_STRING, m->name, name, sizeof name),
           escape(ESC_C_STRING, m->file, file, sizeof file));
-  fprintf(f, "  .tp = %d, .pp = %d, .vpp = %d, .dp = %d, .mbs = %d, .gbs = %d, .microbatches = %d,\n", p->par.tp,
-          p->par.pp, p->par.vpp, p->par.dp, p->par.mbs, p->par.gbs, p->microbatches);
+  fprintf(f,
+          "  .tp = %d, .pp = %d, .vpp = %d, .dp = %d, .mbs = %d, .gbs = %d, .microbatches = %d,\n",
+          p->par.tp, p->par.pp, p->par.vpp, p->par.dp, p->par.mbs, p->par.gbs, p->microbatches);
   fprintf(f, "  .seq = %lld, .hidden = %lld, .layers = %d,\n", (long long)m->dims[m->seq_dim].size,
           (long long)m->dims[m->hidden_dim].size, m->layers);
-  fprintf(f, "  .vocab = %lld, .vocab_padded = %lld,\n", (long long)(m->vocab_dim >= 0 ? m->dims[m->vocab_dim].unpadded : 0),
+  fprintf(f, "  .vocab = %lld, .vocab_padded = %lld,\n",
+          (long long)(m->vocab_dim >= 0 ? m->dims[m->vocab_dim].unpadded : 0),
           (long long)(m->vocab_dim >= 0 ? m->dims[m->vocab_dim].size : 0));
   if (m->nconstants) fprintf(f, "  .constants = constants, .nconstants = %d,\n", m->nconstants);
-  fprintf(f, "  .recompute = %d, .sequence_parallel = %d, .grad_reduce_after = %d, .masked_lm = %d,\n", p->par.recompute,
-          p->par.sequence_parallel, p->par.grad_reduce_after, p->masked_lm);
+  fprintf(f,
+          "  .recompute = %d, .sequence_parallel = %d, .grad_reduce_after = %d, .masked_lm = %d,\n",
+          p->par.recompute, p->par.sequence_parallel, p->par.grad_reduce_after, p->masked_lm);
   fprintf(f, "  .config = config, .nconfig = %d,\n", m->nconfig);
-  fprintf(f, "  .model_params = model_params, .nmodel_params = %d,\n", count_params(m, SCOPE_MODEL));
-  fprintf(f, "  .block_params = block_params, .nblock_params = %d,\n", count_params(m, SCOPE_BLOCK));
+  fprintf(f, "  .model_params = model_params, .nmodel_params = %d,\n",
+          count_params(m, SCOPE_MODEL));
+  fprintf(f, "  .block_params = block_params, .nblock_params = %d,\n",
+          count_params(m, SCOPE_BLOCK));
   fprintf(f, "  .chunks = chunks, .nchunks = %d,\n", p->nchunks);
-  fprintf(f, "  .actions = actions, .nactions = nactions, .slots = slots, .footprints = footprints,\n");
-  fprintf(f, "  .scratch_elems = %lld, .recompute_elems = %lld, .io_elems = IO_ELEMS,\n", (long long)p->scratch_elems,
-          (long long)p->recompute_elems);
-  fprintf(f, "  .logits_offset = %lld, .logits_cols = %lld,\n", (long long)logits_offset(e), (long long)logits_cols(e));
+  fprintf(
+      f, "  .actions = actions, .nactions = nactions, .slots = slots, .footprints = footprints,\n");
+  fprintf(f, "  .scratch_elems = %lld, .recompute_elems = %lld, .io_elems = IO_ELEMS,\n",
+          (long long)p->scratch_elems, (long long)p->recompute_elems);
+  fprintf(f, "  .logits_offset = %lld, .logits_cols = %lld,\n", (long long)logits_offset(e),
+          (long long)logits_cols(e));
   fprintf(f, "  .flops_per_iteration = %.17g,\n};\n", p->cost.flops_per_iteration);
 }
 
 static void model_c(const Emission *e, FILE *f) {
   const Plan *p = e->plan;
   header(p, f);
-  fprintf(f, "/* Parameters at model scope (r->model_w[P_...]) and of each layer (r->layer_w[layer][L_...]). */\n");
+  fprintf(f,
+          "/* Parameters at model scope (r->model_w[P_...]) and of each layer "
+          "(r->layer_w[layer][L_...]). */\n");
   param_enum(&p->model, SCOPE_MODEL, f);
   param_enum(&p->model, SCOPE_BLOCK, f);
   fprintf(f, "\n");
@@ -388,19 +457,24 @@ static void model_c(const Emission *e, FILE *f) {
 
 typedef void (*Writer)(const Emission *e, FILE *f);
 
-/* Writes one file of DIR through a temporary name of the folder's; the model file may not be one of them. */
-static int write_file(const Emission *e, const OwnFolder *dir, const char *name, Writer write, Diag *d) {
+/* Writes one file of DIR through a temporary name of the folder's; the model file may not be one
+ * of them. */
+static int write_file(const Emission *e, const OwnFolder *dir, const char *name, Writer write,
+                      Diag *d) {
   char path[4200];
   snprintf(path, sizeof path, "%s/%s", dir->path, name);
   const char *inputs[] = {e->plan->model.file};
   OutFile out;
-  if (outfile_check("-o", path, inputs, 1, d) || outfile_open_in(&out, dir, name, path, sizeof path, d)) return -1;
+  if (outfile_check("-o", path, inputs, 1, d) ||
+      outfile_open_in(&out, dir, name, path, sizeof path, d))
+    return -1;
   write(e, out.file);
   return outfile_close(&out, d);
 }
 
 int emit_program(const Plan *p, const OwnFolder *dir, Diag *d) {
-  Emission e = {.plan = p, .stage = {&p->model.embed, &p->model.block, &p->model.head}, .memory = p->memory};
+  Emission e = {
+      .plan = p, .stage = {&p->model.embed, &p->model.block, &p->model.head}, .memory = p->memory};
   emit_collect_kernels(&e);
   e.dim_constant = emit_dim_constants(&p->model);
   int status = write_file(&e, dir, "model.c", model_c, d);

@@ -19,11 +19,14 @@ static const char *const stage_names[STAGES] = {"embed", "block", "head"};
 
 /* ---- declarations --------------------------------------------------------------------------- */
 
-/* Does node n become a call? A cross entropy's backward whose forward took the gradient does not. */
-static int emits_call(const Node *n) { return !(n->op == OP_XENT_BWD && n->a.xent.grad_in_forward); }
+/* Does node n become a call? A cross entropy's backward whose forward took the gradient does
+ * not. */
+static int emits_call(const Node *n) {
+  return !(n->op == OP_XENT_BWD && n->a.xent.grad_in_forward);
+}
 
-/* Is t read or written by the calls of nodes first..last? An input a node overwrites in place is read
- * through the node's output. */
+/* Is t read or written by the calls of nodes first..last? An input a node overwrites in place is
+ * read through the node's output. */
 static int used_in(const Graph *g, int t, int first, int last) {
   for (int i = first; i < last; i++) {
     const Node *n = &g->nodes[i];
@@ -40,8 +43,10 @@ static void shape_comment(const StageWriter *w, const Tensor *t, char *buf, int 
   shape_string(&w->e->plan->model, t->ndim, t->dims, names, sizeof names);
   int used = snprintf(buf, len, "%s", names);
   for (int a = 0; a < t->ndim && used < len; a++)
-    used += snprintf(buf + used, len - used, "%s%lld", a ? "×" : " ", (long long)emit_local_dim(w->e->plan, t, a));
-  if (t->layout.kind == LAYOUT_S) snprintf(buf + used, len - used, ", split on axis %d", t->layout.axis);
+    used += snprintf(buf + used, len - used, "%s%lld", a ? "×" : " ",
+                     (long long)emit_local_dim(w->e->plan, t, a));
+  if (t->layout.kind == LAYOUT_S)
+    snprintf(buf + used, len - used, ", split on axis %d", t->layout.axis);
 }
 
 static void declare(const StageWriter *w, int first, int last) {
@@ -51,11 +56,11 @@ static void declare(const StageWriter *w, int first, int last) {
     char shape[300];
     shape_comment(w, &w->g->tensors[t], shape, sizeof shape);
     if (w->g->tensors[t].dtype == DT_STATS)
-      fprintf(w->f, "  real *%s = (real *)(%s + %lld); /* %s */\n", w->name[t], r == REGION_SAVED ? "saved" : "tmp",
-              (long long)w->mem->offset[t], shape);
+      fprintf(w->f, "  real *%s = (real *)(%s + %lld); /* %s */\n", w->name[t],
+              r == REGION_SAVED ? "saved" : "tmp", (long long)w->mem->offset[t], shape);
     else
-      fprintf(w->f, "  act_t *%s = %s + %lld; /* %s */\n", w->name[t], r == REGION_SAVED ? "saved" : "tmp",
-              (long long)w->mem->offset[t], shape);
+      fprintf(w->f, "  act_t *%s = %s + %lld; /* %s */\n", w->name[t],
+              r == REGION_SAVED ? "saved" : "tmp", (long long)w->mem->offset[t], shape);
   }
 }
 
@@ -64,8 +69,12 @@ static void declare(const StageWriter *w, int first, int last) {
 static const Tensor *tensor(const StageWriter *w, int t) { return &w->g->tensors[t]; }
 static const char *in(const StageWriter *w, const Node *n, int k) { return w->name[n->in[k]]; }
 static const char *out(const StageWriter *w, const Node *n, int k) { return w->name[n->out[k]]; }
-static int64_t local(const StageWriter *w, int t) { return emit_local_elems(w->e->plan, tensor(w, t)); }
-static int is_split(const Tensor *t, int axis) { return t->layout.kind == LAYOUT_S && t->layout.axis == axis; }
+static int64_t local(const StageWriter *w, int t) {
+  return emit_local_elems(w->e->plan, tensor(w, t));
+}
+static int is_split(const Tensor *t, int axis) {
+  return t->layout.kind == LAYOUT_S && t->layout.axis == axis;
+}
 
 /* Axes [first, last) of tensor t as one rank holds them, as C (emit_size: B*T*C). */
 typedef struct {
@@ -102,8 +111,8 @@ static void joined_comment(const StageWriter *w, const Node *n) {
     fprintf(w->f, "  /* one GEMM over %s: %d weights side by side in memory */\n", weight->name,
             m->joins[weight->join].n);
   else if (weight->join >= 0)
-    fprintf(w->f, "  /* the input's gradient through %s in one GEMM (%d products summed) */\n", weight->name,
-            m->joins[weight->join].n);
+    fprintf(w->f, "  /* the input's gradient through %s in one GEMM (%d products summed) */\n",
+            weight->name, m->joins[weight->join].n);
 }
 
 static void matmul(const StageWriter *w, const Node *n) {
@@ -154,7 +163,8 @@ static void elementwise(const StageWriter *w, const Node *n, int index) {
       fprintf(w->f, "%s%s", a ? ", " : "", axes(w, n->out[0], a, a + 1).text);
     fprintf(w->f, "};\n    const int sites[] = {");
     for (int s = 0; s < k->dropouts; s++) fprintf(w->f, "%s%d", s ? ", " : "", sites[s]);
-    fprintf(w->f, "};\n    EwKeys keys = rt_ew_keys(r, layer, %d, shape, %d, %d, sites);\n  ", o->ndim, split_axis(o), k->dropouts);
+    fprintf(w->f, "};\n    EwKeys keys = rt_ew_keys(r, layer, %d, shape, %d, %d, sites);\n  ",
+            o->ndim, split_axis(o), k->dropouts);
   }
   fprintf(w->f, "  %s(%s, %s", k->name, all_axes(w, n->out[0]).text, all_axes(w, shortest).text);
   for (int i = 0; i < n->nin; i++) {
@@ -166,8 +176,8 @@ static void elementwise(const StageWriter *w, const Node *n, int index) {
   fprintf(w->f, "%s", k->dropouts ? "\n  }" : "");
 }
 
-/* Sums over the leading rows: into a parameter's gradient, or into the gradient of a broadcast activation
- * (a position table sliced by sequence parallelism). */
+/* Sums over the leading rows: into a parameter's gradient, or into the gradient of a broadcast
+ * activation (a position table sliced by sequence parallelism). */
 static void reduce(const StageWriter *w, const Node *n) {
   Size C = all_axes(w, n->out[0]),
        rows = axes(w, n->in[0], 0, tensor(w, n->in[0])->ndim - tensor(w, n->out[0])->ndim);
@@ -177,8 +187,9 @@ static void reduce(const StageWriter *w, const Node *n) {
           out(w, n, 0));
 }
 
-/* Input i of a norm or its backward as the kernel takes them, with NULL for the weight (i = 1) and, forward,
- * the bias (i = 2) of a norm without them, whose node holds its later inputs that many places earlier. */
+/* Input i of a norm or its backward as the kernel takes them, with NULL for the weight (i = 1)
+ * and, forward, the bias (i = 2) of a norm without them, whose node holds its later inputs that
+ * many places earlier. */
 static const char *norm_in(const StageWriter *w, const Node *n, int i, int backward) {
   int absent = n->a.norm.weighted ? 0 : backward ? 1 : 2; /* the weight, and forward the bias too */
   if (i == 0) return in(w, n, 0);
@@ -186,7 +197,8 @@ static const char *norm_in(const StageWriter *w, const Node *n, int i, int backw
   return in(w, n, i - absent);
 }
 
-/* Output k of a norm's backward: dx, then dw and db unless the norm has none (no weight, or frozen ones). */
+/* Output k of a norm's backward: dx, then dw and db unless the norm has none (no weight, or
+ * frozen ones). */
 static const char *norm_out(const StageWriter *w, const Node *n, int k, int backward) {
   return backward && k > 0 && k >= n->nout ? "NULL" : out(w, n, k);
 }
@@ -230,15 +242,18 @@ static void norm_backward(const StageWriter *w, const Node *n) {
             out(w, n, 0), norm_out(w, n, 1, 1));
 }
 
-/* Option k of an attention (window, softcap, scale, rope_theta) when set: its value, or where it varies
- * by layer, its layer's entry of the table layer_tables wrote. The first option starts a line. */
-static const char *const option_constants[LAYER_OPTIONS] = {"WINDOW", "SOFTCAP", "SCALE", "ROPE_THETA"};
+/* Option k of an attention (window, softcap, scale, rope_theta) when set: its value, or where it
+ * varies by layer, its layer's entry of the table layer_tables wrote. The first option starts a
+ * line. */
+static const char *const option_constants[LAYER_OPTIONS] = {"WINDOW", "SOFTCAP", "SCALE",
+                                                            "ROPE_THETA"};
 
 static void attention_option(const StageWriter *w, const Node *n, int k, double value, int *count) {
-  int row = n->a.attn.per_layer, differs = row >= 0 && layers_option_differs(&w->e->plan->model, row, k);
+  int row = n->a.attn.per_layer,
+      differs = row >= 0 && layers_option_differs(&w->e->plan->model, row, k);
   if (value == 0 && !differs) return;
-  fprintf(w->f, "%s%s.%s = ", (*count)++ ? ", " : ",\n                             ", k == 3 ? ".rope = 1, " : "",
-          layer_option_names[k]);
+  fprintf(w->f, "%s%s.%s = ", (*count)++ ? ", " : ",\n                             ",
+          k == 3 ? ".rope = 1, " : "", layer_option_names[k]);
   if (differs) {
     fprintf(w->f, "ATTENTION_%d_%s[layer]", row, option_constants[k]);
     return;
@@ -269,14 +284,15 @@ static void attention_shape(const StageWriter *w, const Node *n) {
 
 static void attention(const StageWriter *w, const Node *n) {
   attention_shape(w, n);
-  fprintf(w->f, "  k_attention_forward(&shape, %s, %s, %s, %s, %s);\n  }", in(w, n, 0), in(w, n, 1), in(w, n, 2),
-          out(w, n, 0), out(w, n, 1));
+  fprintf(w->f, "  k_attention_forward(&shape, %s, %s, %s, %s, %s);\n  }", in(w, n, 0), in(w, n, 1),
+          in(w, n, 2), out(w, n, 0), out(w, n, 1));
 }
 
 static void attention_backward(const StageWriter *w, const Node *n) {
   attention_shape(w, n);
-  fprintf(w->f, "  k_attention_backward(&shape, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n  }", in(w, n, 0), in(w, n, 1),
-          in(w, n, 2), in(w, n, 3), in(w, n, 4), in(w, n, 5), out(w, n, 0), out(w, n, 1), out(w, n, 2));
+  fprintf(w->f, "  k_attention_backward(&shape, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n  }",
+          in(w, n, 0), in(w, n, 1), in(w, n, 2), in(w, n, 3), in(w, n, 4), in(w, n, 5),
+          out(w, n, 0), out(w, n, 1), out(w, n, 2));
 }
 
 /* Rotary positions (or, backward, the turn back) over the local heads. */
@@ -307,8 +323,8 @@ static void rope(const StageWriter *w, const Node *n) {
   fprintf(w->f, "};\n    k_rope(&shape, %s, %s);\n  }", in(w, n, 0), out(w, n, 0));
 }
 
-/* "rows, groups, nparts, (const int64_t[]){sizes}": the parts' sizes, and this rank's rows and groups: all of
- * them, or its share when the last dim of the whole is split. */
+/* "rows, groups, nparts, (const int64_t[]){sizes}": the parts' sizes, and this rank's rows and
+ * groups: all of them, or its share when the last dim of the whole is split. */
 static void parts_arguments(const StageWriter *w, const Node *n, int whole) {
   const PartAttr *a = &n->a.parts;
   const Tensor *t = tensor(w, whole);
@@ -330,7 +346,8 @@ static void split_part(const StageWriter *w, const Node *n) {
   fprintf(w->f, ", %d, %s, %s);", n->a.parts.part, in(w, n, 0), out(w, n, 0));
 }
 
-/* The parts joined (the whole is the output); a one-input concat fills the other parts with zeros. */
+/* The parts joined (the whole is the output); a one-input concat fills the other parts with
+ * zeros. */
 static void concat_parts(const StageWriter *w, const Node *n) {
   fprintf(w->f, "  k_concat(");
   parts_arguments(w, n, n->out[0]);
@@ -420,12 +437,15 @@ static const char *data_name(const StageWriter *w, int which) {
 static void signature(const StageWriter *w, int backward) {
   const char *stage = stage_names[w->stage];
   fprintf(w->f, "static void %s_%s(Run *r, ", stage, backward ? "backward" : "forward");
-  if (w->stage == STAGE_BLOCK) fprintf(w->f, "int layer, const act_t *x, act_t *saved, %sact_t *tmp)",
-                                       backward ? "const act_t *dy, act_t *dx, " : "");
-  else if (w->stage == STAGE_EMBED) fprintf(w->f, "const int32_t *%s, act_t *saved, %sact_t *tmp)", data_name(w, 0),
-                                            backward ? "const act_t *dy, " : "");
-  else fprintf(w->f, "const act_t *x, const int32_t *%s, act_t *saved, %sact_t *tmp)", data_name(w, 1),
-               backward ? "act_t *dx, " : "");
+  if (w->stage == STAGE_BLOCK)
+    fprintf(w->f, "int layer, const act_t *x, act_t *saved, %sact_t *tmp)",
+            backward ? "const act_t *dy, act_t *dx, " : "");
+  else if (w->stage == STAGE_EMBED)
+    fprintf(w->f, "const int32_t *%s, act_t *saved, %sact_t *tmp)", data_name(w, 0),
+            backward ? "const act_t *dy, " : "");
+  else
+    fprintf(w->f, "const act_t *x, const int32_t *%s, act_t *saved, %sact_t *tmp)", data_name(w, 1),
+            backward ? "act_t *dx, " : "");
 }
 
 static int uses_dropout(const Graph *g, int first, int last) {
@@ -436,7 +456,8 @@ static int uses_dropout(const Graph *g, int first, int last) {
 
 static int uses_layer_params(const StageWriter *w, int first, int last, TensorKind kind) {
   for (int t = 0; t < w->g->ntensors; t++)
-    if (tensor(w, t)->kind == kind && w->e->plan->model.params[tensor(w, t)->param].scope == SCOPE_BLOCK &&
+    if (tensor(w, t)->kind == kind &&
+        w->e->plan->model.params[tensor(w, t)->param].scope == SCOPE_BLOCK &&
         used_in(w->g, t, first, last))
       return 1;
   return 0;
@@ -469,14 +490,19 @@ static void function(StageWriter *w, int backward) {
   const Graph *g = w->g;
   int first = backward ? g->nforward : 0, last = backward ? g->nnodes : g->nforward, calls = 0;
   for (int i = first; i < last; i++) calls += emits_call(&g->nodes[i]);
-  fprintf(w->f, "/* %s %s of one microbatch: %d calls; saved: %lld elements kept for backward; tmp: scratch. */\n",
-          stage_names[w->stage], backward ? "backward" : "forward", calls, (long long)w->mem->saved);
+  fprintf(w->f,
+          "/* %s %s of one microbatch: %d calls; saved: %lld elements kept for backward; tmp: "
+          "scratch. */\n",
+          stage_names[w->stage], backward ? "backward" : "forward", calls,
+          (long long)w->mem->saved);
   signature(w, backward);
   fprintf(w->f, " {\n");
   int dropout = uses_dropout(g, first, last), weights = uses_layer_params(w, first, last, T_PARAM);
   int gradients = uses_layer_params(w, first, last, T_PARAM_GRAD);
-  if (w->stage != STAGE_BLOCK && dropout) fprintf(w->f, "  const int layer = -1; /* outside the blocks */\n");
-  if (w->stage == STAGE_BLOCK && !dropout && !weights && !gradients) fprintf(w->f, "  (void)layer;\n");
+  if (w->stage != STAGE_BLOCK && dropout)
+    fprintf(w->f, "  const int layer = -1; /* outside the blocks */\n");
+  if (w->stage == STAGE_BLOCK && !dropout && !weights && !gradients)
+    fprintf(w->f, "  (void)layer;\n");
   unused_parameters(w, backward, first, last);
   if (weights) fprintf(w->f, "  act_t *const *w = r->layer_w[layer];\n");
   if (gradients) fprintf(w->f, "  real *const *g = r->layer_g[layer];\n");
@@ -493,8 +519,9 @@ static void layer_tables(const Model *m, FILE *f) {
   for (int row = 0; row < m->nlayer_attn; row++)
     for (int k = 0; k < LAYER_OPTIONS; k++) {
       if (!layers_option_differs(m, row, k)) continue;
-      fprintf(f, "/* attention %d's %s, layer by layer */\nstatic const %s ATTENTION_%d_%s[%d] = {", row,
-              layer_option_names[k], k == 0 ? "int64_t" : "double", row, option_constants[k], m->layers);
+      fprintf(f, "/* attention %d's %s, layer by layer */\nstatic const %s ATTENTION_%d_%s[%d] = {",
+              row, layer_option_names[k], k == 0 ? "int64_t" : "double", row, option_constants[k],
+              m->layers);
       for (int l = 0; l < m->layers; l++) {
         char number[32];
         expr_number_text(layers_option(m, row, k, l), number, sizeof number);

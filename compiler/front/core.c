@@ -1,4 +1,5 @@
-/* core.c: the module plait.core: the graph builder behind lib/plait's tensors, parameters and layers. */
+/* core.c: the module plait.core: the graph builder behind lib/plait's tensors, parameters and
+ * layers. */
 #include "front/core.h"
 
 #include <lauxlib.h>
@@ -46,14 +47,15 @@ static int fail(lua_State *L, const char *fmt, ...) {
   return lua_error(L);
 }
 
-/* A name that becomes an identifier or a key of the program, its checkpoints and plans (`what` names its
- * kind): plain, at most NAME_LEN - 1 characters; anything else is refused at the model file's line. */
+/* A name that becomes an identifier or a key of the program, its checkpoints and plans (`what`
+ * names its kind): plain, at most NAME_LEN - 1 characters; anything else is refused at the model
+ * file's line. */
 static const char *plain_name_arg(lua_State *L, int arg, const char *what) {
   const char *name = luaL_checkstring(L, arg);
   char shown[120];
   if (!escape_plain_name(name, NAME_LEN - 1))
-    fail(L, "%s '%s' is not a plain name: give it 1 to %d ASCII letters, digits, '_', '.' or '-'", what,
-         escape(ESC_TEXT, name, shown, sizeof shown), NAME_LEN - 1);
+    fail(L, "%s '%s' is not a plain name: give it 1 to %d ASCII letters, digits, '_', '.' or '-'",
+         what, escape(ESC_TEXT, name, shown, sizeof shown), NAME_LEN - 1);
   return name;
 }
 
@@ -62,9 +64,9 @@ static int check_graph(lua_State *L, Builder *b) {
   return 0;
 }
 
-/* The stages in the order they are traced (Builder.stage_kind is 1 + an index here): block_variant,
- * another layer's block, repeats, and core.variant_done ends the run of them; the head's output ends the
- * trace ("done"). */
+/* The stages in the order they are traced (Builder.stage_kind is 1 + an index here):
+ * block_variant, another layer's block, repeats, and core.variant_done ends the run of them; the
+ * head's output ends the trace ("done"). */
 static const char *const stage_names[] = {"embed", "block", "block_variant", "head", "done", NULL};
 enum { STAGE_EMBED = 1, STAGE_BLOCK, STAGE_VARIANT, STAGE_HEAD, STAGE_DONE };
 
@@ -74,7 +76,8 @@ static int check_open(lua_State *L, Builder *b) {
   return 0;
 }
 
-/* After an addition to the model that failed: when the memory budget refused it, that limit's error. */
+/* After an addition to the model that failed: when the memory budget refused it, that limit's
+ * error. */
 static void check_memory(lua_State *L, Builder *b) {
   if (b->model->budget && b->model->budget->exceeded) lua_limits_error(L);
 }
@@ -89,7 +92,8 @@ static int added(lua_State *L, int index) {
 /* Integer argument `arg` (optional with a default when opt), which must fit an int. */
 static int int_arg(lua_State *L, int arg, int opt, int default_value) {
   lua_Integer v = opt ? luaL_optinteger(L, arg, default_value) : luaL_checkinteger(L, arg);
-  if (v < INT_MIN || v > INT_MAX) return fail(L, "argument %d: %lld is out of range", arg, (long long)v);
+  if (v < INT_MIN || v > INT_MAX)
+    return fail(L, "argument %d: %lld is out of range", arg, (long long)v);
   return (int)v;
 }
 
@@ -102,8 +106,11 @@ static int tensor_arg(lua_State *L, Builder *b, int arg) {
   lua_Integer id = lua_tointegerx(L, -1, &isnum);
   lua_pop(L, 1);
   if (!isnum || id < 0 || id >= b->graph->ntensors)
-    return fail(L, "a tensor from another stage was used in stage %s; pass values between stages as the "
-                   "stage functions' arguments and results", b->graph->name);
+    return fail(
+        L,
+        "a tensor from another stage was used in stage %s; pass values between stages as the "
+        "stage functions' arguments and results",
+        b->graph->name);
   return (int)id;
 }
 
@@ -120,12 +127,12 @@ static int dim_arg(lua_State *L, Builder *b, const char *name) {
   return d;
 }
 
-/* A tensor of more elements than this is a size gone wrong (a vocabulary of 1e18): its counts, and the
- * memory and traffic made of them, would overflow. */
+/* A tensor of more elements than this is a size gone wrong (a vocabulary of 1e18): its counts,
+ * and the memory and traffic made of them, would overflow. */
 #define MAX_TENSOR_ELEMS 1099511627776.0 /* 2^40 */
 
-/* Refuses a shape whose elements exceed MAX_TENSOR_ELEMS, naming its dims (the config keys they come
- * from) and their sizes. */
+/* Refuses a shape whose elements exceed MAX_TENSOR_ELEMS, naming its dims (the config keys they
+ * come from) and their sizes. */
 static int check_elements(lua_State *L, Builder *b, int ndim, const int *dims) {
   double n = 1;
   for (int i = 0; i < ndim; i++) n *= (double)b->model->dims[dims[i]].size;
@@ -135,11 +142,13 @@ static int check_elements(lua_State *L, Builder *b, int ndim, const int *dims) {
   for (int i = 0; i < ndim; i++) {
     const Dim *d = &b->model->dims[dims[i]];
     used += (size_t)snprintf(shape + used, sizeof shape - used, "%s%s", i ? ", " : "", d->name);
-    used_sizes += (size_t)snprintf(sizes + used_sizes, sizeof sizes - used_sizes, "%s%lld", i ? " × " : "",
-                                   (long long)d->size);
+    used_sizes += (size_t)snprintf(sizes + used_sizes, sizeof sizes - used_sizes, "%s%lld",
+                                   i ? " × " : "", (long long)d->size);
     if (used >= sizeof shape || used_sizes >= sizeof sizes) break;
   }
-  return fail(L, "a tensor [%s] of %s = %.3g elements, beyond what plait plans (2^40); check the config's sizes",
+  return fail(L,
+              "a tensor [%s] of %s = %.3g elements, beyond what plait plans (2^40); check the "
+              "config's sizes",
               shape, sizes, n);
 }
 
@@ -188,13 +197,13 @@ static int l_dim(lua_State *L) {
   lua_Integer size = luaL_checkinteger(L, 2), granule = luaL_optinteger(L, 3, 1);
   if (size < 1) return fail(L, "dim %s: size %lld must be positive", name, (long long)size);
   if (granule < 1 || size % granule != 0)
-    return fail(L, "dim %s: size %lld is not a whole number of pieces of %lld", name, (long long)size,
-                (long long)granule);
+    return fail(L, "dim %s: size %lld is not a whole number of pieces of %lld", name,
+                (long long)size, (long long)granule);
   if (model_dim(b->model, name, size, granule) < 0) {
     check_memory(L, b);
     int d = model_find_dim(b->model, name);
-    return fail(L, "dim '%s' is %lld already, not %lld", name, (long long)b->model->dims[d].unpadded,
-                (long long)size);
+    return fail(L, "dim '%s' is %lld already, not %lld", name,
+                (long long)b->model->dims[d].unpadded, (long long)size);
   }
   lua_pushstring(L, name);
   return 1;
@@ -209,7 +218,9 @@ static int l_vocab_dim(lua_State *L) {
   int d = model_dim(b->model, "vocab", vocab, 1);
   if (d < 0) {
     check_memory(L, b);
-    return fail(L, "the vocabulary is %lld already, not %lld", (long long)b->model->dims[model_find_dim(b->model, "vocab")].unpadded, (long long)vocab);
+    return fail(L, "the vocabulary is %lld already, not %lld",
+                (long long)b->model->dims[model_find_dim(b->model, "vocab")].unpadded,
+                (long long)vocab);
   }
   int64_t multiple = 128LL * b->tp;
   b->model->dims[d].size = (vocab + multiple - 1) / multiple * multiple;
@@ -223,7 +234,9 @@ static int l_input(lua_State *L) {
   check_graph(L, b);
   const char *name = plain_name_arg(L, 1, "input");
   if (strpbrk(name, ".-") || (name[0] >= '0' && name[0] <= '9'))
-    return fail(L, "input '%s' is not a C identifier: use letters, digits and '_', not first a digit", name);
+    return fail(L,
+                "input '%s' is not a C identifier: use letters, digits and '_', not first a digit",
+                name);
   int dims[MAX_DIMS], n = dims_arg(L, b, 2, dims);
   DType dt = strcmp(luaL_checkstring(L, 3), "int") == 0 ? DT_INT : DT_REAL;
   Graph *g = b->graph;
@@ -260,7 +273,8 @@ static Leaf *leaf_slot(lua_State *L, Builder *b, Leaf **leaves, int *cap, int id
   return &(*leaves)[id];
 }
 
-/* The stage's tensor of leaf `id` of kind `kind` (parameter or constant id): one per stage that uses it. */
+/* The stage's tensor of leaf `id` of kind `kind` (parameter or constant id): one per stage that
+ * uses it. */
 static int leaf_tensor(lua_State *L, Builder *b, TensorKind kind, int id, int ndim, const int *dims,
                        const char *name) {
   Leaf *leaf = kind == T_PARAM ? leaf_slot(L, b, &b->param_leaves, &b->param_leaves_cap, id)
@@ -282,8 +296,10 @@ static int constant_tensor(lua_State *L, Builder *b, int c) {
   return leaf_tensor(L, b, T_CONST, c, k->ndim, k->dims, k->name);
 }
 
-/* The constant named `name`, or a new one from the values at stack index `arg` (a list of numbers). */
-static int find_or_make_constant(lua_State *L, Builder *b, const char *name, int ndim, const int *dims, int arg) {
+/* The constant named `name`, or a new one from the values at stack index `arg` (a list of
+ * numbers). */
+static int find_or_make_constant(lua_State *L, Builder *b, const char *name, int ndim,
+                                 const int *dims, int arg) {
   Model *m = b->model;
   int64_t count = 1;
   for (int i = 0; i < ndim; i++) count *= m->dims[dims[i]].size;
@@ -294,11 +310,14 @@ static int find_or_make_constant(lua_State *L, Builder *b, const char *name, int
     return found;
   }
   if (count > CONSTANT_MAX_ELEMS)
-    return fail(L, "constant '%s' has %lld elements; a program carries at most %d: compute it from primitives, or make "
-                   "it a parameter with trainable = false", name, (long long)count, CONSTANT_MAX_ELEMS);
+    return fail(L,
+                "constant '%s' has %lld elements; a program carries at most %d: compute it from "
+                "primitives, or make "
+                "it a parameter with trainable = false",
+                name, (long long)count, CONSTANT_MAX_ELEMS);
   if ((int64_t)lua_rawlen(L, arg) != count)
-    return fail(L, "constant '%s' has %lld values for a shape of %lld elements", name, (long long)lua_rawlen(L, arg),
-                (long long)count);
+    return fail(L, "constant '%s' has %lld values for a shape of %lld elements", name,
+                (long long)lua_rawlen(L, arg), (long long)count);
   size_t bytes = (size_t)count * sizeof(double);
   Constant k = {.ndim = ndim, .count = count, .values = budget_realloc(m->budget, NULL, 0, bytes)};
   if (!k.values) lua_limits_error(L);
@@ -345,7 +364,11 @@ static int l_constant(lua_State *L) {
 /* Another layer's parameter: layer 0's of that name, of the same shape. */
 static int layer_param(lua_State *L, Builder *b, const Param *p) {
   int found = find_param(b, p->name, p->scope);
-  if (found < 0) return fail(L, "parameter '%s' is made by this layer but not by layer 0; layers share their parameters' names", p->name);
+  if (found < 0)
+    return fail(L,
+                "parameter '%s' is made by this layer but not by layer 0; layers share their "
+                "parameters' names",
+                p->name);
   const Param *q = &b->model->params[found];
   if (q->ndim != p->ndim || memcmp(q->dims, p->dims, (size_t)p->ndim * sizeof *p->dims) != 0)
     return fail(L, "parameter '%s' has another shape in this layer than in layer 0", p->name);
@@ -380,7 +403,8 @@ static int l_param(lua_State *L) {
   if (b->tracing_variant) return layer_param(L, b, &p);
   if (find_param(b, p.name, p.scope) >= 0)
     return fail(L, "parameter '%s' is defined twice; give each layer its own name", p.name);
-  if ((p.hint == HINT_ROW && p.ndim != 2) || ((p.hint == HINT_COLUMN || p.hint == HINT_VOCAB) && p.ndim < 1))
+  if ((p.hint == HINT_ROW && p.ndim != 2) ||
+      ((p.hint == HINT_COLUMN || p.hint == HINT_VOCAB) && p.ndim < 1))
     return fail(L, "parameter '%s': a %s hint needs a matrix", p.name, hints[p.hint]);
   lua_pushinteger(L, param_tensor(L, b, add_param(L, b, &p)));
   return 1;
@@ -391,7 +415,8 @@ static int l_param_ref(lua_State *L) {
   check_graph(L, b);
   int p = find_param(b, luaL_checkstring(L, 1), SCOPE_MODEL);
   if (p < 0) return 0;
-  if (b->graph == &b->model->head && strcmp(b->model->params[p].name, "wte") == 0) b->model->tied = 1;
+  if (b->graph == &b->model->head && strcmp(b->model->params[p].name, "wte") == 0)
+    b->model->tied = 1;
   lua_pushinteger(L, param_tensor(L, b, p));
   return 1;
 }
@@ -443,8 +468,8 @@ static int l_matmul(lua_State *L) {
   return add_node(L, b, &n);
 }
 
-/* norm(kind, x, weight, bias, eps): a layer norm takes a weight and a bias or neither, an RMS norm a
- * weight or none. */
+/* norm(kind, x, weight, bias, eps): a layer norm takes a weight and a bias or neither, an RMS
+ * norm a weight or none. */
 static int l_norm(lua_State *L) {
   Builder *b = builder(L);
   static const char *const kinds[] = {"layer", "rms", NULL};
@@ -463,7 +488,8 @@ static int l_norm(lua_State *L) {
   n.a.norm.group = int_arg(L, 6, 1, 0);
   int64_t width = last_dim(L, b, in[0], "a norm")->size;
   if (n.a.norm.group < 0 || (n.a.norm.group && width % n.a.norm.group != 0))
-    return fail(L, "a norm over groups of %d does not divide the width %lld", n.a.norm.group, (long long)width);
+    return fail(L, "a norm over groups of %d does not divide the width %lld", n.a.norm.group,
+                (long long)width);
   return add_node(L, b, &n);
 }
 
@@ -483,21 +509,26 @@ static int l_attention(lua_State *L) {
   at->alibi = lua_toboolean(L, 12);
   at->per_layer = -1;
   if (at->window < 0 || (at->window > 0 && !at->causal))
-    return fail(L, "attention: a sliding window is a whole number of keys (%lld given) over causal attention",
-                (long long)at->window);
+    return fail(
+        L,
+        "attention: a sliding window is a whole number of keys (%lld given) over causal attention",
+        (long long)at->window);
   if (at->softcap < 0 || at->scale < 0)
-    return fail(L, "attention: softcap and scale are positive numbers (or 0 for none and 1/√head_dim)");
+    return fail(
+        L, "attention: softcap and scale are positive numbers (or 0 for none and 1/√head_dim)");
   int64_t width = last_dim(L, b, in[0], "attention")->size;
   if (at->heads < 1 || at->kv_heads < 1 || at->heads % at->kv_heads != 0 || width % at->heads != 0)
-    return fail(L, "attention: %d heads and %d kv heads do not fit a width of %lld", at->heads, at->kv_heads,
-                (long long)width);
+    return fail(L, "attention: %d heads and %d kv heads do not fit a width of %lld", at->heads,
+                at->kv_heads, (long long)width);
   at->head_dim = (int)(width / at->heads);
-  if (at->rope && at->head_dim % 2 != 0) return fail(L, "attention: RoPE needs an even head_dim, not %d", at->head_dim);
+  if (at->rope && at->head_dim % 2 != 0)
+    return fail(L, "attention: RoPE needs an even head_dim, not %d", at->head_dim);
   return add_node(L, b, &n);
 }
 
-/* core.rope(x, head_dim, rotary, interleaved, theta, scaling, factor, low_freq_factor, high_freq_factor,
- * original_positions): lib/plait has checked the options; the sizes are checked against x here. */
+/* core.rope(x, head_dim, rotary, interleaved, theta, scaling, factor, low_freq_factor,
+ * high_freq_factor, original_positions): lib/plait has checked the options; the sizes are
+ * checked against x here. */
 static int l_rope(lua_State *L) {
   Builder *b = builder(L);
   int in = tensor_arg(L, b, 1);
@@ -514,13 +545,16 @@ static int l_rope(lua_State *L) {
   r->high_freq_factor = luaL_optnumber(L, 9, 4);
   r->original_positions = luaL_optnumber(L, 10, 8192);
   const Tensor *x = &b->graph->tensors[in];
-  if (x->ndim != 3) return fail(L, "rope takes [batch, seq, heads·head_dim], not a tensor of %d axes", x->ndim);
+  if (x->ndim != 3)
+    return fail(L, "rope takes [batch, seq, heads·head_dim], not a tensor of %d axes", x->ndim);
   int64_t width = last_dim(L, b, in, "rope")->size;
   if (r->head_dim < 2 || width % r->head_dim != 0)
-    return fail(L, "rope: head_dim %d does not divide the width %lld", r->head_dim, (long long)width);
+    return fail(L, "rope: head_dim %d does not divide the width %lld", r->head_dim,
+                (long long)width);
   if (r->rotary < 2 || r->rotary > r->head_dim || r->rotary % 2 != 0)
-    return fail(L, "rope: the rotated part must be an even number of dims from 2 to head_dim %d, not %d", r->head_dim,
-                r->rotary);
+    return fail(
+        L, "rope: the rotated part must be an even number of dims from 2 to head_dim %d, not %d",
+        r->head_dim, r->rotary);
   return add_node(L, b, &n);
 }
 
@@ -528,7 +562,8 @@ static int l_rope(lua_State *L) {
 static int part_sizes(lua_State *L, int arg, PartAttr *a) {
   luaL_checktype(L, arg, LUA_TTABLE);
   a->nparts = (int)lua_rawlen(L, arg);
-  if (a->nparts < 1 || a->nparts > MAX_PARTS) return fail(L, "split: 1 to %d parts, not %d", MAX_PARTS, a->nparts);
+  if (a->nparts < 1 || a->nparts > MAX_PARTS)
+    return fail(L, "split: 1 to %d parts, not %d", MAX_PARTS, a->nparts);
   for (int i = 0; i < a->nparts; i++) {
     lua_rawgeti(L, arg, i + 1);
     a->sizes[i] = lua_tointeger(L, -1);
@@ -539,7 +574,8 @@ static int part_sizes(lua_State *L, int arg, PartAttr *a) {
   return 0;
 }
 
-/* core.split(x, groups, sizes, part): part `part` (from 0) of each of x's groups along its last dim. */
+/* core.split(x, groups, sizes, part): part `part` (from 0) of each of x's groups along its last
+ * dim. */
 static int l_split(lua_State *L) {
   Builder *b = builder(L);
   int in = tensor_arg(L, b, 1);
@@ -556,7 +592,8 @@ static int l_concat(lua_State *L) {
   Builder *b = builder(L);
   luaL_checktype(L, 1, LUA_TTABLE);
   int count = (int)lua_rawlen(L, 1), in[MAX_PARTS];
-  if (count < 1 || count > MAX_PARTS) return fail(L, "concat: 1 to %d tensors, not %d", MAX_PARTS, count);
+  if (count < 1 || count > MAX_PARTS)
+    return fail(L, "concat: 1 to %d tensors, not %d", MAX_PARTS, count);
   Node n = node_new(OP_CONCAT, 0, NULL);
   n.a.parts.groups = int_arg(L, 2, 0, 0);
   n.a.parts.nparts = count;
@@ -567,8 +604,8 @@ static int l_concat(lua_State *L) {
     lua_pop(L, 1);
     int64_t width = last_dim(L, b, in[i], "concat")->size;
     if (n.a.parts.groups < 1 || width % n.a.parts.groups != 0)
-      return fail(L, "concat: tensor %d's last dim (%lld) is not a whole number of %d groups", i + 1, (long long)width,
-                  n.a.parts.groups);
+      return fail(L, "concat: tensor %d's last dim (%lld) is not a whole number of %d groups",
+                  i + 1, (long long)width, n.a.parts.groups);
     n.a.parts.sizes[i] = width / n.a.parts.groups;
   }
   n.nin = count;
@@ -593,7 +630,8 @@ static int l_xent(lua_State *L) {
   n.a.xent.ignore_index = lua_isnoneornil(L, 4) ? XENT_NO_IGNORE : luaL_checkinteger(L, 4);
   if (n.a.xent.ignore_index != XENT_NO_IGNORE) b->model->masked_lm = 1;
   if (n.a.xent.vocab > width)
-    return fail(L, "cross entropy: vocab %lld is wider than the logits (%lld)", (long long)n.a.xent.vocab, (long long)width);
+    return fail(L, "cross entropy: vocab %lld is wider than the logits (%lld)",
+                (long long)n.a.xent.vocab, (long long)width);
   return add_node(L, b, &n);
 }
 
@@ -625,15 +663,17 @@ static int stage_follows(const Builder *b, int kind) {
   }
 }
 
-/* core.stage(name): "embed", "block", "head", or "block_variant": another layer's block, traced afresh
- * from the dropout sites layer 0 began with. */
+/* core.stage(name): "embed", "block", "head", or "block_variant": another layer's block, traced
+ * afresh from the dropout sites layer 0 began with. */
 static int l_stage(lua_State *L) {
   Builder *b = builder(L);
   int kind = 1 + luaL_checkoption(L, 1, NULL, stage_names);
   if (!stage_follows(b, kind))
-    return fail(L, "plait traces a model's stages once, in order (embed, block, each other layer's block, "
-                   "head): not %s after %s", stage_names[kind - 1],
-                b->stage_kind ? stage_names[b->stage_kind - 1] : "none");
+    return fail(
+        L,
+        "plait traces a model's stages once, in order (embed, block, each other layer's block, "
+        "head): not %s after %s",
+        stage_names[kind - 1], b->stage_kind ? stage_names[b->stage_kind - 1] : "none");
   Model *m = b->model;
   b->stage_kind = kind;
   b->stages_begun++;
@@ -656,7 +696,8 @@ static int l_stage(lua_State *L) {
 /* core.variant_output(y, layer): ends another layer's trace and compares it with layer 0's. */
 static int l_variant_output(lua_State *L) {
   Builder *b = builder(L);
-  if (b->stage_kind != STAGE_VARIANT) return fail(L, "another layer's block ends only while it is traced");
+  if (b->stage_kind != STAGE_VARIANT)
+    return fail(L, "another layer's block ends only while it is traced");
   int y = tensor_arg(L, b, 1);
   int layer = int_arg(L, 2, 0, 0);
   if (layer < 1 || layer >= b->model->layers)
@@ -670,8 +711,11 @@ static int l_variant_output(lua_State *L) {
     return lua_error(L);
   }
   if (y != b->model->block.output)
-    return fail(L, "layer %d's block returns another tensor than layer 0's; layers may differ only in their "
-                   "attention's window, softcap, scale and rope_theta", layer);
+    return fail(
+        L,
+        "layer %d's block returns another tensor than layer 0's; layers may differ only in their "
+        "attention's window, softcap, scale and rope_theta",
+        layer);
   return 0;
 }
 
@@ -699,7 +743,8 @@ static int l_output(lua_State *L) {
   if (g == &b->model->block) b->block_end_site = b->dropout_sites;
   const Tensor *t = &g->tensors[g->output];
   if (g == &b->model->embed) {
-    if (t->ndim != 3) return fail(L, "embed must return [batch, seq, hidden], not %d axes", t->ndim);
+    if (t->ndim != 3)
+      return fail(L, "embed must return [batch, seq, hidden], not %d axes", t->ndim);
     b->model->hidden_dim = t->dims[2];
   }
   if (g == &b->model->head && t->ndim != 0) return fail(L, "head must return the scalar loss");
@@ -725,14 +770,16 @@ static int l_consume(lua_State *L) {
   return 0;
 }
 
-/* A config value at the top of the stack, which checkpoints record as JSON and loading compares: at most
- * NAME_LEN - 1 bytes of UTF-8 text. */
+/* A config value at the top of the stack, which checkpoints record as JSON and loading compares:
+ * at most NAME_LEN - 1 bytes of UTF-8 text. */
 static void config_value_arg(lua_State *L, const char *key) {
   size_t n;
   const char *value = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &n) : "";
-  if (lua_type(L, -1) == LUA_TSTRING && (n >= NAME_LEN || strlen(value) != n || !escape_is_utf8(value)))
-    fail(L, "config.%s: a text value must be at most %d bytes of UTF-8 text (checkpoints record it)", key,
-         NAME_LEN - 1);
+  if (lua_type(L, -1) == LUA_TSTRING &&
+      (n >= NAME_LEN || strlen(value) != n || !escape_is_utf8(value)))
+    fail(L,
+         "config.%s: a text value must be at most %d bytes of UTF-8 text (checkpoints record it)",
+         key, NAME_LEN - 1);
 }
 
 /* core.set_config(config [, name]): the configuration's scalar entries for the plan to print and
@@ -741,7 +788,8 @@ static int l_set_config(lua_State *L) {
   check_open(L, builder(L));
   Model *m = builder(L)->model;
   luaL_checktype(L, 1, LUA_TTABLE);
-  if (!lua_isnoneornil(L, 2)) snprintf(m->name, sizeof m->name, "%s", plain_name_arg(L, 2, "the model's name"));
+  if (!lua_isnoneornil(L, 2))
+    snprintf(m->name, sizeof m->name, "%s", plain_name_arg(L, 2, "the model's name"));
   int n = 0;
   lua_pushnil(L);
   while (lua_next(L, 1)) n++, lua_pop(L, 1);
@@ -753,11 +801,13 @@ static int l_set_config(lua_State *L) {
   m->nconfig = 0;
   lua_pushnil(L);
   while (lua_next(L, 1)) {
-    if (lua_type(L, -2) == LUA_TSTRING && (lua_isnumber(L, -1) || lua_isstring(L, -1) || lua_isboolean(L, -1))) {
+    if (lua_type(L, -2) == LUA_TSTRING &&
+        (lua_isnumber(L, -1) || lua_isstring(L, -1) || lua_isboolean(L, -1))) {
       config_value_arg(L, plain_name_arg(L, -2, "config key"));
       ConfigEntry *e = &m->config[m->nconfig++];
       snprintf(e->key, sizeof e->key, "%s", lua_tostring(L, -2));
-      if (lua_isboolean(L, -1)) snprintf(e->value, sizeof e->value, "%s", lua_toboolean(L, -1) ? "true" : "false");
+      if (lua_isboolean(L, -1))
+        snprintf(e->value, sizeof e->value, "%s", lua_toboolean(L, -1) ? "true" : "false");
       else snprintf(e->value, sizeof e->value, "%s", lua_tostring(L, -1));
     }
     lua_pop(L, 1);
@@ -791,17 +841,19 @@ static int l_beside(lua_State *L) {
   model_dir(L, dir, sizeof dir);
   const char *path = luaL_checkstring(L, 1);
   size_t n = realpath(dir, real_dir) ? strlen(real_dir) : 0;
-  int inside = n && realpath(path, real) && strncmp(real, real_dir, n) == 0 && (real[n] == '/' || real_dir[n - 1] == '/');
+  int inside = n && realpath(path, real) && strncmp(real, real_dir, n) == 0 &&
+               (real[n] == '/' || real_dir[n - 1] == '/');
   lua_pushboolean(L, inside);
   return 1;
 }
 
-/* core.json_string(s): s as a JSON string, escaped as every JSON string plait writes (escape.h); a NUL byte
- * inside becomes \u0000. */
+/* core.json_string(s): s as a JSON string, escaped as every JSON string plait writes (escape.h);
+ * a NUL byte inside becomes \u0000. */
 static int l_json_string(lua_State *L) {
   size_t n;
   const char *s = luaL_checklstring(L, 1, &n);
-  char *part = lua_newuserdatauv(L, ESCAPED_SIZE(n), 0); /* counted against the model file's memory */
+  /* counted against the model file's memory */
+  char *part = lua_newuserdatauv(L, ESCAPED_SIZE(n), 0);
   luaL_Buffer b;
   luaL_buffinit(L, &b);
   luaL_addchar(&b, '"');
@@ -823,9 +875,9 @@ static int call_kept(lua_State *L) {
   return lua_gettop(L);
 }
 
-/* core.keeps_caller(f): f behind a C function. A model file's `return f(...)` is a tail call, which
- * replaces the model file's frame with a Lua function's but not with a C function's: errors raised in f
- * then name the model file's line. */
+/* core.keeps_caller(f): f behind a C function. A model file's `return f(...)` is a tail call,
+ * which replaces the model file's frame with a Lua function's but not with a C function's:
+ * errors raised in f then name the model file's line. */
 static int l_keeps_caller(lua_State *L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   lua_pushvalue(L, 1);
@@ -833,7 +885,8 @@ static int l_keeps_caller(lua_State *L) {
   return 1;
 }
 
-/* core.where(): "file:line" of the model file's innermost frame, or its name (lib/plait's errors). */
+/* core.where(): "file:line" of the model file's innermost frame, or its name (lib/plait's
+ * errors). */
 static int l_where(lua_State *L) {
   char where[WHERE_LEN];
   core_user_where(L, where, sizeof where);
@@ -842,21 +895,43 @@ static int l_where(lua_State *L) {
 }
 
 static const luaL_Reg core_functions[] = {
-    {"dim", l_dim},         {"vocab_dim", l_vocab_dim}, {"input", l_input},
-    {"param", l_param},     {"param_ref", l_param_ref}, {"ew", l_ew},
-    {"dropout", l_dropout}, {"matmul", l_matmul},       {"norm", l_norm},
-    {"attention", l_attention}, {"embedding", l_embedding}, {"xent", l_xent},
-    {"rope", l_rope}, {"constant", l_constant}, {"dim_size", l_dim_size}, {"split", l_split}, {"concat", l_concat}, {"variant_output", l_variant_output}, {"variant_done", l_variant_done},
-    {"shape", l_shape},     {"stage", l_stage},         {"output", l_output},
-    {"overrides", l_overrides}, {"consume", l_consume}, {"set_config", l_set_config},
-    {"where", l_where}, {"model_dir", l_model_dir}, {"beside", l_beside}, {"keeps_caller", l_keeps_caller},
+    {"dim", l_dim},
+    {"vocab_dim", l_vocab_dim},
+    {"input", l_input},
+    {"param", l_param},
+    {"param_ref", l_param_ref},
+    {"ew", l_ew},
+    {"dropout", l_dropout},
+    {"matmul", l_matmul},
+    {"norm", l_norm},
+    {"attention", l_attention},
+    {"embedding", l_embedding},
+    {"xent", l_xent},
+    {"rope", l_rope},
+    {"constant", l_constant},
+    {"dim_size", l_dim_size},
+    {"split", l_split},
+    {"concat", l_concat},
+    {"variant_output", l_variant_output},
+    {"variant_done", l_variant_done},
+    {"shape", l_shape},
+    {"stage", l_stage},
+    {"output", l_output},
+    {"overrides", l_overrides},
+    {"consume", l_consume},
+    {"set_config", l_set_config},
+    {"where", l_where},
+    {"model_dir", l_model_dir},
+    {"beside", l_beside},
+    {"keeps_caller", l_keeps_caller},
     {"json_string", l_json_string},
-    {"load_file", lua_files_l_load}, {"open_file", lua_files_l_open},
+    {"load_file", lua_files_l_load},
+    {"open_file", lua_files_l_open},
     {NULL, NULL},
 };
 
-/* core.ew_functions: { name, arity } of each elementwise op lib/plait offers as a function (expr.h's
- * EXPR_OPS), in their order, onto the table on top of the stack. */
+/* core.ew_functions: { name, arity } of each elementwise op lib/plait offers as a function
+ * (expr.h's EXPR_OPS), in their order, onto the table on top of the stack. */
 static void push_ew_functions(lua_State *L) {
   lua_newtable(L);
   int row = 0;

@@ -25,7 +25,8 @@ typedef struct {
   Model *model;
   Graph *graph;     /* the stage being traced */
   int stages_begun; /* embed 1, block 2, then each other layer's block, head: Leaf.stage */
-  int stage_kind;   /* the stage being traced: 0 before embed, then 1 + its index in core.c's stage names */
+  /* the stage being traced: 0 before embed, then 1 + its index in core.c's stage names */
+  int stage_kind;
   ParamScope scope; /* block parameters are per layer; the others belong to the model */
   int tp;           /* the vocabulary is padded to a multiple of 128·tp */
   int dropout_sites;
@@ -38,7 +39,8 @@ typedef struct {
   int noverrides;
   NameIndex param_index[2];  /* parameters by name, per ParamScope */
   NameIndex constant_index;  /* constants by name */
-  Leaf *param_leaves, *constant_leaves; /* per parameter, per constant: its tensor in the stage traced */
+  /* per parameter, per constant: its tensor in the stage traced */
+  Leaf *param_leaves, *constant_leaves;
   int param_leaves_cap, constant_leaves_cap;
 } Builder;
 

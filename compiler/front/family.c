@@ -78,7 +78,9 @@ static int read_link(lua_State *L, const Family *f, FamilyLink *l, Diag *d) {
   snprintf(l->name, sizeof l->name, "%s", lua_tostring(L, -1));
   lua_getfield(L, t, "shape");
   l->ndim = (int)lua_rawlen(L, -1);
-  if (l->ndim > CKPT_MAX_DIMS) return diag(d, "%s has %d axes; plait moves tensors of at most %d", l->name, l->ndim, CKPT_MAX_DIMS);
+  if (l->ndim > CKPT_MAX_DIMS)
+    return diag(d, "%s has %d axes; plait moves tensors of at most %d", l->name, l->ndim,
+                CKPT_MAX_DIMS);
   for (int a = 0; a < l->ndim; a++) {
     lua_rawgeti(L, -1, a + 1);
     l->shape[a] = lua_tointeger(L, -1);
@@ -86,7 +88,9 @@ static int read_link(lua_State *L, const Family *f, FamilyLink *l, Diag *d) {
   }
   lua_getfield(L, t, "parts");
   l->nparts = (int)lua_rawlen(L, -1);
-  if (l->nparts > FAMILY_MAX_PARTS) return diag(d, "%s joins %d tensors; plait joins at most %d", l->name, l->nparts, FAMILY_MAX_PARTS);
+  if (l->nparts > FAMILY_MAX_PARTS)
+    return diag(d, "%s joins %d tensors; plait joins at most %d", l->name, l->nparts,
+                FAMILY_MAX_PARTS);
   for (int i = 0; i < l->nparts; i++) {
     lua_rawgeti(L, -1, i + 1);
     l->parts[i] = family_tensor(f, lua_tostring(L, -1));

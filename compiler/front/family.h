@@ -1,6 +1,6 @@
-/* family.h: a model's Hugging Face family (lib/plait/hf.lua) read into C for plait import and plait export:
- * the model's tensors by their checkpoint names, and for each Hugging Face tensor the link to the model's
- * tensors it holds (names, shapes, transpose, interleave). */
+/* family.h: a model's Hugging Face family (lib/plait/hf.lua) read into C for plait import and
+ * plait export: the model's tensors by their checkpoint names, and for each Hugging Face tensor
+ * the link to the model's tensors it holds (names, shapes, transpose, interleave). */
 #ifndef PLAIT_FAMILY_H
 #define PLAIT_FAMILY_H
 
@@ -37,12 +37,13 @@ typedef struct {
   int nlinks;
   char **ignored;        /* Hugging Face tensors import passes over */
   int nignored;
-  char base_prefix[64];  /* names of the base model's tensors start with it, or not in some checkpoints */
+  /* names of the base model's tensors start with it, or not in some checkpoints */
+  char base_prefix[64];
 } Family;
 
-/* The family of the model (its record at stack index `model` of L) for its tensors. What does not fit
- * (a tensor the family does not place, parts of different shapes) goes to `problems`. Returns 0, or -1
- * with one line in d (an unknown family, a Lua error). */
+/* The family of the model (its record at stack index `model` of L) for its tensors. What does
+ * not fit (a tensor the family does not place, parts of different shapes) goes to `problems`.
+ * Returns 0, or -1 with one line in d (an unknown family, a Lua error). */
 int family_read(lua_State *L, int model, const Model *m, Family *f, DiagList *problems, Diag *d);
 void family_free(Family *f);
 
@@ -57,11 +58,11 @@ int family_ignores(const Family *f, const char *name);
 /* Elements of a link's Hugging Face tensor, and of one of the model's tensors. */
 int64_t family_link_elems(const FamilyLink *l);
 int64_t family_tensor_elems(const FamilyTensor *t);
-/* A part's rows in its link's matrix: its first axis, or 1 for a vector kept as a row of a matrix (a part
- * of one axis fewer than its link). */
+/* A part's rows in its link's matrix: its first axis, or 1 for a vector kept as a row of a
+ * matrix (a part of one axis fewer than its link). */
 int64_t family_part_rows(const FamilyLink *l, const FamilyTensor *t);
-/* The link's columns in the model's orientation: its first part's axes after the first (or, for a vector
- * kept as a row, all of them). */
+/* The link's columns in the model's orientation: its first part's axes after the first (or, for
+ * a vector kept as a row, all of them). */
 int64_t family_link_cols(const Family *f, const FamilyLink *l);
 
 #endif

@@ -1,5 +1,5 @@
-/* host.c: the embedded Lua: lib/plait from inside the binary, the model file in its sandbox and under
- * its limits, its parallel table, and the trace of its three stages into the IR. */
+/* host.c: the embedded Lua: lib/plait from inside the binary, the model file in its sandbox and
+ * under its limits, its parallel table, and the trace of its three stages into the IR. */
 #include "front/host.h"
 
 #include <lauxlib.h>
@@ -34,8 +34,8 @@ static void preload_library(lua_State *L) {
   lua_pop(L, 1);
 }
 
-/* lib/plait's own require finds its embedded modules and nothing on the system; a model file's require
- * is the sandbox's (lib/plait/sandbox.lua). */
+/* lib/plait's own require finds its embedded modules and nothing on the system; a model file's
+ * require is the sandbox's (lib/plait/sandbox.lua). */
 static void close_search_paths(lua_State *L) {
   lua_getglobal(L, "package");
   lua_pushstring(L, "");
@@ -156,7 +156,8 @@ static int check_overrides_used(const Builder *b, Diag *d) {
     char keys[600] = "";
     int used = 0;
     for (int k = 0; k < b->model->nconfig && used < (int)sizeof keys; k++)
-      used += snprintf(keys + used, sizeof keys - used, "%s%s", k ? ", " : "", b->model->config[k].key);
+      used += snprintf(keys + used, sizeof keys - used, "%s%s", k ? ", " : "",
+                       b->model->config[k].key);
     return diag(d, "--set %s: the model has no config key '%s' (it has: %s)", b->overrides[i].key,
                 b->overrides[i].key, used ? keys : "none");
   }
@@ -191,7 +192,8 @@ static int run_model_file(lua_State *L, const char *file, Diag *d) {
   return is_model ? 0 : diag(d, "%s must return plait.model{...}", file);
 }
 
-/* The record's name and layers, checked again: the model file may have changed them after plait.model. */
+/* The record's name and layers, checked again: the model file may have changed them after
+ * plait.model. */
 static int read_model_fields(lua_State *L, int model, Model *m, const char *file, Diag *d) {
   snprintf(m->file, sizeof m->file, "%s", file);
   lua_getfield(L, model, "name");
@@ -204,23 +206,29 @@ static int read_model_fields(lua_State *L, int model, Model *m, const char *file
   if (!named) return diag(d, "%s: the model's name must be a string", file);
   char shown[120];
   if (!escape_plain_name(m->name, NAME_LEN - 1))
-    return diag(d, "%s: the model's name '%s' is not a plain name: give it 1 to %d ASCII letters, digits, '_', '.' "
-                "or '-'", file, escape(ESC_TEXT, m->name, shown, sizeof shown), NAME_LEN - 1);
+    return diag(d,
+                "%s: the model's name '%s' is not a plain name: give it 1 to %d ASCII letters, "
+                "digits, '_', '.' "
+                "or '-'",
+                file, escape(ESC_TEXT, m->name, shown, sizeof shown), NAME_LEN - 1);
   if (!whole || layers < 1 || layers > 1 << 20)
     return diag(d, "%s: plait.model: 'layers' must be a whole number from 1 to 2^20", file);
   m->layers = (int)layers;
   return 0;
 }
 
-/* Parameters past 2^50 (a thousand times today's largest models) are sizes gone wrong: the counts, memory
- * and traffic made of them would overflow. */
+/* Parameters past 2^50 (a thousand times today's largest models) are sizes gone wrong: the
+ * counts, memory and traffic made of them would overflow. */
 static int check_parameter_count(const Model *m, Diag *d) {
   double total = 0;
   for (int i = 0; i < m->nparams; i++)
-    total += (double)param_elems(m, &m->params[i]) * (m->params[i].scope == SCOPE_BLOCK ? m->layers : 1);
+    total += (double)param_elems(m, &m->params[i]) *
+             (m->params[i].scope == SCOPE_BLOCK ? m->layers : 1);
   if (total <= 1125899906842624.0) return 0;
-  return diag(d, "%s: %.3g parameters (%d layers), beyond what plait plans (2^50); check the config's sizes", m->file,
-              total, m->layers);
+  return diag(
+      d,
+      "%s: %.3g parameters (%d layers), beyond what plait plans (2^50); check the config's sizes",
+      m->file, total, m->layers);
 }
 
 static int trace(lua_State *L, int model, int mbs, Model *m, Diag *d) {
@@ -238,8 +246,8 @@ static int trace(lua_State *L, int model, int mbs, Model *m, Diag *d) {
 }
 
 /* Runs the model file and traces it; then, with the state still open, visit (when given). */
-static int run_model(const Options *o, const Parallel *flags, Parallel *par, Model *m, HostVisit visit, void *ctx,
-                     Diag *d) {
+static int run_model(const Options *o, const Parallel *flags, Parallel *par, Model *m,
+                     HostVisit visit, void *ctx, Diag *d) {
   const char *file = o->file;
   memset(m, 0, sizeof *m);
   m->vocab_dim = -1;

@@ -10,10 +10,10 @@
 #include "options.h"
 #include "front/parallel.h"
 
-/* Runs the model file o->file (in its sandbox, under the Lua limits of o) with the --set overrides,
- * merges its parallel table under the layout flags of o into `par` (defaults filled in and checked),
- * and traces embed, block and head into `m`. Returns 0, or -1 with one line in d (Lua errors carry the
- * model file's name and line). */
+/* Runs the model file o->file (in its sandbox, under the Lua limits of o) with the --set
+ * overrides, merges its parallel table under the layout flags of o into `par` (defaults filled
+ * in and checked), and traces embed, block and head into `m`. Returns 0, or -1 with one line in
+ * d (Lua errors carry the model file's name and line). */
 int host_build_model(const Options *o, Parallel *par, Model *m, Diag *d);
 
 /* What a command does with a traced model while its Lua state is open: L holds the model record at
@@ -28,8 +28,8 @@ int host_visit_model(const Options *o, Model *m, HostVisit visit, void *ctx, Dia
  * out UNSET. Returns 0, or -1 with one line in d. */
 int host_read_parallel(lua_State *L, int model, Parallel *p, Diag *d);
 
-/* Calls the function below nargs arguments on L's stack as lua_pcall does; an error becomes one line in
- * d (an error inside lib/plait named at the model file's line). Returns 0 or -1. */
+/* Calls the function below nargs arguments on L's stack as lua_pcall does; an error becomes one
+ * line in d (an error inside lib/plait named at the model file's line). Returns 0 or -1. */
 int host_call(lua_State *L, int nargs, int nresults, Diag *d);
 
 #endif

@@ -1,7 +1,8 @@
-/* layers.c: layers that differ. A block function that reads its layer index (L.layer) is traced once
- * per layer; each trace must make the graph of layer 0, node for node, except for the options of its
- * attention (sliding window, softcap, scale, rotary theta), which are kept per layer: one generated
- * block function serves every layer and reads its layer's options from a table. */
+/* layers.c: layers that differ. A block function that reads its layer index (L.layer) is traced
+ * once per layer; each trace must make the graph of layer 0, node for node, except for the
+ * options of its attention (sliding window, softcap, scale, rotary theta), which are kept per
+ * layer: one generated block function serves every layer and reads its layer's options from a
+ * table. */
 #include "front/layers.h"
 
 #include <stdlib.h>
@@ -12,7 +13,8 @@ static LayerAttn options_of(const AttnAttr *a) {
 }
 
 static int same_options(const LayerAttn *a, const LayerAttn *b) {
-  return a->window == b->window && a->softcap == b->softcap && a->scale == b->scale && a->rope_theta == b->rope_theta;
+  return a->window == b->window && a->softcap == b->softcap && a->scale == b->scale &&
+         a->rope_theta == b->rope_theta;
 }
 
 /* The block's attention nodes, in order; one row of m->layer_attn each. */
@@ -22,8 +24,8 @@ static int attention_nodes(const Graph *g) {
   return n;
 }
 
-/* Layer 0's options fill column 0 of a table with a row per attention node (within the model's budget:
- * -1 when it refuses). */
+/* Layer 0's options fill column 0 of a table with a row per attention node (within the model's
+ * budget: -1 when it refuses). */
 static int start_table(Model *m) {
   const Graph *g = &m->block;
   int rows = attention_nodes(g);
@@ -33,7 +35,8 @@ static int start_table(Model *m) {
   memset(m->layer_attn, 0, bytes);
   m->nlayer_attn = rows;
   for (int i = 0, row = 0; i < g->nforward; i++)
-    if (g->nodes[i].op == OP_ATTENTION) m->layer_attn[row++ * m->layers] = options_of(&g->nodes[i].a.attn);
+    if (g->nodes[i].op == OP_ATTENTION)
+      m->layer_attn[row++ * m->layers] = options_of(&g->nodes[i].a.attn);
   return 0;
 }
 
@@ -58,20 +61,29 @@ static int same_tensor(const Tensor *a, const Tensor *b) {
 int layers_compare(Model *m, const Graph *variant, int layer, Diag *d) {
   const Graph *g = &m->block;
   if (!m->layer_attn && start_table(m))
-    return diag(d, "%s: layer %d: no memory left for the options of %d layers", m->file, layer, m->layers);
+    return diag(d, "%s: layer %d: no memory left for the options of %d layers", m->file, layer,
+                m->layers);
   int count = variant->nforward < g->nforward ? variant->nforward : g->nforward;
   for (int i = 0; i < count; i++)
     if (!same_node(&g->nodes[i], &variant->nodes[i]))
-      return diag(d, "%s: layer %d's block differs from layer 0's here (%s); layers may differ only in their "
-                     "attention's window, softcap, scale and rope_theta", variant->nodes[i].where, layer,
-                  op_name(variant->nodes[i].op));
+      return diag(
+          d,
+          "%s: layer %d's block differs from layer 0's here (%s); layers may differ only in their "
+          "attention's window, softcap, scale and rope_theta",
+          variant->nodes[i].where, layer, op_name(variant->nodes[i].op));
   if (variant->nforward != g->nforward || variant->ntensors != g->ntensors)
-    return diag(d, "%s: layer %d's block makes %d operations, layer 0's %d; layers may differ only in their "
-                   "attention's window, softcap, scale and rope_theta", m->file, layer, variant->nforward, g->nforward);
+    return diag(
+        d,
+        "%s: layer %d's block makes %d operations, layer 0's %d; layers may differ only in their "
+        "attention's window, softcap, scale and rope_theta",
+        m->file, layer, variant->nforward, g->nforward);
   for (int t = 0; t < g->ntensors; t++)
     if (!same_tensor(&g->tensors[t], &variant->tensors[t]))
-      return diag(d, "%s: layer %d's block has a tensor %s unlike layer 0's; layers may differ only in their "
-                     "attention's window, softcap, scale and rope_theta", m->file, layer, variant->tensors[t].name);
+      return diag(
+          d,
+          "%s: layer %d's block has a tensor %s unlike layer 0's; layers may differ only in their "
+          "attention's window, softcap, scale and rope_theta",
+          m->file, layer, variant->tensors[t].name);
   for (int i = 0, row = 0; i < variant->nforward; i++)
     if (variant->nodes[i].op == OP_ATTENTION)
       m->layer_attn[row++ * m->layers + layer] = options_of(&variant->nodes[i].a.attn);

@@ -1,5 +1,6 @@
-/* lua_limits.c: an allocator that counts bytes against a memory budget and as work, a count hook that
- * raises an error past the instruction budget, and the meter the sandbox charges library calls to. */
+/* lua_limits.c: an allocator that counts bytes against a memory budget and as work, a count hook
+ * that raises an error past the instruction budget, and the meter the sandbox charges library
+ * calls to. */
 #include "front/lua_limits.h"
 
 #include <lauxlib.h>
@@ -27,9 +28,10 @@ static double left(const LuaLimits *limits) { return (double)limits->instruction
 
 static void count(lua_State *L, lua_Debug *ar);
 
-/* Growth counts as work, and is refused once a limit has run out (but for the limit's own message). The
- * allocation that runs the instructions out is made, and the main thread's next instruction raises the
- * error (there the model file's line is known; an allocation cannot raise it). */
+/* Growth counts as work, and is refused once a limit has run out (but for the limit's own
+ * message). The allocation that runs the instructions out is made, and the main thread's next
+ * instruction raises the error (there the model file's line is known; an allocation cannot raise
+ * it). */
 static void *allocate(void *ud, void *ptr, size_t old_size, size_t new_size) {
   LuaLimits *limits = ud;
   size_t old = ptr ? old_size : 0;
@@ -44,7 +46,8 @@ static void *allocate(void *ud, void *ptr, size_t old_size, size_t new_size) {
   return budget_realloc(&limits->memory, ptr, old_size, new_size);
 }
 
-/* Remembers where the Lua code is: ar is the hook's frame, or NULL for the caller of a C function. */
+/* Remembers where the Lua code is: ar is the hook's frame, or NULL for the caller of a C
+ * function. */
 static void note_where(lua_State *L, LuaLimits *limits, lua_Debug *ar) {
   if (limits->locate) {
     limits->locate(L, limits->where, sizeof limits->where);
@@ -60,15 +63,18 @@ static void note_where(lua_State *L, LuaLimits *limits, lua_Debug *ar) {
 static void limit_message(const LuaLimits *limits, const char *file, char *buf, size_t len) {
   const char *where = limits->where[0] ? limits->where : file;
   if (limits->memory.exceeded)
-    snprintf(buf, len, "%s: %s used more than %zu MB of memory (its Lua values and the model it traces); "
-             "raise the limit with --lua-memory MB", where, limits->what, limits->memory.limit >> 20);
+    snprintf(buf, len,
+             "%s: %s used more than %zu MB of memory (its Lua values and the model it traces); "
+             "raise the limit with --lua-memory MB",
+             where, limits->what, limits->memory.limit >> 20);
   else
     snprintf(buf, len, "%s: %s ran more than %lld Lua instructions (%s)%s", where, limits->what,
-             limits->instructions, limits->cause[0] ? limits->cause : "a loop that does not end?", limits->raise);
+             limits->instructions, limits->cause[0] ? limits->cause : "a loop that does not end?",
+             limits->raise);
 }
 
-/* The limit's error, blamed on where; from now on the hook fires at every instruction of this thread,
- * raising it again. */
+/* The limit's error, blamed on where; from now on the hook fires at every instruction of this
+ * thread, raising it again. */
 static int raise_limit(lua_State *L, LuaLimits *limits) {
   char msg[sizeof(Diag)];
   limits->blamed = 1;
@@ -88,9 +94,10 @@ static void count(lua_State *L, lua_Debug *ar) {
   if (ran_out(limits)) raise_limit(L, limits);
 }
 
-/* Counts `work` instructions; past the budget, the limit's error, blamed on the call (cause()) when its
- * work alone is more than half the budget, else on the code that ran before it. */
-static int spend(lua_State *L, double work, void (*cause)(lua_State *L, double work, char *buf, size_t len)) {
+/* Counts `work` instructions; past the budget, the limit's error, blamed on the call (cause())
+ * when its work alone is more than half the budget, else on the code that ran before it. */
+static int spend(lua_State *L, double work,
+                 void (*cause)(lua_State *L, double work, char *buf, size_t len)) {
   LuaLimits *limits = limits_of(L);
   if (ran_out(limits)) return raise_limit(L, limits);
   if (!(work >= 0)) work = 0;
@@ -104,7 +111,8 @@ static int spend(lua_State *L, double work, void (*cause)(lua_State *L, double w
   return raise_limit(L, limits);
 }
 
-/* The call charge() was told of: its function (argument 2) and the unit of its work (argument 3). */
+/* The call charge() was told of: its function (argument 2) and the unit of its work (argument
+ * 3). */
 static void given_cause(lua_State *L, double work, char *buf, size_t len) {
   snprintf(buf, len, "%s of %.3g %s", luaL_optstring(L, 2, "a library call"), work,
            luaL_optstring(L, 3, "steps"));
@@ -121,7 +129,8 @@ static const char *const pattern_functions[] = {"find", "match", "gsub", "gmatch
 static void pattern_cause(lua_State *L, double steps, char *buf, size_t len) {
   size_t n;
   lua_tolstring(L, 1, &n);
-  snprintf(buf, len, "string.%s: the pattern may take more than %.3g steps on a subject of %zu characters; "
+  snprintf(buf, len,
+           "string.%s: the pattern may take more than %.3g steps on a subject of %zu characters; "
            "simplify the pattern or shorten the subject",
            pattern_functions[luaL_checkoption(L, 3, NULL, pattern_functions)], steps, n);
 }
@@ -136,8 +145,8 @@ static int l_pattern(lua_State *L) {
   return 0;
 }
 
-/* At least the frames on L's stack and at most twice as many: a level doubled until lua_getstack (which
- * walks the stack from the top) finds no frame there. */
+/* At least the frames on L's stack and at most twice as many: a level doubled until lua_getstack
+ * (which walks the stack from the top) finds no frame there. */
 static double frames_bound(lua_State *L) {
   lua_Debug ar;
   double level = 1;
@@ -150,8 +159,8 @@ static void caught_cause(lua_State *L, double work, char *buf, size_t len) {
   snprintf(buf, len, "catching an error under %.3g calls", work / 3);
 }
 
-/* limits.caught(): the work of an error caught at this depth: Lua walks the whole stack to shrink it, and
- * bounding the depth walked it twice. */
+/* limits.caught(): the work of an error caught at this depth: Lua walks the whole stack to
+ * shrink it, and bounding the depth walked it twice. */
 static int l_caught(lua_State *L) {
   spend(L, 3 * frames_bound(L), caught_cause);
   return 0;

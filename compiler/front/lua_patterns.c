@@ -1,9 +1,10 @@
-/* lua_patterns.c: the bound: Lua's matcher tries the pattern's items left to right, backtracking; an item
- * repeated with '*', '+' or '-' is tried at each length it can take (at most the longest run of subject
- * characters its class matches, plus one), '?' twice, so the items after it are visited that many times
- * more; a balance '%b' or a back-reference scans up to the whole subject on each visit. The sum over
- * items of visits times work, times the starting positions tried, bounds the steps. The longest runs
- * are measured on the subject only when the bound with whole-subject runs is past the limit. */
+/* lua_patterns.c: the bound: Lua's matcher tries the pattern's items left to right,
+ * backtracking; an item repeated with '*', '+' or '-' is tried at each length it can take (at
+ * most the longest run of subject characters its class matches, plus one), '?' twice, so the
+ * items after it are visited that many times more; a balance '%b' or a back-reference scans up
+ * to the whole subject on each visit. The sum over items of visits times work, times the
+ * starting positions tried, bounds the steps. The longest runs are measured on the subject only
+ * when the bound with whole-subject runs is past the limit. */
 #include "front/lua_patterns.h"
 
 #include <ctype.h>
@@ -12,7 +13,8 @@
 
 typedef struct {
   size_t end;            /* where the next item begins */
-  char kind;             /* 'c' a class; '(' or ')'; 'b' %bxy; 'f' %f[set]; 'r' %1-%9; '$' the end */
+  /* 'c' a class; '(' or ')'; 'b' %bxy; 'f' %f[set]; 'r' %1-%9; '$' the end */
+  char kind;
   char repeat;           /* of a class: '*', '+', '-', '?' or 0 */
   size_t class_at, class_end;
 } Item;
@@ -51,8 +53,8 @@ static Item next_item(const char *p, size_t plen, size_t i) {
   return it;
 }
 
-/* Whether character c is of the class named by letter ('a' letters, 'A' all but letters, ...); another
- * character after '%' stands for itself. */
+/* Whether character c is of the class named by letter ('a' letters, 'A' all but letters, ...);
+ * another character after '%' stands for itself. */
 static bool in_named_class(int c, int letter) {
   int yes;
   switch (tolower(letter)) {
@@ -71,7 +73,8 @@ static bool in_named_class(int c, int letter) {
   return isupper(letter) ? !yes : yes != 0;
 }
 
-/* The members of the set p[at] = '[' ... p[end - 1] = ']': characters, ranges a-z and named classes. */
+/* The members of the set p[at] = '[' ... p[end - 1] = ']': characters, ranges a-z and named
+ * classes. */
 static void set_members(const char *p, size_t at, size_t end, bool member[256]) {
   size_t close = end - 1, i = at + 1;
   bool negated = p[i] == '^' && i < close;
@@ -98,7 +101,8 @@ static size_t longest_run(const char *subject, size_t n, const char *p, const It
   bool member[256] = {false};
   unsigned char first = (unsigned char)p[it->class_at];
   if (first == '.') return n;
-  if (first == '[' && it->class_end - it->class_at >= 3) set_members(p, it->class_at, it->class_end, member);
+  if (first == '[' && it->class_end - it->class_at >= 3)
+    set_members(p, it->class_at, it->class_end, member);
   else if (first == '%' && it->class_end - it->class_at == 2)
     for (int c = 0; c < 256; c++) member[c] = in_named_class(c, (unsigned char)p[it->class_at + 1]);
   else member[first] = true;
@@ -111,8 +115,8 @@ static size_t longest_run(const char *subject, size_t n, const char *p, const It
 }
 
 /* The bound on one try of the items from `start`; runs measured on the subject when `measure`. */
-static double one_try(const char *subject, size_t n, const char *p, size_t plen, size_t start, bool measure,
-                      double limit) {
+static double one_try(const char *subject, size_t n, const char *p, size_t plen, size_t start,
+                      bool measure, double limit) {
   double visits = 1, total = 0;
   for (size_t i = start; i < plen && total <= limit;) {
     Item it = next_item(p, plen, i);
@@ -141,8 +145,8 @@ static size_t repeated_items(const char *p, size_t plen) {
   return count;
 }
 
-double pattern_steps(const char *subject, size_t n, const char *pattern, size_t plen, PatternUse use,
-                     double limit) {
+double pattern_steps(const char *subject, size_t n, const char *pattern, size_t plen,
+                     PatternUse use, double limit) {
   bool anchored = use != PATTERN_ITERATE && plen > 0 && pattern[0] == '^';
   size_t start = anchored ? 1 : 0;
   double tries = anchored ? 1 : (double)(n + 1) * (use == PATTERN_ONCE ? 1 : 2);

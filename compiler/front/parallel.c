@@ -29,7 +29,8 @@ void parallel_defaults(Parallel *p) {
     if (layout_fields[i].standard && !is_set(&layout_fields[i], p))
       layout_field_set(&layout_fields[i], layout_fields[i].standard, p);
   if (p->gbs == UNSET) p->gbs = p->mbs * p->dp;
-  if (!p->schedule[0]) snprintf(p->schedule, sizeof p->schedule, "%s", p->vpp > 1 ? "interleaved" : "1f1b");
+  if (!p->schedule[0])
+    snprintf(p->schedule, sizeof p->schedule, "%s", p->vpp > 1 ? "interleaved" : "1f1b");
 }
 
 int parallel_microbatches(const Parallel *p) { return p->gbs / (p->mbs * p->dp); }
@@ -41,8 +42,9 @@ int parallel_check(const Parallel *p, Diag *d) {
       return diag(d, "%s %d: sizes must be at least 1", size->flag, LAYOUT_INT(size, p));
   }
   if (p->gbs % (p->mbs * p->dp) != 0)
-    return diag(d, "global batch %d is not divisible by mbs·dp = %d·%d = %d; choose --gbs a multiple of %d",
-                p->gbs, p->mbs, p->dp, p->mbs * p->dp, p->mbs * p->dp);
+    return diag(
+        d, "global batch %d is not divisible by mbs·dp = %d·%d = %d; choose --gbs a multiple of %d",
+        p->gbs, p->mbs, p->dp, p->mbs * p->dp, p->mbs * p->dp);
   for (int i = 0; i < LAYOUT_FIELDS; i++) {
     const LayoutField *name = &layout_fields[i];
     char use[256], flag[64];

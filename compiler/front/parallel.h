@@ -14,9 +14,9 @@ typedef struct {
   char schedule[256];    /* gpipe, 1f1b, interleaved, or a schedule file */
   int recompute;         /* 1: full activation recomputation (only chunk inputs kept) */
   int sequence_parallel; /* 1: Megatron's sequence parallelism on the residual stream */
-  int grad_reduce_after; /* 1: data-parallel gradients all-reduced once the rank's whole backward is done
-                            (Megatron-LM's --DDP-impl local); 0: in buckets of one layer during each
-                            chunk's last backward */
+  /* 1: data-parallel gradients all-reduced once the rank's whole backward is done (Megatron-LM's
+   * --DDP-impl local); 0: in buckets of one layer during each chunk's last backward */
+  int grad_reduce_after;
   char partition[32];    /* balanced (by cost) or uniform (layers / chunks, as Megatron) */
 } Parallel;
 
@@ -24,11 +24,13 @@ typedef struct {
 void parallel_unset(Parallel *p);
 /* Fields of `over` that are set replace those of `base`. */
 void parallel_override(Parallel *base, const Parallel *over);
-/* Unset fields get their defaults: 1 for sizes, gbs = mbs·dp, schedule 1f1b (interleaved when vpp > 1). */
+/* Unset fields get their defaults: 1 for sizes, gbs = mbs·dp, schedule 1f1b (interleaved when
+ * vpp > 1). */
 void parallel_defaults(Parallel *p);
 /* Microbatches per pipeline per iteration: gbs / (mbs·dp). */
 int parallel_microbatches(const Parallel *p);
-/* Checks what the layout alone decides (sizes positive, gbs divisible by mbs·dp, a known schedule). */
+/* Checks what the layout alone decides (sizes positive, gbs divisible by mbs·dp, a known
+ * schedule). */
 int parallel_check(const Parallel *p, Diag *d);
 
 #endif

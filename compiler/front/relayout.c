@@ -1,8 +1,8 @@
 /* relayout.c: the index of each element of each part in the Hugging Face tensor, both ways. */
 #include "front/relayout.h"
 
-/* Row j of part p in the model's orientation: its block b = j / (rows[p]/g) starts at b·(Σ rows)/g, and
- * the parts before p take Σ_{q<p} rows[q]/g of each block. */
+/* Row j of part p in the model's orientation: its block b = j / (rows[p]/g) starts at b·(Σ
+ * rows)/g, and the parts before p take Σ_{q<p} rows[q]/g of each block. */
 static int64_t hf_row(const Relayout *r, int p, int64_t j) {
   int64_t slice = r->rows[p] / r->groups, before = 0, total = 0;
   for (int q = 0; q < r->nparts; q++) {

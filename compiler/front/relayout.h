@@ -1,10 +1,11 @@
-/* relayout.h: moving numbers between a Hugging Face tensor and the model's tensors it holds. Seen with the
- * model's orientation, the Hugging Face tensor is a matrix of hf_rows × cols (cols: the product of every
- * axis but the first) whose first rows are the parts one after another along their first axis, or, with
- * `groups` g > 1, in g interleaved blocks: block b holds the b-th of g equal slices of every part in
- * order (a fused QKV laid out per head). With `transpose` the Hugging Face tensor stores that matrix
- * transposed (cols × hf_rows). hf_rows may exceed the parts' rows (positions beyond the model's
- * sequence): import reads the first ones. */
+/* relayout.h: moving numbers between a Hugging Face tensor and the model's tensors it holds.
+ * Seen with the model's orientation, the Hugging Face tensor is a matrix of hf_rows × cols
+ * (cols: the product of every axis but the first) whose first rows are the parts one after
+ * another along their first axis, or, with `groups` g > 1, in g interleaved blocks: block b
+ * holds the b-th of g equal slices of every part in order (a fused QKV laid out per head). With
+ * `transpose` the Hugging Face tensor stores that matrix transposed (cols × hf_rows). hf_rows
+ * may exceed the parts' rows (positions beyond the model's sequence): import reads the first
+ * ones. */
 #ifndef PLAIT_RELAYOUT_H
 #define PLAIT_RELAYOUT_H
 

@@ -15,8 +15,8 @@ typedef struct {
   int count, cap;
 } DiagList;
 
-/* Prints one line to stderr as "plait: LINE", its control characters shown escaped (a message may quote
- * a model file's or a checkpoint's text). */
+/* Prints one line to stderr as "plait: LINE", its control characters shown escaped (a message
+ * may quote a model file's or a checkpoint's text). */
 void diag_print(const char *line);
 
 /* Adds one line (newlines in it become spaces). */

@@ -7,7 +7,8 @@
 
 enum { MAX_LINEAR_INPUTS = 16 }; /* a node's inputs, at most (graph.h's MAX_INPUTS) */
 
-#define EXPR_ROW(op, name, arity, use, model_name, specials) [op] = {name, arity, use, model_name, specials},
+#define EXPR_ROW(op, name, arity, use, model_name, specials) \
+  [op] = {name, arity, use, model_name, specials},
 static const struct {
   const char *name;
   int arity;
@@ -94,7 +95,8 @@ int expr_compact(Expr *e, int root) {
   return 0;
 }
 
-/* Each node's linear form over the inputs: form[k][i] its coefficient of input i, form[k][n] its constant. */
+/* Each node's linear form over the inputs: form[k][i] its coefficient of input i, form[k][n] its
+ * constant. */
 typedef double LinearForm[MAX_LINEAR_INPUTS + 1];
 
 static int is_constant(const LinearForm f, int n) {
@@ -146,7 +148,9 @@ int expr_linear(const Expr *e, int n, double *coef, double *constant) {
   return 1;
 }
 
-static int is_number(const Expr *e, int k, double value) { return e->n[k].op == E_CONST && e->n[k].value == value; }
+static int is_number(const Expr *e, int k, double value) {
+  return e->n[k].op == E_CONST && e->n[k].value == value;
+}
 
 /* Node k with its operands already folded (a and b in `out`): the node it folds to in `out`. */
 static int fold_node(Expr *out, const ExprNode *x, int a, int b) {
@@ -179,9 +183,10 @@ int expr_uses_input(const Expr *e, int input) {
   return 0;
 }
 
-/* Reverse-mode differentiation over the tree. adj[i] is the position in `out` of d root / d node i
- * (times the upstream gradient), or -1 while nothing flows into node i. The forward values the
- * derivatives need are grafted from `e` on demand (fwd_done maps positions of e to those of out). */
+/* Reverse-mode differentiation over the tree. adj[i] is the position in `out` of d root / d node
+ * i (times the upstream gradient), or -1 while nothing flows into node i. The forward values the
+ * derivatives need are grafted from `e` on demand (fwd_done maps positions of e to those of
+ * out). */
 typedef struct {
   const Expr *e;
   Expr *out;
@@ -199,20 +204,23 @@ static int add_adjoint(Expr *out, int current, int contribution) {
   return expr_binary(out, E_ADD, current, contribution);
 }
 
-/* The local derivatives of the functions beyond the activations: erf' = 2/√π·exp(−a²), sqrt' = 1/(2√a),
- * rsqrt' = −rsqrt(a)/(2a), log' = 1/a, abs' = sign(a); min and max pass g to the operand they chose (a on a
- * tie); comparisons have none. */
+/* The local derivatives of the functions beyond the activations: erf' = 2/√π·exp(−a²), sqrt' =
+ * 1/(2√a), rsqrt' = −rsqrt(a)/(2a), log' = 1/a, abs' = sign(a); min and max pass g to the
+ * operand they chose (a on a tie); comparisons have none. */
 static int more_local_grad(GradCtx *c, int k, int which, int g) {
   const ExprNode *n = &c->e->n[k];
   Expr *o = c->out;
   switch (n->op) {
-  case E_GELU_EXACT: return expr_binary(o, E_MUL, g, expr_unary(o, E_GELU_EXACT_GRAD, fwd_value(c, n->a)));
-  case E_ERF: {
-    int a = fwd_value(c, n->a);
-    int gauss = expr_unary(o, E_EXP, expr_unary(o, E_NEG, expr_binary(o, E_MUL, a, a)));
-    return expr_binary(o, E_MUL, g, expr_binary(o, E_MUL, expr_const(o, 1.1283791670955126), gauss));
+    case E_GELU_EXACT:
+      return expr_binary(o, E_MUL, g, expr_unary(o, E_GELU_EXACT_GRAD, fwd_value(c, n->a)));
+    case E_ERF: {
+      int a = fwd_value(c, n->a);
+      int gauss = expr_unary(o, E_EXP, expr_unary(o, E_NEG, expr_binary(o, E_MUL, a, a)));
+      return expr_binary(o, E_MUL, g,
+                         expr_binary(o, E_MUL, expr_const(o, 1.1283791670955126), gauss));
   }
-  case E_SQRT: return expr_binary(o, E_DIV, expr_binary(o, E_MUL, g, expr_const(o, 0.5)), fwd_value(c, k));
+  case E_SQRT:
+    return expr_binary(o, E_DIV, expr_binary(o, E_MUL, g, expr_const(o, 0.5)), fwd_value(c, k));
   case E_RSQRT: {
     int ratio = expr_binary(o, E_DIV, fwd_value(c, k), fwd_value(c, n->a));
     return expr_binary(o, E_MUL, g, expr_binary(o, E_MUL, expr_const(o, -0.5), ratio));
@@ -220,8 +228,8 @@ static int more_local_grad(GradCtx *c, int k, int which, int g) {
   case E_LOG: return expr_binary(o, E_DIV, g, fwd_value(c, n->a));
   case E_ABS: return expr_binary(o, E_MUL, g, expr_unary(o, E_SIGN, fwd_value(c, n->a)));
   case E_MIN: case E_MAX: {
-    int a = fwd_value(c, n->a), b = fwd_value(c, n->b), chose_a = n->op == E_MIN ? expr_binary(o, E_GE, b, a)
-                                                                                 : expr_binary(o, E_GE, a, b);
+    int a = fwd_value(c, n->a), b = fwd_value(c, n->b),
+        chose_a = n->op == E_MIN ? expr_binary(o, E_GE, b, a) : expr_binary(o, E_GE, a, b);
     int chose = which == 0 ? chose_a : expr_binary(o, E_SUB, expr_const(o, 1), chose_a);
     return expr_binary(o, E_MUL, g, chose);
   }
@@ -252,7 +260,8 @@ static int local_grad(GradCtx *c, int k, int which, int g) {
   case E_GELU: return expr_binary(o, E_MUL, g, expr_unary(o, E_GELU_GRAD, fwd_value(c, n->a)));
   case E_SIGMOID: { /* s(1-s) */
     int s = fwd_value(c, k);
-    return expr_binary(o, E_MUL, g, expr_binary(o, E_MUL, s, expr_binary(o, E_SUB, expr_const(o, 1), s)));
+    return expr_binary(o, E_MUL, g,
+                       expr_binary(o, E_MUL, s, expr_binary(o, E_SUB, expr_const(o, 1), s)));
   }
   case E_SILU: { /* s·(1 + a·(1-s)), s = sigmoid(a) */
     int a = fwd_value(c, n->a);
@@ -264,11 +273,19 @@ static int local_grad(GradCtx *c, int k, int which, int g) {
   case E_RELU: return expr_binary(o, E_MUL, g, expr_unary(o, E_STEP, fwd_value(c, n->a)));
   case E_TANH: { /* 1 - t² */
     int t = fwd_value(c, k);
-    return expr_binary(o, E_MUL, g, expr_binary(o, E_SUB, expr_const(o, 1), expr_binary(o, E_MUL, t, t)));
+    return expr_binary(o, E_MUL, g,
+                       expr_binary(o, E_SUB, expr_const(o, 1), expr_binary(o, E_MUL, t, t)));
   }
   case E_EXP: return expr_binary(o, E_MUL, g, fwd_value(c, k));
   case E_DROPOUT: return expr_dropout(o, g, n->value, n->site); /* linear: the same mask */
-  case E_GELU_EXACT: case E_ERF: case E_SQRT: case E_RSQRT: case E_LOG: case E_ABS: case E_MIN: case E_MAX:
+  case E_GELU_EXACT:
+  case E_ERF:
+  case E_SQRT:
+  case E_RSQRT:
+  case E_LOG:
+  case E_ABS:
+  case E_MIN:
+  case E_MAX:
   case E_GT: case E_GE:
     return more_local_grad(c, k, which, g);
   case E_IN: case E_CONST: case E_GELU_GRAD: case E_STEP: case E_GELU_EXACT_GRAD: case E_SIGN:
@@ -374,7 +391,8 @@ void expr_number_text(double v, char *buf, int len) {
 
 /* Prints node k; `names` spells the inputs. Operators are parenthesised where needed. `ordinal`
  * numbers the dropouts in node order. */
-static int print_node(const Expr *e, int k, const char *const *names, const ExprDialect *dialect, char *buf, int len) {
+static int print_node(const Expr *e, int k, const char *const *names, const ExprDialect *dialect,
+                      char *buf, int len) {
   const ExprNode *n = &e->n[k];
   char a[2048] = "", b[2048] = "";
   if (n->a >= 0) print_node(e, n->a, names, dialect, a, sizeof a);
@@ -390,7 +408,8 @@ static int print_node(const Expr *e, int k, const char *const *names, const Expr
     return snprintf(buf, len, "(%s %s %s)", a, expr_op_name(n->op), b);
   case E_NEG: return snprintf(buf, len, "(-%s)", a);
   case E_MIN: case E_MAX: case E_GT: case E_GE:
-    return snprintf(buf, len, "%s%s(%s, %s)", dialect ? dialect->prefix : "", expr_op_name(n->op), a, b);
+    return snprintf(buf, len, "%s%s(%s, %s)", dialect ? dialect->prefix : "", expr_op_name(n->op),
+                    a, b);
   case E_DROPOUT: {
     int ordinal = 0;
     for (int i = 0; i < k; i++) ordinal += e->n[i].op == E_DROPOUT;
@@ -405,7 +424,8 @@ static int print_node(const Expr *e, int k, const char *const *names, const Expr
   return 0;
 }
 
-void expr_to_c(const Expr *e, const char *const *names, const ExprDialect *dialect, char *buf, int len) {
+void expr_to_c(const Expr *e, const char *const *names, const ExprDialect *dialect, char *buf,
+               int len) {
   if (e->count == 0) { snprintf(buf, len, "0"); return; }
   print_node(e, expr_root(e), names, dialect, buf, len);
 }

@@ -1,5 +1,5 @@
-/* expr.h: elementwise expression trees: the body of an OP_EW node, built from the model's operators,
- * differentiated symbolically by autodiff and merged by fusion. */
+/* expr.h: elementwise expression trees: the body of an OP_EW node, built from the model's
+ * operators, differentiated symbolically by autodiff and merged by fusion. */
 #ifndef PLAIT_EXPR_H
 #define PLAIT_EXPR_H
 
@@ -88,12 +88,13 @@ int expr_graft(Expr *dst, const Expr *src, int root, const int *input_map);
 int expr_compact(Expr *e, int root);
 
 /* The derivative of e with respect to input `wrt`, times the upstream gradient, which is input
- * `grad_input` of the result. Inputs keep their numbers. Returns 0, or -1 when the result is too large. */
+ * `grad_input` of the result. Inputs keep their numbers. Returns 0, or -1 when the result is too
+ * large. */
 int expr_grad(const Expr *e, int wrt, int grad_input, Expr *out);
 
-/* Whether e is linear in its inputs — built from inputs, constants, +, −, negation, and products and
- * quotients by constant subtrees — and then its coefficient of each of the first n inputs and its
- * constant term: e = Σ coef[i]·input_i + constant. */
+/* Whether e is linear in its inputs — built from inputs, constants, +, −, negation, and products
+ * and quotients by constant subtrees — and then its coefficient of each of the first n inputs
+ * and its constant term: e = Σ coef[i]·input_i + constant. */
 int expr_linear(const Expr *e, int n, double *coef, double *constant);
 
 /* Folds additions and subtractions of zero and products by zero and one (what grafting zeros into a
@@ -106,20 +107,21 @@ int expr_uses_input(const Expr *e, int input);
 /* Evaluates in double precision; dropout keeps every unit (for tests of the algebra). */
 double expr_eval(const Expr *e, const double *inputs);
 
-/* How expr_to_c spells functions: prefix + name ("rt_gelu"), and dropout as a printf format taking the
- * operand, the probability and the dropout's ordinal in the expression (0, 1, ...). */
+/* How expr_to_c spells functions: prefix + name ("rt_gelu"), and dropout as a printf format
+ * taking the operand, the probability and the dropout's ordinal in the expression (0, 1, ...). */
 typedef struct {
   const char *prefix;
   const char *dropout;
 } ExprDialect;
 
-/* The fewest significant digits (%g) that read back as exactly v: how generated code spells numbers, so
- * that a --double build computes with the value the model file gave. */
+/* The fewest significant digits (%g) that read back as exactly v: how generated code spells
+ * numbers, so that a --double build computes with the value the model file gave. */
 void expr_number_text(double v, char *buf, int len);
 
 /* Writes the expression as C, with input i spelled by names[i]: "gelu(x0 + x1)". A NULL dialect
  * prints the plain form used in pass listings. */
-void expr_to_c(const Expr *e, const char *const *names, const ExprDialect *dialect, char *buf, int len);
+void expr_to_c(const Expr *e, const char *const *names, const ExprDialect *dialect, char *buf,
+               int len);
 
 /* The number of dropout nodes, and the site of the k-th one (in node order). */
 int expr_dropouts(const Expr *e, int *sites, double *probabilities);

@@ -1,12 +1,13 @@
-/* graph.c: building and measuring the IR: dims, parameters, tensors, nodes, and their printed forms. */
+/* graph.c: building and measuring the IR: dims, parameters, tensors, nodes, and their printed
+ * forms. */
 #include "ir/graph.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* The array grown to hold `need` elements (its capacity doubled), within budget; NULL when the budget
- * refuses (the array left as it was). */
+/* The array grown to hold `need` elements (its capacity doubled), within budget; NULL when the
+ * budget refuses (the array left as it was). */
 static void *grow(void *array, int *cap, int need, size_t elem, MemoryBudget *budget) {
   if (need <= *cap) return array;
   int cap2 = *cap ? *cap * 2 : 16;
@@ -16,7 +17,9 @@ static void *grow(void *array, int *cap, int need, size_t elem, MemoryBudget *bu
   return grown;
 }
 
-static const char *dim_name(const void *model, int id) { return ((const Model *)model)->dims[id].name; }
+static const char *dim_name(const void *model, int id) {
+  return ((const Model *)model)->dims[id].name;
+}
 
 int model_find_dim(const Model *m, const char *name) {
   return name_index_find(&m->dim_index, name, dim_name, m);
@@ -46,7 +49,8 @@ int model_param(Model *m, const Param *p) {
 }
 
 int model_constant(Model *m, const Constant *k) {
-  void *grown = grow(m->constants, &m->constants_cap, m->nconstants + 1, sizeof *m->constants, m->budget);
+  void *grown = grow(m->constants, &m->constants_cap, m->nconstants + 1, sizeof *m->constants,
+                     m->budget);
   if (!grown) return -1;
   m->constants = grown;
   m->constants[m->nconstants] = *k;
@@ -60,7 +64,8 @@ void graph_init(Graph *g, const char *name) {
 }
 
 /* dims and name may point into g's own table, which growing moves: they are copied first. */
-int graph_tensor(Graph *g, TensorKind kind, DType dtype, int ndim, const int *dims, const char *name) {
+int graph_tensor(Graph *g, TensorKind kind, DType dtype, int ndim, const int *dims,
+                 const char *name) {
   int dims_copy[MAX_DIMS];
   char name_copy[NAME_LEN];
   memcpy(dims_copy, dims, (size_t)ndim * sizeof *dims);
@@ -192,7 +197,8 @@ static void print_graph(const Model *m, const Graph *g, FILE *f) {
   fprintf(f, "stage %s\n", g->name);
   for (int i = 0; i < g->nnodes; i++) {
     const Node *n = &g->nodes[i];
-    fprintf(f, "  %c%s %-13s ", n->inserted ? '+' : ' ', n->backward ? "bwd" : "fwd", op_name(n->op));
+    fprintf(f, "  %c%s %-13s ", n->inserted ? '+' : ' ', n->backward ? "bwd" : "fwd",
+            op_name(n->op));
     if (n->op == OP_EW) {
       char body[1024];
       const char *names[MAX_INPUTS] = {"x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7",

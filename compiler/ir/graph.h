@@ -19,7 +19,8 @@ typedef struct {
   char name[NAME_LEN];
   int64_t size;      /* logical size, padding included */
   int64_t unpadded;  /* size before padding (the vocabulary before rounding up) */
-  int64_t granule;   /* smallest piece a shard may hold: head_dim for a dim of heads·head_dim, else 1 */
+  /* smallest piece a shard may hold: head_dim for a dim of heads·head_dim, else 1 */
+  int64_t granule;
   int of_parts;      /* made by a split or concat: granule is one group's run */
 } Dim;
 
@@ -39,8 +40,9 @@ typedef enum {
   T_CONST,      /* a constant the model file computed at build time (Model.constants[param]) */
 } TensorKind;
 
-/* Activations (act_t in generated code: bf16 on GPUs), integer token ids, and statistics kept in the
- * precision of `real` (norm means and reciprocal deviations, softmax log-normalisers, the loss). */
+/* Activations (act_t in generated code: bf16 on GPUs), integer token ids, and statistics kept in
+ * the precision of `real` (norm means and reciprocal deviations, softmax log-normalisers, the
+ * loss). */
 typedef enum { DT_REAL, DT_INT, DT_STATS } DType;
 
 typedef struct {
@@ -52,8 +54,9 @@ typedef struct {
   int producer; /* node id; -1 for stage inputs, parameters and parameter gradients */
   int param;    /* parameter id for T_PARAM and T_PARAM_GRAD, constant id for T_CONST, else -1 */
   int grad_of;  /* for T_GRAD: the tensor this is the gradient of, else -1 */
-  int join;     /* T_PARAM, T_PARAM_GRAD: -1, or the join (Model.joins) this tensor stands for whole, its
-                   members' weights (gradients) as one matrix; `param` is then the first member */
+  /* T_PARAM, T_PARAM_GRAD: -1, or the join (Model.joins) this tensor stands for whole, its
+   * members' weights (gradients) as one matrix; `param` is then the first member */
+  int join;
   char name[NAME_LEN];
 } Tensor;
 
@@ -100,21 +103,25 @@ typedef enum { NORM_LAYER, NORM_RMS } NormKind;
 typedef struct {
   NormKind kind;
   double eps;
-  int weighted; /* multiplied by a weight (and, for a layer norm, shifted by a bias); else the norm alone */
-  int group;    /* 0: over the whole last dim; else over each run of `group` elements of it (a norm per
-                   head: QK-norm), the weight `group` wide and shared by the runs */
+  /* multiplied by a weight (and, for a layer norm, shifted by a bias); else the norm alone */
+  int weighted;
+  /* 0: over the whole last dim; else over each run of `group` elements of it (a norm per head:
+   * QK-norm), the weight `group` wide and shared by the runs */
+  int group;
 } NormAttr;
 
 typedef struct {
   int heads, kv_heads, head_dim; /* logical counts; local counts follow from the layout */
   int causal, rope;
   double rope_theta;
-  int64_t window;  /* causal: a query sees itself and the window − 1 keys before it; 0: every earlier key */
+  /* causal: a query sees itself and the window − 1 keys before it; 0: every earlier key */
+  int64_t window;
   double softcap;  /* scores capped to softcap·tanh(score/softcap); 0: not capped */
   double scale;    /* scores are q·k·scale; 0: 1/√head_dim */
   int alibi;       /* scores less slope_h·|t − t'| (ALiBi), the slopes over every rank's heads */
-  int per_layer;   /* -1: the same in every layer; else the row of Model.layer_attn holding the options
-                      (window, softcap, scale, rope_theta) of each layer */
+  /* -1: the same in every layer; else the row of Model.layer_attn holding the options (window,
+   * softcap, scale, rope_theta) of each layer */
+  int per_layer;
 } AttnAttr;
 
 /* The attention options a layer may set for itself (Gemma-2's sliding and global layers). */
@@ -123,10 +130,11 @@ typedef struct {
   double softcap, scale, rope_theta;
 } LayerAttn;
 
-/* The last dim as `groups` runs, each the parts' sizes one after another: [g0: p0 p1 …][g1: p0 p1 …]…
- * (Megatron's fused q, k, v: groups = heads, parts of head_dim each, so that a column split by whole
- * heads leaves every part of a head on its rank). OP_SPLIT takes part `part`; OP_CONCAT joins all its
- * inputs, or with one input that is part `part` (a split's gradient), zeros in the other parts. */
+/* The last dim as `groups` runs, each the parts' sizes one after another: [g0: p0 p1 …][g1: p0
+ * p1 …]… (Megatron's fused q, k, v: groups = heads, parts of head_dim each, so that a column
+ * split by whole heads leaves every part of a head on its rank). OP_SPLIT takes part `part`;
+ * OP_CONCAT joins all its inputs, or with one input that is part `part` (a split's gradient),
+ * zeros in the other parts. */
 enum { MAX_PARTS = 8 };
 typedef struct {
   int groups, nparts, part;
@@ -159,7 +167,8 @@ typedef struct {
     CollAttr coll;
   } a;
   Expr expr;      /* OP_EW: the expression over in[0..nin) */
-  int inplace;    /* the first output reuses the buffer of this input (-1: none); the input dies here */
+  /* the first output reuses the buffer of this input (-1: none); the input dies here */
+  int inplace;
   int backward;   /* 1 for nodes of the backward pass */
   int inserted;   /* 1 for collectives and slices the shard pass or autodiff inserted */
   char where[WHERE_LEN]; /* model file:line that asked for it (or the pass that made it) */
@@ -175,10 +184,13 @@ typedef struct {
   int nnodes, nodes_cap;
   int inputs[4], ninputs; /* stage inputs (T_INPUT), in the order the stage function took them */
   int output;             /* the stage's result: the next stage's input, or the loss */
-  int grad_output;        /* after autodiff: gradient of `output` given to backward (-1 for the loss) */
-  int grad_input;         /* after autodiff: gradient of inputs[0] when it is real-valued, else -1 */
+  /* after autodiff: gradient of `output` given to backward (-1 for the loss) */
+  int grad_output;
+  /* after autodiff: gradient of inputs[0] when it is real-valued, else -1 */
+  int grad_input;
   int nforward;           /* nodes[0..nforward) are the forward pass */
-  MemoryBudget *budget;   /* while a model file is traced, what its tables may take (NULL: no bound) */
+  /* while a model file is traced, what its tables may take (NULL: no bound) */
+  MemoryBudget *budget;
 } Graph;
 
 typedef enum { INIT_NORMAL, INIT_ZEROS, INIT_ONES } InitKind;
@@ -194,15 +206,17 @@ typedef struct {
   Layout layout;       /* from the hint, set by the shard pass */
   ParamScope scope;
   int decay;           /* weight decay applies (matrices and embeddings, not norms and biases) */
-  int trainable;       /* 0: frozen: no gradient is computed for it and the optimizer leaves it as it is */
+  /* 0: frozen: no gradient is computed for it and the optimizer leaves it as it is */
+  int trainable;
   int grad_tp_sum;     /* autodiff: its gradient is a partial sum over the TP group (a replicated
                           parameter used on split activations), so it is all-reduced over TP */
   char where[WHERE_LEN]; /* model file:line that made it */
 } Param;
 
-/* Parameters laid side by side in memory along their first axis, in this order, so that one GEMM reads
- * their weights, and accumulates into their gradients, as one matrix (fuse_gemm: q, k and v of an
- * attention; gate and up of a GLU). Each rank's shares lie side by side: its own rows of each. */
+/* Parameters laid side by side in memory along their first axis, in this order, so that one GEMM
+ * reads their weights, and accumulates into their gradients, as one matrix (fuse_gemm: q, k and
+ * v of an attention; gate and up of a GLU). Each rank's shares lie side by side: its own rows of
+ * each. */
 typedef struct {
   int n;
   int params[MAX_PARTS];
@@ -213,8 +227,9 @@ typedef struct {
   char value[NAME_LEN];
 } ConfigEntry;
 
-/* A tensor of values the model file computed when plait built it: not trained, not saved; the program
- * carries the values (at most CONSTANT_MAX_ELEMS of them) and every rank holds all of them. */
+/* A tensor of values the model file computed when plait built it: not trained, not saved; the
+ * program carries the values (at most CONSTANT_MAX_ELEMS of them) and every rank holds all of
+ * them. */
 enum { CONSTANT_MAX_ELEMS = 65536 };
 typedef struct {
   char name[NAME_LEN];
@@ -240,17 +255,19 @@ typedef struct {
   Graph embed, block, head;
   Constant *constants;
   int nconstants, constants_cap;
-  LayerAttn *layer_attn; /* [row · layers + layer]: the options of attention nodes that differ by layer */
+  /* [row · layers + layer]: the options of attention nodes that differ by layer */
+  LayerAttn *layer_attn;
   int nlayer_attn;       /* rows of layer_attn */
   ParamJoin *joins;      /* parameters a fused GEMM reads as one matrix */
   int njoins;
   NameIndex dim_index;   /* dims by name */
-  MemoryBudget *budget;  /* while the model file is traced, what the model's tables may take (NULL: no
-                            bound): the growth of dims, params, constants and layer_attn */
+  /* while the model file is traced, what the model's tables may take (NULL: no bound): the
+   * growth of dims, params, constants and layer_attn */
+  MemoryBudget *budget;
 } Model;
 
-/* dims: model_dim returns the dim of that name, made if new; -1 if the name is taken by another size, or
- * when m's budget refuses the growth (m->budget->exceeded then says which) */
+/* dims: model_dim returns the dim of that name, made if new; -1 if the name is taken by another
+ * size, or when m's budget refuses the growth (m->budget->exceeded then says which) */
 int model_dim(Model *m, const char *name, int64_t size, int64_t granule);
 int model_find_dim(const Model *m, const char *name);
 /* parameters and constants: the new one's index, or -1 when m's budget refuses the growth */
@@ -259,7 +276,8 @@ int model_constant(Model *m, const Constant *k);
 /* tensors and nodes: graph_tensor and graph_node return -1 when g's budget refuses the growth */
 void graph_init(Graph *g, const char *name);
 void graph_free(Graph *g);
-int graph_tensor(Graph *g, TensorKind kind, DType dtype, int ndim, const int *dims, const char *name);
+int graph_tensor(Graph *g, TensorKind kind, DType dtype, int ndim, const int *dims,
+                 const char *name);
 int graph_node(Graph *g, const Node *n);
 Node node_new(OpKind op, int nin, const int *in);
 int64_t tensor_elems(const Model *m, const Tensor *t);

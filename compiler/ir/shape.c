@@ -12,17 +12,21 @@ static const char *shape_of(const Model *m, const Tensor *t, char *buf, int len)
   shape_string(m, t->ndim, t->dims, names, sizeof names);
   int used = snprintf(buf, len, "%s = (", names);
   for (int i = 0; i < t->ndim && used < len; i++)
-    used += snprintf(buf + used, len - used, "%s%lld", i ? ", " : "", (long long)dim_size(m, t->dims[i]));
+    used += snprintf(buf + used, len - used, "%s%lld", i ? ", " : "",
+                     (long long)dim_size(m, t->dims[i]));
   if (used < len) snprintf(buf + used, len - used, ")");
   return buf;
 }
 
-static int mismatch(const Model *m, const Graph *g, const Node *n, int a, int b, const char *why, Diag *d) {
+static int mismatch(const Model *m, const Graph *g, const Node *n, int a, int b, const char *why,
+                    Diag *d) {
   char sa[300], sb[300], op[64];
-  if (n->op == OP_EW) snprintf(op, sizeof op, "elementwise %s", expr_op_name(n->expr.n[expr_root(&n->expr)].op));
+  if (n->op == OP_EW)
+    snprintf(op, sizeof op, "elementwise %s", expr_op_name(n->expr.n[expr_root(&n->expr)].op));
   else snprintf(op, sizeof op, "%s", op_name(n->op));
   return diag(d, "%s: %s: shapes %s and %s do not fit (%s)", n->where, op,
-              shape_of(m, input(g, n, a), sa, sizeof sa), shape_of(m, input(g, n, b), sb, sizeof sb), why);
+              shape_of(m, input(g, n, a), sa, sizeof sa),
+              shape_of(m, input(g, n, b), sb, sizeof sb), why);
 }
 
 static void set_out(Shapes *s, int k, int ndim, const int *dims, DType dt) {
@@ -34,15 +38,17 @@ static void set_out(Shapes *s, int k, int ndim, const int *dims, DType dt) {
 
 static int last(const Tensor *t) { return t->dims[t->ndim - 1]; }
 
-/* C = op(A)·op(B). A [..., K] (A's leading dims flattened to M), B [N, K] with trans_b or [K, N];
- * with trans_a, A [..., M] and B [..., N] share leading dims and C is [M, N] (a weight gradient). */
+/* C = op(A)·op(B). A [..., K] (A's leading dims flattened to M), B [N, K] with trans_b or [K,
+ * N]; with trans_a, A [..., M] and B [..., N] share leading dims and C is [M, N] (a weight
+ * gradient). */
 static int infer_matmul(Model *m, const Graph *g, const Node *n, Shapes *s, Diag *d) {
   const Tensor *a = input(g, n, 0), *b = input(g, n, 1);
   if (a->ndim < 1 || b->ndim < 1) return mismatch(m, g, n, 0, 1, "operands need an axis", d);
   if (n->a.mm.trans_a) {
     if (a->ndim != b->ndim) return mismatch(m, g, n, 0, 1, "leading axes differ", d);
     for (int i = 0; i + 1 < a->ndim; i++)
-      if (dim_size(m, a->dims[i]) != dim_size(m, b->dims[i])) return mismatch(m, g, n, 0, 1, "leading axes differ", d);
+      if (dim_size(m, a->dims[i]) != dim_size(m, b->dims[i]))
+        return mismatch(m, g, n, 0, 1, "leading axes differ", d);
     int dims[2] = {last(a), last(b)};
     set_out(s, 0, 2, dims, DT_REAL);
     return 0;
@@ -67,7 +73,8 @@ static int infer_ew(Model *m, const Graph *g, const Node *n, Shapes *s, Diag *d)
   const Tensor *w = input(g, n, widest);
   for (int i = 0; i < n->nin; i++) {
     const Tensor *t = input(g, n, i);
-    if (t->dtype != DT_REAL) return mismatch(m, g, n, i, widest, "integer tensors take no arithmetic", d);
+    if (t->dtype != DT_REAL)
+      return mismatch(m, g, n, i, widest, "integer tensors take no arithmetic", d);
     for (int j = 0; j < t->ndim; j++)
       if (dim_size(m, t->dims[t->ndim - 1 - j]) != dim_size(m, w->dims[w->ndim - 1 - j]))
         return mismatch(m, g, n, widest, i, "trailing dims differ", d);
@@ -81,14 +88,18 @@ static int64_t norm_width(const Model *m, const Tensor *x, const NormAttr *a) {
   return a->group ? a->group : dim_size(m, last(x));
 }
 
-/* x -> y like x, and the statistics per row: [leading dims], or with groups [leading dims, groups]. */
+/* x -> y like x, and the statistics per row: [leading dims], or with groups [leading dims,
+ * groups]. */
 static int infer_norm(Model *m, const Graph *g, const Node *n, Shapes *s, Diag *d) {
   const Tensor *x = input(g, n, 0);
   const NormAttr *a = &n->a.norm;
   for (int i = 1; i < n->nin; i++) {
     const Tensor *p = input(g, n, i);
     if (p->ndim != 1 || dim_size(m, p->dims[0]) != norm_width(m, x, a))
-      return mismatch(m, g, n, 0, i, a->group ? "the norm's weight must match its group" : "the norm's weight must match the last dim", d);
+      return mismatch(m, g, n, 0, i,
+                      a->group ? "the norm's weight must match its group"
+                               : "the norm's weight must match the last dim",
+                      d);
   }
   set_out(s, 0, x->ndim, x->dims, DT_REAL);
   int stats[MAX_DIMS], nstats = x->ndim - 1;
@@ -111,22 +122,30 @@ static int infer_norm(Model *m, const Graph *g, const Node *n, Shapes *s, Diag *
 static int infer_attention(Model *m, const Graph *g, const Node *n, Shapes *s, Diag *d) {
   const Tensor *q = input(g, n, 0), *k = input(g, n, 1), *v = input(g, n, 2);
   const AttnAttr *at = &n->a.attn;
-  if (q->ndim != 3) return mismatch(m, g, n, 0, 1, "attention takes [batch, seq, heads·head_dim]", d);
-  if (k->ndim != 3 || v->ndim != 3) return mismatch(m, g, n, 1, 2, "attention takes [batch, seq, heads·head_dim]", d);
+  if (q->ndim != 3)
+    return mismatch(m, g, n, 0, 1, "attention takes [batch, seq, heads·head_dim]", d);
+  if (k->ndim != 3 || v->ndim != 3)
+    return mismatch(m, g, n, 1, 2, "attention takes [batch, seq, heads·head_dim]", d);
   for (int i = 0; i < 2; i++)
-    if (dim_size(m, q->dims[i]) != dim_size(m, k->dims[i]) || dim_size(m, k->dims[i]) != dim_size(m, v->dims[i]))
+    if (dim_size(m, q->dims[i]) != dim_size(m, k->dims[i]) ||
+        dim_size(m, k->dims[i]) != dim_size(m, v->dims[i]))
       return mismatch(m, g, n, 0, 1, "batch and sequence must agree", d);
   if (dim_size(m, last(q)) != (int64_t)at->heads * at->head_dim)
     return mismatch(m, g, n, 0, 1, "q's width is not heads·head_dim", d);
-  if (dim_size(m, last(k)) != (int64_t)at->kv_heads * at->head_dim || dim_size(m, last(v)) != dim_size(m, last(k)))
+  if (dim_size(m, last(k)) != (int64_t)at->kv_heads * at->head_dim ||
+      dim_size(m, last(v)) != dim_size(m, last(k)))
     return mismatch(m, g, n, 1, 2, "k and v must be kv_heads·head_dim wide", d);
   if (at->window > dim_size(m, q->dims[1]))
-    return diag(d, "%s: attention: a sliding window of %lld positions is longer than the sequence (%lld); choose a "
-                   "window of at most %lld (equal to the sequence: plain causal attention)", n->where,
-                (long long)at->window, (long long)dim_size(m, q->dims[1]), (long long)dim_size(m, q->dims[1]));
+    return diag(d,
+                "%s: attention: a sliding window of %lld positions is longer than the sequence "
+                "(%lld); choose a "
+                "window of at most %lld (equal to the sequence: plain causal attention)",
+                n->where, (long long)at->window, (long long)dim_size(m, q->dims[1]),
+                (long long)dim_size(m, q->dims[1]));
   set_out(s, 0, 3, q->dims, DT_REAL);
   int heads = model_dim(m, "heads", at->heads, 1);
-  if (heads < 0) return diag(d, "%s: attention: a dim named 'heads' already has another size", n->where);
+  if (heads < 0)
+    return diag(d, "%s: attention: a dim named 'heads' already has another size", n->where);
   int lse[3] = {q->dims[0], heads, q->dims[1]};
   set_out(s, 1, 3, lse, DT_STATS);
   return 0;
@@ -141,8 +160,8 @@ static int infer_rope(Model *m, const Graph *g, const Node *n, Shapes *s, Diag *
   return 0;
 }
 
-/* The dim of a part: "<dim>.<part>" of groups·size elements, a group's run its granule; or for a join,
- * "<first dim>+" of groups·period. */
+/* The dim of a part: "<dim>.<part>" of groups·size elements, a group's run its granule; or for a
+ * join, "<first dim>+" of groups·period. */
 static int part_dim(Model *m, const Dim *from, const char *suffix, int64_t size, int64_t granule) {
   char name[NAME_LEN];
   snprintf(name, sizeof name, "%.40s%.8s", from->name, suffix);
@@ -164,8 +183,8 @@ static int infer_split(Model *m, const Graph *g, const Node *n, Shapes *s, Diag 
   int64_t width = dim_size(m, last(x));
   if (a->groups < 1 || a->part < 0 || a->part >= a->nparts || width % a->groups != 0 ||
       width / a->groups != part_period(a))
-    return diag(d, "%s: split: the last dim (%lld) is not %d groups of the parts' %lld", n->where, (long long)width,
-                a->groups, (long long)part_period(a));
+    return diag(d, "%s: split: the last dim (%lld) is not %d groups of the parts' %lld", n->where,
+                (long long)width, a->groups, (long long)part_period(a));
   int dims[MAX_DIMS];
   int64_t partial = a->groups * a->sizes[a->part];
   memcpy(dims, x->dims, sizeof dims);
@@ -185,7 +204,8 @@ static int infer_concat(Model *m, const Graph *g, const Node *n, Shapes *s, Diag
     const Tensor *t = input(g, n, i);
     if (t->ndim != x->ndim) return mismatch(m, g, n, 0, i, "concat: the tensors' axes differ", d);
     for (int k = 0; k + 1 < x->ndim; k++)
-      if (dim_size(m, t->dims[k]) != dim_size(m, x->dims[k])) return mismatch(m, g, n, 0, i, "concat: leading dims differ", d);
+      if (dim_size(m, t->dims[k]) != dim_size(m, x->dims[k]))
+        return mismatch(m, g, n, 0, i, "concat: leading dims differ", d);
   }
   int dims[MAX_DIMS];
   memcpy(dims, x->dims, sizeof dims);
@@ -200,7 +220,8 @@ static int infer_embedding(Model *m, const Graph *g, const Node *n, Shapes *s, D
   const Tensor *ids = input(g, n, 0), *table = input(g, n, 1);
   if (ids->dtype != DT_INT) return mismatch(m, g, n, 0, 1, "ids must be integer tokens", d);
   if (table->ndim != 2) return mismatch(m, g, n, 0, 1, "the table must be [vocab, width]", d);
-  if (ids->ndim >= MAX_DIMS) return mismatch(m, g, n, 0, 1, "the ids leave no room for the width's axis", d);
+  if (ids->ndim >= MAX_DIMS)
+    return mismatch(m, g, n, 0, 1, "the ids leave no room for the width's axis", d);
   int dims[MAX_DIMS];
   memcpy(dims, ids->dims, sizeof dims);
   dims[ids->ndim] = table->dims[1];
@@ -211,9 +232,11 @@ static int infer_embedding(Model *m, const Graph *g, const Node *n, Shapes *s, D
 static int infer_xent(Model *m, const Graph *g, const Node *n, Shapes *s, Diag *d) {
   const Tensor *z = input(g, n, 0), *t = input(g, n, 1);
   if (t->dtype != DT_INT) return mismatch(m, g, n, 0, 1, "targets must be integer tokens", d);
-  if (z->ndim != t->ndim + 1) return mismatch(m, g, n, 0, 1, "logits need one axis more than targets", d);
+  if (z->ndim != t->ndim + 1)
+    return mismatch(m, g, n, 0, 1, "logits need one axis more than targets", d);
   for (int i = 0; i < t->ndim; i++)
-    if (dim_size(m, z->dims[i]) != dim_size(m, t->dims[i])) return mismatch(m, g, n, 0, 1, "leading dims differ", d);
+    if (dim_size(m, z->dims[i]) != dim_size(m, t->dims[i]))
+      return mismatch(m, g, n, 0, 1, "leading dims differ", d);
   set_out(s, 0, 0, NULL, DT_STATS);
   set_out(s, 1, t->ndim, t->dims, DT_STATS);
   return 0;
@@ -236,7 +259,12 @@ int shape_infer(Model *m, const Graph *g, const Node *n, Shapes *out, Diag *d) {
     set_out(out, 0, x->ndim, x->dims, x->dtype);
     return 0;
   }
-  case OP_REDUCE: case OP_NORM_BWD: case OP_ATTENTION_BWD: case OP_EMBEDDING_BWD: case OP_XENT_BWD: break;
+  case OP_REDUCE:
+  case OP_NORM_BWD:
+  case OP_ATTENTION_BWD:
+  case OP_EMBEDDING_BWD:
+  case OP_XENT_BWD:
+    break;
   }
   return diag(d, "%s: shape inference does not cover %s", n->where, op_name(n->op));
 }

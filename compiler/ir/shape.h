@@ -19,8 +19,9 @@ typedef struct {
  * Returns 0, or -1 with a message naming the op and the shapes that do not fit. */
 int shape_infer(Model *m, const Graph *g, const Node *n, Shapes *out, Diag *d);
 
-/* Re-infers every forward node of g and checks that the stored shapes agree in size (the splits of a
- * joined GEMM give back the dims of the tensors they were, which inference names after the whole). */
+/* Re-infers every forward node of g and checks that the stored shapes agree in size (the splits
+ * of a joined GEMM give back the dims of the tensors they were, which inference names after the
+ * whole). */
 int shape_check(Model *m, const Graph *g, Diag *d);
 
 /* Prints every tensor of every stage with its shape and sizes (the pass's printed form). */

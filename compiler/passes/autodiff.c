@@ -40,7 +40,8 @@ static void mark_needs_grad(Grad *c) {
     const Node *n = &g->nodes[i];
     int any = 0;
     for (int k = 0; k < n->nin; k++) any |= c->needs_grad[n->in[k]];
-    for (int k = 0; k < n->nout; k++) c->needs_grad[n->out[k]] = any && g->tensors[n->out[k]].dtype == DT_REAL;
+    for (int k = 0; k < n->nout; k++)
+      c->needs_grad[n->out[k]] = any && g->tensors[n->out[k]].dtype == DT_REAL;
   }
 }
 
@@ -96,7 +97,9 @@ static Contribs *contribs_of(Grad *c, int t) {
 
 static int add_contrib(Grad *c, int t, int grad) {
   Contribs *k = contribs_of(c, t);
-  if (k->n == MAX_CONTRIB) return diag(c->d, "autodiff: tensor %s has more than %d consumers", c->g->tensors[t].name, MAX_CONTRIB);
+  if (k->n == MAX_CONTRIB)
+    return diag(c->d, "autodiff: tensor %s has more than %d consumers", c->g->tensors[t].name,
+                MAX_CONTRIB);
   k->t[k->n++] = grad;
   return 0;
 }
@@ -111,21 +114,24 @@ static void mark_tp_sum(Grad *c, const Tensor *t) {
   for (int k = 0; k < j->n; k++) c->m->params[j->params[k]].grad_tp_sum = 1;
 }
 
-/* Appends a backward node; its outputs are laid out by the shard rules. A parameter-gradient output
- * that comes out as partial sums of a replicated parameter marks the parameter for a TP all-reduce. */
+/* Appends a backward node; its outputs are laid out by the shard rules. A parameter-gradient
+ * output that comes out as partial sums of a replicated parameter marks the parameter for a TP
+ * all-reduce. */
 static int emit(Grad *c, Node *n) {
   n->backward = 1;
   if (!n->where[0]) snprintf(n->where, sizeof n->where, "%s", AUTODIFF);
   Layout out[MAX_OUTPUTS];
   if (shard_output_layouts(c->m, c->g, n, out))
-    return diag(c->d, "%s: %s: the backward layouts do not fit (a bug in plait)", n->where, op_name(n->op));
+    return diag(c->d, "%s: %s: the backward layouts do not fit (a bug in plait)", n->where,
+                op_name(n->op));
   for (int k = 0; k < n->nout; k++) {
     Tensor *t = &c->g->tensors[n->out[k]];
     if (t->kind != T_PARAM_GRAD) t->layout = out[k];
     else if (out[k].kind == LAYOUT_P && t->layout.kind == LAYOUT_R) mark_tp_sum(c, t);
     else if (!layout_equal(out[k], t->layout))
-      return diag(c->d, "%s: %s: gradient layout of %s disagrees with the parameter (a bug in plait)", n->where,
-                  op_name(n->op), t->name);
+      return diag(c->d,
+                  "%s: %s: gradient layout of %s disagrees with the parameter (a bug in plait)",
+                  n->where, op_name(n->op), t->name);
   }
   graph_node(c->g, n);
   return 0;
@@ -183,8 +189,8 @@ static int gradient_in(Grad *c, int t, Layout want) {
   return all < 0 && nk > 1 ? -2 : all;
 }
 
-/* The gradient of t in the layout its producer's backward needs: its own forward layout, replicated for
- * partial sums (their gradient is the same on every member). */
+/* The gradient of t in the layout its producer's backward needs: its own forward layout,
+ * replicated for partial sums (their gradient is the same on every member). */
 static int gradient(Grad *c, int t) {
   Layout l = c->g->tensors[t].layout;
   return gradient_in(c, t, l.kind == LAYOUT_P ? layout_r() : l);
@@ -202,8 +208,8 @@ static int node2(Grad *c, OpKind op, int a, int b, int out, int trans_a, int tra
   return emit(c, &n);
 }
 
-/* The destination of a gradient for input x: its parameter gradient (accumulated into), or a new tensor
- * that becomes one of x's contributions. */
+/* The destination of a gradient for input x: its parameter gradient (accumulated into), or a new
+ * tensor that becomes one of x's contributions. */
 static int grad_target(Grad *c, int x, Layout guess) {
   return c->g->tensors[x].kind == T_PARAM ? param_grad(c, x) : new_grad(c, x, guess);
 }
@@ -221,7 +227,8 @@ static int matmul_backward(Grad *c, const Node *n, const int *dy) {
   }
   if (c->needs_grad[b]) {
     int db = grad_target(c, b, layout_r());
-    int status = tb ? node2(c, OP_MATMUL, dy[0], a, db, 1, 0) : node2(c, OP_MATMUL, a, dy[0], db, 1, 0);
+    int status = tb ? node2(c, OP_MATMUL, dy[0], a, db, 1, 0)
+                    : node2(c, OP_MATMUL, a, dy[0], db, 1, 0);
     if (status || contribute(c, b, db)) return -1;
   }
   return 0;
@@ -241,8 +248,8 @@ static int same_shape(const Graph *g, int a, int b) {
   return x->ndim == y->ndim && memcmp(x->dims, y->dims, (size_t)x->ndim * sizeof *x->dims) == 0;
 }
 
-/* One elementwise node computing ge over the forward node's inputs and dy (input n->nin of ge), into
- * `out`. Only the inputs ge reads become inputs of the new node. */
+/* One elementwise node computing ge over the forward node's inputs and dy (input n->nin of ge),
+ * into `out`. Only the inputs ge reads become inputs of the new node. */
 static int ew_grad_node(Grad *c, const Node *n, const Expr *ge, int dy, int out) {
   Node e = node_new(OP_EW, 0, NULL);
   int map[MAX_INPUTS + 1];
@@ -286,8 +293,8 @@ static int ew_backward(Grad *c, const Node *n, const int *dy) {
   return 0;
 }
 
-/* dx, dw (+=), db (+=) from x, w, the saved statistics and dy (a norm without weight, or with a frozen
- * weight and bias: dx alone). */
+/* dx, dw (+=), db (+=) from x, w, the saved statistics and dy (a norm without weight, or with a
+ * frozen weight and bias: dx alone). */
 static int norm_backward(Grad *c, const Node *n, const int *dy) {
   int param_grads = 0;
   for (int k = 1; k < n->nin; k++) param_grads |= c->needs_grad[n->in[k]];
@@ -340,9 +347,9 @@ static int read_before(const Graph *g, int t, int before) {
   return 0;
 }
 
-/* The forward splits of n's input into each part once, as n splits it (by_part: their nodes), when each
- * part has a gradient and nothing reads a part before the last split: all of the parts' gradients are
- * then whole when the last split is reached, backward. */
+/* The forward splits of n's input into each part once, as n splits it (by_part: their nodes),
+ * when each part has a gradient and nothing reads a part before the last split: all of the
+ * parts' gradients are then whole when the last split is reached, backward. */
 static int sibling_splits(Grad *c, const Node *n, int *by_part) {
   const Graph *g = c->g;
   const PartAttr *a = &n->a.parts;
@@ -362,8 +369,9 @@ static int sibling_splits(Grad *c, const Node *n, int *by_part) {
   return 1;
 }
 
-/* Every part split off, each with its gradient: the whole's gradient is one concat of them (a fused
- * GEMM's output taken apart). The other parts' contributions are taken here, so their splits find none. */
+/* Every part split off, each with its gradient: the whole's gradient is one concat of them (a
+ * fused GEMM's output taken apart). The other parts' contributions are taken here, so their
+ * splits find none. */
 static int splits_backward(Grad *c, const Node *n, const int *dy, const int *by_part) {
   const PartAttr *a = &n->a.parts;
   int grads[MAX_PARTS];
@@ -381,8 +389,8 @@ static int splits_backward(Grad *c, const Node *n, const int *dy, const int *by_
   return add_contrib(c, n->in[0], b.out[0]);
 }
 
-/* A part's gradient is the whole's with zeros in the other parts: a one-part concat; when every part is
- * split off, one concat of their gradients. */
+/* A part's gradient is the whole's with zeros in the other parts: a one-part concat; when every
+ * part is split off, one concat of their gradients. */
 static int split_backward(Grad *c, const Node *n, const int *dy) {
   if (!c->needs_grad[n->in[0]]) return 0;
   int by_part[MAX_PARTS];
@@ -430,12 +438,13 @@ static int xent_backward(Grad *c, const Node *n) {
   return add_contrib(c, n->in[0], b.out[0]);
 }
 
-/* Adjoints of the forward conversions: all-reduce's is the identity; reduce-scatter's and slice's are
- * all-gathers; all-gather's (reduce-scatter of partial sums, slice of replicated parts) was applied
- * when its output's gradient was resolved to the split layout (output_grads). */
+/* Adjoints of the forward conversions: all-reduce's is the identity; reduce-scatter's and
+ * slice's are all-gathers; all-gather's (reduce-scatter of partial sums, slice of replicated
+ * parts) was applied when its output's gradient was resolved to the split layout (output_grads). */
 static int collective_backward(Grad *c, const Node *n, const int *dy) {
   int g = dy[0];
-  if (n->op == OP_REDUCESCATTER || n->op == OP_SLICE) g = shard_convert(c->m, c->g, dy[0], layout_r(), 1, AUTODIFF);
+  if (n->op == OP_REDUCESCATTER || n->op == OP_SLICE)
+    g = shard_convert(c->m, c->g, dy[0], layout_r(), 1, AUTODIFF);
   return add_contrib(c, n->in[0], g);
 }
 
@@ -472,14 +481,24 @@ static int backward_node(Grad *c, const Node *n, int is_loss) {
   case OP_ROPE: return rope_backward(c, n, dy);
   case OP_SPLIT: return split_backward(c, n, dy);
   case OP_CONCAT: return concat_backward(c, n, dy);
-  case OP_ALLREDUCE: case OP_ALLGATHER: case OP_REDUCESCATTER: case OP_SLICE: return collective_backward(c, n, dy);
+  case OP_ALLREDUCE:
+  case OP_ALLGATHER:
+  case OP_REDUCESCATTER:
+  case OP_SLICE:
+    return collective_backward(c, n, dy);
   case OP_XENT: /* taken above: its gradient starts the backward pass */
-  case OP_REDUCE: case OP_NORM_BWD: case OP_ATTENTION_BWD: case OP_EMBEDDING_BWD: case OP_XENT_BWD: break;
+  case OP_REDUCE:
+  case OP_NORM_BWD:
+  case OP_ATTENTION_BWD:
+  case OP_EMBEDDING_BWD:
+  case OP_XENT_BWD:
+    break;
   }
   return diag(c->d, "autodiff: no backward rule for %s", op_name(n->op));
 }
 
-/* Parameters reached through conversions (a sliced position table) get their summed gradient added. */
+/* Parameters reached through conversions (a sliced position table) get their summed gradient
+ * added. */
 static int accumulate_param_contribs(Grad *c) {
   Graph *g = c->g;
   for (int t = 0; t < g->ntensors; t++) {

@@ -1,7 +1,8 @@
-/* autodiff.h: reverse-mode differentiation of the sharded stage graphs. Every primitive has a backward
- * rule; elementwise expressions differentiate symbolically; the backward collectives come out as the
- * adjoints of the forward ones (all-reduce <-> identity, all-gather <-> reduce-scatter, slice ->
- * all-gather) or where a replicated tensor's gradient arrives as partial sums (Megatron's f). */
+/* autodiff.h: reverse-mode differentiation of the sharded stage graphs. Every primitive has a
+ * backward rule; elementwise expressions differentiate symbolically; the backward collectives
+ * come out as the adjoints of the forward ones (all-reduce <-> identity, all-gather <->
+ * reduce-scatter, slice -> all-gather) or where a replicated tensor's gradient arrives as
+ * partial sums (Megatron's f). */
 #ifndef PLAIT_AUTODIFF_H
 #define PLAIT_AUTODIFF_H
 

@@ -35,8 +35,9 @@ static int same_local_shape(const Tensor *a, const Tensor *b) {
 static int fusible(const Fusion *f, const Node *p, const Node *n, int t) {
   const Graph *g = f->g;
   const Tensor *v = &g->tensors[t];
-  return p->op == OP_EW && p->backward == n->backward && f->uses[t] == 1 && v->kind != T_PARAM_GRAD &&
-         t != g->output && t != g->grad_input && same_local_shape(v, &g->tensors[n->out[0]]);
+  return p->op == OP_EW && p->backward == n->backward && f->uses[t] == 1 &&
+         v->kind != T_PARAM_GRAD && t != g->output && t != g->grad_input &&
+         same_local_shape(v, &g->tensors[n->out[0]]);
 }
 
 static int reads(const Node *n, int t) {
@@ -54,20 +55,22 @@ static int kept_for_backward(const Fusion *f, int t) {
 }
 
 /* May the value t of node p, read by several nodes, be recomputed inside each reader instead of
- * written? Every reader must be an elementwise kernel of t's shape, p must draw no dropout mask (it
- * would be drawn twice), and what the backward pass then keeps of p's inputs must be no more than t:
- * at most one input that is neither a parameter nor kept already. */
+ * written? Every reader must be an elementwise kernel of t's shape, p must draw no dropout mask
+ * (it would be drawn twice), and what the backward pass then keeps of p's inputs must be no more
+ * than t: at most one input that is neither a parameter nor kept already. */
 static int recomputable(const Fusion *f, int p, int t) {
   const Graph *g = f->g;
   const Node *pn = &g->nodes[p];
   const Tensor *v = &g->tensors[t];
-  if (pn->op != OP_EW || f->uses[t] < 2 || v->kind == T_PARAM_GRAD || t == g->output || t == g->grad_input ||
-      expr_dropouts(&pn->expr, NULL, NULL) > 0)
+  if (pn->op != OP_EW || f->uses[t] < 2 || v->kind == T_PARAM_GRAD || t == g->output ||
+      t == g->grad_input || expr_dropouts(&pn->expr, NULL, NULL) > 0)
     return 0;
   for (int i = 0; i < g->nnodes; i++) {
     const Node *r = &g->nodes[i];
     if (f->dead[i] || !reads(r, t)) continue;
-    if (r->op != OP_EW || r->backward < pn->backward || !same_local_shape(v, &g->tensors[r->out[0]])) return 0;
+    if (r->op != OP_EW || r->backward < pn->backward ||
+        !same_local_shape(v, &g->tensors[r->out[0]]))
+      return 0;
   }
   int newly_kept = 0;
   for (int k = 0; k < pn->nin; k++) {
@@ -96,7 +99,8 @@ static int merge(Node *n, int k, const Node *p) {
   for (int j = 0; j < p->nin; j++) pmap[j] = expr_input(&merged, index_of(in, nin, p->in[j]));
   int proot = expr_graft(&merged, &p->expr, expr_root(&p->expr), pmap);
   if (proot < 0) return -1;
-  for (int i = 0; i < n->nin; i++) nmap[i] = i == k ? proot : expr_input(&merged, index_of(in, nin, n->in[i]));
+  for (int i = 0; i < n->nin; i++)
+    nmap[i] = i == k ? proot : expr_input(&merged, index_of(in, nin, n->in[i]));
   int root = expr_graft(&merged, &n->expr, expr_root(&n->expr), nmap);
   if (root < 0 || expr_compact(&merged, root)) return -1;
   n->expr = merged;
@@ -113,8 +117,8 @@ static int recompute_in_readers(Fusion *f, int p, int t) {
   int ok = merged != NULL;
   for (int i = 0; ok && i < g->nnodes; i++) {
     merged[i] = g->nodes[i];
-    if (!f->dead[i] && reads(&g->nodes[i], t)) ok = merge(&merged[i], index_of(g->nodes[i].in, g->nodes[i].nin, t),
-                                                          &g->nodes[p]) == 0;
+    if (!f->dead[i] && reads(&g->nodes[i], t))
+      ok = merge(&merged[i], index_of(g->nodes[i].in, g->nodes[i].nin, t), &g->nodes[p]) == 0;
   }
   if (ok) {
     for (int i = 0; i < g->nnodes; i++) g->nodes[i] = merged[i];
@@ -166,7 +170,8 @@ static void compact(Fusion *f) {
     if (g->tensors[t].kind != T_PARAM_GRAD) g->tensors[t].producer = -1;
   for (int i = 0; i < g->nnodes; i++)
     for (int k = 0; k < g->nodes[i].nout; k++)
-      if (g->tensors[g->nodes[i].out[k]].kind != T_PARAM_GRAD) g->tensors[g->nodes[i].out[k]].producer = i;
+      if (g->tensors[g->nodes[i].out[k]].kind != T_PARAM_GRAD)
+        g->tensors[g->nodes[i].out[k]].producer = i;
 }
 
 static int fuse_graph(Graph *g) {
@@ -183,4 +188,6 @@ static int fuse_graph(Graph *g) {
   return merged;
 }
 
-int fuse_model(Model *m) { return fuse_graph(&m->embed) + fuse_graph(&m->block) + fuse_graph(&m->head); }
+int fuse_model(Model *m) {
+  return fuse_graph(&m->embed) + fuse_graph(&m->block) + fuse_graph(&m->head);
+}

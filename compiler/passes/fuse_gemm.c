@@ -1,10 +1,11 @@
-/* fuse_gemm.c: forward GEMMs that read the same input by weights of the same tensor-parallel layout (q, k
- * and v of an attention; gate and up of a GLU) become one GEMM over the weights side by side, as llm.c's
- * one [C, 3C] product, its output taken apart into the tensors the GEMMs made. The weights stay
- * parameters of their own (names, checkpoints, initialisation): a join lays them side by side in memory
- * and one tensor stands for them. After the shard pass (the layouts decide what may join), before
- * autodiff, which then gives one GEMM for the input's gradient (the members' contributions summed by the
- * product) and one for the weights' gradients, after one concat of the parts' gradients. */
+/* fuse_gemm.c: forward GEMMs that read the same input by weights of the same tensor-parallel
+ * layout (q, k and v of an attention; gate and up of a GLU) become one GEMM over the weights
+ * side by side, as llm.c's one [C, 3C] product, its output taken apart into the tensors the
+ * GEMMs made. The weights stay parameters of their own (names, checkpoints, initialisation): a
+ * join lays them side by side in memory and one tensor stands for them. After the shard pass
+ * (the layouts decide what may join), before autodiff, which then gives one GEMM for the input's
+ * gradient (the members' contributions summed by the product) and one for the weights'
+ * gradients, after one concat of the parts' gradients. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,7 +25,9 @@ typedef struct {
   int ngroups;
 } Fusing;
 
-static const Tensor *weight_of(const Fusing *f, int node) { return &f->g->tensors[f->g->nodes[node].in[1]]; }
+static const Tensor *weight_of(const Fusing *f, int node) {
+  return &f->g->tensors[f->g->nodes[node].in[1]];
+}
 
 /* Is param p a member of a join made before (in another stage: a parameter lies in one place)? */
 static int joined(const Model *m, int p) {
@@ -40,8 +43,8 @@ static int in_group(const Fusing *f, const Group *g, int p) {
   return 0;
 }
 
-/* A forward x·Wᵀ by a 2-D parameter, replicated or split by its rows (a linear layer, column-parallel):
- * the weights side by side are then one matrix on every rank. */
+/* A forward x·Wᵀ by a 2-D parameter, replicated or split by its rows (a linear layer,
+ * column-parallel): the weights side by side are then one matrix on every rank. */
 static int is_linear(const Fusing *f, int i) {
   const Node *n = &f->g->nodes[i];
   if (n->op != OP_MATMUL || n->backward || n->a.mm.trans_a || !n->a.mm.trans_b) return 0;
@@ -89,7 +92,8 @@ static int dotted_suffix(const char *a, const char *b) {
   return n;
 }
 
-/* "attn.q.weight", "attn.k.weight", "attn.v.weight" -> "attn.q+k+v" and, with the suffix, ".weight". */
+/* "attn.q.weight", "attn.k.weight", "attn.v.weight" -> "attn.q+k+v" and, with the suffix,
+ * ".weight". */
 static void joined_name(const char *const *names, int n, int with_suffix, char *buf, int len) {
   int prefix = (int)strlen(names[0]), suffix = prefix;
   for (int k = 1; k < n; k++) {
@@ -103,11 +107,12 @@ static void joined_name(const char *const *names, int n, int with_suffix, char *
     if (middle < 0) middle = 0;
     used += snprintf(buf + used, len - used, "%s%.*s", k ? "+" : "", middle, names[k] + prefix);
   }
-  if (with_suffix && used < len) snprintf(buf + used, len - used, "%s", names[0] + strlen(names[0]) - suffix);
+  if (with_suffix && used < len)
+    snprintf(buf + used, len - used, "%s", names[0] + strlen(names[0]) - suffix);
 }
 
-/* The dim of the joined output: the members' output dims by name, "qdim+kvdim+kvdim"; -1 when that name
- * is taken by another size. */
+/* The dim of the joined output: the members' output dims by name, "qdim+kvdim+kvdim"; -1 when
+ * that name is taken by another size. */
 static int joined_dim(Fusing *f, const Group *g) {
   int64_t size = 0, granule = 0;
   char name[NAME_LEN];
@@ -124,7 +129,8 @@ static int joined_dim(Fusing *f, const Group *g) {
   return dim;
 }
 
-/* One tensor for the group's weights: a join of their parameters, each rank's shares side by side. */
+/* One tensor for the group's weights: a join of their parameters, each rank's shares side by
+ * side. */
 static int joined_weight(Fusing *f, const Group *g, int dim) {
   const char *names[MAX_PARTS];
   ParamJoin join = {.n = g->n};
@@ -160,8 +166,9 @@ static int joined_output(Fusing *f, const Group *g, int dim) {
 
 /* ---- the graph rewritten -------------------------------------------------------------------- */
 
-/* The joined output holds, on each rank, its share of each member's output side by side: tp groups of
- * the members' shares when the last axis is split, one group of the whole outputs when it is not. */
+/* The joined output holds, on each rank, its share of each member's output side by side: tp
+ * groups of the members' shares when the last axis is split, one group of the whole outputs when
+ * it is not. */
 static PartAttr parts_of(const Fusing *f, const Node *old, const Group *g, int whole) {
   const Tensor *y = &f->g->tensors[whole];
   int split = y->layout.kind == LAYOUT_S && y->layout.axis == y->ndim - 1;
@@ -192,8 +199,8 @@ static void emit_group(Fusing *f, const Node *old, const Group *g, int weight, i
   }
 }
 
-/* Each group's joined weight and output, then the forward graph again with each group's GEMMs as one;
- * a group whose joined dim cannot be named stays as it was. Returns the GEMMs joined. */
+/* Each group's joined weight and output, then the forward graph again with each group's GEMMs as
+ * one; a group whose joined dim cannot be named stays as it was. Returns the GEMMs joined. */
 static int rewrite(Fusing *f) {
   int weight[f->ngroups + 1], whole[f->ngroups + 1], fused = 0;
   for (int k = 0; k < f->ngroups; k++) {

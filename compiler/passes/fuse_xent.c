@@ -1,5 +1,6 @@
-/* fuse_xent.c: the cross entropy's gradient taken by its forward, where the logits have no reader but
- * the cross entropy's two nodes: one pass over the logits from memory rather than three. */
+/* fuse_xent.c: the cross entropy's gradient taken by its forward, where the logits have no
+ * reader but the cross entropy's two nodes: one pass over the logits from memory rather than
+ * three. */
 #include "passes/fuse.h"
 
 /* Does a node other than a and b read tensor t? */
@@ -27,7 +28,8 @@ int fuse_xent(Graph *g) {
     if (n->op != OP_XENT) continue;
     const Tensor *z = &g->tensors[n->in[0]];
     int j = backward_of(g, i);
-    if (j < 0 || (z->layout.kind == LAYOUT_S && z->layout.axis == z->ndim - 1) || read_elsewhere(g, n->in[0], i, j))
+    if (j < 0 || (z->layout.kind == LAYOUT_S && z->layout.axis == z->ndim - 1) ||
+        read_elsewhere(g, n->in[0], i, j))
       continue;
     n->a.xent.grad_in_forward = g->nodes[j].a.xent.grad_in_forward = 1;
     marked++;

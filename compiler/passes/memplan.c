@@ -6,7 +6,8 @@
 
 #include "passes/autodiff.h"
 
-enum { ALIGN = 16, STATS_UNITS = 2 }; /* a statistic (real) takes up to two activation elements (bf16) */
+/* a statistic (real) takes up to two activation elements (bf16) */
+enum { ALIGN = 16, STATS_UNITS = 2 };
 
 static int64_t aligned(int64_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
@@ -97,24 +98,27 @@ void memplan_stage(const Model *m, const Graph *g, int tp, StageMemory *s) {
         s->region[t] = s->region[in];
         s->offset[t] = s->offset[in];
         for (int b = 0; b < nlive; b++)
-          if (s->region[in] == REGION_SCRATCH && live[b].offset == s->offset[in]) live[b].until = last_use(g, t);
+          if (s->region[in] == REGION_SCRATCH && live[b].offset == s->offset[in])
+            live[b].until = last_use(g, t);
         continue;
       }
-      s->offset[t] = place(live, &nlive, room(m, &g->tensors[t], tp), i, last_use(g, t), &s->scratch);
+      s->offset[t] = place(live, &nlive, room(m, &g->tensors[t], tp), i, last_use(g, t),
+                           &s->scratch);
     }
   }
   free(live);
 }
 
 void memplan_print(const Model *m, const Graph *g, const StageMemory *s, int tp, FILE *f) {
-  static const char *const regions[] = {"saved", "scratch", "input", "grad out", "grad in", "param", "param grad",
-                                        "data", "loss"};
-  fprintf(f, "stage %s: saved %lld elements per microbatch, scratch %lld\n", g->name, (long long)s->saved,
-          (long long)s->scratch);
+  static const char *const regions[] = {"saved", "scratch",    "input", "grad out", "grad in",
+                                        "param", "param grad", "data",  "loss"};
+  fprintf(f, "stage %s: saved %lld elements per microbatch, scratch %lld\n", g->name,
+          (long long)s->saved, (long long)s->scratch);
   for (int t = 0; t < g->ntensors; t++) {
     if (s->region[t] != REGION_SAVED && s->region[t] != REGION_SCRATCH) continue;
-    fprintf(f, "  %-32s %-8s at %10lld, %10lld elements\n", g->tensors[t].name, regions[s->region[t]],
-            (long long)s->offset[t], (long long)tensor_local_elems(m, &g->tensors[t], tp));
+    fprintf(f, "  %-32s %-8s at %10lld, %10lld elements\n", g->tensors[t].name,
+            regions[s->region[t]], (long long)s->offset[t],
+            (long long)tensor_local_elems(m, &g->tensors[t], tp));
   }
 }
 

@@ -1,8 +1,8 @@
-/* memplan.h: the static memory plan of each stage graph: where every tensor of one microbatch lives.
- * Activations the backward pass reads (and the stage's output, the next layer's input) get fixed
- * offsets in the stage's saved region, kept from a microbatch's forward to its backward; everything
- * else shares a per-rank scratch region, offsets reused by liveness. Offsets are in elements of the
- * activation type, aligned to 16 elements. */
+/* memplan.h: the static memory plan of each stage graph: where every tensor of one microbatch
+ * lives. Activations the backward pass reads (and the stage's output, the next layer's input)
+ * get fixed offsets in the stage's saved region, kept from a microbatch's forward to its
+ * backward; everything else shares a per-rank scratch region, offsets reused by liveness.
+ * Offsets are in elements of the activation type, aligned to 16 elements. */
 #ifndef PLAIT_MEMPLAN_H
 #define PLAIT_MEMPLAN_H
 

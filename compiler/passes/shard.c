@@ -1,9 +1,9 @@
-/* shard.c: the shard pass: layouts from parameter hints, propagation through the forward graph, and the
- * collectives inserted where producer and consumer disagree. Partial sums stay partial through linear
- * elementwise nodes (sums, differences, scalings): such a node is held back as a pending expression and
- * made only where a consumer needs its full value, with one reduction of all its partial inputs — a
- * parallel block's attention and MLP outputs are summed before a single all-reduce, and a row-parallel
- * bias is added once, after it. */
+/* shard.c: the shard pass: layouts from parameter hints, propagation through the forward graph,
+ * and the collectives inserted where producer and consumer disagree. Partial sums stay partial
+ * through linear elementwise nodes (sums, differences, scalings): such a node is held back as a
+ * pending expression and made only where a consumer needs its full value, with one reduction of
+ * all its partial inputs — a parallel block's attention and MLP outputs are summed before a
+ * single all-reduce, and a row-parallel bias is added once, after it. */
 #include "passes/shard.h"
 
 #include <stdlib.h>
@@ -14,7 +14,8 @@ typedef struct {
   const Parallel *par;
   Layout residual;
   Diag *d;
-  Node **pending; /* per tensor of the graph being sharded: the linear node held back that makes it */
+  /* per tensor of the graph being sharded: the linear node held back that makes it */
+  Node **pending;
   int npending;
 } Shard;
 
@@ -38,7 +39,9 @@ static int matmul_layout(const Graph *g, const Node *n, Layout *out) {
     else if (is_split(a, a_last) && b.kind == LAYOUT_R) *out = layout_s(0);
     else if (a.kind == LAYOUT_R && is_split(b, b_last)) *out = layout_s(1);
     else if (a.kind == LAYOUT_R && b.kind == LAYOUT_R) *out = layout_r();
-    else if ((a.kind == LAYOUT_P && b.kind == LAYOUT_R) || (a.kind == LAYOUT_R && b.kind == LAYOUT_P)) *out = layout_p();
+    else if ((a.kind == LAYOUT_P && b.kind == LAYOUT_R) ||
+             (a.kind == LAYOUT_R && b.kind == LAYOUT_P))
+      *out = layout_p();
     else return -1;
     return 0;
   }
@@ -71,8 +74,11 @@ static Layout reduce_layout(const Graph *g, const Node *n) {
   return in->layout.axis < offset ? layout_p() : layout_s(in->layout.axis - offset);
 }
 
-/* Statistics per row (mean, rstd, lse, norm weight gradients) follow a split of the leading axes. */
-static Layout rows_layout(Layout x, int x_last) { return x.kind == LAYOUT_S && x.axis < x_last ? x : layout_r(); }
+/* Statistics per row (mean, rstd, lse, norm weight gradients) follow a split of the leading
+ * axes. */
+static Layout rows_layout(Layout x, int x_last) {
+  return x.kind == LAYOUT_S && x.axis < x_last ? x : layout_r();
+}
 
 int shard_output_layouts(const Model *m, const Graph *g, const Node *n, Layout *out) {
   (void)m;
@@ -83,7 +89,9 @@ int shard_output_layouts(const Model *m, const Graph *g, const Node *n, Layout *
   case OP_REDUCE: out[0] = reduce_layout(g, n); return 0;
   case OP_NORM: /* a norm by groups keeps a split by whole groups; its statistics split alike */
     out[0] = x;
-    out[1] = out[2] = n->a.norm.group && is_split(x, last_axis(g, n->in[0])) ? x : rows_layout(x, last_axis(g, n->in[0]));
+    out[1] = out[2] = n->a.norm.group && is_split(x, last_axis(g, n->in[0]))
+                          ? x
+                          : rows_layout(x, last_axis(g, n->in[0]));
     return 0;
   case OP_ATTENTION:
     out[0] = x;
@@ -91,7 +99,9 @@ int shard_output_layouts(const Model *m, const Graph *g, const Node *n, Layout *
     return 0;
   case OP_EMBEDDING: {
     Layout t = tensor_layout(g, n->in[1]);
-    out[0] = is_split(t, 0) ? layout_p() : is_split(t, 1) ? layout_s(last_axis(g, n->in[0]) + 1) : layout_r();
+    out[0] = is_split(t, 0)   ? layout_p()
+             : is_split(t, 1) ? layout_s(last_axis(g, n->in[0]) + 1)
+                              : layout_r();
     return 0;
   }
   case OP_XENT: out[0] = out[1] = layout_r(); return 0;
@@ -100,7 +110,9 @@ int shard_output_layouts(const Model *m, const Graph *g, const Node *n, Layout *
   case OP_REDUCESCATTER: case OP_SLICE: out[0] = layout_s(n->a.coll.axis); return 0;
   case OP_NORM_BWD: {
     Layout dy = tensor_layout(g, n->in[n->nin - 1]);
-    Layout dw = x.kind == LAYOUT_S && (x.axis < last_axis(g, n->in[0]) || n->a.norm.group) ? layout_p() : layout_r();
+    Layout dw = x.kind == LAYOUT_S && (x.axis < last_axis(g, n->in[0]) || n->a.norm.group)
+                    ? layout_p()
+                    : layout_r();
     out[0] = dy;
     out[1] = out[2] = dw;
     return 0;
@@ -116,11 +128,13 @@ int shard_output_layouts(const Model *m, const Graph *g, const Node *n, Layout *
 
 /* ---- conversions ---------------------------------------------------------------------------- */
 
-static int add_collective(Model *m, Graph *g, OpKind op, int t, int axis, int backward, const char *where) {
+static int add_collective(Model *m, Graph *g, OpKind op, int t, int axis, int backward,
+                          const char *where) {
   const Tensor *src = &g->tensors[t];
   char name[NAME_LEN];
   snprintf(name, sizeof name, "%.40s.%s", src->name, op_name(op));
-  int out = graph_tensor(g, src->kind == T_GRAD ? T_GRAD : T_ACT, src->dtype, src->ndim, src->dims, name);
+  int out = graph_tensor(g, src->kind == T_GRAD ? T_GRAD : T_ACT, src->dtype, src->ndim, src->dims,
+                         name);
   g->tensors[out].grad_of = g->tensors[t].grad_of;
   Node n = node_new(op, 1, &t);
   n.a.coll.axis = axis;
@@ -140,7 +154,8 @@ static int add_collective(Model *m, Graph *g, OpKind op, int t, int axis, int ba
 static int made_before(const Graph *g, int t, Layout to, int backward) {
   for (int i = 0; i < g->nnodes; i++) {
     const Node *n = &g->nodes[i];
-    if (n->inserted && n->backward == backward && n->in[0] == t && layout_equal(tensor_layout(g, n->out[0]), to))
+    if (n->inserted && n->backward == backward && n->in[0] == t &&
+        layout_equal(tensor_layout(g, n->out[0]), to))
       return n->out[0];
   }
   return -1;
@@ -152,11 +167,13 @@ int shard_convert(Model *m, Graph *g, int t, Layout to, int backward, const char
   int earlier = made_before(g, t, to, backward);
   if (earlier >= 0) return earlier;
   if (from.kind == LAYOUT_P)
-    return to.kind == LAYOUT_R ? add_collective(m, g, OP_ALLREDUCE, t, 0, backward, where)
-                               : add_collective(m, g, OP_REDUCESCATTER, t, to.axis, backward, where);
+    return to.kind == LAYOUT_R
+               ? add_collective(m, g, OP_ALLREDUCE, t, 0, backward, where)
+               : add_collective(m, g, OP_REDUCESCATTER, t, to.axis, backward, where);
   if (from.kind == LAYOUT_S) {
     int gathered = add_collective(m, g, OP_ALLGATHER, t, from.axis, backward, where);
-    return to.kind == LAYOUT_R ? gathered : add_collective(m, g, OP_SLICE, gathered, to.axis, backward, where);
+    return to.kind == LAYOUT_R ? gathered
+                               : add_collective(m, g, OP_SLICE, gathered, to.axis, backward, where);
   }
   return add_collective(m, g, OP_SLICE, t, to.axis, backward, where); /* R -> S */
 }
@@ -166,7 +183,8 @@ int shard_convert(Model *m, Graph *g, int t, Layout to, int backward, const char
 /* Partial sums resolve to the residual layout where the tensor's axes allow, else to replicated. */
 static Layout resolve_partial(const Shard *c, const Graph *g, int t) {
   const Tensor *x = &g->tensors[t];
-  if (c->residual.kind == LAYOUT_S && x->ndim >= 2 && x->dims[1] == c->m->seq_dim) return c->residual;
+  if (c->residual.kind == LAYOUT_S && x->ndim >= 2 && x->dims[1] == c->m->seq_dim)
+    return c->residual;
   return layout_r();
 }
 
@@ -184,7 +202,8 @@ static void matmul_needs(const Shard *c, const Graph *g, const Node *n, Layout *
 static void ew_needs(const Shard *c, const Graph *g, const Node *n, Layout *need) {
   int out_ndim = 0, seq_out = -1;
   for (int i = 0; i < n->nin; i++)
-    if (g->tensors[n->in[i]].ndim > out_ndim) out_ndim = g->tensors[n->in[i]].ndim, seq_out = n->in[i];
+    if (g->tensors[n->in[i]].ndim > out_ndim)
+      out_ndim = g->tensors[n->in[i]].ndim, seq_out = n->in[i];
   Layout target = layout_r();
   int decided = 0;
   for (int i = 0; i < n->nin && !decided; i++) {
@@ -192,7 +211,8 @@ static void ew_needs(const Shard *c, const Graph *g, const Node *n, Layout *need
     if (t->layout.kind == LAYOUT_S && t->ndim == out_ndim) target = t->layout, decided = 1;
   }
   for (int i = 0; i < n->nin && !decided; i++)
-    if (tensor_layout(g, n->in[i]).kind == LAYOUT_P) target = resolve_partial(c, g, seq_out), decided = 1;
+    if (tensor_layout(g, n->in[i]).kind == LAYOUT_P)
+      target = resolve_partial(c, g, seq_out), decided = 1;
   for (int i = 0; i < n->nin; i++) {
     const Tensor *t = &g->tensors[n->in[i]];
     int axis = target.kind == LAYOUT_S ? target.axis - (out_ndim - t->ndim) : -1;
@@ -202,20 +222,21 @@ static void ew_needs(const Shard *c, const Graph *g, const Node *n, Layout *need
 
 static void attention_needs(const Graph *g, const Node *n, Layout *need) {
   int heads_split = 0;
-  for (int i = 0; i < 3; i++) heads_split |= is_split(tensor_layout(g, n->in[i]), last_axis(g, n->in[i]));
+  for (int i = 0; i < 3; i++)
+    heads_split |= is_split(tensor_layout(g, n->in[i]), last_axis(g, n->in[i]));
   for (int i = 0; i < 3; i++) need[i] = heads_split ? layout_s(last_axis(g, n->in[i])) : layout_r();
 }
 
-/* A norm by groups over a split last dim: each rank holds whole groups (the split's granule, a head,
- * is a multiple of the group). */
+/* A norm by groups over a split last dim: each rank holds whole groups (the split's granule, a
+ * head, is a multiple of the group). */
 static int whole_groups(const Shard *c, const Graph *g, const Node *n) {
   const Tensor *x = &g->tensors[n->in[0]];
   return n->a.norm.group && c->m->dims[x->dims[x->ndim - 1]].granule % n->a.norm.group == 0;
 }
 
-/* Parts of groups along the last dim: a split of the last dim stays (each rank holds whole groups: checked
- * by check_parts), as does a split of a leading one; partial sums are summed first. A concat takes its
- * inputs alike: split by the last dim when one of them is. */
+/* Parts of groups along the last dim: a split of the last dim stays (each rank holds whole
+ * groups: checked by check_parts), as does a split of a leading one; partial sums are summed
+ * first. A concat takes its inputs alike: split by the last dim when one of them is. */
 static void parts_needs(const Graph *g, const Node *n, Layout *need) {
   Layout target = layout_r();
   for (int i = 0; i < n->nin; i++) {
@@ -232,9 +253,9 @@ static void input_needs(const Shard *c, const Graph *g, const Node *n, Layout *n
   case OP_MATMUL: matmul_needs(c, g, n, need); break;
   case OP_EW: ew_needs(c, g, n, need); break;
   case OP_NORM:
-    need[0] = x.kind == LAYOUT_P                                                     ? resolve_partial(c, g, n->in[0])
+    need[0] = x.kind == LAYOUT_P ? resolve_partial(c, g, n->in[0])
               : is_split(x, last_axis(g, n->in[0])) && !whole_groups(c, g, n) ? layout_r()
-                                                                                       : x;
+                                                                              : x;
     for (int i = 1; i < n->nin; i++) need[i] = layout_r();
     break;
   case OP_ATTENTION: attention_needs(g, n, need); break;
@@ -247,7 +268,12 @@ static void input_needs(const Shard *c, const Graph *g, const Node *n, Layout *n
     need[0] = is_split(x, last_axis(g, n->in[0])) ? x : layout_r();
     need[1] = layout_r();
     break;
-  case OP_REDUCE: case OP_ALLREDUCE: case OP_ALLGATHER: case OP_REDUCESCATTER: case OP_SLICE: case OP_NORM_BWD:
+  case OP_REDUCE:
+  case OP_ALLREDUCE:
+  case OP_ALLGATHER:
+  case OP_REDUCESCATTER:
+  case OP_SLICE:
+  case OP_NORM_BWD:
   case OP_ATTENTION_BWD: case OP_EMBEDDING_BWD: case OP_XENT_BWD:
     break; /* each input as it is laid out */
   }
@@ -262,20 +288,31 @@ static int check_split(const Shard *c, const Tensor *t, const char *what, const 
   int64_t pieces = dim->size / dim->granule;
   if (pieces % tp == 0) return 0;
   if (dim->of_parts)
-    return diag(c->d, "%s: %s = %lld is %lld group%s of %lld from a split or concat, which tp = %d cannot divide "
-                      "(the parts of a group would lie on different ranks); lay the fused tensor out in groups a "
-                      "multiple of tp (q, k, v by head: groups = heads, as Megatron lays them out)", where, dim->name,
-                (long long)dim->size, (long long)pieces, pieces == 1 ? "" : "s", (long long)dim->granule, tp);
+    return diag(
+        c->d,
+        "%s: %s = %lld is %lld group%s of %lld from a split or concat, which tp = %d cannot divide "
+        "(the parts of a group would lie on different ranks); lay the fused tensor out in groups a "
+        "multiple of tp (q, k, v by head: groups = heads, as Megatron lays them out)",
+        where, dim->name, (long long)dim->size, (long long)pieces, pieces == 1 ? "" : "s",
+        (long long)dim->granule, tp);
   if (dim->granule > 1)
-    return diag(c->d, "%s: %lld attention heads (%s = %lld heads × head_dim %lld) are not divisible by tp = %d; "
-                      "choose a tp that divides %lld", where, (long long)pieces, dim->name, (long long)pieces,
-                (long long)dim->granule, tp, (long long)pieces);
+    return diag(
+        c->d,
+        "%s: %lld attention heads (%s = %lld heads × head_dim %lld) are not divisible by tp = %d; "
+        "choose a tp that divides %lld",
+        where, (long long)pieces, dim->name, (long long)pieces, (long long)dim->granule, tp,
+        (long long)pieces);
   if (t->dims[t->layout.axis] == c->m->seq_dim)
-    return diag(c->d, "%s: seq = %lld is not divisible by tp = %d, which sequence parallelism splits it by; "
-                      "choose a tp that divides %lld or drop --sequence-parallel", where, (long long)dim->size, tp,
-                (long long)dim->size);
-  return diag(c->d, "%s: %s = %lld is not divisible by tp = %d (tensor parallelism splits %s); choose a tp that "
-                    "divides %lld", where, dim->name, (long long)dim->size, tp, what, (long long)dim->size);
+    return diag(
+        c->d,
+        "%s: seq = %lld is not divisible by tp = %d, which sequence parallelism splits it by; "
+        "choose a tp that divides %lld or drop --sequence-parallel",
+        where, (long long)dim->size, tp, (long long)dim->size);
+  return diag(
+      c->d,
+      "%s: %s = %lld is not divisible by tp = %d (tensor parallelism splits %s); choose a tp that "
+      "divides %lld",
+      where, dim->name, (long long)dim->size, tp, what, (long long)dim->size);
 }
 
 static Layout hint_layout(const Param *p, int tp) {
@@ -299,17 +336,19 @@ static int layout_params(Shard *c) {
   return 0;
 }
 
-/* A split or concat over a last dim split by tp: each rank must hold whole groups (groups divisible by
- * tp), else a part would straddle ranks. */
+/* A split or concat over a last dim split by tp: each rank must hold whole groups (groups
+ * divisible by tp), else a part would straddle ranks. */
 static int check_parts(const Shard *c, const Graph *g, const Node *n) {
   if (n->op != OP_SPLIT && n->op != OP_CONCAT) return 0;
   const Tensor *x = &g->tensors[n->in[0]];
   if (!is_split(x->layout, x->ndim - 1) || n->a.parts.groups % c->par->tp == 0) return 0;
-  return diag(c->d, "%s: %s of %d group%s along a dim split by tp = %d: the parts of a group would lie on "
-                    "different ranks; lay the tensor out in groups a multiple of tp (a fused q, k, v by head, "
-                    "groups = heads, as Megatron lays it out) or choose a tp that divides %d",
-              n->where, op_name(n->op), n->a.parts.groups, n->a.parts.groups == 1 ? "" : "s", c->par->tp,
-              n->a.parts.groups);
+  return diag(
+      c->d,
+      "%s: %s of %d group%s along a dim split by tp = %d: the parts of a group would lie on "
+      "different ranks; lay the tensor out in groups a multiple of tp (a fused q, k, v by head, "
+      "groups = heads, as Megatron lays it out) or choose a tp that divides %d",
+      n->where, op_name(n->op), n->a.parts.groups, n->a.parts.groups == 1 ? "" : "s", c->par->tp,
+      n->a.parts.groups);
 }
 
 /* ---- partial sums kept partial -------------------------------------------------------------- */
@@ -338,8 +377,8 @@ static int input_slot(Node *v, int t) {
   return v->nin++;
 }
 
-/* Node n with the pending nodes among its inputs grafted in: one expression over tensors that exist.
- * Returns 0, or -1 when it does not fit in one node. */
+/* Node n with the pending nodes among its inputs grafted in: one expression over tensors that
+ * exist. Returns 0, or -1 when it does not fit in one node. */
 static int merge_pending(const Shard *c, const Node *n, Node *v) {
   *v = *n;
   v->nin = 0;
@@ -359,8 +398,10 @@ static int merge_pending(const Shard *c, const Node *n, Node *v) {
     }
     if ((roots[i] = expr_graft(&v->expr, &p->expr, expr_root(&p->expr), map)) < 0) return -1;
   }
-  return expr_graft(&v->expr, &n->expr, expr_root(&n->expr), roots) < 0 || expr_compact(&v->expr, expr_root(&v->expr))
-             ? -1 : 0;
+  return expr_graft(&v->expr, &n->expr, expr_root(&n->expr), roots) < 0 ||
+                 expr_compact(&v->expr, expr_root(&v->expr))
+             ? -1
+             : 0;
 }
 
 static int partial_inputs(const Graph *g, const Node *n) {
@@ -373,16 +414,19 @@ static int partial_inputs(const Graph *g, const Node *n) {
 static int held_back(Shard *c, const Graph *g, const Node *n) {
   if (n->op != OP_EW || c->par->tp == 1) return 0;
   int partial = 0;
-  for (int i = 0; i < n->nin; i++) partial |= tensor_layout(g, n->in[i]).kind == LAYOUT_P || pending_of(c, n->in[i]);
+  for (int i = 0; i < n->nin; i++)
+    partial |= tensor_layout(g, n->in[i]).kind == LAYOUT_P || pending_of(c, n->in[i]);
   Node v;
   double coef[MAX_INPUTS], constant;
-  if (!partial || merge_pending(c, n, &v) || !expr_linear(&v.expr, v.nin, coef, &constant)) return 0;
+  if (!partial || merge_pending(c, n, &v) || !expr_linear(&v.expr, v.nin, coef, &constant))
+    return 0;
   hold_back(c, n->out[0], &v);
   return 1;
 }
 
-/* A pending node with several partial inputs is made as their sum (with the node's coefficients), which
- * stays partial, plus the rest of the expression: the sum is then reduced once. */
+/* A pending node with several partial inputs is made as their sum (with the node's
+ * coefficients), which stays partial, plus the rest of the expression: the sum is then reduced
+ * once. */
 static int sum_partials(Shard *c, Graph *g, Node *v) {
   double coef[MAX_INPUTS], constant;
   expr_linear(&v->expr, v->nin, coef, &constant);
@@ -435,8 +479,8 @@ static void layout_leaves(Shard *c, Graph *g) {
   }
 }
 
-/* Re-appends the node with its inputs converted to what it needs (pending inputs made first); lays out
- * its outputs. */
+/* Re-appends the node with its inputs converted to what it needs (pending inputs made first);
+ * lays out its outputs. */
 static int emit_node(Shard *c, Graph *g, Node n) {
   Layout need[MAX_INPUTS], out[MAX_OUTPUTS];
   for (int i = 0; i < n.nin; i++)
@@ -484,6 +528,7 @@ static int shard_graph(Shard *c, Graph *g) {
 int shard_model(Model *m, const Parallel *par, Diag *d) {
   Shard c = {.m = m, .par = par, .residual = shard_residual_layout(m, par), .d = d};
   if (layout_params(&c)) return -1;
-  if (shard_graph(&c, &m->embed) || shard_graph(&c, &m->block) || shard_graph(&c, &m->head)) return -1;
+  if (shard_graph(&c, &m->embed) || shard_graph(&c, &m->block) || shard_graph(&c, &m->head))
+    return -1;
   return 0;
 }

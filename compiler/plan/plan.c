@@ -10,7 +10,9 @@
 #include "ir/shape.h"
 #include "passes/shard.h"
 
-static int printing(const Options *o, const char *pass) { return o && o->print && strcmp(o->print, pass) == 0; }
+static int printing(const Options *o, const char *pass) {
+  return o && o->print && strcmp(o->print, pass) == 0;
+}
 
 static int check_print_option(const Options *o, Diag *d) {
   static const char *const passes[] = {"shapes", "shard",    "autodiff", "fuse",
@@ -18,7 +20,9 @@ static int check_print_option(const Options *o, Diag *d) {
   if (!o->print) return 0;
   for (int i = 0; passes[i]; i++)
     if (strcmp(passes[i], o->print) == 0) return 0;
-  return diag(d, "--print %s: unknown pass (shapes, shard, autodiff, fuse, partition, memory, schedule, costs)",
+  return diag(d,
+              "--print %s: unknown pass (shapes, shard, autodiff, fuse, partition, memory, "
+              "schedule, costs)",
               o->print);
 }
 
@@ -28,7 +32,8 @@ static int choose_machine(const Options *o, Plan *p, Diag *d) {
   return 0;
 }
 
-/* Chunk costs for the cut: forward and backward (and recomputed forward) FLOPs of one microbatch. */
+/* Chunk costs for the cut: forward and backward (and recomputed forward) FLOPs of one
+ * microbatch. */
 static int cut_chunks(Plan *p, Diag *d) {
   const ModelCost *c = &p->cost;
   double layer = c->block.flops[0] * (p->par.recompute ? 2 : 1) + c->block.flops[1];
@@ -44,18 +49,22 @@ static void print_memory_plan(const Plan *p, FILE *out) {
   for (int s = 0; s < 3; s++) memplan_print(&p->model, stages[s], &p->memory[s], p->par.tp, out);
   for (int c = 0; c < p->nchunks; c++) {
     const ChunkMemory *k = &p->chunk_memory[c];
-    fprintf(out, "chunk %d: slot of %lld elements (input %lld, embed %lld, layers %lld, head %lld, output %lld, "
-                 "gradient in %lld, gradient out %lld), %d slots\n",
-            c, (long long)k->size, (long long)k->input, (long long)k->embed, (long long)k->layers, (long long)k->head,
-            (long long)k->output, (long long)k->grad_out, (long long)k->grad_in, k->slots);
+    fprintf(out,
+            "chunk %d: slot of %lld elements (input %lld, embed %lld, layers %lld, head %lld, "
+            "output %lld, "
+            "gradient in %lld, gradient out %lld), %d slots\n",
+            c, (long long)k->size, (long long)k->input, (long long)k->embed, (long long)k->layers,
+            (long long)k->head, (long long)k->output, (long long)k->grad_out, (long long)k->grad_in,
+            k->slots);
   }
 }
 
 static void print_partition(const Plan *p, FILE *out) {
   for (int c = 0; c < p->nchunks; c++) {
     const Chunk *k = &p->chunks[c];
-    fprintf(out, "chunk %d: rank %d, layers %d..%d%s%s, cost %.4g FLOP\n", c, k->rank, k->first_layer,
-            k->first_layer + k->layers - 1, k->has_embed ? " + embed" : "", k->has_head ? " + head" : "", k->cost);
+    fprintf(out, "chunk %d: rank %d, layers %d..%d%s%s, cost %.4g FLOP\n", c, k->rank,
+            k->first_layer, k->first_layer + k->layers - 1, k->has_embed ? " + embed" : "",
+            k->has_head ? " + head" : "", k->cost);
   }
 }
 
@@ -83,23 +92,28 @@ static ChunkMemory chunk_memory(const Plan *p, const Chunk *c) {
   return s;
 }
 
-/* A chunk's slot past 2^52 elements (2^12 times the activations of a microbatch of a trillion-parameter
- * GPT) is sizes gone wrong: slots times microbatches would overflow. Checked in double before the slots
- * are laid out in integers. */
+/* A chunk's slot past 2^52 elements (2^12 times the activations of a microbatch of a
+ * trillion-parameter GPT) is sizes gone wrong: slots times microbatches would overflow. Checked
+ * in double before the slots are laid out in integers. */
 static int check_slot_sizes(const Plan *p, Diag *d) {
   for (int c = 0; c < p->nchunks; c++) {
     const Chunk *k = &p->chunks[c];
     double layers = (double)k->layers * (double)p->memory[1].saved;
-    double slot = layers + (double)p->memory[0].saved + (double)p->memory[2].saved + 4.0 * (double)p->io_elems;
+    double slot = layers + (double)p->memory[0].saved + (double)p->memory[2].saved +
+                  4.0 * (double)p->io_elems;
     if (slot * p->microbatches > 4503599627370496.0)
-      return diag(d, "%s: chunk %d keeps %.3g activation elements per microbatch (%d layers), times %d microbatches, "
-                  "beyond what plait plans (2^52); check the config's sizes (seq, hidden, layers) and the batch",
+      return diag(d,
+                  "%s: chunk %d keeps %.3g activation elements per microbatch (%d layers), times "
+                  "%d microbatches, "
+                  "beyond what plait plans (2^52); check the config's sizes (seq, hidden, layers) "
+                  "and the batch",
                   p->model.file, c, slot, k->layers, p->microbatches);
   }
   return 0;
 }
 
-/* Where one microbatch's tensors of each stage live, and the rank's scratch: the layout's tp alone decides. */
+/* Where one microbatch's tensors of each stage live, and the rank's scratch: the layout's tp
+ * alone decides. */
 static void plan_stage_memory(Plan *p) {
   Model *m = &p->model;
   const Graph *stages[3] = {&m->embed, &m->block, &m->head};
@@ -118,8 +132,9 @@ static int plan_memory(Plan *p, Diag *d) {
   return 0;
 }
 
-/* The scores a materialised attention kernel keeps (machine files of Megatron-LM 2021's kernels): each
- * layer's for every microbatch its chunk holds; recomputing, the one layer re-run before its backward. */
+/* The scores a materialised attention kernel keeps (machine files of Megatron-LM 2021's
+ * kernels): each layer's for every microbatch its chunk holds; recomputing, the one layer re-run
+ * before its backward. */
 static double scores_bytes(const Plan *p, int rank) {
   double per_layer = p->times[1].saved_scores;
   if (per_layer == 0 || p->par.recompute) return per_layer;
@@ -129,8 +144,8 @@ static double scores_bytes(const Plan *p, int rank) {
   return bytes;
 }
 
-/* Parameters, their gradients and Adam state, and the activations: the slots of the rank's chunks, its
- * scratch and recompute regions and the two gradients passed between layers. */
+/* Parameters, their gradients and Adam state, and the activations: the slots of the rank's
+ * chunks, its scratch and recompute regions and the two gradients passed between layers. */
 static void rank_memory(const Plan *p, int rank, RankMemory *r) {
   const ModelCost *c = &p->cost;
   memset(r, 0, sizeof *r);
@@ -144,11 +159,16 @@ static void rank_memory(const Plan *p, int rank, RankMemory *r) {
   }
   r->activation_elems = (int64_t)elems;
   r->activations = elems * p->machine.activation_bytes + scores_bytes(p, rank);
-  r->peak_inflight = p->timeline.peak_inflight_microbatches ? p->timeline.peak_inflight_microbatches[rank] : 0;
+  r->peak_inflight = p->timeline.peak_inflight_microbatches
+                         ? p->timeline.peak_inflight_microbatches[rank]
+                         : 0;
   double n = (double)r->params;
-  r->weights[PRECISION_FP32] = 4 * n, r->gradients[PRECISION_FP32] = 4 * n, r->optimizer[PRECISION_FP32] = 8 * n;
-  r->weights[PRECISION_BF16] = 2 * n, r->gradients[PRECISION_BF16] = 4 * n, r->optimizer[PRECISION_BF16] = 12 * n;
-  r->total = r->weights[p->precision] + r->gradients[p->precision] + r->optimizer[p->precision] + r->activations;
+  r->weights[PRECISION_FP32] = 4 * n, r->gradients[PRECISION_FP32] = 4 * n,
+  r->optimizer[PRECISION_FP32] = 8 * n;
+  r->weights[PRECISION_BF16] = 2 * n, r->gradients[PRECISION_BF16] = 4 * n,
+  r->optimizer[PRECISION_BF16] = 12 * n;
+  r->total = r->weights[p->precision] + r->gradients[p->precision] + r->optimizer[p->precision] +
+             r->activations;
 }
 
 /* Bytes a pipeline rank sends per iteration over each group; the plan keeps the busiest rank's. */
@@ -158,9 +178,11 @@ static void rank_traffic(Plan *p, int rank) {
   for (int k = rank; k < p->nchunks; k += p->par.pp) {
     const Chunk *ch = &p->chunks[k];
     double per_layer = c->block.tp_bytes[0] * (p->par.recompute ? 2 : 1) + c->block.tp_bytes[1];
-    tp += m * (ch->layers * per_layer + (ch->has_embed ? c->embed.tp_bytes[0] + c->embed.tp_bytes[1] : 0) +
+    tp += m * (ch->layers * per_layer +
+               (ch->has_embed ? c->embed.tp_bytes[0] + c->embed.tp_bytes[1] : 0) +
                (ch->has_head ? c->head.tp_bytes[0] + c->head.tp_bytes[1] : 0));
-    double summed = ch->layers * c->block.tp_summed_bytes + (ch->has_embed ? c->embed.tp_summed_bytes : 0) +
+    double summed = ch->layers * c->block.tp_summed_bytes +
+                    (ch->has_embed ? c->embed.tp_summed_bytes : 0) +
                     (ch->has_head ? c->head.tp_summed_bytes : 0);
     tp += cost_ring_allreduce(summed, p->par.tp); /* once per iteration */
     double io = (double)p->io_elems * p->machine.activation_bytes;
@@ -168,7 +190,9 @@ static void rank_traffic(Plan *p, int rank) {
     if (k > 0 && p->chunks[k - 1].rank != rank) pp += m * io;               /* gradients */
   }
   double dp = cost_ring_allreduce(4.0 * p->ranks[rank].params, p->par.dp);
-  double embed = p->par.pp > 1 && (rank == 0 || rank == p->par.pp - 1) ? cost_ring_allreduce(c->tied_bytes, 2) : 0;
+  double embed = p->par.pp > 1 && (rank == 0 || rank == p->par.pp - 1)
+                     ? cost_ring_allreduce(c->tied_bytes, 2)
+                     : 0;
   if (tp > p->bytes_tp) p->bytes_tp = tp;
   if (pp > p->bytes_pp) p->bytes_pp = pp;
   if (dp > p->bytes_dp) p->bytes_dp = dp;

@@ -39,16 +39,19 @@ typedef struct {
   double weights[PRECISIONS];      /* bytes: fp32 weights / bf16 weights */
   double gradients[PRECISIONS];    /* fp32 gradients in both */
   double optimizer[PRECISIONS];    /* Adam m and v (fp32) / plus the fp32 master weights */
-  int64_t activation_elems;        /* activation elements the rank allocates: its chunks' slots, scratch, ... */
-  double activations;              /* their bytes, in the machine's activation precision, and the scores a
-                                      materialised attention kernel keeps (StageTime.saved_scores) */
+  /* activation elements the rank allocates: its chunks' slots, scratch, ... */
+  int64_t activation_elems;
+  /* their bytes, in the machine's activation precision, and the scores a materialised attention
+   * kernel keeps (StageTime.saved_scores) */
+  double activations;
   double peak_inflight;            /* microbatches whose activations are held at the peak */
   double total;                    /* all of it, in the machine's precision */
 } RankMemory;
 
 /* Where an iteration's time goes on the rank that finishes last: its compute (kernels), the TP
- * collectives inside it, the pipeline's bubble, waits for pipeline transfers, the data-parallel reduction
- * left after the last backward, and the optimizer step. They add up to the iteration time. */
+ * collectives inside it, the pipeline's bubble, waits for pipeline transfers, the data-parallel
+ * reduction left after the last backward, and the optimizer step. They add up to the iteration
+ * time. */
 typedef struct {
   double compute, tp, bubble, pp, dp, optimizer;
 } IterationTime;
@@ -57,44 +60,52 @@ typedef struct {
   Model model;
   Parallel par;
   Machine machine;
-  int precision;                   /* PRECISION_BF16 when the machine trains in bf16, else PRECISION_FP32 */
+  /* PRECISION_BF16 when the machine trains in bf16, else PRECISION_FP32 */
+  int precision;
   ModelCost cost;
-  StageTime times[3];              /* embed, block (one layer), head: every kernel timed on the machine */
+  /* embed, block (one layer), head: every kernel timed on the machine */
+  StageTime times[3];
   int microbatches;
   int nchunks;
   Chunk *chunks;                   /* pp·vpp, chunk c on rank c mod pp */
   RankMemory *ranks;               /* per pipeline rank */
   StageMemory memory[3];           /* embed, block, head: where one microbatch's tensors live */
   ChunkMemory *chunk_memory;       /* per chunk */
-  int64_t io_elems;                /* the activation between layers and chunks (one TP rank's share) */
+  /* the activation between layers and chunks (one TP rank's share) */
+  int64_t io_elems;
   int64_t scratch_elems;           /* per rank, shared by every stage */
-  int64_t recompute_elems;         /* per rank: one layer's saved activations, re-run (--recompute full) */
+  /* per rank: one layer's saved activations, re-run (--recompute full) */
+  int64_t recompute_elems;
   int masked_lm;                   /* the loss ignores targets of -1 (BERT's masked positions) */
   Schedule schedule;               /* lowered and validated: every rank's actions */
   Slots slots;                     /* the activation slot of every action */
   Timeline timeline;               /* the simulated iteration */
   int unit_costs;                  /* simulated with forward 1, backward 2, communication free */
-  int separate_gemms;              /* GEMMs of one input stay apart (--separate-gemms): no fuse_gemm */
-  double bytes_tp, bytes_pp, bytes_dp, bytes_embed; /* bytes one rank sends per iteration (the busiest) */
+  /* GEMMs of one input stay apart (--separate-gemms): no fuse_gemm */
+  int separate_gemms;
+  /* bytes one rank sends per iteration (the busiest) */
+  double bytes_tp, bytes_pp, bytes_dp, bytes_embed;
   IterationTime time;              /* where the iteration's time goes */
 } Plan;
 
-/* Runs the passes for `o` (model file, layout flags, --set). With o->print naming a pass (shapes, shard,
- * autodiff, fuse, partition, memory, schedule, costs), prints that pass's form to `out` and stops there,
- * returning 1. Returns 0 with the plan built, or -1 with the reason in d. */
+/* Runs the passes for `o` (model file, layout flags, --set). With o->print naming a pass
+ * (shapes, shard, autodiff, fuse, partition, memory, schedule, costs), prints that pass's form
+ * to `out` and stops there, returning 1. Returns 0 with the plan built, or -1 with the reason in
+ * d. */
 int plan_build(const Options *o, Plan *p, FILE *out, Diag *d);
-/* For plait tune: the passes that depend on the model and on tp, mbs and sequence parallelism alone
- * (traced, sharded, differentiated, fused, every kernel timed, each stage's memory planned); then
- * plan_layout, again and again, for each pp, vpp, dp, schedule and recomputation under them (the
- * same passes and checks as plan_build from the cut on). Both return 0, or -1 with the reason in d. */
+/* For plait tune: the passes that depend on the model and on tp, mbs and sequence parallelism
+ * alone (traced, sharded, differentiated, fused, every kernel timed, each stage's memory
+ * planned); then plan_layout, again and again, for each pp, vpp, dp, schedule and recomputation
+ * under them (the same passes and checks as plan_build from the cut on). Both return 0, or -1
+ * with the reason in d. */
 int plan_model(const Options *o, Plan *p, Diag *d);
 int plan_layout(Plan *p, const Parallel *par, Diag *d);
 
-/* What a layout costs before its schedule is lowered and simulated: the iteration takes at least as long
- * as the busiest rank's kernels, after the first microbatch's forward reached it and before its last
- * backward is back at rank 0, and the optimizer step (no other waits); the fullest rank's memory is at
- * least its weights, gradients and optimizer state and the microbatches its schedule's compute order
- * keeps in flight. */
+/* What a layout costs before its schedule is lowered and simulated: the iteration takes at least
+ * as long as the busiest rank's kernels, after the first microbatch's forward reached it and
+ * before its last backward is back at rank 0, and the optimizer step (no other waits); the
+ * fullest rank's memory is at least its weights, gradients and optimizer state and the
+ * microbatches its schedule's compute order keeps in flight. */
 typedef struct {
   double iteration; /* seconds, at least */
   double busy;      /* seconds: that rank's forwards and backwards, recomputation and TP included */
@@ -104,9 +115,9 @@ typedef struct {
   double optimizer; /* seconds: the optimizer step */
   double memory;    /* bytes, at least */
 } PlanBound;
-/* As plan_layout up to the cut and the chunks' slots; when the weights, gradients and optimizer state of
- * a rank alone pass `capacity` bytes, stops there (memory is then theirs). Returns 0, or -1 with the
- * reason (the rules plan_build refuses a layout by) in d. */
+/* As plan_layout up to the cut and the chunks' slots; when the weights, gradients and optimizer
+ * state of a rank alone pass `capacity` bytes, stops there (memory is then theirs). Returns 0,
+ * or -1 with the reason (the rules plan_build refuses a layout by) in d. */
 int plan_bound(Plan *p, const Parallel *par, double capacity, PlanBound *b, Diag *d);
 /* The busiest rank's work per iteration from the kernels' times (plan_schedule.c). */
 void plan_rank_work(const Plan *p, PlanBound *b);
@@ -130,8 +141,8 @@ int plan_simulate(Plan *p, Diag *d);
 /* The per-chunk costs the simulation takes, from the kernels' times on the plan's machine; with
  * `pipeline_free`, pipeline transfers take no time (to tell their share of the iteration). */
 void plan_costs(const Plan *p, Costs *costs, int pipeline_free);
-/* plan_costs_print.c: --print costs: each chunk's kernels with their times and bounds, the iteration's
- * time by where it goes. */
+/* plan_costs_print.c: --print costs: each chunk's kernels with their times and bounds, the
+ * iteration's time by where it goes. */
 void plan_print_costs(const Plan *p, FILE *f);
 /* One line: the iteration's time by where it goes, and the FLOP/s per device it comes to. */
 void plan_print_time_breakdown(const Plan *p, FILE *f);

@@ -38,8 +38,9 @@ static void write_tensors(const Model *m, const Graph *g, FILE *f) {
     if (!tensor_is_used(g, i)) continue;
     char label[ESCAPED_SIZE(NAME_LEN) + 240];
     tensor_label(m, t, label, sizeof label);
-    fprintf(f, "  t%d [shape=box, style=\"rounded,filled\", fillcolor=\"%s\", label=\"%s\"%s];\n", i, tensor_color(t),
-            label, t->kind == T_PARAM || t->kind == T_PARAM_GRAD ? ", fontcolor=\"#555555\"" : "");
+    fprintf(f, "  t%d [shape=box, style=\"rounded,filled\", fillcolor=\"%s\", label=\"%s\"%s];\n",
+            i, tensor_color(t), label,
+            t->kind == T_PARAM || t->kind == T_PARAM_GRAD ? ", fontcolor=\"#555555\"" : "");
   }
 }
 
@@ -47,8 +48,8 @@ static void write_nodes(const Graph *g, FILE *f) {
   for (int i = 0; i < g->nnodes; i++) {
     const Node *n = &g->nodes[i];
     const char *fill = n->inserted ? "#ff9f43" : n->backward ? "#e8e0f8" : "#e3f5e1";
-    fprintf(f, "  n%d [shape=ellipse, style=filled, fillcolor=\"%s\", label=\"%s%s\"%s];\n", i, fill,
-            n->backward ? "bwd " : "", op_name(n->op), n->inserted ? ", penwidth=2" : "");
+    fprintf(f, "  n%d [shape=ellipse, style=filled, fillcolor=\"%s\", label=\"%s%s\"%s];\n", i,
+            fill, n->backward ? "bwd " : "", op_name(n->op), n->inserted ? ", penwidth=2" : "");
     for (int k = 0; k < n->nin; k++) fprintf(f, "  t%d -> n%d;\n", n->in[k], i);
     for (int k = 0; k < n->nout; k++) fprintf(f, "  n%d -> t%d;\n", i, n->out[k]);
   }
@@ -58,8 +59,10 @@ void plan_write_dot(const Plan *p, FILE *f) {
   const Graph *g = &p->model.block;
   char name[ESCAPED_SIZE(NAME_LEN)];
   fprintf(f, "digraph block {\n  rankdir=TB;\n  node [fontname=\"Helvetica\", fontsize=10];\n");
-  fprintf(f, "  label=\"%s: one block, tp %d%s. Blue: split S(axis); red: partial sums P; white: replicated R; "
-             "orange: collectives the shard pass and autodiff inserted\";\n",
+  fprintf(f,
+          "  label=\"%s: one block, tp %d%s. Blue: split S(axis); red: partial sums P; white: "
+          "replicated R; "
+          "orange: collectives the shard pass and autodiff inserted\";\n",
           escape(ESC_DOT, p->model.name, name, sizeof name), p->par.tp,
           p->par.sequence_parallel ? ", sequence parallel" : "");
   write_tensors(&p->model, g, f);

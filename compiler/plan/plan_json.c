@@ -9,7 +9,8 @@ static const char *const coll_keys[COLL_KINDS] = {"allreduce", "allgather", "red
 
 static void counts(const int c[COLL_KINDS], FILE *f) {
   fprintf(f, "{");
-  for (int k = 0; k < COLL_KINDS; k++) fprintf(f, "%s\"%s\": %d", k ? ", " : "", coll_keys[k], c[k]);
+  for (int k = 0; k < COLL_KINDS; k++)
+    fprintf(f, "%s\"%s\": %d", k ? ", " : "", coll_keys[k], c[k]);
   fprintf(f, "}");
 }
 
@@ -44,11 +45,11 @@ void plan_write_layout_json(const Parallel *par, FILE *f) {
 static void model(const Plan *p, FILE *f) {
   const Model *m = &p->model;
   char name[ESCAPED_SIZE(NAME_LEN)];
-  fprintf(f, "  \"model\": {\"name\": %s, \"layers\": %d", escape(ESC_JSON, m->name, name, sizeof name),
-          m->layers);
+  fprintf(f, "  \"model\": {\"name\": %s, \"layers\": %d",
+          escape(ESC_JSON, m->name, name, sizeof name), m->layers);
   if (m->vocab_dim >= 0)
-    fprintf(f, ", \"vocab\": %lld, \"vocab_padded\": %lld", (long long)m->dims[m->vocab_dim].unpadded,
-            (long long)m->dims[m->vocab_dim].size);
+    fprintf(f, ", \"vocab\": %lld, \"vocab_padded\": %lld",
+            (long long)m->dims[m->vocab_dim].unpadded, (long long)m->dims[m->vocab_dim].size);
   fprintf(f, ", \"tied\": %s},\n", m->tied ? "true" : "false");
 }
 
@@ -58,18 +59,25 @@ static void rank(const Plan *p, int r, FILE *f) {
   for (int c = r, n = 0; c < p->nchunks; c += p->par.pp) fprintf(f, "%s%d", n++ ? ", " : "", c);
   fprintf(f, "], \"layers\": [");
   for (int c = r, n = 0; c < p->nchunks; c += p->par.pp)
-    for (int l = 0; l < p->chunks[c].layers; l++) fprintf(f, "%s%d", n++ ? ", " : "", p->chunks[c].first_layer + l);
+    for (int l = 0; l < p->chunks[c].layers; l++)
+      fprintf(f, "%s%d", n++ ? ", " : "", p->chunks[c].first_layer + l);
   double per_microbatch = 0;
   for (int c = r; c < p->nchunks; c += p->par.pp) per_microbatch += (double)p->chunk_memory[c].size;
   fprintf(f, "], \"embed\": %s, \"head\": %s, \"params\": %lld, \"memory_bytes\": %.0f,\n",
-          p->chunks[r].has_embed ? "true" : "false", p->chunks[p->nchunks - 1].rank == r ? "true" : "false",
-          (long long)m->params, m->total);
-  fprintf(f, "     \"activation_bytes_per_microbatch\": %.0f,\n", per_microbatch * p->machine.activation_bytes);
-  fprintf(f, "     \"memory\": {\"weights\": %.0f, \"gradients\": %.0f, \"optimizer\": %.0f, \"activations\": %.0f, "
-             "\"fp32_total\": %.0f, \"bf16_total\": %.0f}, \"peak_inflight_microbatches\": %.6g",
-          m->weights[p->precision], m->gradients[p->precision], m->optimizer[p->precision], m->activations,
-          m->weights[PRECISION_FP32] + m->gradients[PRECISION_FP32] + m->optimizer[PRECISION_FP32] + m->activations,
-          m->weights[PRECISION_BF16] + m->gradients[PRECISION_BF16] + m->optimizer[PRECISION_BF16] + m->activations,
+          p->chunks[r].has_embed ? "true" : "false",
+          p->chunks[p->nchunks - 1].rank == r ? "true" : "false", (long long)m->params, m->total);
+  fprintf(f, "     \"activation_bytes_per_microbatch\": %.0f,\n",
+          per_microbatch * p->machine.activation_bytes);
+  fprintf(f,
+          "     \"memory\": {\"weights\": %.0f, \"gradients\": %.0f, \"optimizer\": %.0f, "
+          "\"activations\": %.0f, "
+          "\"fp32_total\": %.0f, \"bf16_total\": %.0f}, \"peak_inflight_microbatches\": %.6g",
+          m->weights[p->precision], m->gradients[p->precision], m->optimizer[p->precision],
+          m->activations,
+          m->weights[PRECISION_FP32] + m->gradients[PRECISION_FP32] + m->optimizer[PRECISION_FP32] +
+              m->activations,
+          m->weights[PRECISION_BF16] + m->gradients[PRECISION_BF16] + m->optimizer[PRECISION_BF16] +
+              m->activations,
           m->peak_inflight);
   fprintf(f, ",\n     \"actions\": [");
   const ActionList *list = &p->schedule.rank[r];
@@ -91,17 +99,23 @@ void plan_write_json(const Plan *p, FILE *f) {
   fprintf(f, "  \"machine\": ");
   escape_write(ESC_JSON, p->machine.name, f);
   fprintf(f, ",\n");
-  fprintf(f, "  \"bubble_fraction\": %.17g,\n  \"iteration_time\": %.17g,\n  \"time_unit\": \"%s\",\n",
+  fprintf(f,
+          "  \"bubble_fraction\": %.17g,\n  \"iteration_time\": %.17g,\n  \"time_unit\": \"%s\",\n",
           p->timeline.bubble_fraction, p->timeline.iteration, p->unit_costs ? "unit" : "s");
   if (!p->unit_costs)
-    fprintf(f, "  \"time\": {\"compute\": %.17g, \"tp\": %.17g, \"bubble\": %.17g, \"pp\": %.17g, \"dp\": %.17g, "
-               "\"optimizer\": %.17g},\n  \"flops_per_device\": %.17g,\n",
-            p->time.compute, p->time.tp, p->time.bubble, p->time.pp, p->time.dp, p->time.optimizer, plan_device_flops(p));
+    fprintf(f,
+            "  \"time\": {\"compute\": %.17g, \"tp\": %.17g, \"bubble\": %.17g, \"pp\": %.17g, "
+            "\"dp\": %.17g, "
+            "\"optimizer\": %.17g},\n  \"flops_per_device\": %.17g,\n",
+            p->time.compute, p->time.tp, p->time.bubble, p->time.pp, p->time.dp, p->time.optimizer,
+            plan_device_flops(p));
   fprintf(f, "  \"params_total\": %lld,\n  \"params_padded\": %lld,\n", (long long)c->params_total,
           (long long)c->params_padded);
-  fprintf(f, "  \"flops_per_iteration\": %.17g,\n  \"flops\": {\"forward\": %.17g, \"backward\": %.17g, "
-             "\"recompute\": %.17g},\n",
-          c->flops_per_iteration, c->flops_forward, c->flops_backward, c->flops_recompute);
+  fprintf(
+      f,
+      "  \"flops_per_iteration\": %.17g,\n  \"flops\": {\"forward\": %.17g, \"backward\": %.17g, "
+      "\"recompute\": %.17g},\n",
+      c->flops_per_iteration, c->flops_forward, c->flops_backward, c->flops_recompute);
   fprintf(f, "  \"collectives\": {\n    \"per_layer\": {\"forward\": ");
   counts(c->block.collectives[PASS_FORWARD], f);
   fprintf(f, ", \"backward\": ");
@@ -110,8 +124,10 @@ void plan_write_json(const Plan *p, FILE *f) {
   stage_collectives("embed", &c->embed, f);
   fprintf(f, ",\n    ");
   stage_collectives("head", &c->head, f);
-  fprintf(f, ",\n    \"per_iteration\": {\"tp\": %.0f, \"pp\": %.0f, \"dp\": %.0f, \"embed\": %.0f}\n  },\n", p->bytes_tp,
-          p->bytes_pp, p->bytes_dp, p->bytes_embed);
+  fprintf(f,
+          ",\n    \"per_iteration\": {\"tp\": %.0f, \"pp\": %.0f, \"dp\": %.0f, \"embed\": %.0f}\n "
+          " },\n",
+          p->bytes_tp, p->bytes_pp, p->bytes_dp, p->bytes_embed);
   fprintf(f, "  \"ranks\": [\n");
   for (int r = 0; r < p->par.pp; r++) {
     rank(p, r, f);

@@ -8,14 +8,15 @@
 
 /* ---- costs ---------------------------------------------------------------------------------- */
 
-/* Seconds of one microbatch through a chunk, by pass: its layers' kernels and its embedding's and head's,
- * each TP collective blocking the kernels around it; recomputation runs each layer's forward again
- * before its backward. `tp` gets the part that is TP collectives. */
+/* Seconds of one microbatch through a chunk, by pass: its layers' kernels and its embedding's
+ * and head's, each TP collective blocking the kernels around it; recomputation runs each layer's
+ * forward again before its backward. `tp` gets the part that is TP collectives. */
 static double chunk_seconds(const Plan *p, const Chunk *c, int pass, double *tp) {
   const StageTime *t = p->times;
   double seconds = c->layers * t[1].seconds[pass], comm = c->layers * t[1].tp_seconds[pass];
   if (pass == PASS_BACKWARD && p->par.recompute)
-    seconds += c->layers * t[1].seconds[PASS_FORWARD], comm += c->layers * t[1].tp_seconds[PASS_FORWARD];
+    seconds += c->layers * t[1].seconds[PASS_FORWARD],
+        comm += c->layers * t[1].tp_seconds[PASS_FORWARD];
   if (c->has_embed) seconds += t[0].seconds[pass], comm += t[0].tp_seconds[pass];
   if (c->has_head) seconds += t[2].seconds[pass], comm += t[2].tp_seconds[pass];
   if (tp) *tp = comm;
@@ -29,24 +30,27 @@ static double chunk_params(const Plan *p, const Chunk *c) {
          (c->has_head ? (c->has_embed ? k->head.params_local : k->head.params_local_used) : 0);
 }
 
-/* The chunk's fp32 gradients all-reduced over DP in buckets of one layer (the runtime's), and the
- * replicated parameters' gradients summed over TP. The buckets overlap the chunk's last backward unless
- * the layout reduces after the whole backward (then the REDUCE_GRAD action starts them all). */
+/* The chunk's fp32 gradients all-reduced over DP in buckets of one layer (the runtime's), and
+ * the replicated parameters' gradients summed over TP. The buckets overlap the chunk's last
+ * backward unless the layout reduces after the whole backward (then the REDUCE_GRAD action
+ * starts them all). */
 static void chunk_reduce(const Plan *p, const Chunk *c, StageCost *s) {
   const Parallel *par = &p->par;
-  Link dp = kernel_group_link(&p->machine, par->tp, par->dp), tp = kernel_group_link(&p->machine, 1, par->tp);
+  Link dp = kernel_group_link(&p->machine, par->tp, par->dp),
+       tp = kernel_group_link(&p->machine, 1, par->tp);
   double grads = 4 * chunk_params(p, c);
   double summed = c->layers * (double)p->cost.block.tp_summed_bytes;
-  s->reduce = kernel_collective(&dp, RING_ALLREDUCE, grads, par->dp).seconds + kernel_collective(&tp, RING_ALLREDUCE, summed, par->tp).seconds;
+  s->reduce = kernel_collective(&dp, RING_ALLREDUCE, grads, par->dp).seconds +
+              kernel_collective(&tp, RING_ALLREDUCE, summed, par->tp).seconds;
   if (par->dp == 1 || c->layers == 0 || par->grad_reduce_after) return;
   double layer_share = (double)p->cost.block.params_local / chunk_params(p, c);
   s->reduce_tail = s->reduce * (1 - (c->layers - 1) * layer_share);
   s->reduce_overlap = s->backward * (c->layers - 1) / c->layers;
 }
 
-/* The optimizer step over the rank's parameters, memory-bound: the global gradient norm (the fp32
- * gradients read), then Adam (per parameter the fp32 gradient read, m, v and the fp32 master weight read
- * and written, the training-precision weight written, the gradient zeroed). */
+/* The optimizer step over the rank's parameters, memory-bound: the global gradient norm (the
+ * fp32 gradients read), then Adam (per parameter the fp32 gradient read, m, v and the fp32
+ * master weight read and written, the training-precision weight written, the gradient zeroed). */
 static double optimizer_seconds(const Plan *p) {
   double most = 0;
   for (int r = 0; r < p->par.pp; r++) {
@@ -60,11 +64,12 @@ static double optimizer_seconds(const Plan *p) {
 }
 
 static double chunk_both(const Plan *p, int c) {
-  return chunk_seconds(p, &p->chunks[c], PASS_FORWARD, NULL) + chunk_seconds(p, &p->chunks[c], PASS_BACKWARD, NULL);
+  return chunk_seconds(p, &p->chunks[c], PASS_FORWARD, NULL) +
+         chunk_seconds(p, &p->chunks[c], PASS_BACKWARD, NULL);
 }
 
-/* Rank r works after the first microbatch's forward through the chunks before it (chunks 0..r-1), and
- * its last backward goes back through them before the optimizer step. */
+/* Rank r works after the first microbatch's forward through the chunks before it (chunks
+ * 0..r-1), and its last backward goes back through them before the optimizer step. */
 void plan_rank_work(const Plan *p, PlanBound *b) {
   memset(b, 0, sizeof *b);
   double m = p->microbatches, optimizer = optimizer_seconds(p), fill = 0;
@@ -73,10 +78,13 @@ void plan_rank_work(const Plan *p, PlanBound *b) {
     for (int c = r; c < p->nchunks; c += p->par.pp) {
       const Chunk *k = &p->chunks[c];
       double tf, tb;
-      rank.busy += m * (chunk_seconds(p, k, PASS_FORWARD, &tf) + chunk_seconds(p, k, PASS_BACKWARD, &tb));
+      rank.busy += m * (chunk_seconds(p, k, PASS_FORWARD, &tf) +
+                        chunk_seconds(p, k, PASS_BACKWARD, &tb));
       rank.tp += m * (tf + tb);
       if (p->par.recompute)
-        rank.recompute += m * k->layers * (p->times[1].seconds[PASS_FORWARD] - p->times[1].tp_seconds[PASS_FORWARD]);
+        rank.recompute += m * k->layers *
+                          (p->times[1].seconds[PASS_FORWARD] -
+                           p->times[1].tp_seconds[PASS_FORWARD]);
     }
     rank.iteration = rank.fill + rank.busy + rank.optimizer;
     if (rank.iteration > b->iteration) *b = rank;
@@ -99,12 +107,13 @@ void plan_costs(const Plan *p, Costs *costs, int pipeline_free) {
     c->activation_bytes = (double)p->chunk_memory[s].size * m->activation_bytes;
   }
   Link ends = kernel_p2p_link(m, (par->pp - 1) * par->tp * par->dp);
-  costs->embed_reduce = kernel_collective(&ends, RING_ALLREDUCE, (double)p->cost.tied_bytes, 2).seconds;
+  costs->embed_reduce =
+      kernel_collective(&ends, RING_ALLREDUCE, (double)p->cost.tied_bytes, 2).seconds;
   costs->optimizer = optimizer_seconds(p);
 }
 
-/* The iteration split by where its time goes, on the rank that finishes last: the pipeline's share is
- * what the same schedule loses when transfers take no time. */
+/* The iteration split by where its time goes, on the rank that finishes last: the pipeline's
+ * share is what the same schedule loses when transfers take no time. */
 static void plan_iteration_time(Plan *p, const Timeline *pipeline_free) {
   const Timeline *t = &p->timeline;
   IterationTime *it = &p->time;
@@ -134,15 +143,18 @@ static void plan_iteration_time(Plan *p, const Timeline *pipeline_free) {
 
 static int lowered_and_valid(Plan *p, Diag *d) {
   int tied = p->model.tied && p->par.pp > 1;
-  lower_schedule(&p->schedule, (tied ? LOWER_TIED_EMBEDDING : 0) | (p->par.grad_reduce_after ? LOWER_REDUCE_AFTER : 0));
+  lower_schedule(&p->schedule, (tied ? LOWER_TIED_EMBEDDING : 0) |
+                                   (p->par.grad_reduce_after ? LOWER_REDUCE_AFTER : 0));
   ScheduleFault fault;
-  if (validate_schedule(&p->schedule, &fault)) return diag(d, "schedule %s: %s", p->par.schedule, fault.message);
+  if (validate_schedule(&p->schedule, &fault))
+    return diag(d, "schedule %s: %s", p->par.schedule, fault.message);
   return 0;
 }
 
 int plan_schedule(Plan *p, Diag *d) {
   const Parallel *par = &p->par;
-  if (schedule_generate(par->schedule, par->pp, par->vpp, p->microbatches, &p->schedule, d)) return -1;
+  if (schedule_generate(par->schedule, par->pp, par->vpp, p->microbatches, &p->schedule, d))
+    return -1;
   if (lowered_and_valid(p, d)) return -1;
   slots_assign(&p->schedule, &p->slots);
   for (int c = 0; c < p->nchunks; c++) p->chunk_memory[c].slots = p->slots.per_chunk[c];
@@ -171,5 +183,7 @@ void plan_free_schedule(Plan *p) {
   schedule_free(&p->schedule);
 }
 
-void plan_write_trace(const Plan *p, FILE *f) { timeline_trace_write(&p->schedule, &p->timeline, f); }
+void plan_write_trace(const Plan *p, FILE *f) {
+  timeline_trace_write(&p->schedule, &p->timeline, f);
+}
 void plan_write_svg(const Plan *p, FILE *f) { timeline_svg_write(&p->schedule, &p->timeline, f); }

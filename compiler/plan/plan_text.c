@@ -24,11 +24,12 @@ static void print_model(const Plan *p, FILE *f) {
   static const char *const keys[] = {"hidden", "heads", "kv_heads", "ffn", "seq", NULL};
   for (int i = 0; keys[i]; i++)
     if (config_value(m, keys[i]))
-      fprintf(f, ", %s %s", keys[i], escape(ESC_TEXT, config_value(m, keys[i]), value, sizeof value));
+      fprintf(f, ", %s %s", keys[i],
+              escape(ESC_TEXT, config_value(m, keys[i]), value, sizeof value));
   if (m->vocab_dim >= 0) {
     const Dim *v = &m->dims[m->vocab_dim];
-    fprintf(f, ", vocab %lld padded to %lld (+%lld, a multiple of 128·tp)", (long long)v->unpadded, (long long)v->size,
-            (long long)(v->size - v->unpadded));
+    fprintf(f, ", vocab %lld padded to %lld (+%lld, a multiple of 128·tp)", (long long)v->unpadded,
+            (long long)v->size, (long long)(v->size - v->unpadded));
   }
   fprintf(f, "\n");
 }
@@ -55,7 +56,8 @@ static void print_layer_options(const Plan *p, FILE *f) {
       fprintf(f, "layers      attention %d's %s by layer: ", row, layer_option_names[k]);
       for (int l = 0; l < m->layers; l++) {
         int seen = 0;
-        for (int e = 0; e < l; e++) seen |= layers_option(m, row, k, e) == layers_option(m, row, k, l);
+        for (int e = 0; e < l; e++)
+          seen |= layers_option(m, row, k, e) == layers_option(m, row, k, l);
         if (seen) continue;
         if (l) fprintf(f, "; ");
         print_option_value(m, row, k, l, f);
@@ -67,8 +69,10 @@ static void print_layer_options(const Plan *p, FILE *f) {
 /* The sizes in a line of their own, with the ranks and microbatches they make; then every other
  * field as the layout's table spells it. */
 void plan_write_layout_text(const Parallel *par, FILE *f) {
-  fprintf(f, "layout      tp %d × pp %d × dp %d = %d ranks, vpp %d; microbatch %d, global batch %d = %d microbatches "
-             "per pipeline\n            ",
+  fprintf(f,
+          "layout      tp %d × pp %d × dp %d = %d ranks, vpp %d; microbatch %d, global batch %d = "
+          "%d microbatches "
+          "per pipeline\n            ",
           par->tp, par->pp, par->dp, par->tp * par->pp * par->dp, par->vpp, par->mbs, par->gbs,
           parallel_microbatches(par));
   const char *separator = "";
@@ -95,16 +99,23 @@ static void print_layout(const Plan *p, FILE *f) {
 
 static void print_costs(const Plan *p, FILE *f) {
   const ModelCost *c = &p->cost;
-  fprintf(f, "parameters  %lld (%lld with padding)\n", (long long)c->params_total, (long long)c->params_padded);
-  fprintf(f, "FLOPs       %.4g per iteration = forward %.4g + backward %.4g + recompute %.4g (GEMMs and attention)\n",
+  fprintf(f, "parameters  %lld (%lld with padding)\n", (long long)c->params_total,
+          (long long)c->params_padded);
+  fprintf(f,
+          "FLOPs       %.4g per iteration = forward %.4g + backward %.4g + recompute %.4g (GEMMs "
+          "and attention)\n",
           c->flops_per_iteration, c->flops_forward, c->flops_backward, c->flops_recompute);
 }
 
 /* Long pipelines show their first and last ranks; the JSON form has them all. */
-static int shown(const Plan *p, int rank) { return p->par.pp <= 8 || rank < 3 || rank >= p->par.pp - 3; }
+static int shown(const Plan *p, int rank) {
+  return p->par.pp <= 8 || rank < 3 || rank >= p->par.pp - 3;
+}
 
 static void print_ellipsis(const Plan *p, int rank, FILE *f) {
-  if (p->par.pp > 8 && rank == 3) fprintf(f, "            ... (ranks 3-%d like their neighbours; --format json lists all)\n", p->par.pp - 4);
+  if (p->par.pp > 8 && rank == 3)
+    fprintf(f, "            ... (ranks 3-%d like their neighbours; --format json lists all)\n",
+            p->par.pp - 4);
 }
 
 static void print_chunks(const Plan *p, FILE *f) {
@@ -148,14 +159,18 @@ static void print_collectives(const Plan *p, FILE *f) {
   bytes_format(p->bytes_pp, pp, sizeof pp);
   bytes_format(p->bytes_dp, dp, sizeof dp);
   bytes_format(p->bytes_embed, em, sizeof em);
-  fprintf(f, "traffic     per rank per iteration: TP %s, PP %s, DP %s, tied embedding %s\n", tp, pp, dp, em);
+  fprintf(f, "traffic     per rank per iteration: TP %s, PP %s, DP %s, tied embedding %s\n", tp, pp,
+          dp, em);
 }
 
 static void print_memory(const Plan *p, FILE *f) {
   int bf16 = p->precision == PRECISION_BF16;
-  fprintf(f, "memory      per rank, %s:\n", bf16 ? "bf16 weights, fp32 gradients, fp32 master weights and Adam"
-                                                : "fp32 weights, gradients and Adam");
-  fprintf(f, "            rank  parameters     weights   gradients   optimizer  activations  (µbatches)       total\n");
+  fprintf(f, "memory      per rank, %s:\n",
+          bf16 ? "bf16 weights, fp32 gradients, fp32 master weights and Adam"
+               : "fp32 weights, gradients and Adam");
+  fprintf(f,
+          "            rank  parameters     weights   gradients   optimizer  activations  "
+          "(µbatches)       total\n");
   for (int r = 0; r < p->par.pp; r++) {
     print_ellipsis(p, r, f);
     if (!shown(p, r)) continue;
@@ -166,16 +181,18 @@ static void print_memory(const Plan *p, FILE *f) {
     bytes_format(m->optimizer[p->precision], o, sizeof o);
     bytes_format(m->activations, a, sizeof a);
     bytes_format(m->total, t, sizeof t);
-    fprintf(f, "            %4d  %10lld  %10s  %10s  %10s  %11s  (%8.3g)  %10s\n", r, (long long)m->params, w, g, o, a,
-            m->peak_inflight, t);
+    fprintf(f, "            %4d  %10lld  %10s  %10s  %10s  %11s  (%8.3g)  %10s\n", r,
+            (long long)m->params, w, g, o, a, m->peak_inflight, t);
   }
 }
 
 /* The simulated iteration, then every rank's actions in the text form plait check reads back. */
 static void print_schedule(const Plan *p, FILE *f) {
   const Timeline *t = &p->timeline;
-  fprintf(f, "pipeline    bubble %.4f of the ideal time (busiest rank's compute); iteration %.4g %s", t->bubble_fraction,
-          t->iteration, p->unit_costs ? "units (forward 1, backward 2 per chunk, communication free)" : "s");
+  fprintf(f,
+          "pipeline    bubble %.4f of the ideal time (busiest rank's compute); iteration %.4g %s",
+          t->bubble_fraction, t->iteration,
+          p->unit_costs ? "units (forward 1, backward 2 per chunk, communication free)" : "s");
   if (!p->unit_costs) {
     fprintf(f, " on ");
     escape_write(ESC_TEXT, p->machine.name, f);

@@ -1,6 +1,6 @@
-/* timeline_svg.c: a simulated iteration drawn as the Megatron-LM paper draws schedules: one lane per
- * rank, forward boxes in blue and backward boxes in green numbered by microbatch, darker for earlier
- * chunks, idle time (the bubble) left white, a time axis and a legend. */
+/* timeline_svg.c: a simulated iteration drawn as the Megatron-LM paper draws schedules: one lane
+ * per rank, forward boxes in blue and backward boxes in green numbered by microbatch, darker for
+ * earlier chunks, idle time (the bubble) left white, a time axis and a legend. */
 #include <math.h>
 
 #include "schedule/simulate.h"
@@ -15,7 +15,8 @@ typedef struct {
 
 /* An sRGB colour from hue (degrees), saturation and lightness in [0, 1]. */
 static void hsl_colour(double hue, double saturation, double lightness, char out[8]) {
-  double c = (1 - fabs(2 * lightness - 1)) * saturation, h = hue / 60, x = c * (1 - fabs(fmod(h, 2) - 1));
+  double c = (1 - fabs(2 * lightness - 1)) * saturation, h = hue / 60,
+         x = c * (1 - fabs(fmod(h, 2) - 1));
   double r = 0, g = 0, b = 0, m = lightness - c / 2;
   if (h < 1) r = c, g = x;
   else if (h < 2) r = x, g = c;
@@ -23,11 +24,14 @@ static void hsl_colour(double hue, double saturation, double lightness, char out
   else if (h < 4) g = x, b = c;
   else if (h < 5) r = x, b = c;
   else r = c, b = x;
-  snprintf(out, 8, "#%02x%02x%02x", (int)lround((r + m) * 255), (int)lround((g + m) * 255), (int)lround((b + m) * 255));
+  snprintf(out, 8, "#%02x%02x%02x", (int)lround((r + m) * 255), (int)lround((g + m) * 255),
+           (int)lround((b + m) * 255));
 }
 
 /* Chunk c of vpp: the first chunk darkest, the last lightest. */
-static double chunk_lightness(int chunk, int vpp) { return vpp == 1 ? 0.45 : 0.35 + 0.4 * chunk / (vpp - 1); }
+static double chunk_lightness(int chunk, int vpp) {
+  return vpp == 1 ? 0.45 : 0.35 + 0.4 * chunk / (vpp - 1);
+}
 
 static void fill_of(const Schedule *s, const Action *a, char out[8]) {
   if (a->kind == ACTION_STEP) {
@@ -42,15 +46,16 @@ static void fill_of(const Schedule *s, const Action *a, char out[8]) {
 
 static double lane_top(int rank) { return TOP + rank * (LANE + LANE_GAP); }
 
-static void draw_box(const Schedule *s, const Frame *fr, int rank, const Action *a, const Span *span, FILE *f) {
+static void draw_box(const Schedule *s, const Frame *fr, int rank, const Action *a,
+                     const Span *span, FILE *f) {
   double x = LEFT + span->start * fr->scale, w = (span->end - span->start) * fr->scale;
   int compute = schedule_is_compute(a->kind) || a->kind == ACTION_STEP;
   double y = lane_top(rank) + (compute ? 0 : LANE - 5), h = compute ? LANE : 5;
   char fill[8];
   if (w <= 0) return;
   fill_of(s, a, fill);
-  fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\"%s/>\n", x, y, w, h, fill,
-          compute && w >= 4 ? " stroke=\"#ffffff\" stroke-width=\"0.8\"" : "");
+  fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\"%s/>\n", x, y,
+          w, h, fill, compute && w >= 4 ? " stroke=\"#ffffff\" stroke-width=\"0.8\"" : "");
   if (!schedule_is_compute(a->kind) || w < 7.5 * (a->microbatch >= 10 ? 2 : 1)) return;
   double light = chunk_lightness(a->stage / s->pp, s->vpp);
   fprintf(f, "<text x=\"%.2f\" y=\"%.1f\" fill=\"%s\">%d</text>\n", x + w / 2, y + LANE / 2 + 4,
@@ -68,20 +73,25 @@ static double tick_step(double span) {
 
 static void draw_axis(const Schedule *s, const Frame *fr, double end, FILE *f) {
   double y = lane_top(s->pp) + 4, step = tick_step(end);
-  fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" stroke=\"#444\"/>\n", LEFT, y, LEFT + fr->width, y);
+  fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" stroke=\"#444\"/>\n", LEFT, y,
+          LEFT + fr->width, y);
   for (double t = 0; t <= end * (1 + 1e-9); t += step) {
     double x = LEFT + t * fr->scale;
-    fprintf(f, "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" stroke=\"#444\"/>\n", x, y, x, y + 4);
+    fprintf(f, "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" stroke=\"#444\"/>\n", x, y, x,
+            y + 4);
     fprintf(f, "<text x=\"%.2f\" y=\"%.1f\" fill=\"#333\">%g</text>\n", x, y + 15, t);
   }
-  fprintf(f, "<text x=\"%.2f\" y=\"%.1f\" fill=\"#333\">time (%s)</text>\n", LEFT + fr->width / 2, y + 30, fr->unit);
+  fprintf(f, "<text x=\"%.2f\" y=\"%.1f\" fill=\"#333\">time (%s)</text>\n", LEFT + fr->width / 2,
+          y + 30, fr->unit);
 }
 
 static void legend_entry(double x, double y, const char *fill, const char *label, FILE *f) {
   fprintf(f,
-          "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"14\" fill=\"%s\" stroke=\"#888\" stroke-width=\"0.6\"/>\n",
+          "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"14\" fill=\"%s\" stroke=\"#888\" "
+          "stroke-width=\"0.6\"/>\n",
           x, y, fill);
-  fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#333\" text-anchor=\"start\">%s</text>\n", x + 19, y + 11.5, label);
+  fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#333\" text-anchor=\"start\">%s</text>\n", x + 19,
+          y + 11.5, label);
 }
 
 static void draw_legend(const Schedule *s, double y, FILE *f) {
@@ -91,7 +101,8 @@ static void draw_legend(const Schedule *s, double y, FILE *f) {
     for (int c = 0; c<s->vpp; c++, x += s->vpp> 1 ? 150 : 110) {
       Action a = {.kind = pass ? ACTION_B : ACTION_F, .stage = c * s->pp};
       fill_of(s, &a, fill);
-      if (s->vpp > 1) snprintf(label, sizeof label, "%s, chunk %d", pass ? "backward" : "forward", c);
+      if (s->vpp > 1)
+        snprintf(label, sizeof label, "%s, chunk %d", pass ? "backward" : "forward", c);
       else snprintf(label, sizeof label, "%s", pass ? "backward" : "forward");
       legend_entry(x, y, fill, label, f);
     }
@@ -105,21 +116,25 @@ void timeline_svg_write(const Schedule *s, const Timeline *t, FILE *f) {
   fr.scale = fr.width / end;
   double legend_y = lane_top(s->pp) + AXIS + 8, height = legend_y + LEGEND_ROW + 8;
   fprintf(f,
-          "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+          "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 "
+          "%.0f %.0f\" "
           "font-family=\"Helvetica, Arial, sans-serif\" font-size=\"11\" text-anchor=\"middle\">\n",
           LEFT + fr.width + RIGHT, height, LEFT + fr.width + RIGHT, height);
   fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"#ffffff\"/>\n");
-  fprintf(
-      f,
-      "<text x=\"%d\" y=\"22\" font-size=\"13\" text-anchor=\"start\" fill=\"#222\">pp %d, vpp %d, %d microbatches: "
-      "bubble fraction %.4g, iteration %g %s</text>\n",
-      LEFT, s->pp, s->vpp, s->microbatches, t->bubble_fraction, t->iteration, fr.unit);
+  fprintf(f,
+          "<text x=\"%d\" y=\"22\" font-size=\"13\" text-anchor=\"start\" fill=\"#222\">pp %d, vpp "
+          "%d, %d microbatches: "
+          "bubble fraction %.4g, iteration %g %s</text>\n",
+          LEFT, s->pp, s->vpp, s->microbatches, t->bubble_fraction, t->iteration, fr.unit);
   for (int r = 0; r < s->pp; r++) {
-    fprintf(f, "<rect x=\"%d\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" fill=\"#ffffff\" stroke=\"#b0b0b0\"/>\n", LEFT,
-            lane_top(r), fr.width, LANE);
-    fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" fill=\"#222\">rank %d</text>\n", LEFT - 8,
-            lane_top(r) + LANE / 2 + 4, r);
-    for (int i = 0; i < s->rank[r].count; i++) draw_box(s, &fr, r, &s->rank[r].action[i], &t->span[r][i], f);
+    fprintf(f,
+            "<rect x=\"%d\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" fill=\"#ffffff\" "
+            "stroke=\"#b0b0b0\"/>\n",
+            LEFT, lane_top(r), fr.width, LANE);
+    fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" fill=\"#222\">rank %d</text>\n",
+            LEFT - 8, lane_top(r) + LANE / 2 + 4, r);
+    for (int i = 0; i < s->rank[r].count; i++)
+      draw_box(s, &fr, r, &s->rank[r].action[i], &t->span[r][i], f);
   }
   draw_axis(s, &fr, end, f);
   draw_legend(s, legend_y, f);

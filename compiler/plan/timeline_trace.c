@@ -26,23 +26,35 @@ static const char *category(ActionKind kind) {
   case ACTION_STEP: return "optimizer";
   case ACTION_REDUCE_GRAD:
   case ACTION_EMBED_REDUCE: return "reduction";
-  case ACTION_SEND_F: case ACTION_RECV_F: case ACTION_SEND_B: case ACTION_RECV_B: case ACTION_KINDS: break;
+  case ACTION_SEND_F:
+  case ACTION_RECV_F:
+  case ACTION_SEND_B:
+  case ACTION_RECV_B:
+  case ACTION_KINDS:
+    break;
   }
   return "p2p";
 }
 
 static void write_names(const Schedule *s, FILE *f) {
   for (int r = 0; r < s->pp; r++) {
-    fprintf(f, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}}", r ? ",\n" : "",
-            r, r);
-    fprintf(f, ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"sort_index\":%d}}", r, r);
+    fprintf(f,
+            "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}}",
+            r ? ",\n" : "", r, r);
+    fprintf(
+        f,
+        ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"sort_index\":%d}}",
+        r, r);
     for (int k = 0; k < TRACKS; k++)
-      fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}", r, k,
-              track_names[k]);
+      fprintf(f,
+              ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":"
+              "\"%s\"}}",
+              r, k, track_names[k]);
   }
 }
 
-/* Times in microseconds: the simulation's seconds times 1e6 (with unit costs, one unit shows as one second). */
+/* Times in microseconds: the simulation's seconds times 1e6 (with unit costs, one unit shows as
+ * one second). */
 void timeline_trace_write(const Schedule *s, const Timeline *t, FILE *f) {
   fprintf(f, "{\"traceEvents\":[\n");
   write_names(s, f);
@@ -53,9 +65,11 @@ void timeline_trace_write(const Schedule *s, const Timeline *t, FILE *f) {
       char name[64];
       schedule_action_name(a, name, sizeof name);
       fprintf(f,
-              ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
+              ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,"
+              "\"dur\":%.3f,"
               "\"args\":{\"step\":%d}}",
-              name, category(a->kind), r, track_of(a->kind), span->start * 1e6, (span->end - span->start) * 1e6, i);
+              name, category(a->kind), r, track_of(a->kind), span->start * 1e6,
+              (span->end - span->start) * 1e6, i);
     }
   fprintf(f, "\n],\"displayTimeUnit\":\"ms\"}\n");
 }

@@ -1,5 +1,6 @@
-/* trace_compare.c: a planned trace beside a measured one (`plait check PLANNED.json MEASURED.json`): the
- * same schedule, each action's duration in both, and where the iteration's time went in each. */
+/* trace_compare.c: a planned trace beside a measured one (`plait check PLANNED.json
+ * MEASURED.json`): the same schedule, each action's duration in both, and where the iteration's
+ * time went in each. */
 #include "plan/trace_compare.h"
 
 #include <string.h>
@@ -20,8 +21,10 @@ static int same_schedule(const Schedule *a, const Schedule *b) {
 static double length(const Span *s) { return s->end - s->start; }
 
 /* Each action's planned and measured duration (ms) and their ratio. */
-static void print_actions(const Schedule *s, const Timeline *planned, const Timeline *measured, FILE *f) {
-  fprintf(f, "%-5s %-14s %12s %12s %9s\n", "rank", "action", "planned ms", "measured ms", "measured/planned");
+static void print_actions(const Schedule *s, const Timeline *planned, const Timeline *measured,
+                          FILE *f) {
+  fprintf(f, "%-5s %-14s %12s %12s %9s\n", "rank", "action", "planned ms", "measured ms",
+          "measured/planned");
   for (int r = 0; r < s->pp; r++)
     for (int i = 0; i < s->rank[r].count; i++) {
       char name[64];
@@ -34,7 +37,8 @@ static void print_actions(const Schedule *s, const Timeline *planned, const Time
 }
 
 /* Per kind of action (forward, backward, transfers, reductions, step), the sums over every rank. */
-static void print_kinds(const Schedule *s, const Timeline *planned, const Timeline *measured, FILE *f) {
+static void print_kinds(const Schedule *s, const Timeline *planned, const Timeline *measured,
+                        FILE *f) {
   double p[ACTION_KINDS] = {0}, m[ACTION_KINDS] = {0};
   for (int r = 0; r < s->pp; r++)
     for (int i = 0; i < s->rank[r].count; i++) {
@@ -43,7 +47,8 @@ static void print_kinds(const Schedule *s, const Timeline *planned, const Timeli
     }
   for (int k = 0; k < ACTION_KINDS; k++) {
     if (p[k] == 0 && m[k] == 0) continue;
-    fprintf(f, "total %-14s %12.4f %12.4f", schedule_kind_name((ActionKind)k), p[k] * 1e3, m[k] * 1e3);
+    fprintf(f, "total %-14s %12.4f %12.4f", schedule_kind_name((ActionKind)k), p[k] * 1e3,
+            m[k] * 1e3);
     if (p[k] > 0) fprintf(f, " %9.2f\n", m[k] / p[k]);
     else fprintf(f, " %9s\n", "-");
   }
@@ -59,12 +64,17 @@ int trace_compare(const char *planned_path, const char *measured_path, FILE *f, 
     return -1;
   }
   int status = same_schedule(&ps, &ms) ? 0
-               : diag(d, "%s and %s ran different schedules (ranks, stages or actions differ); compare the plan and "
-                         "the run of one layout", planned_path, measured_path);
+                                       : diag(d,
+                                              "%s and %s ran different schedules (ranks, stages or "
+                                              "actions differ); compare the plan and "
+                                              "the run of one layout",
+                                              planned_path, measured_path);
   if (status == 0) {
-    fprintf(f, "planned  %s: iteration %.4f ms, bubble %.4f\n", planned_path, pt.iteration * 1e3, pt.bubble_fraction);
-    fprintf(f, "measured %s: iteration %.4f ms, bubble %.4f (measured/planned %.2f)\n", measured_path,
-            mt.iteration * 1e3, mt.bubble_fraction, pt.iteration > 0 ? mt.iteration / pt.iteration : 0);
+    fprintf(f, "planned  %s: iteration %.4f ms, bubble %.4f\n", planned_path, pt.iteration * 1e3,
+            pt.bubble_fraction);
+    fprintf(f, "measured %s: iteration %.4f ms, bubble %.4f (measured/planned %.2f)\n",
+            measured_path, mt.iteration * 1e3, mt.bubble_fraction,
+            pt.iteration > 0 ? mt.iteration / pt.iteration : 0);
     print_actions(&ps, &pt, &mt, f);
     print_kinds(&ps, &pt, &mt, f);
   }

@@ -15,15 +15,17 @@ typedef struct {
 
 /* One "ph":"X" line: name, pid, ts, dur (µs) and args.step; 0 when the line is something else. */
 static int parse_event(const char *line, Event *e) {
-  const char *name = strstr(line, "\"name\":\""), *pid = strstr(line, "\"pid\":"), *ts = strstr(line, "\"ts\":");
+  const char *name = strstr(line, "\"name\":\""), *pid = strstr(line, "\"pid\":"),
+             *ts = strstr(line, "\"ts\":");
   const char *dur = strstr(line, "\"dur\":"), *step = strstr(line, "\"step\":");
   if (!strstr(line, "\"ph\":\"X\"") || !name || !pid || !ts || !dur || !step) return 0;
   name += 8;
   const char *close = strchr(name, '"');
   if (!close || schedule_read_action(name, (size_t)(close - name), &e->action)) return -1;
   double start, length;
-  if (sscanf(pid + 6, "%d", &e->rank) != 1 || sscanf(ts + 5, "%lf", &start) != 1 || sscanf(dur + 6, "%lf", &length) != 1 ||
-      sscanf(step + 7, "%d", &e->step) != 1 || e->rank < 0 || e->rank >= SCHEDULE_MAX_RANKS || e->step < 0)
+  if (sscanf(pid + 6, "%d", &e->rank) != 1 || sscanf(ts + 5, "%lf", &start) != 1 ||
+      sscanf(dur + 6, "%lf", &length) != 1 || sscanf(step + 7, "%d", &e->step) != 1 ||
+      e->rank < 0 || e->rank >= SCHEDULE_MAX_RANKS || e->step < 0)
     return -1;
   e->start = start * 1e-6, e->end = (start + length) * 1e-6;
   return 1;
@@ -48,15 +50,20 @@ static int read_events(const char *path, Event **out, int *count, Diag *d) {
     if (got < 0) {
       fclose(f);
       free(events);
-      return diag(d, "%s:%d: a trace event plait cannot read (its name is not an action, or a field is missing)", path,
-                  lineno);
+      return diag(d,
+                  "%s:%d: a trace event plait cannot read (its name is not an action, or a field "
+                  "is missing)",
+                  path, lineno);
     }
     if (!got) continue;
-    if (n == room) events = realloc(events, (size_t)(room = room ? 2 * room : 256) * sizeof *events);
+    if (n == room)
+      events = realloc(events, (size_t)(room = room ? 2 * room : 256) * sizeof *events);
     events[n++] = e;
   }
   fclose(f);
-  if (n == 0) return diag(d, "%s: no trace events (write one with plait plan --format trace or train --trace)", path);
+  if (n == 0)
+    return diag(
+        d, "%s: no trace events (write one with plait plan --format trace or train --trace)", path);
   qsort(events, (size_t)n, sizeof *events, by_rank_and_step);
   *out = events, *count = n;
   return 0;
@@ -92,7 +99,8 @@ static void peaks(const Schedule *s, Timeline *t) {
 static void measure(const Schedule *s, Timeline *t) {
   double origin = t->span[0][0].start, busiest = 0;
   for (int r = 0; r < s->pp; r++)
-    for (int i = 0; i < s->rank[r].count; i++) origin = t->span[r][i].start < origin ? t->span[r][i].start : origin;
+    for (int i = 0; i < s->rank[r].count; i++)
+      origin = t->span[r][i].start < origin ? t->span[r][i].start : origin;
   for (int r = 0; r < s->pp; r++) {
     for (int i = 0; i < s->rank[r].count; i++) {
       Span *span = &t->span[r][i];
@@ -125,11 +133,12 @@ int trace_read(const char *path, Schedule *s, Timeline *t, Diag *d) {
     Action a = events[i].action;
     a.peer = schedule_peer(s, &a);
     a.joined = i > 0 && events[i - 1].rank == events[i].rank && schedule_is_p2p(a.kind) &&
-               schedule_is_p2p(events[i - 1].action.kind) && events[i - 1].start == events[i].start &&
-               events[i - 1].end == events[i].end;
+               schedule_is_p2p(events[i - 1].action.kind) &&
+               events[i - 1].start == events[i].start && events[i - 1].end == events[i].end;
     schedule_push(s, events[i].rank, a);
   }
-  for (int r = 0; r < pp; r++) t->span[r] = schedule_alloc((size_t)s->rank[r].count + 1, sizeof **t->span);
+  for (int r = 0; r < pp; r++)
+    t->span[r] = schedule_alloc((size_t)s->rank[r].count + 1, sizeof **t->span);
   for (int i = 0, r = -1, k = 0; i < n; i++) {
     if (events[i].rank != r) r = events[i].rank, k = 0;
     t->span[r][k++] = (Span){events[i].start, events[i].end};

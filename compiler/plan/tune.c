@@ -1,8 +1,9 @@
-/* tune.c: plait tune's search. The model is traced once per (tp, mbs, sequence parallelism); every
- * pp, dp, vpp, schedule and recomputation under it is bounded without its schedule's simulation (the
- * busiest rank's kernels: the iteration takes at least as long; the microbatches its compute order keeps
- * in flight: the memory is at least as large); then, fastest bound first, layouts are planned in full
- * until the next bound is slower than the TUNE_BEST-th fastest plan that fits. */
+/* tune.c: plait tune's search. The model is traced once per (tp, mbs, sequence parallelism);
+ * every pp, dp, vpp, schedule and recomputation under it is bounded without its schedule's
+ * simulation (the busiest rank's kernels: the iteration takes at least as long; the microbatches
+ * its compute order keeps in flight: the memory is at least as large); then, fastest bound
+ * first, layouts are planned in full until the next bound is slower than the TUNE_BEST-th
+ * fastest plan that fits. */
 #include "plan/tune.h"
 
 #include "front/host.h"
@@ -33,7 +34,8 @@ static void refuse(Tune *t, const Diag *why) {
 static Options traced_options(const Options *o, int tp, int mbs, int sp, int gbs) {
   Options po = *o;
   parallel_unset(&po.parallel);
-  po.parallel.tp = tp, po.parallel.mbs = mbs, po.parallel.sequence_parallel = sp, po.parallel.gbs = gbs;
+  po.parallel.tp = tp, po.parallel.mbs = mbs, po.parallel.sequence_parallel = sp,
+  po.parallel.gbs = gbs;
   po.parallel.pp = po.parallel.vpp = po.parallel.dp = 1, po.parallel.recompute = 0;
   snprintf(po.parallel.schedule, sizeof po.parallel.schedule, "1f1b");
   snprintf(po.parallel.partition, sizeof po.parallel.partition, "%s", o->parallel.partition);
@@ -50,7 +52,8 @@ static int probe(const Options *o, Tune *t, int *layers, Diag *d) {
   model_free(&p.model);
   if (status) return -1;
   if (t->gbs == 1 && o->parallel.gbs == UNSET)
-    return diag(d, "%s sets no global batch; give tune one: --gbs B (sequences per iteration)", o->file);
+    return diag(d, "%s sets no global batch; give tune one: --gbs B (sequences per iteration)",
+                o->file);
   return machine_load(o->machine ? o->machine : "a100", &t->machine, d);
 }
 
@@ -76,9 +79,10 @@ static void consider(Tune *t, Plan *traced, int prefix, const Parallel *par) {
   push_layout(t, &l);
 }
 
-/* (schedule, vpp) pairs for pp ranks: GPipe and 1F1B with one chunk per rank, interleaved with every
- * vpp that cuts the layers evenly (as Megatron-LM requires); one rank runs 1F1B alone. */
-static void each_schedule(Tune *t, const Options *o, Plan *traced, int prefix, Parallel par, int layers) {
+/* (schedule, vpp) pairs for pp ranks: GPipe and 1F1B with one chunk per rank, interleaved with
+ * every vpp that cuts the layers evenly (as Megatron-LM requires); one rank runs 1F1B alone. */
+static void each_schedule(Tune *t, const Options *o, Plan *traced, int prefix, Parallel par,
+                          int layers) {
   static const char *const names[] = {"gpipe", "1f1b", "interleaved"};
   for (int s = 0; s < 3; s++) {
     if (o->parallel.schedule[0] && strcmp(o->parallel.schedule, names[s]) != 0) continue;
@@ -101,7 +105,8 @@ static void each_pipeline(Tune *t, const Options *o, Plan *traced, int prefix, i
   par.grad_reduce_after = o->parallel.grad_reduce_after == 1;
   int rest = t->devices / par.tp;
   for (int pp = 1; pp <= rest && pp <= layers; pp++) {
-    if (rest % pp != 0 || !pinned_to(o->parallel.pp, pp) || !pinned_to(o->parallel.dp, rest / pp)) continue;
+    if (rest % pp != 0 || !pinned_to(o->parallel.pp, pp) || !pinned_to(o->parallel.dp, rest / pp))
+      continue;
     par.pp = pp, par.dp = rest / pp;
     each_schedule(t, o, traced, prefix, par, layers);
   }
@@ -115,7 +120,8 @@ static int add_prefix(Prefixes *x, Plan *p) {
 }
 
 /* Traces the model for (tp, mbs, sp) and considers every layout under it. */
-static void each_traced(Tune *t, const Options *o, Prefixes *x, int tp, int mbs, int sp, int layers) {
+static void each_traced(Tune *t, const Options *o, Prefixes *x, int tp, int mbs, int sp,
+                        int layers) {
   Options po = traced_options(o, tp, mbs, sp, t->gbs);
   Plan *p = calloc(1, sizeof *p);
   Diag why;
@@ -133,8 +139,11 @@ static void enumerate(Tune *t, const Options *o, Prefixes *x, int layers) {
   for (int tp = 1; tp <= t->devices; tp++) {
     if (t->devices % tp != 0 || !pinned_to(pin->tp, tp)) continue;
     for (int mbs = 1; mbs <= t->gbs; mbs++) {
-      if (t->gbs % mbs != 0 || !pinned_to(pin->mbs, mbs) || (pin->mbs == UNSET && mbs > TUNE_MAX_MBS)) continue;
-      for (int sp = pin->sequence_parallel == 1; sp <= (tp > 1); sp++) each_traced(t, o, x, tp, mbs, sp, layers);
+      if (t->gbs % mbs != 0 || !pinned_to(pin->mbs, mbs) ||
+          (pin->mbs == UNSET && mbs > TUNE_MAX_MBS))
+        continue;
+      for (int sp = pin->sequence_parallel == 1; sp <= (tp > 1); sp++)
+        each_traced(t, o, x, tp, mbs, sp, layers);
     }
   }
 }
@@ -170,7 +179,8 @@ static int by_memory(const void *a, const void *b) {
   return (x->memory > y->memory) - (x->memory < y->memory);
 }
 
-/* Fastest bound first; stops planning once a bound is slower than the TUNE_BEST-th fastest fitting plan. */
+/* Fastest bound first; stops planning once a bound is slower than the TUNE_BEST-th fastest
+ * fitting plan. */
 static int plan_promising(Tune *t, Prefixes *x, Diag *d) {
   double best[TUNE_BEST];
   int found = 0;
@@ -180,7 +190,9 @@ static int plan_promising(Tune *t, Prefixes *x, Diag *d) {
     if (l->memory > t->machine.memory_bytes) continue;
     if (found == TUNE_BEST && l->bound.iteration >= best[TUNE_BEST - 1]) continue;
     if (plan_in_full(x, l, d)) return -1;
-    if (l->memory > t->machine.memory_bytes || (found == TUNE_BEST && l->iteration >= best[TUNE_BEST - 1])) continue;
+    if (l->memory > t->machine.memory_bytes ||
+        (found == TUNE_BEST && l->iteration >= best[TUNE_BEST - 1]))
+      continue;
     int at = found < TUNE_BEST ? found++ : TUNE_BEST - 1;
     for (; at > 0 && best[at - 1] > l->iteration; at--) best[at] = best[at - 1];
     best[at] = l->iteration;
@@ -188,7 +200,8 @@ static int plan_promising(Tune *t, Prefixes *x, Diag *d) {
   return 0;
 }
 
-/* None fits: the least memory any layout needs, planning the smallest bounds until none can be smaller. */
+/* None fits: the least memory any layout needs, planning the smallest bounds until none can be
+ * smaller. */
 static int smallest_memory(Tune *t, Prefixes *x, Diag *d) {
   qsort(t->layouts, (size_t)t->count, sizeof *t->layouts, by_memory);
   double least = INFINITY;
@@ -202,8 +215,8 @@ static int smallest_memory(Tune *t, Prefixes *x, Diag *d) {
 
 /* ---- why the rest lost --------------------------------------------------------------------- */
 
-/* Per iteration: kernels other than recomputation, recomputation, communication, bubble. Planned: the
- * plan's parts; unplanned: the bound's (no bubble, no waits). */
+/* Per iteration: kernels other than recomputation, recomputation, communication, bubble.
+ * Planned: the plan's parts; unplanned: the bound's (no bubble, no waits). */
 static void parts(const TuneLayout *l, double out[4]) {
   double recompute = l->bound.recompute;
   if (l->planned) {
@@ -215,7 +228,8 @@ static void parts(const TuneLayout *l, double out[4]) {
   }
 }
 
-/* The part that grew most against the winner's (bounds against bounds where the loser has no plan). */
+/* The part that grew most against the winner's (bounds against bounds where the loser has no
+ * plan). */
 static TuneLoss why_lost(const TuneLayout *l, const TuneLayout *winner) {
   static const TuneLoss reasons[4] = {LOST_GEMMS, LOST_RECOMPUTE, LOST_COMMUNICATION, LOST_BUBBLE};
   TuneLayout w = *winner;
@@ -240,12 +254,16 @@ static int ranked(const void *a, const void *b) {
 }
 
 static void rank_and_explain(Tune *t) {
-  for (int i = 0; i < t->count; i++) t->layouts[i].loss = fits(t, &t->layouts[i]) ? LOST_NOT : LOST_MEMORY;
+  for (int i = 0; i < t->count; i++)
+    t->layouts[i].loss = fits(t, &t->layouts[i]) ? LOST_NOT : LOST_MEMORY;
   qsort(t->layouts, (size_t)t->count, sizeof *t->layouts, ranked);
   t->fitting = 0;
-  while (t->fitting < t->count && t->layouts[t->fitting].planned && t->layouts[t->fitting].loss == LOST_NOT) t->fitting++;
+  while (t->fitting < t->count && t->layouts[t->fitting].planned &&
+         t->layouts[t->fitting].loss == LOST_NOT)
+    t->fitting++;
   for (int i = t->fitting < TUNE_BEST ? t->fitting : TUNE_BEST; i < t->count && t->fitting; i++)
-    if (t->layouts[i].loss == LOST_NOT) t->layouts[i].loss = why_lost(&t->layouts[i], &t->layouts[0]);
+    if (t->layouts[i].loss == LOST_NOT)
+      t->layouts[i].loss = why_lost(&t->layouts[i], &t->layouts[0]);
 }
 
 static void free_prefixes(Prefixes *x) {

@@ -1,6 +1,7 @@
-/* tune.h: plait tune's search: every layout of a model over N devices that plan accepts (tp, pp, dp,
- * vpp, mbs, schedule, recomputation, sequence parallelism), each bounded from its kernels' times and its
- * schedule's compute order, the promising ones planned in full; the best few, and why the rest lost. */
+/* tune.h: plait tune's search: every layout of a model over N devices that plan accepts (tp, pp,
+ * dp, vpp, mbs, schedule, recomputation, sequence parallelism), each bounded from its kernels'
+ * times and its schedule's compute order, the promising ones planned in full; the best few, and
+ * why the rest lost. */
 #ifndef PLAIT_TUNE_H
 #define PLAIT_TUNE_H
 
@@ -15,7 +16,8 @@ typedef enum {
   LOST_NOT,           /* among the best */
   LOST_MEMORY,        /* a rank does not fit the device's memory */
   LOST_BUBBLE,        /* the pipeline's bubble */
-  LOST_COMMUNICATION, /* TP collectives, pipeline transfers, the DP reduction left after the backward */
+  /* TP collectives, pipeline transfers, the DP reduction left after the backward */
+  LOST_COMMUNICATION,
   LOST_GEMMS,         /* slower kernels: smaller GEMMs (and more optimizer work per rank) */
   LOST_RECOMPUTE,     /* recomputed forwards */
   LOST_NOT_BEST,      /* fits and is planned, but others were faster on every count */
@@ -29,7 +31,8 @@ typedef struct {
   PlanBound bound;        /* from the kernels' times and the compute order */
   double iteration;       /* seconds: the plan's; unplanned, at least this (the bound's) */
   double memory;          /* bytes of the fullest rank: the plan's; unplanned, at least this */
-  double flops_per_device, bubble, traffic; /* planned: the plan's FLOP/s, bubble fraction, bytes sent */
+  /* planned: the plan's FLOP/s, bubble fraction, bytes sent */
+  double flops_per_device, bubble, traffic;
   IterationTime time;     /* planned: where the iteration goes */
   TuneLoss loss;
 } TuneLayout;
@@ -38,7 +41,8 @@ typedef struct {
   const char *model_file;
   int devices, gbs;
   Machine machine;
-  TuneLayout *layouts;    /* every layout plan accepts; the fitting planned ones first, fastest first */
+  /* every layout plan accepts; the fitting planned ones first, fastest first */
+  TuneLayout *layouts;
   int count, capacity;
   int fitting;            /* how many of the first are planned and fit */
   int refused;            /* combinations plan refuses */
@@ -47,14 +51,14 @@ typedef struct {
   double seconds;         /* the search's wall time */
 } Tune;
 
-/* Searches o->file's layouts over o->gpus devices of o->machine with the global batch o->parallel.gbs
- * (or the model file's); layout flags given in o pin their dimension. Returns 0 (t->fitting may be 0),
- * or -1 with one line in d. */
+/* Searches o->file's layouts over o->gpus devices of o->machine with the global batch
+ * o->parallel.gbs (or the model file's); layout flags given in o pin their dimension. Returns 0
+ * (t->fitting may be 0), or -1 with one line in d. */
 int tune_search(const Options *o, Tune *t, Diag *d);
 void tune_free(Tune *t);
 
-/* tune_print.c: the best few with their time, TFLOP/s, memory, bubble and traffic; the rest counted by
- * why they lost, with the best of each. */
+/* tune_print.c: the best few with their time, TFLOP/s, memory, bubble and traffic; the rest
+ * counted by why they lost, with the best of each. */
 void tune_write_text(const Tune *t, FILE *f);
 void tune_write_json(const Tune *t, FILE *f);
 const char *tune_loss_name(TuneLoss loss);

@@ -1,5 +1,6 @@
-/* tune_print.c: plait tune's report: the best few layouts (iteration time, TFLOP/s per device, memory,
- * bubble, traffic), then the rest counted by why they lost, with the best of each; as text or JSON. */
+/* tune_print.c: plait tune's report: the best few layouts (iteration time, TFLOP/s per device,
+ * memory, bubble, traffic), then the rest counted by why they lost, with the best of each; as
+ * text or JSON. */
 #include <string.h>
 
 #include "bytes.h"
@@ -8,7 +9,8 @@
 #include "plan/tune.h"
 
 static const char *const loss_names[LOST_REASONS] = {
-    "best", "does not fit", "bubble", "communication", "small GEMMs", "recomputation", "slower on every count"};
+    "best",          "does not fit",         "bubble", "communication", "small GEMMs",
+    "recomputation", "slower on every count"};
 
 const char *tune_loss_name(TuneLoss loss) { return loss_names[loss]; }
 
@@ -74,7 +76,8 @@ static void losers(const Tune *t, int count[LOST_REASONS], const TuneLayout *fir
   memset(first, 0, LOST_REASONS * sizeof *first);
   for (int i = best_count(t); i < t->count; i++) {
     const TuneLayout *l = &t->layouts[i];
-    if (!first[l->loss] || (l->loss == LOST_MEMORY && l->memory < first[l->loss]->memory)) first[l->loss] = l;
+    if (!first[l->loss] || (l->loss == LOST_MEMORY && l->memory < first[l->loss]->memory))
+      first[l->loss] = l;
     count[l->loss]++;
   }
 }
@@ -85,8 +88,8 @@ static void write_loser(const Tune *t, TuneLoss loss, int count, const TuneLayou
   escape(ESC_TEXT, flags, shown, sizeof shown);
   if (loss == LOST_MEMORY) {
     bytes_format(l->memory, amount, sizeof amount);
-    fprintf(f, "  %-22s %6d   closest: %s%s (%s)\n", tune_loss_name(loss), count, l->planned ? "" : "at least ",
-            amount, shown);
+    fprintf(f, "  %-22s %6d   closest: %s%s (%s)\n", tune_loss_name(loss), count,
+            l->planned ? "" : "at least ", amount, shown);
     return;
   }
   double slower = 100 * (l->iteration / t->layouts[0].iteration - 1);
@@ -115,7 +118,8 @@ void tune_write_text(const Tune *t, FILE *f) {
   int count[LOST_REASONS];
   const TuneLayout *first[LOST_REASONS];
   losers(t, count, first);
-  if (t->count > best_count(t)) fprintf(f, "the other %d, by why they lost to the first:\n", t->count - best_count(t));
+  if (t->count > best_count(t))
+    fprintf(f, "the other %d, by why they lost to the first:\n", t->count - best_count(t));
   for (int k = LOST_MEMORY; k < LOST_REASONS; k++)
     if (count[k]) write_loser(t, (TuneLoss)k, count[k], first[k], f);
   char flags[512];
@@ -158,13 +162,15 @@ void tune_write_json(const Tune *t, FILE *f) {
   fprintf(f, ", \"devices\": %d, \"machine\": ", t->devices);
   escape_write(ESC_JSON, t->machine.name, f);
   fprintf(f, ", \"memory_capacity\": %.0f, \"gbs\": %d,\n", t->machine.memory_bytes, t->gbs);
-  fprintf(f, "  \"seconds\": %.6g, \"layouts\": %d, \"refused\": %d,\n  \"best\": [\n", t->seconds, t->count, t->refused);
+  fprintf(f, "  \"seconds\": %.6g, \"layouts\": %d, \"refused\": %d,\n  \"best\": [\n", t->seconds,
+          t->count, t->refused);
   for (int i = 0; i < best_count(t); i++) {
     write_layout_json(&t->layouts[i], f);
     fprintf(f, "%s\n", i + 1 < best_count(t) ? "," : "");
   }
   fprintf(f, "  ],\n  \"lost\": {");
   for (int k = LOST_MEMORY; k < LOST_REASONS; k++)
-    fprintf(f, "\"%s\": %d%s", tune_loss_name((TuneLoss)k), count[k], k + 1 < LOST_REASONS ? ", " : "");
+    fprintf(f, "\"%s\": %d%s", tune_loss_name((TuneLoss)k), count[k],
+            k + 1 < LOST_REASONS ? ", " : "");
   fprintf(f, "}\n}\n");
 }

@@ -1,23 +1,26 @@
-/* lower.c: lowering compute-only lists into a plan that runs: point-to-point sends and receives posted
- * in groups, each stage's data-parallel gradient reduction, the tied-embedding reduction, the step. */
+/* lower.c: lowering compute-only lists into a plan that runs: point-to-point sends and receives
+ * posted in groups, each stage's data-parallel gradient reduction, the tied-embedding reduction,
+ * the step. */
 #include "schedule/schedule.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 /* Where sends and receives go. The compute actions first run in a unit-cost timeline (forward 1,
- * backward 2; each as soon as its rank is free and its input exists). A tensor produced at time τ is
- * sent right after its producer, and received in the consumer rank's first gap between compute actions
- * that ends at or after τ (so at the latest right before the consumer). Every gap's transfers form one
- * group, ordered by τ. Why this cannot deadlock: were each gap split into one group per τ, both ends of
- * every transfer would carry the same tick τ and every rank would post its groups in increasing τ, so
- * the ranks could go through the ticks in lockstep; posting a gap's groups at once only posts some
- * sends and receives earlier, which never delays a match. Each link's receives come in the order of
- * its sends (both in τ order). A compute-only schedule whose dependencies form a cycle is still lowered
- * (the cycle broken in rank order) so that validation can name the problem. */
+ * backward 2; each as soon as its rank is free and its input exists). A tensor produced at time
+ * τ is sent right after its producer, and received in the consumer rank's first gap between
+ * compute actions that ends at or after τ (so at the latest right before the consumer). Every
+ * gap's transfers form one group, ordered by τ. Why this cannot deadlock: were each gap split
+ * into one group per τ, both ends of every transfer would carry the same tick τ and every rank
+ * would post its groups in increasing τ, so the ranks could go through the ticks in lockstep;
+ * posting a gap's groups at once only posts some sends and receives earlier, which never delays
+ * a match. Each link's receives come in the order of its sends (both in τ order). A compute-only
+ * schedule whose dependencies form a cycle is still lowered (the cycle broken in rank order) so
+ * that validation can name the problem. */
 
 typedef struct {
-  int rank, index; /* the rank running a compute action and its number among the rank's compute actions */
+  /* the rank running a compute action and its number among the rank's compute actions */
+  int rank, index;
 } Where;
 
 typedef struct {
@@ -25,7 +28,8 @@ typedef struct {
   int *count;            /* [rank]: compute actions */
   const Action ***op;    /* [rank][k]: the k-th compute action */
   double **start, **end; /* [rank][k]: in the unit-cost timeline */
-  Where *where;          /* [slot]: where each (F or B, stage, microbatch) runs; rank -1 if nowhere */
+  /* [slot]: where each (F or B, stage, microbatch) runs; rank -1 if nowhere */
+  Where *where;
 } Timing;
 
 typedef struct {
@@ -40,22 +44,25 @@ typedef struct {
 } PlacedList;
 
 static int in_range(const Schedule *s, const Action *a) {
-  return a->stage >= 0 && a->stage < s->stages && a->microbatch >= 0 && a->microbatch < s->microbatches;
+  return a->stage >= 0 && a->stage < s->stages && a->microbatch >= 0 &&
+         a->microbatch < s->microbatches;
 }
 
 static size_t slot(const Schedule *s, ActionKind kind, int stage, int microbatch) {
   return ((size_t)(kind == ACTION_B) * s->stages + stage) * s->microbatches + microbatch;
 }
 
-/* The stage that compute action a hands its output to (a forward to the next stage, a backward to the
- * previous one) when that stage is on another rank; -1 when nothing is sent. */
+/* The stage that compute action a hands its output to (a forward to the next stage, a backward
+ * to the previous one) when that stage is on another rank; -1 when nothing is sent. */
 static int receiver_stage(const Schedule *s, const Action *a) {
   int next = a->kind == ACTION_F ? a->stage + 1 : a->stage - 1;
-  if (!in_range(s, a) || next < 0 || next >= s->stages || next % s->pp == a->stage % s->pp) return -1;
+  if (!in_range(s, a) || next < 0 || next >= s->stages || next % s->pp == a->stage % s->pp)
+    return -1;
   return next;
 }
 
-/* Where the compute action producing a's input runs; NULL if a needs none or nothing produces it. */
+/* Where the compute action producing a's input runs; NULL if a needs none or nothing produces
+ * it. */
 static const Where *producer(const Timing *t, const Action *a) {
   int from = a->kind == ACTION_F ? a->stage - 1 : a->stage + 1;
   if (!in_range(t->s, a) || from < 0 || from >= t->s->stages) return NULL;
@@ -80,7 +87,8 @@ static void timing_init(Timing *t, const Schedule *s) {
     for (int i = 0; i < l->count; i++) {
       const Action *a = &l->action[i];
       if (!schedule_is_compute(a->kind)) continue;
-      if (in_range(s, a)) t->where[slot(s, a->kind, a->stage, a->microbatch)] = (Where){r, t->count[r]};
+      if (in_range(s, a))
+        t->where[slot(s, a->kind, a->stage, a->microbatch)] = (Where){r, t->count[r]};
       t->op[r][t->count[r]++] = a;
     }
   }
@@ -125,7 +133,8 @@ static void run_timeline(Timing *t) {
       while (next[r] < t->count[r] && run_next(t, next, clock, r, 0)) moved = 1;
       left |= next[r] < t->count[r];
     }
-    for (int r = 0; left && !moved; r++) /* a dependency cycle: break it at the first waiting rank */
+    /* a dependency cycle: break it at the first waiting rank */
+    for (int r = 0; left && !moved; r++)
       if (next[r] < t->count[r]) moved = run_next(t, next, clock, r, 1);
   }
   free(next);
@@ -150,7 +159,8 @@ static Action p2p(const Schedule *s, ActionKind kind, int stage, int microbatch)
   return a;
 }
 
-/* The first gap on rank r that ends at or after `tick`: the number of its compute actions starting before it. */
+/* The first gap on rank r that ends at or after `tick`: the number of its compute actions
+ * starting before it. */
 static int gap_at(const Timing *t, int r, double tick) {
   int lo = 0, hi = t->count[r];
   while (lo < hi) {
@@ -161,7 +171,8 @@ static int gap_at(const Timing *t, int r, double tick) {
   return lo;
 }
 
-/* The send after each producer and the receive before its consumer, both at the producer's end time. */
+/* The send after each producer and the receive before its consumer, both at the producer's end
+ * time. */
 static void place_transfers(const Timing *t, PlacedList *placed) {
   const Schedule *s = t->s;
   for (int r = 0; r < s->pp; r++)
@@ -170,12 +181,14 @@ static void place_transfers(const Timing *t, PlacedList *placed) {
       int to = receiver_stage(s, a), forward = a->kind == ACTION_F;
       if (to < 0) continue;
       double tick = t->end[r][k];
-      place(&placed[r], k + 1, tick, p2p(s, forward ? ACTION_SEND_F : ACTION_SEND_B, a->stage, a->microbatch));
+      place(&placed[r], k + 1, tick,
+            p2p(s, forward ? ACTION_SEND_F : ACTION_SEND_B, a->stage, a->microbatch));
       const Where *consumer = &t->where[slot(s, a->kind, to, a->microbatch)];
       if (consumer->rank < 0) continue;
       int gap = gap_at(t, consumer->rank, tick);
       if (gap > consumer->index) gap = consumer->index;
-      place(&placed[consumer->rank], gap, tick, p2p(s, forward ? ACTION_RECV_F : ACTION_RECV_B, to, a->microbatch));
+      place(&placed[consumer->rank], gap, tick,
+            p2p(s, forward ? ACTION_RECV_F : ACTION_RECV_B, to, a->microbatch));
     }
 }
 
@@ -186,10 +199,12 @@ static int placed_order(const void *x, const void *y) {
   const Placed *a = x, *b = y;
   if (a->gap != b->gap) return a->gap < b->gap ? -1 : 1;
   if (a->tick != b->tick) return a->tick < b->tick ? -1 : 1;
-  if (is_receive(a->action.kind) != is_receive(b->action.kind)) return is_receive(a->action.kind) ? 1 : -1;
+  if (is_receive(a->action.kind) != is_receive(b->action.kind))
+    return is_receive(a->action.kind) ? 1 : -1;
   if (a->action.kind != b->action.kind) return a->action.kind < b->action.kind ? -1 : 1;
   if (a->action.stage != b->action.stage) return a->action.stage < b->action.stage ? -1 : 1;
-  return (a->action.microbatch > b->action.microbatch) - (a->action.microbatch < b->action.microbatch);
+  return (a->action.microbatch > b->action.microbatch) -
+         (a->action.microbatch < b->action.microbatch);
 }
 
 /* Emits the placed transfers of one gap as one group. */
@@ -202,7 +217,8 @@ static int emit_gap(Schedule *out, int rank, const PlacedList *l, int i, int gap
   return i;
 }
 
-/* Rebuilds one rank's list: each gap's groups, then the other actions it held, then the compute action. */
+/* Rebuilds one rank's list: each gap's groups, then the other actions it held, then the compute
+ * action. */
 static void lower_rank(const Schedule *s, PlacedList *l, Schedule *out, int rank) {
   const ActionList *in = &s->rank[rank];
   int next = 0, gap = 0, kept_from = 0;
@@ -238,20 +254,22 @@ static int has_finishing_actions(const Schedule *s) {
   for (int r = 0; r < s->pp; r++)
     for (int i = 0; i < s->rank[r].count; i++) {
       ActionKind kind = s->rank[r].action[i].kind;
-      if (kind == ACTION_REDUCE_GRAD || kind == ACTION_EMBED_REDUCE || kind == ACTION_STEP) return 1;
+      if (kind == ACTION_REDUCE_GRAD || kind == ACTION_EMBED_REDUCE || kind == ACTION_STEP)
+        return 1;
     }
   return 0;
 }
 
-/* Each local stage's REDUCE_GRAD goes after its last backward and the group that follows it, or with
- * `after_all`, every one after the rank's last backward (and its group). */
+/* Each local stage's REDUCE_GRAD goes after its last backward and the group that follows it, or
+ * with `after_all`, every one after the rank's last backward (and its group). */
 static void add_reductions(Schedule *s, int rank, int after_all) {
   ActionList old = s->rank[rank];
   int chunks = s->vpp, *after = schedule_alloc((size_t)chunks, sizeof *after);
   for (int c = 0; c < chunks; c++) after[c] = old.count;
   for (int i = 0; i < old.count; i++) {
     const Action *a = &old.action[i];
-    if (a->kind != ACTION_B || a->stage < 0 || a->stage >= s->stages || a->stage % s->pp != rank) continue;
+    if (a->kind != ACTION_B || a->stage < 0 || a->stage >= s->stages || a->stage % s->pp != rank)
+      continue;
     int end = i + 1;
     while (end < old.count && schedule_is_p2p(old.action[end].kind)) end++;
     after[a->stage / s->pp] = end;
@@ -264,7 +282,10 @@ static void add_reductions(Schedule *s, int rank, int after_all) {
     for (int c = 0; c < chunks; c++)
       if (after[c] == i)
         schedule_push(s, rank,
-                      (Action){.kind = ACTION_REDUCE_GRAD, .stage = c * s->pp + rank, .microbatch = -1, .peer = -1});
+                      (Action){.kind = ACTION_REDUCE_GRAD,
+                               .stage = c * s->pp + rank,
+                               .microbatch = -1,
+                               .peer = -1});
     if (i < old.count) schedule_push(s, rank, old.action[i]);
   }
   free(after);

@@ -1,4 +1,5 @@
-/* partition.h: cutting embed + layers + head into pp·vpp chunks; chunk c lives on pipeline rank c mod pp. */
+/* partition.h: cutting embed + layers + head into pp·vpp chunks; chunk c lives on pipeline rank
+ * c mod pp. */
 #ifndef PLAIT_PARTITION_H
 #define PLAIT_PARTITION_H
 
@@ -16,7 +17,7 @@ typedef struct {
  * layers/(pp·vpp) layers (Megatron's cut; they must divide); "balanced" minimises the largest chunk
  * cost, where a layer costs layer_cost and the embedding and head add their costs to the first and
  * last chunk, preferring the most even cut among the best. Fills chunks[0..pp·vpp). */
-int partition_layers(const Parallel *par, int layers, double embed_cost, double layer_cost, double head_cost,
-                     Chunk *chunks, Diag *d);
+int partition_layers(const Parallel *par, int layers, double embed_cost, double layer_cost,
+                     double head_cost, Chunk *chunks, Diag *d);
 
 #endif

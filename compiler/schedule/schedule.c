@@ -6,8 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *const kind_names[ACTION_KINDS] = {"F",      "B",           "SEND_F",       "RECV_F", "SEND_B",
-                                                     "RECV_B", "REDUCE_GRAD", "EMBED_REDUCE", "STEP"};
+static const char *const kind_names[ACTION_KINDS] = {
+    "F", "B", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "REDUCE_GRAD", "EMBED_REDUCE", "STEP"};
 
 void *schedule_alloc(size_t count, size_t size) {
   void *p = calloc(count ? count : 1, size);
@@ -23,10 +23,12 @@ static int check_sizes(int pp, int vpp, int microbatches, Diag *d) {
     return diag(d, "pp %d is out of range: 1 to %d pipeline ranks", pp, SCHEDULE_MAX_RANKS);
   if (vpp < 1) return diag(d, "vpp %d is out of range: at least 1 chunk per rank", vpp);
   if (microbatches < 1 || microbatches > SCHEDULE_MAX_MICROBATCHES)
-    return diag(d, "%d microbatches is out of range: 1 to %d", microbatches, SCHEDULE_MAX_MICROBATCHES);
+    return diag(d, "%d microbatches is out of range: 1 to %d", microbatches,
+                SCHEDULE_MAX_MICROBATCHES);
   if ((int64_t)pp * vpp * microbatches > SCHEDULE_MAX_PAIRS)
-    return diag(d, "pp·vpp·microbatches = %d·%d·%d is too large: at most %d (stage, microbatch) pairs", pp, vpp,
-                microbatches, SCHEDULE_MAX_PAIRS);
+    return diag(d,
+                "pp·vpp·microbatches = %d·%d·%d is too large: at most %d (stage, microbatch) pairs",
+                pp, vpp, microbatches, SCHEDULE_MAX_PAIRS);
   return 0;
 }
 
@@ -58,7 +60,8 @@ int schedule_set_sizes(Schedule *s, int vpp, int microbatches, Diag *d) {
   s->stages = s->pp * vpp;
   s->microbatches = microbatches;
   for (int r = 0; r < s->pp; r++)
-    for (int i = 0; i < s->rank[r].count; i++) s->rank[r].action[i].peer = schedule_peer(s, &s->rank[r].action[i]);
+    for (int i = 0; i < s->rank[r].count; i++)
+      s->rank[r].action[i].peer = schedule_peer(s, &s->rank[r].action[i]);
   return 0;
 }
 
@@ -86,7 +89,8 @@ void schedule_push(Schedule *s, int rank, Action a) {
 int schedule_is_compute(ActionKind kind) { return kind == ACTION_F || kind == ACTION_B; }
 
 int schedule_is_p2p(ActionKind kind) {
-  return kind == ACTION_SEND_F || kind == ACTION_RECV_F || kind == ACTION_SEND_B || kind == ACTION_RECV_B;
+  return kind == ACTION_SEND_F || kind == ACTION_RECV_F || kind == ACTION_SEND_B ||
+         kind == ACTION_RECV_B;
 }
 
 int schedule_has_p2p(const Schedule *s) {
@@ -119,7 +123,8 @@ int schedule_action_name(const Action *a, char *buf, size_t size) {
 }
 
 static void push_compute(Schedule *s, int rank, ActionKind kind, int stage, int microbatch) {
-  schedule_push(s, rank, (Action){.kind = kind, .stage = stage, .microbatch = microbatch, .peer = -1});
+  schedule_push(s, rank,
+                (Action){.kind = kind, .stage = stage, .microbatch = microbatch, .peer = -1});
 }
 
 static int min_int(int a, int b) { return a < b ? a : b; }
@@ -149,7 +154,9 @@ static void generate_1f1b(Schedule *s) {
 
 /* Megatron-LM's interleaved order: step k takes microbatches in groups of pp through chunk 0, then
  * chunk 1, ...; backward steps walk the chunks in reverse. Chunk c of rank r is stage c·pp + r. */
-static int interleaved_microbatch(int pp, int vpp, int step) { return step / (pp * vpp) * pp + step % pp; }
+static int interleaved_microbatch(int pp, int vpp, int step) {
+  return step / (pp * vpp) * pp + step % pp;
+}
 
 static int interleaved_stage(int pp, int vpp, int rank, int step, int backward) {
   int chunk = step % (pp * vpp) / pp;
@@ -179,12 +186,15 @@ static void generate_interleaved(Schedule *s) {
 static int generate_named(const char *name, int pp, int vpp, int m, Schedule *s, Diag *d) {
   int interleaved = strcmp(name, "interleaved") == 0;
   if (!interleaved && vpp > 1)
-    return diag(d, "%s runs one chunk per rank, but vpp is %d; use --schedule interleaved or --vpp 1", name, vpp);
-  if (interleaved && vpp > 1 && m % pp != 0)
     return diag(d,
-                "interleaved needs the number of microbatches (%d) to be a multiple of pp (%d); use %d "
-                "microbatches, or --schedule 1f1b",
-                m, pp, (m / pp + 1) * pp);
+                "%s runs one chunk per rank, but vpp is %d; use --schedule interleaved or --vpp 1",
+                name, vpp);
+  if (interleaved && vpp > 1 && m % pp != 0)
+    return diag(
+        d,
+        "interleaved needs the number of microbatches (%d) to be a multiple of pp (%d); use %d "
+        "microbatches, or --schedule 1f1b",
+        m, pp, (m / pp + 1) * pp);
   if (schedule_init(s, pp, vpp, m, d)) return -1;
   if (strcmp(name, "gpipe") == 0) generate_gpipe(s);
   else if (interleaved && vpp > 1) generate_interleaved(s);
@@ -203,8 +213,9 @@ static int read_sized(const char *path, int pp, int vpp, int m, Schedule *s, Dia
   int has = s->pp != pp ? s->pp : s->stages != pp * vpp ? s->stages : s->microbatches;
   int want = s->pp != pp ? pp : s->stages != pp * vpp ? pp * vpp : m;
   schedule_free(s);
-  return diag(d, "schedule file %s has %d %s but the layout needs %d (pp %d, vpp %d, %d microbatches)", path, has, what,
-              want, pp, vpp, m);
+  return diag(d,
+              "schedule file %s has %d %s but the layout needs %d (pp %d, vpp %d, %d microbatches)",
+              path, has, what, want, pp, vpp, m);
 }
 
 int schedule_generate(const char *name, int pp, int vpp, int microbatches, Schedule *s, Diag *d) {
@@ -212,7 +223,9 @@ int schedule_generate(const char *name, int pp, int vpp, int microbatches, Sched
   if (strcmp(name, "gpipe") == 0 || strcmp(name, "1f1b") == 0 || strcmp(name, "interleaved") == 0)
     return generate_named(name, pp, vpp, microbatches, s, d);
   if (access(name, F_OK) != 0 && !strchr(name, '.') && !strchr(name, '/'))
-    return diag(d, "unknown schedule '%s'; use gpipe, 1f1b, interleaved, or a schedule file (.txt or .csv)", name);
+    return diag(
+        d, "unknown schedule '%s'; use gpipe, 1f1b, interleaved, or a schedule file (.txt or .csv)",
+        name);
   return read_sized(name, pp, vpp, microbatches, s, d);
 }
 
@@ -222,7 +235,8 @@ void schedule_peak_inflight(const Schedule *s, int *per_stage) {
   for (int r = 0; r < s->pp; r++)
     for (int i = 0; i < s->rank[r].count; i++) {
       const Action *a = &s->rank[r].action[i];
-      if (a->kind == ACTION_F && ++inflight[a->stage] > per_stage[a->stage]) per_stage[a->stage] = inflight[a->stage];
+      if (a->kind == ACTION_F && ++inflight[a->stage] > per_stage[a->stage])
+        per_stage[a->stage] = inflight[a->stage];
       if (a->kind == ACTION_B) inflight[a->stage]--;
     }
   free(inflight);

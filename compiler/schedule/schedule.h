@@ -1,6 +1,7 @@
-/* schedule.h: a pipeline schedule as data: every pipeline rank's ordered list of actions (forward and
- * backward passes, sends and receives, gradient reductions, the optimizer step), with its generators,
- * lowering, validation, and the text and CSV forms. docs/schedules.md describes all of it. */
+/* schedule.h: a pipeline schedule as data: every pipeline rank's ordered list of actions
+ * (forward and backward passes, sends and receives, gradient reductions, the optimizer step),
+ * with its generators, lowering, validation, and the text and CSV forms. docs/schedules.md
+ * describes all of it. */
 #ifndef PLAIT_SCHEDULE_H
 #define PLAIT_SCHEDULE_H
 
@@ -20,7 +21,8 @@ typedef enum {
   ACTION_SEND_B,       /* send the gradient of the stage's input to stage - 1 */
   ACTION_RECV_B,       /* receive the gradient of the stage's output from stage + 1 */
   ACTION_REDUCE_GRAD,  /* data-parallel reduction of the stage's weight gradients */
-  ACTION_EMBED_REDUCE, /* all-reduce of the tied embedding's gradient between the first and last stage */
+  /* all-reduce of the tied embedding's gradient between the first and last stage */
+  ACTION_EMBED_REDUCE,
   ACTION_STEP,         /* the optimizer step */
   ACTION_KINDS
 } ActionKind;
@@ -45,7 +47,8 @@ typedef struct {
   ActionList *rank; /* [pp] */
 } Schedule;
 
-/* Sizes a schedule may have: ranks, microbatches, (stage, microbatch) pairs, and actions read from a file. */
+/* Sizes a schedule may have: ranks, microbatches, (stage, microbatch) pairs, and actions read
+ * from a file. */
 enum {
   SCHEDULE_MAX_RANKS = 1 << 14,
   SCHEDULE_MAX_MICROBATCHES = 1 << 20,
@@ -59,9 +62,9 @@ enum {
 int schedule_init(Schedule *s, int pp, int vpp, int microbatches, Diag *d);
 void schedule_free(Schedule *s);
 void schedule_push(Schedule *s, int rank, Action a);
-/* For readers, which learn the sizes last: appends an empty rank to s (pp grows; start from a zeroed
- * Schedule) and returns its index; then sets vpp and microbatches, checked as schedule_init checks
- * them, and every action's peer. */
+/* For readers, which learn the sizes last: appends an empty rank to s (pp grows; start from a
+ * zeroed Schedule) and returns its index; then sets vpp and microbatches, checked as
+ * schedule_init checks them, and every action's peer. */
 int schedule_add_rank(Schedule *s);
 int schedule_set_sizes(Schedule *s, int vpp, int microbatches, Diag *d);
 /* calloc that ends the program with one line when memory runs out. */
@@ -72,8 +75,8 @@ void *schedule_alloc(size_t count, size_t size);
  * sizes (pp = 0: whatever sizes it has). Returns 0, or -1 with one line in d (an unknown name lists
  * the choices). */
 int schedule_generate(const char *name, int pp, int vpp, int microbatches, Schedule *s, Diag *d);
-/* per_stage[stage]: the most microbatches the stage has run forward and not yet backward, walking each
- * rank's F and B in order (what its activations must hold at least). */
+/* per_stage[stage]: the most microbatches the stage has run forward and not yet backward,
+ * walking each rank's F and B in order (what its activations must hold at least). */
 void schedule_peak_inflight(const Schedule *s, int *per_stage);
 
 int schedule_is_compute(ActionKind kind); /* F, B */
@@ -90,14 +93,15 @@ const char *schedule_kind_name(ActionKind kind);
 
 enum {
   LOWER_TIED_EMBEDDING = 1, /* add <stage>EMBED_REDUCE on the first and the last stage's ranks */
-  LOWER_REDUCE_AFTER = 2    /* every REDUCE_GRAD of a rank after its last backward (--grad-reduce after) */
+  /* every REDUCE_GRAD of a rank after its last backward (--grad-reduce after) */
+  LOWER_REDUCE_AFTER = 2
 };
 
-/* Where the schedule has no SEND/RECV, adds them: after each compute action, one group holding the
- * send of its output and the receives that the next compute action needs, posted in the order the
- * peer sends them. Where it has no REDUCE_GRAD, EMBED_REDUCE or STEP, adds each stage's REDUCE_GRAD
- * after its last backward (and that backward's group; with LOWER_REDUCE_AFTER, after the rank's last),
- * EMBED_REDUCE if asked, and STEP last. */
+/* Where the schedule has no SEND/RECV, adds them: after each compute action, one group holding
+ * the send of its output and the receives that the next compute action needs, posted in the
+ * order the peer sends them. Where it has no REDUCE_GRAD, EMBED_REDUCE or STEP, adds each
+ * stage's REDUCE_GRAD after its last backward (and that backward's group; with
+ * LOWER_REDUCE_AFTER, after the rank's last), EMBED_REDUCE if asked, and STEP last. */
 void lower_schedule(Schedule *s, int options);
 
 /* ---- validate.c: the checks a plan must pass ---- */
@@ -108,10 +112,10 @@ typedef struct {
   char context[4096]; /* a few lines: the neighbourhood of that step on the ranks involved */
 } ScheduleFault;
 
-/* Checks a lowered schedule: every action where it belongs, one F and one B per (stage, microbatch),
- * each in causal order, every send matched by a receive of the same tensor in the same order, the
- * reductions and the step in place, and a dry run with blocking groups that never deadlocks.
- * Returns 0, or -1 with the first fault. */
+/* Checks a lowered schedule: every action where it belongs, one F and one B per (stage,
+ * microbatch), each in causal order, every send matched by a receive of the same tensor in the
+ * same order, the reductions and the step in place, and a dry run with blocking groups that
+ * never deadlocks. Returns 0, or -1 with the first fault. */
 int validate_schedule(const Schedule *s, ScheduleFault *fault);
 
 /* ---- schedule_read.re and schedule_csv.c: reading; schedule_write.c: writing ---- */
@@ -127,7 +131,8 @@ int schedule_csv_read(const char *name, const char *text, size_t len, Schedule *
 int schedule_read_file(const char *path, Schedule *s, Diag *d);
 
 enum { WRITE_COMPUTE_ONLY = 1 }; /* write only F and B: the plan is their lowering */
-/* The text form, one "rank R:" line per rank (wrapped), inside "schedule pp=.. vpp=.. microbatches=.. {" and "}". */
+/* The text form, one "rank R:" line per rank (wrapped), inside "schedule pp=.. vpp=..
+ * microbatches=.. {" and "}". */
 void schedule_write_text(const Schedule *s, FILE *f, int options);
 void schedule_csv_write(const Schedule *s, FILE *f, int options);
 

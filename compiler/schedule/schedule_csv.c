@@ -22,29 +22,35 @@ static int unsupported(const char *begin, const char *end) {
   const char *p = begin;
   while (p < end && *p >= '0' && *p <= '9') p++;
   return p > begin && p < end &&
-         (*p == 'I' || *p == 'W' || (end - p >= 7 && (!memcmp(p, "UNSHARD", 7) || !memcmp(p, "RESHARD", 7))));
+         (*p == 'I' || *p == 'W' ||
+          (end - p >= 7 && (!memcmp(p, "UNSHARD", 7) || !memcmp(p, "RESHARD", 7))));
 }
 
-static int cell_error(CsvReader *c, int line, const char *line_start, const char *begin, const char *end) {
+static int cell_error(CsvReader *c, int line, const char *line_start, const char *begin,
+                      const char *end) {
   int col = (int)(begin - line_start) + 1, n = end - begin > 24 ? 24 : (int)(end - begin);
   if (unsupported(begin, end))
     return diag(c->d,
-                "%s:%d:%d: '%.*s': split backward (I, W) and FSDP actions (UNSHARD, RESHARD) are not supported; use B",
+                "%s:%d:%d: '%.*s': split backward (I, W) and FSDP actions (UNSHARD, RESHARD) are "
+                "not supported; use B",
                 c->name, line, col, n, begin);
-  return diag(c->d, "%s:%d:%d: expected an action such as 0F3, 1SEND_F2 or 0REDUCE_GRAD, found '%.*s'", c->name, line,
-              col, n, begin);
+  return diag(c->d,
+              "%s:%d:%d: expected an action such as 0F3, 1SEND_F2 or 0REDUCE_GRAD, found '%.*s'",
+              c->name, line, col, n, begin);
 }
 
 static int read_row(CsvReader *c, int line, const char *begin, const char *end) {
   int rank = schedule_add_rank(c->s), previous_p2p = 0;
   for (const char *cell = begin; cell <= end;) {
-    const char *comma = memchr(cell, ',', (size_t)(end - cell)), *stop = comma ? comma : end, *b = cell, *e = stop;
+    const char *comma = memchr(cell, ',', (size_t)(end - cell)), *stop = comma ? comma : end,
+               *b = cell, *e = stop;
     trim(&b, &e);
     cell = stop + 1;
     if (b == e) continue;
     Action a;
     if (schedule_read_action(b, (size_t)(e - b), &a)) return cell_error(c, line, begin, b, e);
-    if (++c->actions > SCHEDULE_MAX_ACTIONS) return diag(c->d, "%s:%d: too many actions in one schedule", c->name, line);
+    if (++c->actions > SCHEDULE_MAX_ACTIONS)
+      return diag(c->d, "%s:%d: too many actions in one schedule", c->name, line);
     a.joined = schedule_is_p2p(a.kind) && previous_p2p;
     previous_p2p = schedule_is_p2p(a.kind);
     schedule_push(c->s, rank, a);
@@ -67,15 +73,19 @@ static int read_rows(CsvReader *c, const char *text, size_t len) {
     const char *b = p, *e = stop;
     trim(&b, &e);
     if (b == e && only_space(stop, end)) break;
-    if (b == e) return diag(c->d, "%s:%d:1: empty row; the CSV holds one row of actions per rank", c->name, line);
+    if (b == e)
+      return diag(c->d, "%s:%d:1: empty row; the CSV holds one row of actions per rank", c->name,
+                  line);
     if (c->s->pp == SCHEDULE_MAX_RANKS)
-      return diag(c->d, "%s:%d:1: too many rows (at most %d ranks)", c->name, line, SCHEDULE_MAX_RANKS);
+      return diag(c->d, "%s:%d:1: too many rows (at most %d ranks)", c->name, line,
+                  SCHEDULE_MAX_RANKS);
     if (memchr(p, 0, (size_t)(stop - p)))
       return diag(c->d, "%s:%d:1: the row holds a zero byte; is this a CSV file?", c->name, line);
     if (read_row(c, line, p, stop)) return -1;
     p = stop + 1;
   }
-  if (c->s->pp == 0) return diag(c->d, "%s: the CSV file is empty; it needs one row of actions per rank", c->name);
+  if (c->s->pp == 0)
+    return diag(c->d, "%s: the CSV file is empty; it needs one row of actions per rank", c->name);
   if (c->max_stage < 0 || c->max_microbatch < 0)
     return diag(c->d, "%s: the schedule has no forward or backward actions", c->name);
   return 0;

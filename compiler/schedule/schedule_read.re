@@ -11,11 +11,23 @@
 /* The grammar (docs/schedules.md):
  *   file    := [ "schedule" [word] {key "=" int} "{" ] { "rank" int ":" {item} } [ "}" ]
  *   item    := action | action ".." int | "{" transfer {transfer} "}"
- *   action  := int ("F"|"B"|"SEND_F"|"RECV_F"|"SEND_B"|"RECV_B") int | int ("REDUCE_GRAD"|"EMBED_REDUCE") | "STEP"
- * Whitespace and newlines separate; '#' starts a comment. With a header, reading stops at its closing
- * brace, and lines before the header are skipped, so a whole plan printed as text reads back. */
+ *   action  := int ("F"|"B"|"SEND_F"|"RECV_F"|"SEND_B"|"RECV_B") int
+ *            | int ("REDUCE_GRAD"|"EMBED_REDUCE") | "STEP"
+ * Whitespace and newlines separate; '#' starts a comment. With a header, reading stops at its
+ * closing brace, and lines before the header are skipped, so a whole plan printed as text reads
+ * back. */
 
-typedef enum { T_END, T_BAD, T_RANK, T_SCHEDULE, T_SETTING, T_WORD, T_ACTION, T_OPEN, T_CLOSE } Token;
+typedef enum {
+  T_END,
+  T_BAD,
+  T_RANK,
+  T_SCHEDULE,
+  T_SETTING,
+  T_WORD,
+  T_ACTION,
+  T_OPEN,
+  T_CLOSE
+} Token;
 
 typedef struct {
   const unsigned char *cursor, *token, *limit; /* *limit == 0 ends the text */
@@ -95,7 +107,8 @@ static int error_here(Reader *rd, const char *what) {
 static int expected(Reader *rd, const char *what) {
   char found[64];
   describe(rd, found, sizeof found);
-  return diag(rd->d, "%s:%d:%d: expected %s, found %s", rd->name, rd->lex.line, column(rd), what, found);
+  return diag(rd->d, "%s:%d:%d: expected %s, found %s", rd->name, rd->lex.line, column(rd), what,
+              found);
 }
 
 static void next(Reader *rd) { rd->tok = lex(&rd->lex); }
@@ -113,7 +126,8 @@ static int number(Reader *rd, const unsigned char **p, int limit, const char *wh
   return 0;
 }
 
-/* The current T_ACTION token as an action and the last microbatch of its range (= its own without one). */
+/* The current T_ACTION token as an action and the last microbatch of its range (= its own
+ * without one). */
 static int decode(Reader *rd, Action *a, int *last) {
   const unsigned char *p = rd->lex.token;
   *a = (Action){.kind = rd->lex.kind, .stage = -1, .microbatch = -1, .peer = -1};
@@ -127,13 +141,16 @@ static int decode(Reader *rd, Action *a, int *last) {
   int mb_limit = rd->microbatches > 0 ? rd->microbatches - 1 : SCHEDULE_MAX_MICROBATCHES - 1;
   if (number(rd, &p, mb_limit, "the microbatch", &a->microbatch)) return -1;
   *last = a->microbatch;
-  if (p < rd->lex.cursor && (p += 2, number(rd, &p, mb_limit, "the microbatch", last))) return -1; /* a range */
-  if (*last < a->microbatch) return error_here(rd, "the range runs backwards; write it as first..last");
+  /* a range */
+  if (p < rd->lex.cursor && (p += 2, number(rd, &p, mb_limit, "the microbatch", last))) return -1;
+  if (*last < a->microbatch)
+    return error_here(rd, "the range runs backwards; write it as first..last");
   return 0;
 }
 
 static int push(Reader *rd, Action a) {
-  if (++rd->actions > SCHEDULE_MAX_ACTIONS) return error_here(rd, "too many actions in one schedule");
+  if (++rd->actions > SCHEDULE_MAX_ACTIONS)
+    return error_here(rd, "too many actions in one schedule");
   schedule_push(rd->s, rd->s->pp - 1, a);
   if (a.stage > rd->max_stage) rd->max_stage = a.stage;
   if (a.microbatch > rd->max_microbatch) rd->max_microbatch = a.microbatch;
@@ -178,7 +195,8 @@ static int parse_rank(Reader *rd) {
   if (number(rd, &p, SCHEDULE_MAX_RANKS - 1, "the rank", &rank)) return -1;
   if (rank != rd->s->pp) {
     char msg[96];
-    snprintf(msg, sizeof msg, "expected 'rank %d:' here (ranks are listed in order from 0)", rd->s->pp);
+    snprintf(msg, sizeof msg, "expected 'rank %d:' here (ranks are listed in order from 0)",
+             rd->s->pp);
     return error_here(rd, msg);
   }
   schedule_add_rank(rd->s);
@@ -194,16 +212,20 @@ static int parse_header(Reader *rd) {
   next(rd);
   if (rd->tok == T_WORD) next(rd);
   for (; rd->tok == T_SETTING; next(rd)) {
-    const unsigned char *p = rd->lex.token, *eq = (const unsigned char *)strchr((const char *)p, '=');
+    const unsigned char *p = rd->lex.token,
+                        *eq = (const unsigned char *)strchr((const char *)p, '=');
     size_t len = (size_t)(eq - p);
-    int *field = len == 2 && !memcmp(p, "pp", 2) ? &rd->pp : len == 3 && !memcmp(p, "vpp", 3) ? &rd->vpp
-                 : len == 12 && !memcmp(p, "microbatches", 12) ? &rd->microbatches : NULL;
+    int *field = len == 2 && !memcmp(p, "pp", 2)               ? &rd->pp
+                 : len == 3 && !memcmp(p, "vpp", 3)            ? &rd->vpp
+                 : len == 12 && !memcmp(p, "microbatches", 12) ? &rd->microbatches
+                                                               : NULL;
     if (!field) return expected(rd, "pp=, vpp= or microbatches= in the schedule header");
     p = eq + 1;
     if (number(rd, &p, SCHEDULE_MAX_PAIRS, "the value", field)) return -1;
     if (*field < 1) return error_here(rd, "header values must be at least 1");
   }
-  if (rd->tok != T_OPEN) return expected(rd, "'{' to open the schedule (or pp=, vpp=, microbatches=)");
+  if (rd->tok != T_OPEN)
+    return expected(rd, "'{' to open the schedule (or pp=, vpp=, microbatches=)");
   rd->header = 1;
   next(rd);
   return 0;
@@ -215,41 +237,48 @@ static int parse(Reader *rd) {
   while (rd->tok != T_END) {
     if (rd->tok == T_CLOSE && rd->header) return 0;
     if (rd->tok != T_RANK)
-      return expected(rd, rd->s->pp ? "an action such as 0F3, '{' or 'rank N:'" : "'rank 0:' or a 'schedule {' header");
+      return expected(rd, rd->s->pp ? "an action such as 0F3, '{' or 'rank N:'"
+                                    : "'rank 0:' or a 'schedule {' header");
     if (parse_rank(rd)) return -1;
   }
   if (rd->header)
-    return diag(rd->d, "%s:%d:%d: the schedule block opened here is not closed with '}'", rd->name, rd->header_line,
-                rd->header_column);
+    return diag(rd->d, "%s:%d:%d: the schedule block opened here is not closed with '}'", rd->name,
+                rd->header_line, rd->header_column);
   return 0;
 }
 
 /* Sizes from the header, or from the ranks listed and the largest stage and microbatch. */
 static int finish(Reader *rd) {
   int pp = rd->s->pp;
-  if (pp == 0) return diag(rd->d, "%s: the schedule lists no ranks; start with 'rank 0:'", rd->name);
+  if (pp == 0)
+    return diag(rd->d, "%s: the schedule lists no ranks; start with 'rank 0:'", rd->name);
   if (rd->pp > 0 && rd->pp != pp)
-    return diag(rd->d, "%s:%d:%d: the header says pp=%d but %d ranks are listed", rd->name, rd->header_line,
-                rd->header_column, rd->pp, pp);
+    return diag(rd->d, "%s:%d:%d: the header says pp=%d but %d ranks are listed", rd->name,
+                rd->header_line, rd->header_column, rd->pp, pp);
   if (rd->max_stage < 0 || rd->max_microbatch < 0)
     return diag(rd->d, "%s: the schedule has no forward or backward actions", rd->name);
   int vpp = rd->vpp > 0 ? rd->vpp : rd->max_stage / pp + 1;
   if (rd->max_stage >= (long long)pp * vpp)
-    return diag(rd->d, "%s:%d:%d: the header says vpp=%d, but stage %d needs vpp %d on %d ranks", rd->name,
-                rd->header_line, rd->header_column, vpp, rd->max_stage, rd->max_stage / pp + 1, pp);
+    return diag(rd->d, "%s:%d:%d: the header says vpp=%d, but stage %d needs vpp %d on %d ranks",
+                rd->name, rd->header_line, rd->header_column, vpp, rd->max_stage,
+                rd->max_stage / pp + 1, pp);
   Diag sizes;
-  if (schedule_set_sizes(rd->s, vpp, rd->microbatches > 0 ? rd->microbatches : rd->max_microbatch + 1, &sizes))
+  if (schedule_set_sizes(rd->s, vpp,
+                         rd->microbatches > 0 ? rd->microbatches : rd->max_microbatch + 1, &sizes))
     return diag(rd->d, "%s: %s", rd->name, sizes.msg);
   return 0;
 }
 
-/* With a "schedule" header line, reading starts there: what precedes it belongs to a printed plan. */
+/* With a "schedule" header line, reading starts there: what precedes it belongs to a printed
+ * plan. */
 static const char *header_line(const char *text, size_t len, int *line) {
   const char *p = text, *end = text + len;
   for (*line = 1; p < end; (*line)++) {
     const char *q = p;
     while (q < end && (*q == ' ' || *q == '\t')) q++;
-    if (end - q > 8 && memcmp(q, "schedule", 8) == 0 && (q[8] == ' ' || q[8] == '\t' || q[8] == '{')) return p;
+    if (end - q > 8 && memcmp(q, "schedule", 8) == 0 &&
+        (q[8] == ' ' || q[8] == '\t' || q[8] == '{'))
+      return p;
     p = memchr(p, '\n', (size_t)(end - p));
     if (!p) break;
     p++;
@@ -265,8 +294,10 @@ int schedule_read_text(const char *name, const char *text, size_t len, Schedule 
   const char *start = header_line(copy, len, &line);
   Reader rd = {.name = name, .s = s, .d = d, .pp = -1, .vpp = -1, .microbatches = -1};
   rd.max_stage = rd.max_microbatch = -1;
-  rd.lex = (Lexer){.cursor = (const unsigned char *)start, .limit = (const unsigned char *)copy + len,
-                   .line_start = (const unsigned char *)start, .line = line};
+  rd.lex = (Lexer){.cursor = (const unsigned char *)start,
+                   .limit = (const unsigned char *)copy + len,
+                   .line_start = (const unsigned char *)start,
+                   .line = line};
   memset(s, 0, sizeof *s);
   int status = parse(&rd) || finish(&rd) ? -1 : 0;
   if (status) schedule_free(s);
@@ -282,10 +313,14 @@ int schedule_read_action(const char *text, size_t len, Action *a) {
   memcpy(copy, text, len);
   copy[len] = 0;
   Reader rd = {.name = "", .s = NULL, .d = &ignored, .pp = -1, .vpp = -1, .microbatches = -1};
-  rd.lex = (Lexer){.cursor = (const unsigned char *)copy, .limit = (const unsigned char *)copy + len,
-                   .line_start = (const unsigned char *)copy, .line = 1};
+  rd.lex = (Lexer){.cursor = (const unsigned char *)copy,
+                   .limit = (const unsigned char *)copy + len,
+                   .line_start = (const unsigned char *)copy,
+                   .line = 1};
   next(&rd);
-  if (rd.tok != T_ACTION || rd.lex.token != (const unsigned char *)copy || rd.lex.cursor != rd.lex.limit) return -1;
+  if (rd.tok != T_ACTION || rd.lex.token != (const unsigned char *)copy ||
+      rd.lex.cursor != rd.lex.limit)
+    return -1;
   if (decode(&rd, a, &last) || last != a->microbatch) return -1;
   return 0;
 }

@@ -1,5 +1,5 @@
-/* schedule_write.c: writing the text form of a schedule: runs of one stage's forwards or backwards as
- * ranges (0F0..7), communication groups in braces, long rank lines wrapped. */
+/* schedule_write.c: writing the text form of a schedule: runs of one stage's forwards or
+ * backwards as ranges (0F0..7), communication groups in braces, long rank lines wrapped. */
 #include "schedule/schedule.h"
 
 #include <stdlib.h>
@@ -26,7 +26,8 @@ static void append(Text *t, const char *s) {
   t->len += n;
 }
 
-/* How many actions from `i` on continue one stage's run of forwards or backwards, microbatch by microbatch. */
+/* How many actions from `i` on continue one stage's run of forwards or backwards, microbatch by
+ * microbatch. */
 static int run_length(const Action *a, int count, int i) {
   int n = 1;
   if (!schedule_is_compute(a[i].kind)) return 1;
@@ -36,7 +37,8 @@ static int run_length(const Action *a, int count, int i) {
   return n;
 }
 
-/* The next item starting at a[i] (an action, a range, or a group) into t; returns how many actions it holds. */
+/* The next item starting at a[i] (an action, a range, or a group) into t; returns how many
+ * actions it holds. */
 static int item(const Action *a, int count, int i, Text *t) {
   char name[64];
   int n = 1;
@@ -70,7 +72,8 @@ static Action *rank_actions(const Schedule *s, int rank, int options, int *count
   Action *a = schedule_alloc((size_t)l->count, sizeof *a);
   *count = 0;
   for (int i = 0; i < l->count; i++)
-    if (!(options & WRITE_COMPUTE_ONLY) || schedule_is_compute(l->action[i].kind)) a[(*count)++] = l->action[i];
+    if (!(options & WRITE_COMPUTE_ONLY) || schedule_is_compute(l->action[i].kind))
+      a[(*count)++] = l->action[i];
   return a;
 }
 

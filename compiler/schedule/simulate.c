@@ -43,10 +43,13 @@ typedef struct {
   double *backward_end; /* [stage]: the end of its latest backward */
 } Sim;
 
-static const Action *at(const Schedule *s, int rank, int step) { return &s->rank[rank].action[step]; }
+static const Action *at(const Schedule *s, int rank, int step) {
+  return &s->rank[rank].action[step];
+}
 
 /* The k-th send on a link meets the k-th receive (validation has checked that they agree). */
-static void pair_link(Sim *m, int sender, ActionKind send_kind, ActionKind recv_kind, int receiver) {
+static void pair_link(Sim *m, int sender, ActionKind send_kind, ActionKind recv_kind,
+                      int receiver) {
   const ActionList *out = &m->s->rank[sender], *in = &m->s->rank[receiver];
   int i = 0, j = 0;
   for (;;) {
@@ -80,12 +83,14 @@ static void transfer(Sim *m, int r, int i) {
   const Action *a = at(m->s, r, i);
   int q = a->peer, j = m->partner[r][i];
   int send = a->kind == ACTION_SEND_F || a->kind == ACTION_SEND_B;
-  int sender = send ? r : q, send_step = send ? i : j, recv_step = send ? j : i, receiver = send ? q : r;
+  int sender = send ? r : q, send_step = send ? i : j, recv_step = send ? j : i,
+      receiver = send ? q : r;
   const Action *sent = at(m->s, sender, send_step);
   int backward = sent->kind == ACTION_SEND_B;
   const StageCost *cost = &m->c->stage[sent->stage];
   double *link = &m->link_free[sender * 2 + backward];
-  double start = max2(max2(m->posted_at[sender][send_step], m->posted_at[receiver][recv_step]), *link);
+  double start = max2(max2(m->posted_at[sender][send_step], m->posted_at[receiver][recv_step]),
+                      *link);
   double end = start + (backward ? cost->send_backward : cost->send_forward);
   *link = end;
   m->t->span[sender][send_step] = m->t->span[receiver][recv_step] = (Span){start, end};
@@ -100,7 +105,8 @@ static void transfer(Sim *m, int r, int i) {
 /* Both ranks reached EMBED_REDUCE: it runs when both reduction tracks are free. */
 static void embed_reduce(Sim *m, int r, int i) {
   int q = at(m->s, r, i)->peer, j = m->partner[r][i];
-  double start = max2(max2(m->posted_at[r][i], m->posted_at[q][j]), max2(m->reduce_free[r], m->reduce_free[q]));
+  double start = max2(max2(m->posted_at[r][i], m->posted_at[q][j]),
+                      max2(m->reduce_free[r], m->reduce_free[q]));
   double end = start + m->c->embed_reduce;
   m->t->span[r][i] = m->t->span[q][j] = (Span){start, end};
   m->reduce_free[r] = m->reduce_free[q] = end;
@@ -133,11 +139,13 @@ static void compute(Sim *m, int r, int i) {
   m->backward_end[a->stage] = m->clock[r];
 }
 
-/* With buckets, the reduction starts during the stage's last backward and its last bucket follows it. */
+/* With buckets, the reduction starts during the stage's last backward and its last bucket
+ * follows it. */
 static void reduce(Sim *m, int r, int i) {
   int stage = at(m->s, r, i)->stage;
   const StageCost *cost = &m->c->stage[stage];
-  double ready = cost->reduce_overlap > 0 ? m->backward_end[stage] - cost->reduce_overlap : m->clock[r];
+  double ready = cost->reduce_overlap > 0 ? m->backward_end[stage] - cost->reduce_overlap
+                                          : m->clock[r];
   double start = max2(ready, m->reduce_free[r]);
   double end = max2(start + cost->reduce, m->backward_end[stage] + cost->reduce_tail);
   m->t->span[r][i] = (Span){start, end};
@@ -189,10 +197,12 @@ static void timeline_init(Timeline *t, const Schedule *s) {
   t->pp = s->pp;
   t->vpp = s->vpp;
   t->span = schedule_alloc((size_t)s->pp, sizeof *t->span);
-  for (int r = 0; r < s->pp; r++) t->span[r] = schedule_alloc((size_t)s->rank[r].count, sizeof **t->span);
+  for (int r = 0; r < s->pp; r++)
+    t->span[r] = schedule_alloc((size_t)s->rank[r].count, sizeof **t->span);
   t->busy = schedule_alloc((size_t)s->pp, sizeof *t->busy);
   t->peak_inflight = schedule_alloc((size_t)s->pp, sizeof *t->peak_inflight);
-  t->peak_inflight_microbatches = schedule_alloc((size_t)s->pp, sizeof *t->peak_inflight_microbatches);
+  t->peak_inflight_microbatches = schedule_alloc((size_t)s->pp,
+                                                 sizeof *t->peak_inflight_microbatches);
   t->peak_activation_bytes = schedule_alloc((size_t)s->pp, sizeof *t->peak_activation_bytes);
 }
 

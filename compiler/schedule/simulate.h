@@ -1,6 +1,6 @@
-/* simulate.h: one iteration of a lowered schedule simulated from per-stage costs: the start and end of
- * every action, the iteration time, the bubble, each rank's peak in-flight microbatches and activation
- * bytes; and that timeline drawn as Chrome trace events or as an SVG picture. */
+/* simulate.h: one iteration of a lowered schedule simulated from per-stage costs: the start and
+ * end of every action, the iteration time, the bubble, each rank's peak in-flight microbatches
+ * and activation bytes; and that timeline drawn as Chrome trace events or as an SVG picture. */
 #ifndef PLAIT_SIMULATE_H
 #define PLAIT_SIMULATE_H
 
@@ -14,10 +14,12 @@ typedef struct {
   double send_forward;      /* seconds to send its output activation to the next stage */
   double send_backward;     /* seconds to send the gradient of its input to the previous stage */
   double reduce;            /* seconds of its data-parallel gradient reduction */
-  double reduce_overlap;    /* seconds before the end of its last backward that the reduction may start
-                               (buckets of one layer, each sent as that layer's backward ends); 0: it
-                               starts after the rank's compute before it */
-  double reduce_tail;       /* seconds of its last bucket, which waits for the end of that backward */
+  /* seconds before the end of its last backward that the reduction may start (buckets of one
+   * layer, each sent as that layer's backward ends); 0: it starts after the rank's compute
+   * before it */
+  double reduce_overlap;
+  /* seconds of its last bucket, which waits for the end of that backward */
+  double reduce_tail;
   double activation_bytes;  /* bytes kept per microbatch from its forward until its backward */
 } StageCost;
 
@@ -31,7 +33,8 @@ typedef struct {
 
 /* Every cost zero. */
 void simulate_costs_init(Costs *c, int stages);
-/* The papers' idealisation: forward 1 and backward 2 per stage (chunk), communication and reductions free. */
+/* The papers' idealisation: forward 1 and backward 2 per stage (chunk), communication and
+ * reductions free. */
 void simulate_costs_unit(Costs *c, int stages);
 void simulate_costs_free(Costs *c);
 
@@ -39,28 +42,31 @@ typedef struct {
   double start, end;
 } Span;
 
-/* The simulated iteration. Bubble fraction: (flush - ideal) / ideal, where flush is the end of the last
- * backward on any rank and ideal is the busiest rank's forward and backward time: with unit costs
- * exactly (pp-1)/m for GPipe and 1F1B and (pp-1)/(vpp·m) for interleaved 1F1B. */
+/* The simulated iteration. Bubble fraction: (flush - ideal) / ideal, where flush is the end of
+ * the last backward on any rank and ideal is the busiest rank's forward and backward time: with
+ * unit costs exactly (pp-1)/m for GPipe and 1F1B and (pp-1)/(vpp·m) for interleaved 1F1B. */
 typedef struct {
   int pp, vpp;
   int unit;                           /* simulated with unit costs: times are units, not seconds */
-  Span **span;                        /* [rank][step]: when each action ran (a transfer: on the wire) */
+  /* [rank][step]: when each action ran (a transfer: on the wire) */
+  Span **span;
   double iteration;                   /* the end of the last action, the optimizer step included */
   double flush;                       /* the end of the last backward */
   double ideal;                       /* the busiest rank's forward and backward time */
   double bubble_fraction;             /* (flush - ideal) / ideal */
   double *busy;                       /* [rank]: forward and backward time */
-  int *peak_inflight;                 /* [rank]: most (stage, microbatch) pairs forwarded, not yet backwarded */
+  /* [rank]: most (stage, microbatch) pairs forwarded, not yet backwarded */
+  int *peak_inflight;
   double *peak_inflight_microbatches; /* [rank]: peak_inflight / vpp, in whole-model microbatches */
   double *peak_activation_bytes;      /* [rank]: most activation bytes kept at once */
 } Timeline;
 
-/* Simulates a schedule that passed validate_schedule. Each rank runs its compute actions in order on
- * one compute track; a compute action waits for the receives posted before it; a transfer starts when
- * both ends have posted it and the link (one per neighbour and direction) is free; sends never hold
- * up compute; REDUCE_GRAD and EMBED_REDUCE run on a reduction track beside compute; STEP waits for all
- * of its rank's communication. Returns 0, or -1 with one line in d. */
+/* Simulates a schedule that passed validate_schedule. Each rank runs its compute actions in
+ * order on one compute track; a compute action waits for the receives posted before it; a
+ * transfer starts when both ends have posted it and the link (one per neighbour and direction)
+ * is free; sends never hold up compute; REDUCE_GRAD and EMBED_REDUCE run on a reduction track
+ * beside compute; STEP waits for all of its rank's communication. Returns 0, or -1 with one line
+ * in d. */
 int simulate_schedule(const Schedule *s, const Costs *c, Timeline *t, Diag *d);
 void simulate_timeline_free(Timeline *t);
 
@@ -69,10 +75,11 @@ void simulate_timeline_free(Timeline *t);
  * Returns 0, or -1 with one line in d. */
 int trace_read(const char *path, Schedule *s, Timeline *t, Diag *d);
 
-/* Chrome trace-event JSON: one process per rank, threads for compute, sends, receives and reductions. */
+/* Chrome trace-event JSON: one process per rank, threads for compute, sends, receives and
+ * reductions. */
 void timeline_trace_write(const Schedule *s, const Timeline *t, FILE *f);
-/* An SVG picture as the Megatron-LM paper draws schedules: a lane per rank, forward and backward boxes
- * numbered by microbatch, chunks told apart by shade, a time axis and a legend. */
+/* An SVG picture as the Megatron-LM paper draws schedules: a lane per rank, forward and backward
+ * boxes numbered by microbatch, chunks told apart by shade, a time axis and a legend. */
 void timeline_svg_write(const Schedule *s, const Timeline *t, FILE *f);
 
 #endif

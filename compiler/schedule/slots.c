@@ -15,14 +15,18 @@ static int neighbour_stage(const Schedule *s, const Action *a) {
   return -1;
 }
 
-static int touches(const Action *a) { return a->microbatch >= 0 && a->stage >= 0 && a->kind != ACTION_REDUCE_GRAD; }
+static int touches(const Action *a) {
+  return a->microbatch >= 0 && a->stage >= 0 && a->kind != ACTION_REDUCE_GRAD;
+}
 
-/* The index of the action after which the slots `a` touches may go: itself, or for a send or receive
- * the end of its group (the runtime completes a group as a whole). */
+/* The index of the action after which the slots `a` touches may go: itself, or for a send or
+ * receive the end of its group (the runtime completes a group as a whole). */
 static int group_end(const ActionList *list, int i) {
   int end = i;
   if (!schedule_is_p2p(list->action[i].kind)) return end;
-  while (end + 1 < list->count && schedule_is_p2p(list->action[end + 1].kind) && list->action[end + 1].joined) end++;
+  while (end + 1 < list->count && schedule_is_p2p(list->action[end + 1].kind) &&
+         list->action[end + 1].joined)
+    end++;
   return end;
 }
 
@@ -52,14 +56,16 @@ static void give_back(const Schedule *s, RankState *r, int stage, int microbatch
 }
 
 /* Frees the pairs touched by actions first..last whose last use ends at `last`. */
-static void free_ended(const Schedule *s, const ActionList *list, RankState *r, int first, int last) {
+static void free_ended(const Schedule *s, const ActionList *list, RankState *r, int first,
+                       int last) {
   for (int i = first; i <= last; i++) {
     const Action *a = &list->action[i];
     if (!touches(a)) continue;
     int stages[2] = {a->stage, neighbour_stage(s, a)};
     for (int k = 0; k < 2; k++) {
       int key = stages[k] * s->microbatches + a->microbatch;
-      if (stages[k] >= 0 && r->last[key] == last && r->held[key] >= 0) give_back(s, r, stages[k], a->microbatch);
+      if (stages[k] >= 0 && r->last[key] == last && r->held[key] >= 0)
+        give_back(s, r, stages[k], a->microbatch);
     }
   }
 }
@@ -93,8 +99,8 @@ static void assign_rank(const Schedule *s, int rank, Slots *out, RankState *r) {
 
 void slots_assign(const Schedule *s, Slots *out) {
   int pairs = s->stages * s->microbatches;
-  RankState r = {calloc((size_t)pairs, sizeof(int)), calloc((size_t)pairs, sizeof(int)), calloc((size_t)pairs, 1),
-                 calloc((size_t)s->stages, sizeof(int))};
+  RankState r = {calloc((size_t)pairs, sizeof(int)), calloc((size_t)pairs, sizeof(int)),
+                 calloc((size_t)pairs, 1), calloc((size_t)s->stages, sizeof(int))};
   out->slot = calloc((size_t)s->pp, sizeof *out->slot);
   out->neighbour = calloc((size_t)s->pp, sizeof *out->neighbour);
   out->per_chunk = calloc((size_t)s->stages, sizeof *out->per_chunk);
@@ -107,7 +113,8 @@ void slots_assign(const Schedule *s, Slots *out) {
 }
 
 void slots_free(Slots *out, int pp) {
-  for (int rank = 0; rank < pp && out->slot; rank++) free(out->slot[rank]), free(out->neighbour[rank]);
+  for (int rank = 0; rank < pp && out->slot; rank++)
+    free(out->slot[rank]), free(out->neighbour[rank]);
   free(out->slot);
   free(out->neighbour);
   free(out->per_chunk);

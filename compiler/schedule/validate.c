@@ -1,6 +1,7 @@
-/* validate.c: checking a lowered schedule: every action in its place, one forward and one backward per
- * (stage, microbatch) in causal order, sends matched by receives of the same tensor in the same order,
- * reductions and the step in place, and a dry run with blocking groups that never deadlocks. */
+/* validate.c: checking a lowered schedule: every action in its place, one forward and one
+ * backward per (stage, microbatch) in causal order, sends matched by receives of the same tensor
+ * in the same order, reductions and the step in place, and a dry run with blocking groups that
+ * never deadlocks. */
 #include "schedule/schedule.h"
 
 #include <stdarg.h>
@@ -10,8 +11,10 @@
 typedef struct {
   const Schedule *s;
   ScheduleFault *fault;
-  int **partner;    /* [rank][step]: the step of the matching action on the peer (SEND/RECV, EMBED_REDUCE) */
-  const int *focus; /* [rank]: where each rank is blocked, for a deadlock's neighbourhood; NULL otherwise */
+  /* [rank][step]: the step of the matching action on the peer (SEND/RECV, EMBED_REDUCE) */
+  int **partner;
+  /* [rank]: where each rank is blocked, for a deadlock's neighbourhood; NULL otherwise */
+  const int *focus;
 } Check;
 
 /* ---- reporting: one line, then the neighbourhood ---- */
@@ -30,10 +33,13 @@ __attribute__((format(printf, 2, 3))) static void put(Buffer *b, const char *fmt
   if (n > 0) b->used = b->used + (size_t)n < b->size ? b->used + (size_t)n : b->size - 1;
 }
 
-static const Action *at(const Schedule *s, int rank, int step) { return &s->rank[rank].action[step]; }
+static const Action *at(const Schedule *s, int rank, int step) {
+  return &s->rank[rank].action[step];
+}
 
 static int in_group(const Schedule *s, int rank, int step) {
-  return step < s->rank[rank].count && schedule_is_p2p(at(s, rank, step)->kind) && at(s, rank, step)->joined;
+  return step < s->rank[rank].count && schedule_is_p2p(at(s, rank, step)->kind) &&
+         at(s, rank, step)->joined;
 }
 
 static int group_size(const Schedule *s, int rank, int step) {
@@ -42,7 +48,8 @@ static int group_size(const Schedule *s, int rank, int step) {
   return end - step;
 }
 
-/* One line: the rank's actions around `focus` (whole groups), the focus marked >like this< if `mark`. */
+/* One line: the rank's actions around `focus` (whole groups), the focus marked >like this< if
+ * `mark`. */
 static void put_window(Buffer *b, const Schedule *s, int rank, int focus, int mark) {
   int count = s->rank[rank].count, lo = focus - 3, hi = focus + 4;
   if (lo < 0) lo = 0;
@@ -53,10 +60,12 @@ static void put_window(Buffer *b, const Schedule *s, int rank, int focus, int ma
   for (int i = lo; i < hi; i++) {
     char name[64];
     schedule_action_name(at(s, rank, i), name, sizeof name);
-    int opens = schedule_is_p2p(at(s, rank, i)->kind) && !at(s, rank, i)->joined && in_group(s, rank, i + 1);
+    int opens = schedule_is_p2p(at(s, rank, i)->kind) && !at(s, rank, i)->joined &&
+                in_group(s, rank, i + 1);
     int closes = i > 0 && in_group(s, rank, i) && !in_group(s, rank, i + 1);
     int marked = mark && i == focus;
-    put(b, " %s%s%s%s%s", opens ? "{" : "", marked ? ">" : "", name, marked ? "<" : "", closes ? "}" : "");
+    put(b, " %s%s%s%s%s", opens ? "{" : "", marked ? ">" : "", name, marked ? "<" : "",
+        closes ? "}" : "");
   }
   put(b, "%s%s", hi < count ? " ..." : "", mark && focus >= count ? " >end<" : "");
 }
@@ -67,10 +76,12 @@ static int shown(const Schedule *s, int rank, int faulty, int other) {
   return distance <= 2 || s->pp - distance <= 2;
 }
 
-/* Records the fault at (rank, step); `other` is a rank involved (-1 if none) and other_step its step
- * (-1 if unknown). Each rank's window is centred on c->focus[r] (marked) when set; otherwise on the
- * faulty step (marked), on other_step of `other` (marked), and on the same step number elsewhere. */
-static int vfail(Check *c, int rank, int step, int other, int other_step, const char *fmt, va_list ap) {
+/* Records the fault at (rank, step); `other` is a rank involved (-1 if none) and other_step its
+ * step (-1 if unknown). Each rank's window is centred on c->focus[r] (marked) when set;
+ * otherwise on the faulty step (marked), on other_step of `other` (marked), and on the same step
+ * number elsewhere. */
+static int vfail(Check *c, int rank, int step, int other, int other_step, const char *fmt,
+                 va_list ap) {
   ScheduleFault *f = c->fault;
   Buffer message = {f->message, sizeof f->message, 0}, context = {f->context, sizeof f->context, 0};
   f->rank = rank;
@@ -82,12 +93,14 @@ static int vfail(Check *c, int rank, int step, int other, int other_step, const 
   for (int r = 0; r < c->s->pp; r++) {
     int peer = r == other && other_step >= 0;
     int where = c->focus ? c->focus[r] : r == rank ? step : peer ? other_step : step;
-    if (shown(c->s, r, rank, other)) put_window(&context, c->s, r, where, c->focus || r == rank || peer);
+    if (shown(c->s, r, rank, other))
+      put_window(&context, c->s, r, where, c->focus || r == rank || peer);
   }
   return -1;
 }
 
-__attribute__((format(printf, 4, 5))) static int fail(Check *c, int rank, int step, const char *fmt, ...) {
+__attribute__((format(printf, 4, 5))) static int fail(Check *c, int rank, int step, const char *fmt,
+                                                      ...) {
   va_list ap;
   va_start(ap, fmt);
   vfail(c, rank, step, -1, -1, fmt, ap);
@@ -95,8 +108,8 @@ __attribute__((format(printf, 4, 5))) static int fail(Check *c, int rank, int st
   return -1;
 }
 
-__attribute__((format(printf, 6, 7))) static int fail_near(Check *c, int rank, int step, int other, int other_step,
-                                                           const char *fmt, ...) {
+__attribute__((format(printf, 6, 7))) static int fail_near(Check *c, int rank, int step, int other,
+                                                           int other_step, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vfail(c, rank, step, other, other_step, fmt, ap);
@@ -111,7 +124,9 @@ static const char *name_of(const Action *a, char *buf) {
 
 /* ---- placement: each action's fields fit the schedule and the rank ---- */
 
-static int has_microbatch(ActionKind kind) { return schedule_is_compute(kind) || schedule_is_p2p(kind); }
+static int has_microbatch(ActionKind kind) {
+  return schedule_is_compute(kind) || schedule_is_p2p(kind);
+}
 
 static int check_placement(Check *c, int rank, int step) {
   const Schedule *s = c->s;
@@ -120,21 +135,27 @@ static int check_placement(Check *c, int rank, int step) {
   if (a->kind >= ACTION_KINDS) return fail(c, rank, step, "unknown action kind %d", a->kind);
   if (a->kind == ACTION_STEP) return 0;
   if (a->stage < 0 || a->stage >= s->stages)
-    return fail(c, rank, step, "%s: stage %d is out of range (0 to %d)", name_of(a, n), a->stage, s->stages - 1);
+    return fail(c, rank, step, "%s: stage %d is out of range (0 to %d)", name_of(a, n), a->stage,
+                s->stages - 1);
   if (a->stage % s->pp != rank)
-    return fail(c, rank, step, "%s: stage %d runs on rank %d (stage mod pp), not on rank %d", name_of(a, n), a->stage,
-                a->stage % s->pp, rank);
+    return fail(c, rank, step, "%s: stage %d runs on rank %d (stage mod pp), not on rank %d",
+                name_of(a, n), a->stage, a->stage % s->pp, rank);
   if (has_microbatch(a->kind) && (a->microbatch < 0 || a->microbatch >= s->microbatches))
-    return fail(c, rank, step, "%s: microbatch %d is out of range (0 to %d)", name_of(a, n), a->microbatch,
-                s->microbatches - 1);
+    return fail(c, rank, step, "%s: microbatch %d is out of range (0 to %d)", name_of(a, n),
+                a->microbatch, s->microbatches - 1);
   if (a->kind == ACTION_EMBED_REDUCE && a->stage != 0 && a->stage != s->stages - 1)
-    return fail(c, rank, step, "%s: only the first and the last stage share the tied embedding", name_of(a, n));
+    return fail(c, rank, step, "%s: only the first and the last stage share the tied embedding",
+                name_of(a, n));
   if (schedule_is_p2p(a->kind) || a->kind == ACTION_EMBED_REDUCE) {
     int peer = schedule_peer(s, a);
     if (peer < 0)
-      return fail(c, rank, step, "%s: stage %d has no neighbour in that direction", name_of(a, n), a->stage);
-    if (peer == rank) return fail(c, rank, step, "%s: the other end is on this rank; nothing is sent", name_of(a, n));
-    if (a->peer != peer) return fail(c, rank, step, "%s: its peer is rank %d, not %d", name_of(a, n), peer, a->peer);
+      return fail(c, rank, step, "%s: stage %d has no neighbour in that direction", name_of(a, n),
+                  a->stage);
+    if (peer == rank)
+      return fail(c, rank, step, "%s: the other end is on this rank; nothing is sent",
+                  name_of(a, n));
+    if (a->peer != peer)
+      return fail(c, rank, step, "%s: its peer is rank %d, not %d", name_of(a, n), peer, a->peer);
   }
   return 0;
 }
@@ -151,7 +172,9 @@ typedef struct {
   int embed, step_at;   /* the steps of EMBED_REDUCE and STEP, -1 if none */
 } RankState;
 
-static int pair(const Schedule *s, int stage, int microbatch) { return stage / s->pp * s->microbatches + microbatch; }
+static int pair(const Schedule *s, int stage, int microbatch) {
+  return stage / s->pp * s->microbatches + microbatch;
+}
 
 static int is_remote(const Schedule *s, int stage, int other) {
   return other >= 0 && other < s->stages && other % s->pp != stage % s->pp;
@@ -167,12 +190,13 @@ static int check_input(Check *c, RankState *st, int rank, int step) {
   if (from < 0 || from >= s->stages) return 0;
   if (is_remote(s, a->stage, from)) {
     if (st->state[pair(s, a->stage, a->microbatch)] & (forward ? GOT_RECV_F : GOT_RECV_B)) return 0;
-    return fail_near(c, rank, step, from % s->pp, -1, "%s has no receive of its input (%d%s%d) before it",
-                     name_of(a, n), a->stage, forward ? "RECV_F" : "RECV_B", a->microbatch);
+    return fail_near(c, rank, step, from % s->pp, -1,
+                     "%s has no receive of its input (%d%s%d) before it", name_of(a, n), a->stage,
+                     forward ? "RECV_F" : "RECV_B", a->microbatch);
   }
   if (st->state[pair(s, from, a->microbatch)] & (forward ? DONE_F : DONE_B)) return 0;
-  return fail(c, rank, step, "%s needs %d%s%d, which has not run before it on this rank", name_of(a, n), from,
-              forward ? "F" : "B", a->microbatch);
+  return fail(c, rank, step, "%s needs %d%s%d, which has not run before it on this rank",
+              name_of(a, n), from, forward ? "F" : "B", a->microbatch);
 }
 
 static int check_compute(Check *c, RankState *st, int rank, int step) {
@@ -182,11 +206,14 @@ static int check_compute(Check *c, RankState *st, int rank, int step) {
   char n[64];
   if (a->kind == ACTION_F && (st->state[p] & DONE_F))
     return fail(c, rank, step, "%s runs twice (first at step %d)", name_of(a, n), st->f_step[p]);
-  if (a->kind == ACTION_B && (st->state[p] & DONE_B)) return fail(c, rank, step, "%s runs twice", name_of(a, n));
+  if (a->kind == ACTION_B && (st->state[p] & DONE_B))
+    return fail(c, rank, step, "%s runs twice", name_of(a, n));
   if (a->kind == ACTION_B && !(st->state[p] & DONE_F))
-    return fail(c, rank, step, "%s runs before its forward %dF%d", name_of(a, n), a->stage, a->microbatch);
+    return fail(c, rank, step, "%s runs before its forward %dF%d", name_of(a, n), a->stage,
+                a->microbatch);
   if (a->kind == ACTION_B && st->reduced[chunk] >= 0)
-    return fail(c, rank, step, "%s runs after %dREDUCE_GRAD (step %d)", name_of(a, n), a->stage, st->reduced[chunk]);
+    return fail(c, rank, step, "%s runs after %dREDUCE_GRAD (step %d)", name_of(a, n), a->stage,
+                st->reduced[chunk]);
   if (check_input(c, st, rank, step)) return -1;
   st->state[p] |= a->kind == ACTION_F ? DONE_F : DONE_B;
   if (a->kind == ACTION_F) st->f_step[p] = step;
@@ -198,35 +225,43 @@ static int check_transfer(Check *c, RankState *st, int rank, int step) {
   const Schedule *s = c->s;
   const Action *a = at(s, rank, step);
   unsigned char *state = &st->state[pair(s, a->stage, a->microbatch)];
-  static const unsigned char bit[] = {
-      [ACTION_SEND_F] = SENT_F, [ACTION_RECV_F] = GOT_RECV_F, [ACTION_SEND_B] = SENT_B, [ACTION_RECV_B] = GOT_RECV_B};
+  static const unsigned char bit[] = {[ACTION_SEND_F] = SENT_F,
+                                      [ACTION_RECV_F] = GOT_RECV_F,
+                                      [ACTION_SEND_B] = SENT_B,
+                                      [ACTION_RECV_B] = GOT_RECV_B};
   char n[64];
-  if (*state & bit[a->kind]) return fail_near(c, rank, step, a->peer, -1, "%s appears twice", name_of(a, n));
+  if (*state & bit[a->kind])
+    return fail_near(c, rank, step, a->peer, -1, "%s appears twice", name_of(a, n));
   if (a->kind == ACTION_SEND_F && !(*state & DONE_F))
-    return fail_near(c, rank, step, a->peer, -1, "%s sends before %dF%d has produced it", name_of(a, n), a->stage,
-                     a->microbatch);
+    return fail_near(c, rank, step, a->peer, -1, "%s sends before %dF%d has produced it",
+                     name_of(a, n), a->stage, a->microbatch);
   if (a->kind == ACTION_SEND_B && !(*state & DONE_B))
-    return fail_near(c, rank, step, a->peer, -1, "%s sends before %dB%d has produced it", name_of(a, n), a->stage,
-                     a->microbatch);
+    return fail_near(c, rank, step, a->peer, -1, "%s sends before %dB%d has produced it",
+                     name_of(a, n), a->stage, a->microbatch);
   *state |= bit[a->kind];
   return 0;
 }
 
-/* REDUCE_GRAD and EMBED_REDUCE come once, after the stage's last backward; STEP after every reduction. */
+/* REDUCE_GRAD and EMBED_REDUCE come once, after the stage's last backward; STEP after every
+ * reduction. */
 static int check_finishing(Check *c, RankState *st, int rank, int step) {
   const Schedule *s = c->s;
   const Action *a = at(s, rank, step);
   char n[64];
   if (a->kind == ACTION_STEP) { /* a second STEP is caught as an action after the first */
     for (int chunk = 0; chunk < s->vpp; chunk++)
-      if (st->reduced[chunk] < 0) return fail(c, rank, step, "STEP runs before %dREDUCE_GRAD", chunk * s->pp + rank);
+      if (st->reduced[chunk] < 0)
+        return fail(c, rank, step, "STEP runs before %dREDUCE_GRAD", chunk * s->pp + rank);
     st->step_at = step;
     return 0;
   }
-  int chunk = a->stage / s->pp, *seen = a->kind == ACTION_REDUCE_GRAD ? &st->reduced[chunk] : &st->embed;
-  if (*seen >= 0) return fail(c, rank, step, "%s appears twice (first at step %d)", name_of(a, n), *seen);
+  int chunk = a->stage / s->pp,
+      *seen = a->kind == ACTION_REDUCE_GRAD ? &st->reduced[chunk] : &st->embed;
+  if (*seen >= 0)
+    return fail(c, rank, step, "%s appears twice (first at step %d)", name_of(a, n), *seen);
   if (st->b_count[chunk] < s->microbatches)
-    return fail(c, rank, step, "%s runs before the last backward of stage %d", name_of(a, n), a->stage);
+    return fail(c, rank, step, "%s runs before the last backward of stage %d", name_of(a, n),
+                a->stage);
   *seen = step;
   return 0;
 }
@@ -234,7 +269,8 @@ static int check_finishing(Check *c, RankState *st, int rank, int step) {
 static int check_action(Check *c, RankState *st, int rank, int step) {
   ActionKind kind = at(c->s, rank, step)->kind;
   if (check_placement(c, rank, step)) return -1;
-  if (st->step_at >= 0) return fail(c, rank, st->step_at, "STEP is not the last action (step %d follows it)", step);
+  if (st->step_at >= 0)
+    return fail(c, rank, st->step_at, "STEP is not the last action (step %d follows it)", step);
   if (schedule_is_compute(kind)) return check_compute(c, st, rank, step);
   if (schedule_is_p2p(kind)) return check_transfer(c, st, rank, step);
   return check_finishing(c, st, rank, step);
@@ -251,12 +287,15 @@ static int check_complete(Check *c, RankState *st, int rank) {
       if (!(state & DONE_F)) return fail(c, rank, end, "the list ends without %dF%d", stage, j);
       if (!(state & DONE_B)) return fail(c, rank, end, "the list ends without %dB%d", stage, j);
       if (is_remote(s, stage, stage + 1) && !(state & SENT_F))
-        return fail(c, rank, end, "the output of %dF%d is never sent (no %dSEND_F%d)", stage, j, stage, j);
+        return fail(c, rank, end, "the output of %dF%d is never sent (no %dSEND_F%d)", stage, j,
+                    stage, j);
       if (is_remote(s, stage, stage - 1) && !(state & SENT_B))
-        return fail(c, rank, end, "the input gradient of %dB%d is never sent (no %dSEND_B%d)", stage, j, stage, j);
+        return fail(c, rank, end, "the input gradient of %dB%d is never sent (no %dSEND_B%d)",
+                    stage, j, stage, j);
     }
   for (int chunk = 0; chunk < s->vpp; chunk++)
-    if (st->reduced[chunk] < 0) return fail(c, rank, end, "the list has no %dREDUCE_GRAD", chunk * s->pp + rank);
+    if (st->reduced[chunk] < 0)
+      return fail(c, rank, end, "the list has no %dREDUCE_GRAD", chunk * s->pp + rank);
   if (st->step_at < 0) return fail(c, rank, end, "the list does not end with STEP");
   return 0;
 }
@@ -271,7 +310,8 @@ static int check_rank(Check *c, int rank, int *embed_step) {
   st.reduced = schedule_alloc((size_t)s->vpp, sizeof *st.reduced);
   for (int chunk = 0; chunk < s->vpp; chunk++) st.reduced[chunk] = -1;
   int status = 0;
-  for (int step = 0; step < s->rank[rank].count && !status; step++) status = check_action(c, &st, rank, step);
+  for (int step = 0; step < s->rank[rank].count && !status; step++)
+    status = check_action(c, &st, rank, step);
   if (!status) status = check_complete(c, &st, rank);
   *embed_step = st.embed;
   free(st.state);
@@ -307,14 +347,16 @@ static int match_link(Check *c, int sender, ActionKind send_kind) {
       return fail_near(c, sender, i, receiver, -1, "%s has no matching receive on rank %d",
                        name_of(&out->action[i], n1), receiver);
     if (i == out->count)
-      return fail_near(c, receiver, j, sender, -1, "%s has no matching send on rank %d", name_of(&in->action[j], n1),
-                       sender);
+      return fail_near(c, receiver, j, sender, -1, "%s has no matching send on rank %d",
+                       name_of(&in->action[j], n1), sender);
     const Action *a = &out->action[i], *b = &in->action[j];
     if (a->stage + shift != b->stage || a->microbatch != b->microbatch) {
       return fail_near(c, sender, i, receiver, j,
-                       "%s is the %s transfer to rank %d, but rank %d's %s receive from rank %d is %s (its step %d); "
+                       "%s is the %s transfer to rank %d, but rank %d's %s receive from rank %d is "
+                       "%s (its step %d); "
                        "the two ranks order their transfers differently",
-                       name_of(a, n1), ordinal(k + 1, o), receiver, receiver, o, sender, name_of(b, n2), j);
+                       name_of(a, n1), ordinal(k + 1, o), receiver, receiver, o, sender,
+                       name_of(b, n2), j);
     }
     c->partner[sender][i++] = j;
     c->partner[receiver][j++] = i - 1;
@@ -329,8 +371,9 @@ static int match_all(Check *c, const int *embed_step) {
   if ((embed_step[first] >= 0) != (embed_step[last] >= 0)) {
     int has = embed_step[first] >= 0 ? first : last, other = has == first ? last : first;
     char n[64];
-    return fail_near(c, has, embed_step[has], other, -1, "%s has no partner %dEMBED_REDUCE on rank %d",
-                     name_of(at(s, has, embed_step[has]), n), has == first ? s->stages - 1 : 0, other);
+    return fail_near(
+        c, has, embed_step[has], other, -1, "%s has no partner %dEMBED_REDUCE on rank %d",
+        name_of(at(s, has, embed_step[has]), n), has == first ? s->stages - 1 : 0, other);
   }
   if (embed_step[first] >= 0) {
     c->partner[first][embed_step[first]] = embed_step[last];
@@ -346,7 +389,9 @@ typedef struct {
   unsigned char **posted; /* [rank][step]: posted (a send, receive or EMBED_REDUCE reached) */
 } DryRun;
 
-static int waits_on(const Action *a) { return schedule_is_p2p(a->kind) || a->kind == ACTION_EMBED_REDUCE; }
+static int waits_on(const Action *a) {
+  return schedule_is_p2p(a->kind) || a->kind == ACTION_EMBED_REDUCE;
+}
 
 /* Runs rank r as far as it goes; returns whether it moved. */
 static int advance(Check *c, DryRun *run, int r) {
@@ -384,18 +429,22 @@ static int report_deadlock(Check *c, DryRun *run) {
   const Action *a = at(s, r, i);
   int peer = a->peer, partner = c->partner[r][i];
   char n1[64], n2[64], n3[64];
-  const char *blocked = run->pc[peer] < s->rank[peer].count ? name_of(at(s, peer, run->pc[peer]), n3) : "its end";
+  const char *blocked = run->pc[peer] < s->rank[peer].count
+                            ? name_of(at(s, peer, run->pc[peer]), n3)
+                            : "its end";
   c->focus = run->pc;
-  return fail_near(
-      c, r, run->pc[r], peer, -1,
-      "deadlock: every rank is blocked; %s waits for rank %d's %s (its step %d), but rank %d is blocked at step "
-      "%d (%s)",
-      name_of(a, n1), peer, name_of(at(s, peer, partner), n2), partner, peer, run->pc[peer], blocked);
+  return fail_near(c, r, run->pc[r], peer, -1,
+                   "deadlock: every rank is blocked; %s waits for rank %d's %s (its step %d), but "
+                   "rank %d is blocked at step "
+                   "%d (%s)",
+                   name_of(a, n1), peer, name_of(at(s, peer, partner), n2), partner, peer,
+                   run->pc[peer], blocked);
 }
 
 static int dry_run(Check *c) {
   const Schedule *s = c->s;
-  DryRun run = {schedule_alloc((size_t)s->pp, sizeof(int)), schedule_alloc((size_t)s->pp, sizeof(unsigned char *))};
+  DryRun run = {schedule_alloc((size_t)s->pp, sizeof(int)),
+                schedule_alloc((size_t)s->pp, sizeof(unsigned char *))};
   for (int r = 0; r < s->pp; r++) run.posted[r] = schedule_alloc((size_t)s->rank[r].count, 1);
   int moved = 1, done = 0;
   while (moved && !done) {
@@ -417,7 +466,8 @@ int validate_schedule(const Schedule *s, ScheduleFault *fault) {
   Check c = {s, fault, schedule_alloc((size_t)s->pp, sizeof(int *)), NULL};
   int *embed_step = schedule_alloc((size_t)s->pp, sizeof(int)), status = 0;
   memset(fault, 0, sizeof *fault);
-  for (int r = 0; r < s->pp; r++) c.partner[r] = schedule_alloc((size_t)s->rank[r].count, sizeof(int));
+  for (int r = 0; r < s->pp; r++)
+    c.partner[r] = schedule_alloc((size_t)s->rank[r].count, sizeof(int));
   for (int r = 0; r < s->pp && !status; r++) status = check_rank(&c, r, &embed_step[r]);
   if (!status) status = match_all(&c, embed_step);
   if (!status) status = dry_run(&c);

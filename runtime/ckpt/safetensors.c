@@ -1,5 +1,5 @@
-/* safetensors.c: writing checkpoints through a temporary file, with a checksum of every tensor, and reading them: the
- * header and boxes of tensors, each checked against its checksum. */
+/* safetensors.c: writing checkpoints through a temporary file, with a checksum of every tensor,
+ * and reading them: the header and boxes of tensors, each checked against its checksum. */
 #include "ckpt/safetensors.h"
 
 #include <errno.h>
@@ -15,7 +15,8 @@
 #include "half.h"
 #include "message.h"
 
-_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "checkpoints store the machine's bytes as little-endian");
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+               "checkpoints store the machine's bytes as little-endian");
 
 #define REAL_DTYPE (sizeof(real) == 4 ? CKPT_F32 : CKPT_F64)
 
@@ -34,7 +35,8 @@ static const char *shape_text(char *buf, size_t len, int ndim, const int64_t *sh
   return buf;
 }
 
-/* ---- writing ------------------------------------------------------------------------------------ */
+/* ---- writing
+ * ------------------------------------------------------------------------------------ */
 
 static int writer_fail(CkptWriter *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -50,26 +52,32 @@ static int writer_fail(CkptWriter *w, const char *fmt, ...) {
 }
 
 static int writer_io_fail(CkptWriter *w) {
-  return writer_fail(w, "cannot write the checkpoint (%s); check that its folder exists, is writable and has space",
-                     strerror(errno));
+  return writer_fail(
+      w,
+      "cannot write the checkpoint (%s); check that its folder exists, is writable and has space",
+      strerror(errno));
 }
 
 static int check_specs(CkptWriter *w, const CkptSpec *tensors, int ntensors) {
   for (int i = 0; i < ntensors; i++) {
     const CkptSpec *t = &tensors[i];
     if (!t->name || !t->name[0] || strcmp(t->name, "__metadata__") == 0)
-      return writer_fail(w, "tensor %d has no usable name ('%s'); give each tensor a name of its own", i,
-                         t->name ? t->name : "");
+      return writer_fail(w,
+                         "tensor %d has no usable name ('%s'); give each tensor a name of its own",
+                         i, t->name ? t->name : "");
     if (t->dtype && !ckpt_dtype_readable(t->dtype))
-      return writer_fail(w, "tensor '%s' would be stored as %s; plait writes F32, F64, F16 or BF16", t->name,
-                         ckpt_dtype_name(t->dtype));
+      return writer_fail(w, "tensor '%s' would be stored as %s; plait writes F32, F64, F16 or BF16",
+                         t->name, ckpt_dtype_name(t->dtype));
     if (t->ndim < 0 || t->ndim > CKPT_MAX_DIMS)
-      return writer_fail(w, "tensor '%s' has %d axes; a checkpoint holds 0 to %d", t->name, t->ndim, CKPT_MAX_DIMS);
+      return writer_fail(w, "tensor '%s' has %d axes; a checkpoint holds 0 to %d", t->name, t->ndim,
+                         CKPT_MAX_DIMS);
     for (int d = 0; d < t->ndim; d++)
-      if (t->shape[d] < 0) return writer_fail(w, "tensor '%s' has a negative size on axis %d", t->name, d);
+      if (t->shape[d] < 0)
+        return writer_fail(w, "tensor '%s' has a negative size on axis %d", t->name, d);
     for (int k = 0; k < i; k++)
       if (strcmp(tensors[k].name, t->name) == 0)
-        return writer_fail(w, "tensor '%s' is listed twice; give each tensor a name of its own", t->name);
+        return writer_fail(w, "tensor '%s' is listed twice; give each tensor a name of its own",
+                           t->name);
   }
   return 0;
 }
@@ -97,7 +105,8 @@ static int open_temp(CkptWriter *w, const char *template) {
   return 0;
 }
 
-/* The writer's own copy of the list: names, shapes and dtypes, for counting and encoding the data. */
+/* The writer's own copy of the list: names, shapes and dtypes, for counting and encoding the
+ * data. */
 static int keep_specs(CkptWriter *w, const CkptSpec *tensors, int ntensors) {
   size_t names = 0;
   for (int i = 0; i < ntensors; i++) names += strlen(tensors[i].name) + 1;
@@ -113,19 +122,19 @@ static int keep_specs(CkptWriter *w, const CkptSpec *tensors, int ntensors) {
   return 0;
 }
 
-int ckpt_write_begin(CkptWriter *w, const char *path, const CkptSpec *tensors, int ntensors, const CkptMeta *meta,
-                     int nmeta) {
+int ckpt_write_begin(CkptWriter *w, const char *path, const CkptSpec *tensors, int ntensors,
+                     const CkptMeta *meta, int nmeta) {
   return ckpt_write_begin_as(w, path, NULL, tensors, ntensors, meta, nmeta);
 }
 
-int ckpt_write_begin_as(CkptWriter *w, const char *path, const char *temp, const CkptSpec *tensors, int ntensors,
-                        const CkptMeta *meta, int nmeta) {
+int ckpt_write_begin_as(CkptWriter *w, const char *path, const char *temp, const CkptSpec *tensors,
+                        int ntensors, const CkptMeta *meta, int nmeta) {
   memset(w, 0, sizeof *w);
   w->path = path;
   if (check_specs(w, tensors, ntensors) != 0) return -1;
   w->checksum_at = malloc(sizeof *w->checksum_at * (size_t)(ntensors + 1));
-  w->header = w->checksum_at ? ckpt_header_format(tensors, ntensors, meta, nmeta, REAL_DTYPE, w->checksum_at,
-                                                  &w->header_len)
+  w->header = w->checksum_at ? ckpt_header_format(tensors, ntensors, meta, nmeta, REAL_DTYPE,
+                                                  w->checksum_at, &w->header_len)
                              : NULL;
   if (!w->header) return writer_fail(w, "out of memory while writing the header");
   unsigned char length[8];
@@ -148,7 +157,8 @@ static void next_tensor(CkptWriter *w) {
   while (w->left == 0 && w->current < w->ntensors) {
     if (w->current >= 0) record_checksum(w);
     w->current++;
-    if (w->current < w->ntensors) w->left = elements(w->tensors[w->current].ndim, w->tensors[w->current].shape);
+    if (w->current < w->ntensors)
+      w->left = elements(w->tensors[w->current].ndim, w->tensors[w->current].shape);
     ckpt_hash_begin(&w->hash);
   }
 }
@@ -179,20 +189,23 @@ static int write_run(CkptWriter *w, const real *data, int64_t n) {
     int64_t count = n - done < BLOCK ? n - done : BLOCK;
     encode(data + done, count, dtype, bytes);
     ckpt_hash_add(&w->hash, bytes, (size_t)(size * count));
-    if (fwrite(bytes, (size_t)size, (size_t)count, w->file) != (size_t)count) return writer_io_fail(w);
+    if (fwrite(bytes, (size_t)size, (size_t)count, w->file) != (size_t)count)
+      return writer_io_fail(w);
   }
   w->left -= n;
   return 0;
 }
 
 int ckpt_write_data(CkptWriter *w, const real *data, int64_t n) {
-  if (!w->file) return writer_fail(w, "the checkpoint is not open for writing; begin it with ckpt_write_begin");
+  if (!w->file)
+    return writer_fail(w, "the checkpoint is not open for writing; begin it with ckpt_write_begin");
   if (n < 0) return writer_fail(w, "a negative count of elements (%lld)", (long long)n);
   while (n > 0) {
     next_tensor(w);
     if (w->current == w->ntensors)
-      return writer_fail(w, "%lld more elements than the tensors hold; write each tensor's elements once",
-                         (long long)n);
+      return writer_fail(
+          w, "%lld more elements than the tensors hold; write each tensor's elements once",
+          (long long)n);
     int64_t run = n < w->left ? n : w->left;
     if (write_run(w, data, run) != 0) return -1;
     data += run, n -= run;
@@ -212,13 +225,15 @@ static int sync_folder(const char *path) {
   folder_of(path, folder, sizeof folder);
   int fd = open(folder, O_RDONLY | O_DIRECTORY);
   if (fd < 0) return -1;
-  int rc = fsync(fd) == 0 || errno == EINVAL ? 0 : -1; /* EINVAL: a file system that cannot sync folders */
+  /* EINVAL: a file system that cannot sync folders */
+  int rc = fsync(fd) == 0 || errno == EINVAL ? 0 : -1;
   close(fd);
   return rc;
 }
 
 int ckpt_write_end(CkptWriter *w) {
-  if (!w->file) return writer_fail(w, "the checkpoint is not open for writing; begin it with ckpt_write_begin");
+  if (!w->file)
+    return writer_fail(w, "the checkpoint is not open for writing; begin it with ckpt_write_begin");
   next_tensor(w);
   if (w->current < w->ntensors)
     return writer_fail(w, "tensor '%s' is missing %lld elements; write every tensor in full",
@@ -246,20 +261,21 @@ void ckpt_write_abort(CkptWriter *w) {
   w->temp[0] = 0;
 }
 
-int ckpt_save(CkptWriter *w, const char *path, const CkptSpec *tensors, const real *const *data, int ntensors,
-              const CkptMeta *meta, int nmeta) {
+int ckpt_save(CkptWriter *w, const char *path, const CkptSpec *tensors, const real *const *data,
+              int ntensors, const CkptMeta *meta, int nmeta) {
   if (ckpt_write_begin(w, path, tensors, ntensors, meta, nmeta) != 0) return -1;
   for (int i = 0; i < ntensors; i++)
     if (ckpt_write_data(w, data[i], elements(tensors[i].ndim, tensors[i].shape)) != 0) return -1;
   return ckpt_write_end(w);
 }
 
-/* ---- reading ------------------------------------------------------------------------------------ */
+/* ---- reading
+ * ------------------------------------------------------------------------------------ */
 
 static int reader_fail(Ckpt *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Sets "<path>: <message>" and returns -1. Control characters (a name read from a damaged file may hold
- * any) become '?', so the message stays one line. */
+/* Sets "<path>: <message>" and returns -1. Control characters (a name read from a damaged file
+ * may hold any) become '?', so the message stays one line. */
 static int reader_fail(Ckpt *c, const char *fmt, ...) {
   int n = snprintf(c->error, sizeof c->error, "%s: ", c->path);
   va_list ap;
@@ -276,26 +292,30 @@ static int map_file(Ckpt *c) {
   if (mapped_open(&c->file, c->path, why, sizeof why) != 0)
     return reader_fail(c, "%s; give the path of a checkpoint file", why);
   if (c->file.size < 8)
-    return reader_fail(c,
-                       "truncated: %lld bytes, fewer than the 8 that start a safetensors file; the file was cut "
-                       "short, use another checkpoint",
-                       (long long)c->file.size);
+    return reader_fail(
+        c,
+        "truncated: %lld bytes, fewer than the 8 that start a safetensors file; the file was cut "
+        "short, use another checkpoint",
+        (long long)c->file.size);
   return 0;
 }
 
-/* The header's length, checked against the file: a header that runs past the end is a cut file, bytes
- * that do not open a JSON object are not a safetensors file. */
+/* The header's length, checked against the file: a header that runs past the end is a cut file,
+ * bytes that do not open a JSON object are not a safetensors file. */
 static int header_length(Ckpt *c, uint64_t *len) {
   uint64_t n = 0;
   for (int i = 7; i >= 0; i--) n = n << 8 | c->file.data[i];
   int json = c->file.size > 8 && c->file.data[8] == '{';
   if (c->file.size > 8 && !json)
-    return reader_fail(c, "not a safetensors file (no JSON header after the 8-byte length); give a checkpoint file");
+    return reader_fail(
+        c,
+        "not a safetensors file (no JSON header after the 8-byte length); give a checkpoint file");
   if (n > c->file.size - 8)
-    return reader_fail(c,
-                       "truncated: the header needs %llu bytes but the file holds %llu after the length; the file "
-                       "was cut short, use another checkpoint",
-                       (unsigned long long)n, (unsigned long long)(c->file.size - 8));
+    return reader_fail(
+        c,
+        "truncated: the header needs %llu bytes but the file holds %llu after the length; the file "
+        "was cut short, use another checkpoint",
+        (unsigned long long)n, (unsigned long long)(c->file.size - 8));
   *len = n;
   return 0;
 }
@@ -304,13 +324,15 @@ static int header_length(Ckpt *c, uint64_t *len) {
 static int check_data_size(Ckpt *c, const CkptHeader *h, uint64_t header_len) {
   uint64_t have = c->file.size - 8 - header_len;
   if (have < h->data_bytes)
-    return reader_fail(c,
-                       "truncated: the tensors need %llu bytes of data but the file holds %llu; the file was cut "
-                       "short, use another checkpoint",
-                       (unsigned long long)h->data_bytes, (unsigned long long)have);
+    return reader_fail(
+        c,
+        "truncated: the tensors need %llu bytes of data but the file holds %llu; the file was cut "
+        "short, use another checkpoint",
+        (unsigned long long)h->data_bytes, (unsigned long long)have);
   if (have > h->data_bytes)
     return reader_fail(c,
-                       "not a safetensors file: %llu bytes follow the last tensor's data; the file is damaged, use "
+                       "not a safetensors file: %llu bytes follow the last tensor's data; the file "
+                       "is damaged, use "
                        "another checkpoint",
                        (unsigned long long)(have - h->data_bytes));
   return 0;
@@ -321,7 +343,8 @@ static int by_name(const void *key, const void *tensor) {
 }
 
 static CkptTensor *tensor_named(const Ckpt *c, const char *name) {
-  return c->ntensors ? bsearch(name, c->tensors, (size_t)c->ntensors, sizeof *c->tensors, by_name) : NULL;
+  return c->ntensors ? bsearch(name, c->tensors, (size_t)c->ntensors, sizeof *c->tensors, by_name)
+                     : NULL;
 }
 
 /* Each tensor's checksum from the metadata: 16 hex digits, or the file is damaged. */
@@ -329,11 +352,16 @@ static int read_checksums(Ckpt *c) {
   size_t prefix = strlen(CKPT_CHECKSUM_PREFIX);
   for (int i = 0; i < c->nmeta; i++) {
     const CkptMeta *m = &c->meta[i];
-    CkptTensor *t = strncmp(m->key, CKPT_CHECKSUM_PREFIX, prefix) == 0 ? tensor_named(c, m->key + prefix) : NULL;
+    CkptTensor *t = strncmp(m->key, CKPT_CHECKSUM_PREFIX, prefix) == 0
+                        ? tensor_named(c, m->key + prefix)
+                        : NULL;
     if (!t) continue;
-    if (strlen(m->value) != CKPT_CHECKSUM_DIGITS || strspn(m->value, "0123456789abcdefABCDEF") != CKPT_CHECKSUM_DIGITS)
-      return reader_fail(c, "metadata %s = '%.40s' is not %d hex digits; the file is damaged, use another checkpoint",
-                         m->key, m->value, CKPT_CHECKSUM_DIGITS);
+    if (strlen(m->value) != CKPT_CHECKSUM_DIGITS ||
+        strspn(m->value, "0123456789abcdefABCDEF") != CKPT_CHECKSUM_DIGITS)
+      return reader_fail(
+          c,
+          "metadata %s = '%.40s' is not %d hex digits; the file is damaged, use another checkpoint",
+          m->key, m->value, CKPT_CHECKSUM_DIGITS);
     t->checksum = strtoull(m->value, NULL, 16);
     t->has_checksum = 1;
   }
@@ -377,7 +405,10 @@ void ckpt_close(Ckpt *c) {
 static CkptTensor *find(Ckpt *c, const char *name) {
   CkptTensor *t = tensor_named(c, name);
   if (!t)
-    reader_fail(c, "no tensor named '%s'; the checkpoint was written for another model, load one of this model", name);
+    reader_fail(c,
+                "no tensor named '%s'; the checkpoint was written for another model, load one of "
+                "this model",
+                name);
   return t;
 }
 
@@ -394,26 +425,31 @@ static int check_shape(Ckpt *c, const CkptTensor *t, int ndim, const int64_t *sh
   for (int d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
   if (same) return 0;
   char have[256], want[256];
-  return reader_fail(c,
-                     "tensor '%s' has shape %s but the model expects %s; load a checkpoint of this model's "
-                     "configuration",
-                     t->name, shape_text(have, sizeof have, t->ndim, t->shape),
-                     shape_text(want, sizeof want, ndim, shape));
+  return reader_fail(
+      c,
+      "tensor '%s' has shape %s but the model expects %s; load a checkpoint of this model's "
+      "configuration",
+      t->name, shape_text(have, sizeof have, t->ndim, t->shape),
+      shape_text(want, sizeof want, ndim, shape));
 }
 
 static int check_readable(Ckpt *c, const CkptTensor *t) {
   if (ckpt_dtype_readable(t->dtype)) return 0;
-  return reader_fail(c, "tensor '%s' is %s; plait reads F32, F64, F16 and BF16, convert the checkpoint to one of them",
+  return reader_fail(c,
+                     "tensor '%s' is %s; plait reads F32, F64, F16 and BF16, convert the "
+                     "checkpoint to one of them",
                      t->name, ckpt_dtype_name(t->dtype));
 }
 
 static int check_box(Ckpt *c, const CkptTensor *t, const int64_t *begin, const int64_t *count) {
   for (int d = 0; d < t->ndim; d++)
     if (begin[d] < 0 || count[d] < 0 || begin[d] + count[d] > t->shape[d])
-      return reader_fail(c,
-                         "tensor '%s': the box %lld..%lld on axis %d lies outside its size %lld; read within the "
-                         "shape",
-                         t->name, (long long)begin[d], (long long)(begin[d] + count[d]), d, (long long)t->shape[d]);
+      return reader_fail(
+          c,
+          "tensor '%s': the box %lld..%lld on axis %d lies outside its size %lld; read within the "
+          "shape",
+          t->name, (long long)begin[d], (long long)(begin[d] + count[d]), d,
+          (long long)t->shape[d]);
   return 0;
 }
 
@@ -437,7 +473,8 @@ static void convert(const unsigned char *src, CkptDtype dtype, int64_t n, real *
 }
 
 /* The box is read as rows: every axis but the last fixed, a contiguous run along the last. */
-static void read_rows(const Ckpt *c, const CkptTensor *t, const int64_t *begin, const int64_t *count, real *out) {
+static void read_rows(const Ckpt *c, const CkptTensor *t, const int64_t *begin,
+                      const int64_t *count, real *out) {
   const unsigned char *base = c->data + t->begin;
   int last = t->ndim - 1, size = ckpt_dtype_size(t->dtype);
   int64_t width = t->ndim ? count[last] : 1, rows = t->ndim ? elements(last, count) : 1;
@@ -456,14 +493,17 @@ static void read_rows(const Ckpt *c, const CkptTensor *t, const int64_t *begin, 
 static int verify(Ckpt *c, CkptTensor *t) {
   if (!t->has_checksum || t->verified) return 0;
   if (ckpt_hash(c->data + t->begin, t->end - t->begin) != t->checksum)
-    return reader_fail(c, "tensor '%s' does not match its checksum: the file is damaged; use another checkpoint",
-                       t->name);
+    return reader_fail(
+        c, "tensor '%s' does not match its checksum: the file is damaged; use another checkpoint",
+        t->name);
   t->verified = 1;
   return 0;
 }
 
-/* Every value read is finite: a NaN or an infinity is named with its place in the tensor ([i, j]). */
-static int check_finite(Ckpt *c, const CkptTensor *t, const int64_t *begin, const int64_t *count, const real *out) {
+/* Every value read is finite: a NaN or an infinity is named with its place in the tensor ([i,
+ * j]). */
+static int check_finite(Ckpt *c, const CkptTensor *t, const int64_t *begin, const int64_t *count,
+                        const real *out) {
   int64_t n = elements(t->ndim, count), i = 0;
   while (i < n && isfinite(out[i])) i++;
   if (i == n) return 0;
@@ -473,16 +513,19 @@ static int check_finite(Ckpt *c, const CkptTensor *t, const int64_t *begin, cons
     at[d] = begin[d] + rest % count[d];
     rest /= count[d];
   }
-  return reader_fail(c, "tensor '%s' holds %s at %s: its values are damaged; use another checkpoint, or repair the "
-                     "tensor where it was made", t->name, isnan(out[i]) ? "a NaN" : "an infinity",
-                     shape_text(place, sizeof place, t->ndim, at));
+  return reader_fail(
+      c,
+      "tensor '%s' holds %s at %s: its values are damaged; use another checkpoint, or repair the "
+      "tensor where it was made",
+      t->name, isnan(out[i]) ? "a NaN" : "an infinity",
+      shape_text(place, sizeof place, t->ndim, at));
 }
 
-int ckpt_read_box(Ckpt *c, const char *name, int ndim, const int64_t *shape, const int64_t *begin, const int64_t *count,
-                  real *out) {
+int ckpt_read_box(Ckpt *c, const char *name, int ndim, const int64_t *shape, const int64_t *begin,
+                  const int64_t *count, real *out) {
   CkptTensor *t = find(c, name);
-  if (!t || check_shape(c, t, ndim, shape) != 0 || check_readable(c, t) != 0 || check_box(c, t, begin, count) != 0 ||
-      verify(c, t) != 0)
+  if (!t || check_shape(c, t, ndim, shape) != 0 || check_readable(c, t) != 0 ||
+      check_box(c, t, begin, count) != 0 || verify(c, t) != 0)
     return -1;
   read_rows(c, t, begin, count, out);
   return check_finite(c, t, begin, count, out);

@@ -1,9 +1,11 @@
-/* safetensors_hash.c: the checksum of a tensor's bytes (safetensors_hash.h tells the function and why it catches damage). */
+/* safetensors_hash.c: the checksum of a tensor's bytes (safetensors_hash.h tells the function
+ * and why it catches damage). */
 #include "ckpt/safetensors_hash.h"
 
 #include <string.h>
 
-static const uint64_t P1 = 0x9E3779B185EBCA87ull, P2 = 0xC2B2AE3D27D4EB4Full, P3 = 0x165667B19E3779F9ull;
+static const uint64_t P1 = 0x9E3779B185EBCA87ull, P2 = 0xC2B2AE3D27D4EB4Full,
+                      P3 = 0x165667B19E3779F9ull;
 
 static uint64_t word_at(const unsigned char *bytes) {
   uint64_t w;

@@ -1,5 +1,5 @@
-/* safetensors_header.c: safetensors' dtypes, formatting a safetensors JSON header, and parsing one strictly (a
- * small JSON reader). */
+/* safetensors_header.c: safetensors' dtypes, formatting a safetensors JSON header, and parsing
+ * one strictly (a small JSON reader). */
 #include "ckpt/safetensors_header.h"
 
 #include <stdarg.h>
@@ -9,21 +9,26 @@
 
 #include "escape.h"
 
-/* ---- dtypes -------------------------------------------------------------------------------------- */
+/* ---- dtypes
+ * -------------------------------------------------------------------------------------- */
 
 static const struct {
   const char *name;
   int size;
 } dtypes[CKPT_DTYPES] = {
-    [CKPT_F32] = {"F32", 4},         [CKPT_F64] = {"F64", 8},         [CKPT_F16] = {"F16", 2},
-    [CKPT_BF16] = {"BF16", 2},       [CKPT_F8_E4M3] = {"F8_E4M3", 1}, [CKPT_F8_E5M2] = {"F8_E5M2", 1},
-    [CKPT_I8] = {"I8", 1},           [CKPT_U8] = {"U8", 1},           [CKPT_BOOL] = {"BOOL", 1},
-    [CKPT_I16] = {"I16", 2},         [CKPT_U16] = {"U16", 2},         [CKPT_I32] = {"I32", 4},
-    [CKPT_U32] = {"U32", 4},         [CKPT_I64] = {"I64", 8},         [CKPT_U64] = {"U64", 8},
+    [CKPT_F32] = {"F32", 4},   [CKPT_F64] = {"F64", 8},         [CKPT_F16] = {"F16", 2},
+    [CKPT_BF16] = {"BF16", 2}, [CKPT_F8_E4M3] = {"F8_E4M3", 1}, [CKPT_F8_E5M2] = {"F8_E5M2", 1},
+    [CKPT_I8] = {"I8", 1},     [CKPT_U8] = {"U8", 1},           [CKPT_BOOL] = {"BOOL", 1},
+    [CKPT_I16] = {"I16", 2},   [CKPT_U16] = {"U16", 2},         [CKPT_I32] = {"I32", 4},
+    [CKPT_U32] = {"U32", 4},   [CKPT_I64] = {"I64", 8},         [CKPT_U64] = {"U64", 8},
 };
 
-const char *ckpt_dtype_name(CkptDtype dtype) { return dtype > 0 && dtype < CKPT_DTYPES ? dtypes[dtype].name : "?"; }
-int ckpt_dtype_size(CkptDtype dtype) { return dtype > 0 && dtype < CKPT_DTYPES ? dtypes[dtype].size : 0; }
+const char *ckpt_dtype_name(CkptDtype dtype) {
+  return dtype > 0 && dtype < CKPT_DTYPES ? dtypes[dtype].name : "?";
+}
+int ckpt_dtype_size(CkptDtype dtype) {
+  return dtype > 0 && dtype < CKPT_DTYPES ? dtypes[dtype].size : 0;
+}
 int ckpt_dtype_readable(CkptDtype dtype) { return dtype >= CKPT_F32 && dtype <= CKPT_BF16; }
 
 CkptDtype ckpt_dtype_named(const char *name) {
@@ -32,7 +37,8 @@ CkptDtype ckpt_dtype_named(const char *name) {
   return 0;
 }
 
-/* ---- formatting ---------------------------------------------------------------------------------- */
+/* ---- formatting
+ * ---------------------------------------------------------------------------------- */
 
 typedef struct {
   char *s;
@@ -66,7 +72,8 @@ static void putf(Text *t, const char *fmt, ...) {
   put(t, buf, (size_t)n);
 }
 
-/* A JSON string of prefix (plain text) and s, escaped as every JSON string plait writes (escape.h). */
+/* A JSON string of prefix (plain text) and s, escaped as every JSON string plait writes
+ * (escape.h). */
 static void put_string(Text *t, const char *prefix, const char *s) {
   size_t n = strlen(prefix) + strlen(s);
   char *joined = malloc(n + 1), *escaped = malloc(ESCAPED_SIZE(n));
@@ -80,10 +87,10 @@ static void put_string(Text *t, const char *prefix, const char *s) {
   free(escaped);
 }
 
-/* The metadata object: the caller's entries, then a placeholder checksum per tensor whose digits' offset in
- * the text goes to checksum_at[i]. */
-static void put_metadata(Text *t, const CkptSpec *tensors, int ntensors, const CkptMeta *meta, int nmeta,
-                         size_t *checksum_at) {
+/* The metadata object: the caller's entries, then a placeholder checksum per tensor whose
+ * digits' offset in the text goes to checksum_at[i]. */
+static void put_metadata(Text *t, const CkptSpec *tensors, int ntensors, const CkptMeta *meta,
+                         int nmeta, size_t *checksum_at) {
   put(t, "\"__metadata__\":{", 16);
   for (int i = 0; i < nmeta; i++) {
     put_string(t, "", meta[i].key);
@@ -100,8 +107,8 @@ static void put_metadata(Text *t, const CkptSpec *tensors, int ntensors, const C
   put(t, "}}", 2);
 }
 
-char *ckpt_header_format(const CkptSpec *tensors, int ntensors, const CkptMeta *meta, int nmeta, CkptDtype native,
-                         size_t *checksum_at, size_t *len) {
+char *ckpt_header_format(const CkptSpec *tensors, int ntensors, const CkptMeta *meta, int nmeta,
+                         CkptDtype native, size_t *checksum_at, size_t *len) {
   Text t = {0};
   uint64_t offset = 0;
   put(&t, "{", 1);
@@ -111,8 +118,10 @@ char *ckpt_header_format(const CkptSpec *tensors, int ntensors, const CkptMeta *
     for (int d = 0; d < tensors[i].ndim; d++) bytes *= (uint64_t)tensors[i].shape[d];
     put_string(&t, "", tensors[i].name);
     putf(&t, ":{\"dtype\":\"%s\",\"shape\":[", ckpt_dtype_name(dtype));
-    for (int d = 0; d < tensors[i].ndim; d++) putf(&t, "%s%lld", d ? "," : "", (long long)tensors[i].shape[d]);
-    putf(&t, "],\"data_offsets\":[%llu,%llu]},", (unsigned long long)offset, (unsigned long long)(offset + bytes));
+    for (int d = 0; d < tensors[i].ndim; d++)
+      putf(&t, "%s%lld", d ? "," : "", (long long)tensors[i].shape[d]);
+    putf(&t, "],\"data_offsets\":[%llu,%llu]},", (unsigned long long)offset,
+         (unsigned long long)(offset + bytes));
     offset += bytes;
   }
   put_metadata(&t, tensors, ntensors, meta, nmeta, checksum_at);
@@ -125,7 +134,8 @@ char *ckpt_header_format(const CkptSpec *tensors, int ntensors, const CkptMeta *
   return t.s;
 }
 
-/* ---- parsing ------------------------------------------------------------------------------------- */
+/* ---- parsing
+ * ------------------------------------------------------------------------------------- */
 
 static const char *const fix_damaged = "the file is damaged or not a checkpoint, use another one";
 
@@ -138,7 +148,8 @@ typedef struct {
   CkptHeader *h;
 } Parser;
 
-static int fail(Parser *p, const char *fix, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(Parser *p, const char *fix, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int fail(Parser *p, const char *fix, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -169,7 +180,9 @@ static int take(Parser *p, char ch) {
   return 0;
 }
 
-static int expect(Parser *p, char ch, const char *what) { return take(p, ch) ? 0 : syntax(p, what); }
+static int expect(Parser *p, char ch, const char *what) {
+  return take(p, ch) ? 0 : syntax(p, what);
+}
 
 static int hex4(Parser *p, unsigned *code) {
   *code = 0;
@@ -191,7 +204,8 @@ static void put_utf8(char **dst, unsigned code) {
   int extra = code < 0x80 ? 0 : code < 0x800 ? 1 : code < 0x10000 ? 2 : 3;
   unsigned char *d = (unsigned char *)*dst;
   d[0] = (unsigned char)(lead[extra] | code >> (6 * extra));
-  for (int i = 1; i <= extra; i++) d[i] = (unsigned char)(0x80 | (code >> (6 * (extra - i)) & 0x3F));
+  for (int i = 1; i <= extra; i++)
+    d[i] = (unsigned char)(0x80 | (code >> (6 * (extra - i)) & 0x3F));
   *dst += extra + 1;
 }
 
@@ -261,13 +275,16 @@ static int parse_string(Parser *p, const char **out) {
   return 0;
 }
 
-static int is_digit(Parser *p, size_t at) { return at < p->len && p->text[at] >= '0' && p->text[at] <= '9'; }
+static int is_digit(Parser *p, size_t at) {
+  return at < p->len && p->text[at] >= '0' && p->text[at] <= '9';
+}
 
 /* A non-negative integer below 2^62 (shapes and offsets). */
 static int parse_count(Parser *p, uint64_t *out) {
   skip_space(p);
   if (!is_digit(p, p->pos)) return syntax(p, "expected a non-negative integer");
-  if (p->text[p->pos] == '0' && is_digit(p, p->pos + 1)) return syntax(p, "a number with a leading zero");
+  if (p->text[p->pos] == '0' && is_digit(p, p->pos + 1))
+    return syntax(p, "a number with a leading zero");
   uint64_t v = 0;
   while (is_digit(p, p->pos)) {
     v = v * 10 + (uint64_t)(p->text[p->pos++] - '0');
@@ -315,9 +332,10 @@ static int tensor_dtype(Parser *p, TensorFields *f) {
   if (parse_string(p, &dtype)) return -1;
   f->t.dtype = ckpt_dtype_named(dtype);
   if (!f->t.dtype)
-    return fail(p, "convert the checkpoint to F32, F16 or BF16",
-                "tensor '%s' has dtype %s, which plait does not know (it reads F32, F64, F16 and BF16)", f->t.name,
-                dtype);
+    return fail(
+        p, "convert the checkpoint to F32, F16 or BF16",
+        "tensor '%s' has dtype %s, which plait does not know (it reads F32, F64, F16 and BF16)",
+        f->t.name, dtype);
   return 0;
 }
 
@@ -329,8 +347,11 @@ static int tensor_field(Parser *p, const char *key, void *ctx) {
                  : strcmp(key, "data_offsets") == 0 ? &f->have_offsets
                                                     : NULL;
   if (!seen)
-    return fail(p, fix_damaged, "not a safetensors file: tensor '%s' has an unknown field '%s'", f->t.name, key);
-  if (*seen) return fail(p, fix_damaged, "not a safetensors file: tensor '%s' gives '%s' twice", f->t.name, key);
+    return fail(p, fix_damaged, "not a safetensors file: tensor '%s' has an unknown field '%s'",
+                f->t.name, key);
+  if (*seen)
+    return fail(p, fix_damaged, "not a safetensors file: tensor '%s' gives '%s' twice", f->t.name,
+                key);
   *seen = 1;
   if (seen == &f->have_dtype) return tensor_dtype(p, f);
   if (parse_counts(p, values, CKPT_MAX_DIMS, &n)) return -1;
@@ -340,7 +361,8 @@ static int tensor_field(Parser *p, const char *key, void *ctx) {
     return 0;
   }
   if (n != 2 || values[1] < values[0])
-    return fail(p, fix_damaged, "not a safetensors file: tensor '%s' has data_offsets that are not [begin, end]",
+    return fail(p, fix_damaged,
+                "not a safetensors file: tensor '%s' has data_offsets that are not [begin, end]",
                 f->t.name);
   f->t.begin = values[0], f->t.end = values[1];
   return 0;
@@ -348,8 +370,13 @@ static int tensor_field(Parser *p, const char *key, void *ctx) {
 
 /* Every field present, and the offsets hold exactly shape·dtype bytes. */
 static int check_tensor(Parser *p, const TensorFields *f) {
-  const char *missing = !f->have_dtype ? "dtype" : !f->have_shape ? "shape" : !f->have_offsets ? "data_offsets" : NULL;
-  if (missing) return fail(p, fix_damaged, "not a safetensors file: tensor '%s' has no %s", f->t.name, missing);
+  const char *missing = !f->have_dtype     ? "dtype"
+                        : !f->have_shape   ? "shape"
+                        : !f->have_offsets ? "data_offsets"
+                                           : NULL;
+  if (missing)
+    return fail(p, fix_damaged, "not a safetensors file: tensor '%s' has no %s", f->t.name,
+                missing);
   uint64_t bytes = (uint64_t)ckpt_dtype_size(f->t.dtype);
   for (int d = 0; d < f->t.ndim; d++) {
     uint64_t dim = (uint64_t)f->t.shape[d];
@@ -358,10 +385,11 @@ static int check_tensor(Parser *p, const TensorFields *f) {
     bytes *= dim;
   }
   if (f->t.end - f->t.begin != bytes)
-    return fail(p, fix_damaged,
-                "not a safetensors file: tensor '%s' has %llu bytes of data_offsets but its shape and "
-                "dtype need %llu",
-                f->t.name, (unsigned long long)(f->t.end - f->t.begin), (unsigned long long)bytes);
+    return fail(
+        p, fix_damaged,
+        "not a safetensors file: tensor '%s' has %llu bytes of data_offsets but its shape and "
+        "dtype need %llu",
+        f->t.name, (unsigned long long)(f->t.end - f->t.begin), (unsigned long long)bytes);
   return 0;
 }
 
@@ -407,7 +435,8 @@ static int meta_entry(Parser *p, const char *key, void *ctx) {
 static int top_member(Parser *p, const char *key, void *ctx) {
   (void)ctx;
   if (strcmp(key, "__metadata__") != 0) return parse_tensor(p, key);
-  if (p->have_meta++) return fail(p, fix_damaged, "not a safetensors file: __metadata__ appears twice");
+  if (p->have_meta++)
+    return fail(p, fix_damaged, "not a safetensors file: __metadata__ appears twice");
   return parse_object(p, meta_entry, NULL);
 }
 
@@ -417,7 +446,8 @@ static int by_name(const void *a, const void *b) {
 
 static int by_offset(const void *a, const void *b) {
   const CkptTensor *x = *(const CkptTensor *const *)a, *y = *(const CkptTensor *const *)b;
-  return x->begin != y->begin ? (x->begin > y->begin) - (x->begin < y->begin) : (x->end > y->end) - (x->end < y->end);
+  return x->begin != y->begin ? (x->begin > y->begin) - (x->begin < y->begin)
+                              : (x->end > y->end) - (x->end < y->end);
 }
 
 /* The tensors in offset order must tile [0, data_bytes): each begins where the one before ends. */
@@ -431,10 +461,11 @@ static int check_tiling(Parser *p) {
   int rc = 0;
   for (int i = 0; i < h->ntensors && rc == 0; i++) {
     if (order[i]->begin < at)
-      rc = fail(p, fix_damaged, "not a safetensors file: tensors '%s' and '%s' overlap", order[i - 1]->name,
-                order[i]->name);
+      rc = fail(p, fix_damaged, "not a safetensors file: tensors '%s' and '%s' overlap",
+                order[i - 1]->name, order[i]->name);
     else if (order[i]->begin > at)
-      rc = fail(p, fix_damaged, "not a safetensors file: bytes %llu..%llu before tensor '%s' belong to no tensor",
+      rc = fail(p, fix_damaged,
+                "not a safetensors file: bytes %llu..%llu before tensor '%s' belong to no tensor",
                 (unsigned long long)at, (unsigned long long)order[i]->begin, order[i]->name);
     at = order[i]->end;
   }
@@ -449,7 +480,8 @@ static int sort_names(Parser *p) {
   if (h->ntensors > 1) qsort(h->tensors, (size_t)h->ntensors, sizeof *h->tensors, by_name);
   for (int i = 1; i < h->ntensors; i++)
     if (strcmp(h->tensors[i - 1].name, h->tensors[i].name) == 0)
-      return fail(p, fix_damaged, "not a safetensors file: tensor '%s' appears twice", h->tensors[i].name);
+      return fail(p, fix_damaged, "not a safetensors file: tensor '%s' appears twice",
+                  h->tensors[i].name);
   return 0;
 }
 

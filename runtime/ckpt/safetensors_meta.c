@@ -1,4 +1,5 @@
-/* safetensors_meta.c: metadata values of a checkpoint read strictly, each refusal naming the key (safetensors_meta.h). */
+/* safetensors_meta.c: metadata values of a checkpoint read strictly, each refusal naming the key
+ * (safetensors_meta.h). */
 #include "ckpt/safetensors_meta.h"
 
 #include <math.h>
@@ -31,32 +32,35 @@ static int parse_whole(const char *text, uint64_t *out) {
   return 0;
 }
 
-int ckpt_meta_whole(const Ckpt *c, const char *key, uint64_t least, uint64_t most, uint64_t *out, char *error,
-                    size_t len) {
+int ckpt_meta_whole(const Ckpt *c, const char *key, uint64_t least, uint64_t most, uint64_t *out,
+                    char *error, size_t len) {
   const char *text = ckpt_meta(c, key);
   uint64_t v;
   if (!text) return 1;
   if (parse_whole(text, &v) != 0 || v < least || v > most)
-    return ckpt_refuse(error, len, "%s: metadata %s = '%.40s' is not a whole number from %llu to %llu; %s", c->path,
-                       key, text, (unsigned long long)least, (unsigned long long)most, damaged);
+    return ckpt_refuse(
+        error, len, "%s: metadata %s = '%.40s' is not a whole number from %llu to %llu; %s",
+        c->path, key, text, (unsigned long long)least, (unsigned long long)most, damaged);
   *out = v;
   return 0;
 }
 
-int ckpt_meta_real(const Ckpt *c, const char *key, double least, double *out, char *error, size_t len) {
+int ckpt_meta_real(const Ckpt *c, const char *key, double least, double *out, char *error,
+                   size_t len) {
   const char *text = ckpt_meta(c, key);
   char *end;
   if (!text) return 1;
   double v = strtod(text, &end);
   if (end == text || *end || !isfinite(v) || v < least)
-    return ckpt_refuse(error, len, "%s: metadata %s = '%.40s' is not a finite number of at least %g; %s", c->path,
-                       key, text, least, damaged);
+    return ckpt_refuse(error, len,
+                       "%s: metadata %s = '%.40s' is not a finite number of at least %g; %s",
+                       c->path, key, text, least, damaged);
   *out = v;
   return 0;
 }
 
-int ckpt_meta_word(const Ckpt *c, const char *key, const char *const *words, int nwords, int *out, char *error,
-                   size_t len) {
+int ckpt_meta_word(const Ckpt *c, const char *key, const char *const *words, int nwords, int *out,
+                   char *error, size_t len) {
   const char *text = ckpt_meta(c, key);
   if (!text) return 1;
   for (int i = 0; i < nwords; i++)
@@ -67,7 +71,8 @@ int ckpt_meta_word(const Ckpt *c, const char *key, const char *const *words, int
     snprintf(known + strlen(known), sizeof known - strlen(known), "%s'%s'", before, words[i]);
   }
   return ckpt_refuse(error, len,
-                     "%s: metadata %s = '%.40s' is not %s; the file is damaged or of another version of plait, use "
+                     "%s: metadata %s = '%.40s' is not %s; the file is damaged or of another "
+                     "version of plait, use "
                      "a checkpoint this plait wrote",
                      c->path, key, text, known);
 }

@@ -1,5 +1,5 @@
-/* safetensors_model.c: a checkpoint's kind (format, contents) and model (name, depth, configuration) against the
- * model that reads it. */
+/* safetensors_model.c: a checkpoint's kind (format, contents) and model (name, depth,
+ * configuration) against the model that reads it. */
 #include "ckpt/safetensors_model.h"
 
 #include <limits.h>
@@ -9,9 +9,10 @@
 
 #include "ckpt/safetensors_meta.h"
 
-/* Settings that leave the function the weights compute as it is, so a checkpoint loads across them:
- * dropout (noise while training), the spread of the initial weights, and the sequence length (the
- * weights read any length; learned positions hold it in their shape, which loading checks anyway). */
+/* Settings that leave the function the weights compute as it is, so a checkpoint loads across
+ * them: dropout (noise while training), the spread of the initial weights, and the sequence
+ * length (the weights read any length; learned positions hold it in their shape, which loading
+ * checks anyway). */
 static int changes_the_function(const char *key) {
   return !strstr(key, "dropout") && strcmp(key, "init_std") != 0 && strcmp(key, "seq") != 0;
 }
@@ -29,23 +30,25 @@ static const char *model_setting(const CkptModel *m, const char *key) {
   return NULL;
 }
 
-/* A checkpoint of another depth: its tensors differ by whole layers, which this names rather than one
- * missing tensor. */
+/* A checkpoint of another depth: its tensors differ by whole layers, which this names rather
+ * than one missing tensor. */
 static int check_depth(const Ckpt *c, const CkptModel *m, char *error, size_t len) {
   uint64_t saved;
   int found = ckpt_meta_whole(c, CKPT_LAYERS_KEY, 1, INT_MAX, &saved, error, len);
   if (found > 0)
-    return ckpt_refuse(error, len, "%s has no layer count in its metadata; it is not a plait checkpoint", c->path);
+    return ckpt_refuse(
+        error, len, "%s has no layer count in its metadata; it is not a plait checkpoint", c->path);
   if (found < 0 || saved == (uint64_t)m->layers) return found;
   return ckpt_refuse(error, len,
-                     "%s holds a %d-layer '%s', this model is a %d-layer one; load a checkpoint of a %d-layer model, "
+                     "%s holds a %d-layer '%s', this model is a %d-layer one; load a checkpoint of "
+                     "a %d-layer model, "
                      "or build a %d-layer one",
                      c->path, (int)saved, m->name, m->layers, m->layers, (int)saved);
 }
 
-/* The configuration the checkpoint was saved with against this model's, over the settings that change
- * the function: a checkpoint of heads 2 loaded by a model of heads 4 has the same shapes and would
- * compute something else. */
+/* The configuration the checkpoint was saved with against this model's, over the settings that
+ * change the function: a checkpoint of heads 2 loaded by a model of heads 4 has the same shapes
+ * and would compute something else. */
 static int check_configuration(const Ckpt *c, const CkptModel *m, char *error, size_t len) {
   char key[256];
   for (int i = 0; i < m->nconfig; i++) {
@@ -54,12 +57,14 @@ static int check_configuration(const Ckpt *c, const CkptModel *m, char *error, s
     const char *saved = ckpt_meta(c, key);
     if (!changes_the_function(name) || (saved && same_value(saved, ours))) continue;
     if (!saved)
-      return ckpt_refuse(error, len,
-                         "%s was saved without %s (this model has %s = %s); load a checkpoint of this model's "
-                         "configuration",
-                         c->path, name, name, ours);
+      return ckpt_refuse(
+          error, len,
+          "%s was saved without %s (this model has %s = %s); load a checkpoint of this model's "
+          "configuration",
+          c->path, name, name, ours);
     return ckpt_refuse(error, len,
-                       "%s was saved with %s = %s, this model has %s = %s; load a checkpoint of this configuration, "
+                       "%s was saved with %s = %s, this model has %s = %s; load a checkpoint of "
+                       "this configuration, "
                        "or build this model with --set %s=%s",
                        c->path, name, saved, name, ours, name, saved);
   }
@@ -68,16 +73,17 @@ static int check_configuration(const Ckpt *c, const CkptModel *m, char *error, s
     if (strncmp(c->meta[i].key, CKPT_CONFIG_PREFIX, prefix) != 0) continue;
     const char *name = c->meta[i].key + prefix;
     if (changes_the_function(name) && !model_setting(m, name))
-      return ckpt_refuse(error, len,
-                         "%s was saved with %s = %s, which this model's configuration does not have; load a "
-                         "checkpoint of this model's configuration",
-                         c->path, name, c->meta[i].value);
+      return ckpt_refuse(
+          error, len,
+          "%s was saved with %s = %s, which this model's configuration does not have; load a "
+          "checkpoint of this model's configuration",
+          c->path, name, c->meta[i].value);
   }
   return 0;
 }
 
-/* What the file says it is, where it says so (files of older plait do not): this format of checkpoint, and
- * contents plait knows. */
+/* What the file says it is, where it says so (files of older plait do not): this format of
+ * checkpoint, and contents plait knows. */
 static int check_kind(const Ckpt *c, char *error, size_t len) {
   static const char *const format[] = {CKPT_FORMAT};
   static const char *const contents[] = {CKPT_WEIGHTS_ONLY, CKPT_WEIGHTS_AND_OPTIMIZER};
@@ -90,8 +96,8 @@ int ckpt_check_model(const Ckpt *c, const CkptModel *m, char *error, size_t len)
   if (check_kind(c, error, len)) return -1;
   const char *model = ckpt_meta(c, CKPT_MODEL_KEY);
   if (!model || strcmp(model, m->name) != 0)
-    return ckpt_refuse(error, len, "%s holds model '%s', not '%s'; load a checkpoint of this model", c->path,
-                       model ? model : "?", m->name);
+    return ckpt_refuse(error, len, "%s holds model '%s', not '%s'; load a checkpoint of this model",
+                       c->path, model ? model : "?", m->name);
   if (check_depth(c, m, error, len) || check_configuration(c, m, error, len)) return -1;
   return 0;
 }

@@ -1,6 +1,7 @@
-/* safetensors_model.h: whether a checkpoint holds a given model: the name, depth and configuration its metadata
- * records against the model's. The generated programs' --load and --init and plait export refuse a
- * checkpoint of another model with it before reading any tensor. */
+/* safetensors_model.h: whether a checkpoint holds a given model: the name, depth and
+ * configuration its metadata records against the model's. The generated programs' --load and
+ * --init and plait export refuse a checkpoint of another model with it before reading any
+ * tensor. */
 #ifndef PLAIT_CKPT_MODEL_H
 #define PLAIT_CKPT_MODEL_H
 
@@ -13,9 +14,9 @@
 #define CKPT_LAYERS_KEY "layers"
 #define CKPT_CONFIG_PREFIX "config."
 
-/* What the file is, and what it holds: the weights alone (plait import writes such files; --init reads
- * them), or with Adam's m and v (tensors adam.m.NAME, adam.v.NAME), the step, the seed and the schedule
- * (--save writes these; --load resumes from them). */
+/* What the file is, and what it holds: the weights alone (plait import writes such files; --init
+ * reads them), or with Adam's m and v (tensors adam.m.NAME, adam.v.NAME), the step, the seed and
+ * the schedule (--save writes these; --load resumes from them). */
 #define CKPT_FORMAT_KEY "format"
 #define CKPT_FORMAT "plait checkpoint 1"
 #define CKPT_CONTENTS_KEY "contents"
@@ -29,10 +30,11 @@ typedef struct {
   int nconfig;
 } CkptModel;
 
-/* 0 when c holds this model as far as its metadata tells: a format and contents plait knows (where the
- * file names them), the same name and depth (a whole number of at least 1), and the same values of the
- * settings that change the function the weights compute (every config entry but dropout, init_std and
- * seq). Else -1 with one line in `error` naming what differs, or the malformed key, and the fix. */
+/* 0 when c holds this model as far as its metadata tells: a format and contents plait knows
+ * (where the file names them), the same name and depth (a whole number of at least 1), and the
+ * same values of the settings that change the function the weights compute (every config entry
+ * but dropout, init_std and seq). Else -1 with one line in `error` naming what differs, or the
+ * malformed key, and the fix. */
 int ckpt_check_model(const Ckpt *c, const CkptModel *m, char *error, size_t len);
 
 #endif

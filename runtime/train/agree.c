@@ -1,5 +1,5 @@
-/* agree.c: the ranks of a job agree before any work: start-up refusals told once, then rank 0's program
- * and settings held against every rank's. */
+/* agree.c: the ranks of a job agree before any work: start-up refusals told once, then rank 0's
+ * program and settings held against every rank's. */
 #include "train/agree.h"
 
 #include <stdio.h>
@@ -21,7 +21,8 @@ typedef struct {
   int nsettings;
 } RunRecord;
 
-/* ---- the record ------------------------------------------------------------------------------------ */
+/* ---- the record
+ * ------------------------------------------------------------------------------------ */
 
 /* FNV-1a, 64 bits. */
 static uint64_t mix(uint64_t h, const void *data, size_t n) {
@@ -53,7 +54,8 @@ static uint64_t params_hash(const Program *p) {
 }
 
 static uint64_t mix_chunk(uint64_t h, const ChunkSpec *c) {
-  int64_t fields[] = {c->first_layer, c->layers, c->has_embed, c->has_head, c->slot_elems, c->input_offset,
+  int64_t fields[] = {c->first_layer,   c->layers,          c->has_embed,
+                      c->has_head,      c->slot_elems,      c->input_offset,
                       c->output_offset, c->grad_out_offset, c->grad_in_offset};
   return mix(h, fields, sizeof fields);
 }
@@ -67,12 +69,14 @@ static uint64_t mix_action(uint64_t h, const Action *a) {
  * activation regions, the logits, the vocabulary, the FLOPs. */
 static uint64_t plan_hash(const Program *p) {
   uint64_t h = 0xcbf29ce484222325ULL;
-  int64_t sizes[] = {p->seq, p->hidden, p->layers, p->vocab, p->vocab_padded, p->masked_lm, p->scratch_elems,
-                     p->recompute_elems, p->io_elems, p->logits_offset, p->logits_cols, p->nchunks};
+  int64_t sizes[] = {p->seq,          p->hidden,        p->layers,        p->vocab,
+                     p->vocab_padded, p->masked_lm,     p->scratch_elems, p->recompute_elems,
+                     p->io_elems,     p->logits_offset, p->logits_cols,   p->nchunks};
   h = mix(h, sizes, sizeof sizes);
   for (int c = 0; c < p->nchunks; c++) h = mix_int(mix_chunk(h, &p->chunks[c]), p->slots[c]);
   for (int r = 0; r < p->pp; r++) {
-    h = mix_int(mix_int(mix_int(h, p->nactions[r]), p->footprints[r].param_elems), p->footprints[r].activation_elems);
+    h = mix_int(mix_int(mix_int(h, p->nactions[r]), p->footprints[r].param_elems),
+                p->footprints[r].activation_elems);
     for (int i = 0; i < p->nactions[r]; i++) h = mix_action(h, &p->actions[r][i]);
   }
   return mix_real(h, p->flops_per_iteration);
@@ -81,20 +85,22 @@ static uint64_t plan_hash(const Program *p) {
 static void record_fill(RunRecord *rec, const Program *p, const TrainArgs *a) {
   memset(rec, 0, sizeof *rec);
   snprintf(rec->model, sizeof rec->model, "%s", p->name);
-  snprintf(rec->precision, sizeof rec->precision, "%s weights, %zu-byte activations", REAL_NAME, sizeof(act_t));
-  snprintf(rec->layout, sizeof rec->layout, "tp %d × pp %d × dp %d, vpp %d, mbs %d of gbs %d%s%s", p->tp, p->pp, p->dp,
-           p->vpp, p->mbs, p->gbs, p->recompute ? ", recompute full" : "",
+  snprintf(rec->precision, sizeof rec->precision, "%s weights, %zu-byte activations", REAL_NAME,
+           sizeof(act_t));
+  snprintf(rec->layout, sizeof rec->layout, "tp %d × pp %d × dp %d, vpp %d, mbs %d of gbs %d%s%s",
+           p->tp, p->pp, p->dp, p->vpp, p->mbs, p->gbs, p->recompute ? ", recompute full" : "",
            p->sequence_parallel ? ", sequence parallel" : "");
   size_t used = 0;
   for (int i = 0; i < p->nconfig && used < sizeof rec->config; i++)
-    used += (size_t)snprintf(rec->config + used, sizeof rec->config - used, "%s = %s\n", p->config[i].key,
-                             p->config[i].value);
+    used += (size_t)snprintf(rec->config + used, sizeof rec->config - used, "%s = %s\n",
+                             p->config[i].key, p->config[i].value);
   rec->params = params_hash(p);
   rec->plan = plan_hash(p);
   rec->nsettings = flags_settings(a, rec->settings);
 }
 
-/* ---- differences ----------------------------------------------------------------------------------- */
+/* ---- differences
+ * ----------------------------------------------------------------------------------- */
 
 /* The first line of config text a that differs from b's line at the same place. */
 static void first_config_difference(const char *a, const char *b, char *out, size_t size) {
@@ -108,7 +114,8 @@ static void first_config_difference(const char *a, const char *b, char *out, siz
 }
 
 /* What differs between this rank's program and rank 0's, or 0 when nothing does. */
-static int program_difference(const RunRecord *mine, const RunRecord *first, char *out, size_t size) {
+static int program_difference(const RunRecord *mine, const RunRecord *first, char *out,
+                              size_t size) {
   if (strcmp(mine->model, first->model) != 0)
     snprintf(out, size, "model '%s' against '%s'", mine->model, first->model);
   else if (strcmp(mine->precision, first->precision) != 0)
@@ -120,7 +127,8 @@ static int program_difference(const RunRecord *mine, const RunRecord *first, cha
   else if (mine->params != first->params)
     snprintf(out, size, "the same configuration with other parameters");
   else if (mine->plan != first->plan)
-    snprintf(out, size, "the same model and layout with another plan: another schedule or plait version");
+    snprintf(out, size,
+             "the same model and layout with another plan: another schedule or plait version");
   else
     return 0;
   return 1;
@@ -132,10 +140,13 @@ static void setting_text(const FlagSetting *s, char *out, size_t size) {
 }
 
 /* One line when this rank's program or settings are not rank 0's; 0 when they are. */
-static int run_difference(const RunRecord *mine, const RunRecord *first, int rank, char *out, size_t size) {
+static int run_difference(const RunRecord *mine, const RunRecord *first, int rank, char *out,
+                          size_t size) {
   char what[1024], ours[PATH_MAX + 64], theirs[PATH_MAX + 64];
   if (program_difference(mine, first, what, sizeof what)) {
-    snprintf(out, size, "rank %d runs another program than rank 0 (%s); launch one program on every rank", rank, what);
+    snprintf(out, size,
+             "rank %d runs another program than rank 0 (%s); launch one program on every rank",
+             rank, what);
     return 1;
   }
   for (int i = 0; i < mine->nsettings; i++) {
@@ -143,19 +154,23 @@ static int run_difference(const RunRecord *mine, const RunRecord *first, int ran
     if (a->given == b->given && strcmp(a->value, b->value) == 0) continue;
     setting_text(a, ours, sizeof ours);
     setting_text(b, theirs, sizeof theirs);
-    snprintf(out, size, "rank %d was started %s, rank 0 %s; give every rank the same flags", rank, ours, theirs);
+    snprintf(out, size, "rank %d was started %s, rank 0 %s; give every rank the same flags", rank,
+             ours, theirs);
     return 1;
   }
   return 0;
 }
 
-/* ---- agreeing ------------------------------------------------------------------------------------- */
+/* ---- agreeing
+ * ------------------------------------------------------------------------------------- */
 
-/* message: this rank's failure, or NULL. The lowest rank with one tells it to every rank, and it ends the
- * job ("plait: rank R: <message>" when name_rank, else "plait: <message>"); otherwise this returns. */
+/* message: this rank's failure, or NULL. The lowest rank with one tells it to every rank, and it
+ * ends the job ("plait: rank R: <message>" when name_rank, else "plait: <message>"); otherwise
+ * this returns. */
 static void fail_if_any(Comm *c, const char *message, int name_rank) {
   const RankInfo *ri = comm_info(c);
-  double lowest = -(double)(message ? ri->rank : ri->world); /* the maximum of minus the rank is the lowest */
+  /* the maximum of minus the rank is the lowest */
+  double lowest = -(double)(message ? ri->rank : ri->world);
   comm_allreduce(c, GROUP_WORLD, &lowest, 1, COMM_F64, COMM_MAX);
   int speaker = (int)-lowest;
   if (speaker == ri->world) return;
@@ -169,7 +184,8 @@ void agree_on_run(Comm *c, const TrainArgs *a) {
   if (strcmp(comm_backend_name(c), "local") == 0) return;
   fail_if_any(c, a->start_error, 1);
   RunRecord *mine = malloc(sizeof *mine), *first = malloc(sizeof *first);
-  if (!mine || !first) comm_fail(c, "no memory for the %zu bytes that describe the run", 2 * sizeof *mine);
+  if (!mine || !first)
+    comm_fail(c, "no memory for the %zu bytes that describe the run", 2 * sizeof *mine);
   record_fill(mine, &plait_program, a);
   memcpy(first, mine, sizeof *first);
   comm_broadcast(c, GROUP_WORLD, first, sizeof *first, 0);

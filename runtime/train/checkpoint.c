@@ -1,7 +1,7 @@
-/* checkpoint.c: saving every parameter and its Adam state as full logical tensors by name (gathered over
- * TP, sent to rank 0, streamed into one safetensors file written atomically), and loading any layout's
- * checkpoint by reading each rank's own box of every tensor: all of them to resume (--load), the weights
- * alone to start from (--init). */
+/* checkpoint.c: saving every parameter and its Adam state as full logical tensors by name
+ * (gathered over TP, sent to rank 0, streamed into one safetensors file written atomically), and
+ * loading any layout's checkpoint by reading each rank's own box of every tensor: all of them to
+ * resume (--load), the weights alone to start from (--init). */
 #include "train/checkpoint.h"
 
 #include <math.h>
@@ -17,10 +17,12 @@
 #include "device.h"
 #include "train/resume.h"
 
-enum { WEIGHTS, ADAM_M, ADAM_V, KINDS }; /* the kinds of tensor, in the order a checkpoint holds them */
+/* the kinds of tensor, in the order a checkpoint holds them */
+enum { WEIGHTS, ADAM_M, ADAM_V, KINDS };
 static const char *const kind_prefix[KINDS] = {"", "adam.m.", "adam.v."};
 
-/* Every parameter of the model in one order all ranks agree on: model scope, then layer by layer. */
+/* Every parameter of the model in one order all ranks agree on: model scope, then layer by
+ * layer. */
 typedef struct {
   const ParamSpec *spec;
   int layer;
@@ -30,15 +32,18 @@ typedef struct {
 static int owner_of(const Program *p, const ParamSpec *spec, int layer) {
   if (layer < 0) return spec->in_embed ? 0 : (p->nchunks - 1) % p->pp;
   for (int c = 0; c < p->nchunks; c++)
-    if (layer >= p->chunks[c].first_layer && layer < p->chunks[c].first_layer + p->chunks[c].layers) return c % p->pp;
+    if (layer >= p->chunks[c].first_layer && layer < p->chunks[c].first_layer + p->chunks[c].layers)
+      return c % p->pp;
   return 0;
 }
 
 static int entries(const Program *p, Entry *out) {
   int n = 0;
-  for (int i = 0; i < p->nmodel_params; i++) out[n++] = (Entry){&p->model_params[i], -1, owner_of(p, &p->model_params[i], -1)};
+  for (int i = 0; i < p->nmodel_params; i++)
+    out[n++] = (Entry){&p->model_params[i], -1, owner_of(p, &p->model_params[i], -1)};
   for (int l = 0; l < p->layers; l++)
-    for (int i = 0; i < p->nblock_params; i++) out[n++] = (Entry){&p->block_params[i], l, owner_of(p, &p->block_params[i], l)};
+    for (int i = 0; i < p->nblock_params; i++)
+      out[n++] = (Entry){&p->block_params[i], l, owner_of(p, &p->block_params[i], l)};
   return n;
 }
 
@@ -77,10 +82,12 @@ typedef struct {
   int64_t step;
   real *full, *host; /* one tensor in the backend's memory, and on rank 0 its copy in host memory */
   CkptWriter w;
-  int failed;        /* rank 0: the writer failed (the other ranks go on sending; the save fails at its end) */
+  /* rank 0: the writer failed (the other ranks go on sending; the save fails at its end) */
+  int failed;
 } Save;
 
-/* On the owner's TP ranks of DP replica 0: the whole padded tensor, gathered along the split axis. */
+/* On the owner's TP ranks of DP replica 0: the whole padded tensor, gathered along the split
+ * axis. */
 static void gather(Trainer *t, ParamSlot *s, int kind, real *full) {
   const ParamSpec *p = s->spec;
   if (p->split_axis < 0 || t->prog->tp == 1) {
@@ -95,9 +102,10 @@ static void gather(Trainer *t, ParamSlot *s, int kind, real *full) {
   comm_allgather(t->comm, GROUP_TP, slot_data(s, kind), full, outer, inner, COMM_REAL);
 }
 
-/* A checkpoint holds finite values only: a weight or moment that is not (an update with a learning rate
- * of nan, a moment that overflowed) ends the job before the file is renamed into place, so the checkpoint
- * saved before stays as it was. Checked on rank 0's copy as it goes to the writer. */
+/* A checkpoint holds finite values only: a weight or moment that is not (an update with a
+ * learning rate of nan, a moment that overflowed) ends the job before the file is renamed into
+ * place, so the checkpoint saved before stays as it was. Checked on rank 0's copy as it goes to
+ * the writer. */
 static void check_finite(Save *sv, const Entry *e, int kind, int64_t n) {
   int64_t bad = 0;
   for (int64_t i = 0; i < n; i++) bad += !isfinite(sv->host[i]);
@@ -108,17 +116,20 @@ static void check_finite(Save *sv, const Entry *e, int kind, int64_t n) {
   entry_name(e, kind, name, sizeof name);
   ckpt_write_abort(&sv->w);
   comm_fail(sv->t->comm,
-            "step %lld: tensor '%s' holds %g at element %lld (%lld elements are not finite); a checkpoint keeps "
+            "step %lld: tensor '%s' holds %g at element %lld (%lld elements are not finite); a "
+            "checkpoint keeps "
             "finite values only: not saved, %s stays as it was; try a lower --lr",
-            (long long)sv->step, name, (double)sv->host[first], (long long)first, (long long)bad, sv->w.path);
+            (long long)sv->step, name, (double)sv->host[first], (long long)first, (long long)bad,
+            sv->w.path);
 }
 
-/* Moves one tensor to rank 0 and hands it to the writer there. Padding is the tail of axis 0, so the
- * unpadded tensor is a prefix of the padded one. */
+/* Moves one tensor to rank 0 and hands it to the writer there. Padding is the tail of axis 0, so
+ * the unpadded tensor is a prefix of the padded one. */
 static void save_tensor(Save *sv, const Entry *e, int kind) {
   Trainer *t = sv->t;
   const RankInfo *ri = comm_info(t->comm);
-  int holder = comm_group_member(t->comm, GROUP_PP, e->owner); /* this DP replica's, TP rank as ours */
+  /* this DP replica's, TP rank as ours */
+  int holder = comm_group_member(t->comm, GROUP_PP, e->owner);
   int in_owner_group = ri->pp_rank == e->owner && ri->dp_rank == 0;
   int64_t n = unpadded_elems(e->spec);
   if (in_owner_group) gather(t, find_slot(&t->params, e), kind, sv->full);
@@ -127,7 +138,8 @@ static void save_tensor(Save *sv, const Entry *e, int kind) {
   if (sender || receiver) {
     comm_p2p_start(t->comm);
     if (sender) comm_send(t->comm, 0, sv->full, n, COMM_REAL, kind);
-    else comm_recv(t->comm, holder, sv->full, n, COMM_REAL, kind); /* rank 0: TP rank 0 of replica 0, as the sender */
+    /* rank 0: TP rank 0 of replica 0, as the sender */
+    else comm_recv(t->comm, holder, sv->full, n, COMM_REAL, kind);
     comm_p2p_end(t->comm);
   }
   if (ri->rank != 0 || sv->failed) return;
@@ -138,9 +150,9 @@ static void save_tensor(Save *sv, const Entry *e, int kind) {
 
 enum { META_FIXED = 5, META_TEXT_LEN = 160 };
 
-/* A full checkpoint's metadata: what the file is (format, contents, model, layers), where the run stands
- * (step, then its seed and schedule), and the model's configuration as config.KEY: what loading checks.
- * Keys and values made here live in text. */
+/* A full checkpoint's metadata: what the file is (format, contents, model, layers), where the
+ * run stands (step, then its seed and schedule), and the model's configuration as config.KEY:
+ * what loading checks. Keys and values made here live in text. */
 typedef struct {
   CkptMeta *meta;
   int count;
@@ -151,7 +163,8 @@ typedef struct {
 static Metadata metadata(const Trainer *t, int64_t step) {
   const Program *p = t->prog;
   Metadata m = {calloc((size_t)(META_FIXED + RESUME_KEYS + p->nconfig), sizeof *m.meta), 0,
-                calloc((size_t)(2 + p->nconfig), sizeof *m.text), calloc(RESUME_KEYS, sizeof *m.run)};
+                calloc((size_t)(2 + p->nconfig), sizeof *m.text),
+                calloc(RESUME_KEYS, sizeof *m.run)};
   snprintf(m.text[0], META_TEXT_LEN, "%lld", (long long)step);
   snprintf(m.text[1], META_TEXT_LEN, "%d", p->layers);
   m.meta[m.count++] = (CkptMeta){CKPT_FORMAT_KEY, CKPT_FORMAT};
@@ -173,8 +186,8 @@ static void metadata_free(Metadata *m) {
   free(m->run);
 }
 
-static int begin_file(Trainer *t, const OwnFolder *folder, const char *path, const Entry *list, int n, int64_t step,
-                      CkptWriter *w) {
+static int begin_file(Trainer *t, const OwnFolder *folder, const char *path, const Entry *list,
+                      int n, int64_t step, CkptWriter *w) {
   char temp[4200];
   own_folder_temp(folder, "model.safetensors", temp, sizeof temp);
   CkptSpec *specs = calloc((size_t)n * KINDS, sizeof *specs);
@@ -194,7 +207,8 @@ static int begin_file(Trainer *t, const OwnFolder *folder, const char *path, con
   return status;
 }
 
-/* --save's folder, made where missing and checked again at each save: plait's own checkpoint folder. */
+/* --save's folder, made where missing and checked again at each save: plait's own checkpoint
+ * folder. */
 static void claim_folder(Trainer *t, const char *dir, OwnFolder *folder) {
   static const char *const files[] = {"model.safetensors"};
   char error[MESSAGE_TEXT];
@@ -204,7 +218,8 @@ static void claim_folder(Trainer *t, const char *dir, OwnFolder *folder) {
 
 void checkpoint_save(Trainer *t, const char *dir, int64_t step) {
   const Program *p = t->prog;
-  int total = p->nmodel_params + p->layers * p->nblock_params, is_root = comm_info(t->comm)->rank == 0;
+  int total = p->nmodel_params + p->layers * p->nblock_params,
+      is_root = comm_info(t->comm)->rank == 0;
   Entry *list = calloc((size_t)total, sizeof *list);
   int n = entries(p, list);
   char path[4096];
@@ -212,9 +227,11 @@ void checkpoint_save(Trainer *t, const char *dir, int64_t step) {
   Save sv = {.t = t, .step = step};
   OwnFolder folder = {0};
   if (is_root) claim_folder(t, dir, &folder);
-  if (is_root && begin_file(t, &folder, path, list, n, step, &sv.w)) comm_fail(t->comm, "%s", sv.w.error);
+  if (is_root && begin_file(t, &folder, path, list, n, step, &sv.w))
+    comm_fail(t->comm, "%s", sv.w.error);
   int64_t largest = 0;
-  for (int i = 0; i < n; i++) largest = padded_elems(list[i].spec) > largest ? padded_elems(list[i].spec) : largest;
+  for (int i = 0; i < n; i++)
+    largest = padded_elems(list[i].spec) > largest ? padded_elems(list[i].spec) : largest;
   sv.full = device_alloc((size_t)largest * sizeof *sv.full, "a checkpoint's tensor");
   sv.host = malloc((size_t)largest * sizeof *sv.host);
   for (int k = 0; k < KINDS; k++)
@@ -241,16 +258,21 @@ static void load_box(Trainer *t, Ckpt *c, ParamSlot *s, int kind, const char *na
   for (int a = 0; a < p->ndim; a++) {
     begin[a] = s->box.begin[a];
     count[a] = s->box.count[a];
-    if (a > 0 && p->unpadded[a] != p->shape[a]) comm_fail(t->comm, "%s: padding beyond axis 0 (a bug in plait)", name);
+    if (a > 0 && p->unpadded[a] != p->shape[a])
+      comm_fail(t->comm, "%s: padding beyond axis 0 (a bug in plait)", name);
   }
-  if (p->ndim > 0 && begin[0] + count[0] > p->unpadded[0]) count[0] = p->unpadded[0] > begin[0] ? p->unpadded[0] - begin[0] : 0;
-  if ((p->ndim == 0 || count[0] > 0) && ckpt_read_box(c, name, p->ndim, p->unpadded, begin, count, out))
+  if (p->ndim > 0 && begin[0] + count[0] > p->unpadded[0])
+    count[0] = p->unpadded[0] > begin[0] ? p->unpadded[0] - begin[0] : 0;
+  if ((p->ndim == 0 || count[0] > 0) &&
+      ckpt_read_box(c, name, p->ndim, p->unpadded, begin, count, out))
     comm_fail(t->comm, "%s", c->error);
   device_upload(slot_data(s, kind), out, (size_t)s->n * sizeof *out);
   free(out);
 }
 
-static int by_text(const void *a, const void *b) { return strcmp((const char *)a, (const char *)b); }
+static int by_text(const void *a, const void *b) {
+  return strcmp((const char *)a, (const char *)b);
+}
 
 /* The names of this model's tensors of one kind (the weights, Adam's m or v), sorted. */
 static char (*expected_names(const Program *p, int kind, int *count))[160] {
@@ -273,36 +295,43 @@ static int kind_of(const char *name) {
   return strncmp(name, "adam.", 5) == 0 ? KINDS : WEIGHTS;
 }
 
-/* The next checkpoint tensor of this kind from index j on (its tensors are sorted by name, so those of
- * one kind come in order), or c->ntensors. */
+/* The next checkpoint tensor of this kind from index j on (its tensors are sorted by name, so
+ * those of one kind come in order), or c->ntensors. */
 static int next_of_kind(const Ckpt *c, int kind, int j) {
   while (j < c->ntensors && kind_of(c->tensors[j].name) != kind) j++;
   return j;
 }
 
-/* The checkpoint holds exactly this model's tensors of the kinds before `upto` (ADAM_M: the weights;
- * KINDS: all): per kind, walks both sorted lists side by side and names the first tensor that only one of
- * them has. Tensors of the other kinds are not looked at. */
+/* The checkpoint holds exactly this model's tensors of the kinds before `upto` (ADAM_M: the
+ * weights; KINDS: all): per kind, walks both sorted lists side by side and names the first
+ * tensor that only one of them has. Tensors of the other kinds are not looked at. */
 static void check_tensor_names(Trainer *t, const Ckpt *c, int upto) {
   for (int k = 0; k < upto; k++) {
     int n;
     char (*names)[160] = expected_names(t->prog, k, &n);
-    for (int i = 0, j = next_of_kind(c, k, 0); i < n || j < c->ntensors; i++, j = next_of_kind(c, k, j + 1)) {
+    for (int i = 0, j = next_of_kind(c, k, 0); i < n || j < c->ntensors;
+         i++, j = next_of_kind(c, k, j + 1)) {
       int order = i == n ? 1 : j == c->ntensors ? -1 : strcmp(names[i], c->tensors[j].name);
       if (order < 0)
-        comm_fail(t->comm, "%s has no tensor '%s', which this model has: it is of another model named '%s'; load "
-                  "a checkpoint of this model", c->path, names[i], t->prog->name);
+        comm_fail(
+            t->comm,
+            "%s has no tensor '%s', which this model has: it is of another model named '%s'; load "
+            "a checkpoint of this model",
+            c->path, names[i], t->prog->name);
       if (order > 0)
-        comm_fail(t->comm, "%s holds tensor '%s', which this model does not have: it is of another model named "
-                  "'%s'; load a checkpoint of this model", c->path, c->tensors[j].name, t->prog->name);
+        comm_fail(
+            t->comm,
+            "%s holds tensor '%s', which this model does not have: it is of another model named "
+            "'%s'; load a checkpoint of this model",
+            c->path, c->tensors[j].name, t->prog->name);
     }
     free(names);
   }
 }
 
-/* Refuses a checkpoint of another model before reading anything: its name, its depth, its configuration
- * (then check_tensor_names its set of tensors; the shapes are checked as each tensor is read). Any layout
- * loads it: nothing here depends on one. */
+/* Refuses a checkpoint of another model before reading anything: its name, its depth, its
+ * configuration (then check_tensor_names its set of tensors; the shapes are checked as each
+ * tensor is read). Any layout loads it: nothing here depends on one. */
 static void check_model(Trainer *t, const Ckpt *c) {
   const Program *p = t->prog;
   CkptMeta *config = calloc((size_t)p->nconfig + 1, sizeof *config);
@@ -314,8 +343,8 @@ static void check_model(Trainer *t, const Ckpt *c) {
   if (refused) comm_fail(t->comm, "%s", error);
 }
 
-/* Weights alone: its metadata says so (plait import writes such files), or an older file without a step
- * has no Adam state either. */
+/* Weights alone: its metadata says so (plait import writes such files), or an older file without
+ * a step has no Adam state either. */
 static int holds_weights_only(const Ckpt *c) {
   const char *contents = ckpt_meta(c, CKPT_CONTENTS_KEY);
   int adam = 0;
@@ -326,9 +355,12 @@ static int holds_weights_only(const Ckpt *c) {
 /* What a run that goes on needs beyond the model: Adam's state, the step and the seed. */
 static void check_resumable(Trainer *t, const Ckpt *c, const char *dir) {
   if (holds_weights_only(c))
-    comm_fail(t->comm, "%s holds weights only (no Adam state or step); start from it with --init %s", c->path, dir);
+    comm_fail(t->comm,
+              "%s holds weights only (no Adam state or step); start from it with --init %s",
+              c->path, dir);
   if (!ckpt_meta(c, "step") || !ckpt_meta(c, "seed"))
-    comm_fail(t->comm, "%s has no step or seed in its metadata; it is not a plait checkpoint", c->path);
+    comm_fail(t->comm, "%s has no step or seed in its metadata; it is not a plait checkpoint",
+              c->path);
 }
 
 /* Reads this rank's box of every parameter's tensors of the kinds before `upto`. */
@@ -352,16 +384,19 @@ static void open_checkpoint(Trainer *t, Ckpt *c, const char *dir, char *path, si
 static int64_t saved_step(Trainer *t, const Ckpt *c) {
   char error[MESSAGE_TEXT];
   uint64_t step = 0;
-  if (ckpt_meta_whole(c, "step", 0, INT64_MAX, &step, error, sizeof error) < 0) comm_fail_all(t->comm, "%s", error);
+  if (ckpt_meta_whole(c, "step", 0, INT64_MAX, &step, error, sizeof error) < 0)
+    comm_fail_all(t->comm, "%s", error);
   return (int64_t)step;
 }
 
-/* A run that trains must go beyond the checkpoint's step: else it would train nothing and end as if it had. */
+/* A run that trains must go beyond the checkpoint's step: else it would train nothing and end as
+ * if it had. */
 static void check_steps_beyond(Trainer *t, int64_t step, const char *dir) {
   int64_t steps = t->args->steps;
   if (steps > 0 && step >= steps)
     comm_fail_all(t->comm,
-                  "%s holds step %lld, and --steps %lld is not beyond it: nothing would train; give --steps above %lld",
+                  "%s holds step %lld, and --steps %lld is not beyond it: nothing would train; "
+                  "give --steps above %lld",
                   dir, (long long)step, (long long)steps, (long long)step);
 }
 
@@ -374,7 +409,8 @@ int64_t checkpoint_load(Trainer *t, const char *dir) {
   int64_t at = saved_step(t, &c);
   check_tensor_names(t, &c, KINDS);
   load_tensors(t, &c, KINDS); /* checks each tensor's shape and checksum */
-  resume_settle(t, &c);       /* data windows, dropout masks and the learning rate go on as they would have */
+  /* data windows, dropout masks and the learning rate go on as they would have */
+  resume_settle(t, &c);
   check_steps_beyond(t, at, dir);
   ckpt_close(&c);
   return at;
@@ -385,7 +421,8 @@ void checkpoint_init(Trainer *t, const char *dir) {
   Ckpt c;
   open_checkpoint(t, &c, dir, path, sizeof path);
   check_model(t, &c);
-  check_tensor_names(t, &c, ADAM_M); /* the weights; Adam's state, if the file holds it, is not read */
+  /* the weights; Adam's state, if the file holds it, is not read */
+  check_tensor_names(t, &c, ADAM_M);
   load_tensors(t, &c, ADAM_M);
   ckpt_close(&c);
 }

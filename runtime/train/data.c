@@ -1,4 +1,5 @@
-/* data.c: opening and checking token files, and cutting training, validation, evaluation and masked-LM batches. */
+/* data.c: opening and checking token files, and cutting training, validation, evaluation and
+ * masked-LM batches. */
 #include "train/data.h"
 
 #include <stdarg.h>
@@ -28,8 +29,9 @@ static int data_map(TokenFile *f) {
   if (mapped_open(&f->file, f->path, why, sizeof why) != 0)
     return data_fail(f, "%s; give the path of a token file made with plait data", why);
   if (f->file.size < DATA_HEADER_BYTES)
-    return data_fail(f, "%lld bytes, shorter than the %d-byte header of a token file; remake it with plait data",
-                     (long long)f->file.size, DATA_HEADER_BYTES);
+    return data_fail(
+        f, "%lld bytes, shorter than the %d-byte header of a token file; remake it with plait data",
+        (long long)f->file.size, DATA_HEADER_BYTES);
   return 0;
 }
 
@@ -38,15 +40,19 @@ static int data_check_header(TokenFile *f) {
   memcpy(header, f->file.data, sizeof header);
   if (header[0] != DATA_MAGIC)
     return data_fail(f,
-                     "bad magic %d (a token file starts with %d); this is not a token file, make one with plait data",
+                     "bad magic %d (a token file starts with %d); this is not a token file, make "
+                     "one with plait data",
                      header[0], DATA_MAGIC);
   if (header[1] != DATA_VERSION)
-    return data_fail(f, "token file version %d, but only version %d (uint16 tokens) is read; remake it with plait data",
+    return data_fail(f,
+                     "token file version %d, but only version %d (uint16 tokens) is read; remake "
+                     "it with plait data",
                      header[1], DATA_VERSION);
   int64_t count = header[2], expected = DATA_HEADER_BYTES + 2 * count;
   if (count < 0 || (int64_t)f->file.size != expected)
     return data_fail(f,
-                     "the header counts %lld tokens (%lld bytes) but the file has %lld bytes; the file is truncated or "
+                     "the header counts %lld tokens (%lld bytes) but the file has %lld bytes; the "
+                     "file is truncated or "
                      "damaged, remake it with plait data",
                      (long long)count, (long long)expected, (long long)f->file.size);
   f->count = count;
@@ -59,17 +65,19 @@ static int64_t data_needed(int64_t seq, DataUse use) { return use == DATA_EVAL ?
 
 static const char *data_need_text(DataUse use) {
   return use == DATA_EVAL ? "--eval needs (a token and the next, to predict it); use a longer file"
-                          : "of one training window (sequence length + 1); use a longer file or a shorter sequence";
+                          : "of one training window (sequence length + 1); use a longer file or a "
+                            "shorter sequence";
 }
 
 static int data_check_tokens(TokenFile *f, int64_t seq, DataUse use) {
   if (f->count < data_needed(seq, use))
-    return data_fail(f, "%lld tokens, fewer than the %lld %s", (long long)f->count, (long long)data_needed(seq, use),
-                     data_need_text(use));
+    return data_fail(f, "%lld tokens, fewer than the %lld %s", (long long)f->count,
+                     (long long)data_needed(seq, use), data_need_text(use));
   for (int64_t i = 0; i < f->count; i++)
     if (f->tokens[i] >= f->vocab)
       return data_fail(f,
-                       "token %d at position %lld is not below the model's vocabulary size %lld; use a file made "
+                       "token %d at position %lld is not below the model's vocabulary size %lld; "
+                       "use a file made "
                        "with this model's tokenizer",
                        f->tokens[i], (long long)i, (long long)f->vocab);
   return 0;
@@ -79,7 +87,8 @@ int data_open(TokenFile *f, const char *path, int64_t vocab, int64_t seq, DataUs
   memset(f, 0, sizeof *f);
   f->path = path;
   f->vocab = vocab;
-  if (data_map(f) != 0 || data_check_header(f) != 0 || data_check_tokens(f, seq, use) != 0) return -1;
+  if (data_map(f) != 0 || data_check_header(f) != 0 || data_check_tokens(f, seq, use) != 0)
+    return -1;
   return 0;
 }
 
@@ -88,28 +97,32 @@ void data_close(TokenFile *f) {
   f->tokens = NULL;
 }
 
-int64_t data_window_start(const TokenFile *f, uint64_t seed, int64_t step, const DataSlice *s, int64_t sample) {
+int64_t data_window_start(const TokenFile *f, uint64_t seed, int64_t step, const DataSlice *s,
+                          int64_t sample) {
   uint64_t index = (uint64_t)(step * s->global_batch + sample);
-  return (int64_t)philox_below(seed, philox_stream_of("data"), index, (uint64_t)(f->count - s->seq));
+  return (int64_t)philox_below(seed, philox_stream_of("data"), index,
+                               (uint64_t)(f->count - s->seq));
 }
 
 /* inputs[t] = window[t], targets[t] = window[t + 1] for t < seq. */
-static void data_copy_window(const uint16_t *window, int64_t seq, int32_t *inputs, int32_t *targets) {
+static void data_copy_window(const uint16_t *window, int64_t seq, int32_t *inputs,
+                             int32_t *targets) {
   for (int64_t t = 0; t < seq; t++) {
     inputs[t] = window[t];
     targets[t] = window[t + 1];
   }
 }
 
-void data_train_batch(const TokenFile *f, uint64_t seed, int64_t step, const DataSlice *s, int32_t *inputs,
-                      int32_t *targets) {
+void data_train_batch(const TokenFile *f, uint64_t seed, int64_t step, const DataSlice *s,
+                      int32_t *inputs, int32_t *targets) {
   for (int64_t i = 0; i < s->count; i++) {
     int64_t start = data_window_start(f, seed, step, s, s->first + i);
     data_copy_window(f->tokens + start, s->seq, inputs + i * s->seq, targets + i * s->seq);
   }
 }
 
-void data_val_batch(const TokenFile *f, int64_t batch, const DataSlice *s, int32_t *inputs, int32_t *targets) {
+void data_val_batch(const TokenFile *f, int64_t batch, const DataSlice *s, int32_t *inputs,
+                    int32_t *targets) {
   int64_t windows = (f->count - 1) / s->seq;
   for (int64_t i = 0; i < s->count; i++) {
     int64_t k = (batch * s->global_batch + s->first + i) % windows;
@@ -122,7 +135,8 @@ int64_t data_eval_windows(int64_t count, int64_t seq, int masked_lm) {
   return (positions + seq - 1) / seq;
 }
 
-void data_eval_batch(const TokenFile *f, int64_t batch, const DataSlice *s, int32_t *inputs, int32_t *targets) {
+void data_eval_batch(const TokenFile *f, int64_t batch, const DataSlice *s, int32_t *inputs,
+                     int32_t *targets) {
   for (int64_t i = 0; i < s->count; i++) {
     int64_t start = (batch * s->global_batch + s->first + i) * s->seq;
     for (int64_t t = 0; t < s->seq; t++) {
@@ -133,10 +147,10 @@ void data_eval_batch(const TokenFile *f, int64_t batch, const DataSlice *s, int3
   }
 }
 
-/* One position of a masked-LM sample: words 0 and 1 of its draw choose whether it is a target and what
- * its input becomes, words 2 and 3 the random replacement token. */
-static void data_mlm_position(Philox4 w, int32_t token, int32_t mask_id, int64_t vocab, int32_t *input,
-                              int32_t *target) {
+/* One position of a masked-LM sample: words 0 and 1 of its draw choose whether it is a target
+ * and what its input becomes, words 2 and 3 the random replacement token. */
+static void data_mlm_position(Philox4 w, int32_t token, int32_t mask_id, int64_t vocab,
+                              int32_t *input, int32_t *target) {
   const double two32 = 4294967296.0;
   *input = token;
   *target = -1;
@@ -149,29 +163,29 @@ static void data_mlm_position(Philox4 w, int32_t token, int32_t mask_id, int64_t
     *input = (int32_t)(((uint64_t)w.v[3] << 32 | w.v[2]) % (uint64_t)vocab);
 }
 
-void data_mlm_batch(const TokenFile *f, uint64_t seed, int64_t step, const DataSlice *s, int32_t mask_id,
-                    int32_t *inputs, int32_t *targets) {
+void data_mlm_batch(const TokenFile *f, uint64_t seed, int64_t step, const DataSlice *s,
+                    int32_t mask_id, int32_t *inputs, int32_t *targets) {
   uint64_t stream = philox_stream_of("mlm");
   for (int64_t i = 0; i < s->count; i++) {
     int64_t sample = s->first + i;
     const uint16_t *window = f->tokens + data_window_start(f, seed, step, s, sample);
     uint64_t base = (uint64_t)((step * s->global_batch + sample) * s->seq);
     for (int64_t t = 0; t < s->seq; t++)
-      data_mlm_position(philox_words(seed, stream, base + (uint64_t)t), window[t], mask_id, f->vocab,
-                        inputs + i * s->seq + t, targets + i * s->seq + t);
+      data_mlm_position(philox_words(seed, stream, base + (uint64_t)t), window[t], mask_id,
+                        f->vocab, inputs + i * s->seq + t, targets + i * s->seq + t);
   }
 }
 
-void data_mlm_eval_batch(const TokenFile *f, uint64_t seed, int64_t batch, const DataSlice *s, int32_t mask_id,
-                         int32_t *inputs, int32_t *targets) {
+void data_mlm_eval_batch(const TokenFile *f, uint64_t seed, int64_t batch, const DataSlice *s,
+                         int32_t mask_id, int32_t *inputs, int32_t *targets) {
   uint64_t stream = philox_stream_of("mlm-eval");
   for (int64_t i = 0; i < s->count; i++) {
     int64_t start = (batch * s->global_batch + s->first + i) * s->seq;
     for (int64_t t = 0; t < s->seq; t++) {
       int64_t at = start + t, n = i * s->seq + t;
       if (at < f->count)
-        data_mlm_position(philox_words(seed, stream, (uint64_t)at), f->tokens[at], mask_id, f->vocab, inputs + n,
-                          targets + n);
+        data_mlm_position(philox_words(seed, stream, (uint64_t)at), f->tokens[at], mask_id,
+                          f->vocab, inputs + n, targets + n);
       else
         inputs[n] = 0, targets[n] = -1;
     }

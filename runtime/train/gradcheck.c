@@ -1,15 +1,16 @@
-/* gradcheck.c: analytic gradients of one batch against central finite differences of the loss: along
- * random directions through every parameter at once, and element by element. Five-point stencils,
- * (-L(w+2h) + 8L(w+h) - 8L(w-h) + L(w-2h)) / 12h, whose error is O(h⁴). It runs on the CPU in double
- * precision (train.c refuses it elsewhere), where the weights compute reads are the master copies and
- * live in host memory. */
+/* gradcheck.c: analytic gradients of one batch against central finite differences of the loss:
+ * along random directions through every parameter at once, and element by element. Five-point
+ * stencils, (-L(w+2h) + 8L(w+h) - 8L(w-h) + L(w-2h)) / 12h, whose error is O(h⁴). It runs on the
+ * CPU in double precision (train.c refuses it elsewhere), where the weights compute reads are
+ * the master copies and live in host memory. */
 #include "train/gradcheck.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-/* The loss of the batch loaded, through the forward actions alone (dropout masks as in training). */
+/* The loss of the batch loaded, through the forward actions alone (dropout masks as in
+ * training). */
 static double loss_now(Trainer *t) {
   t->run.loss = 0;
   exec_iteration(&t->eval, t->device_tokens, t->device_targets);
@@ -20,7 +21,8 @@ static double loss_now(Trainer *t) {
 static void move(Trainer *t, const double *direction, double step) {
   int64_t at = 0;
   for (int s = 0; s < t->params.count; s++)
-    for (int64_t i = 0; i < t->params.slot[s].n; i++) t->params.slot[s].master[i] += (real)(step * direction[at++]);
+    for (int64_t i = 0; i < t->params.slot[s].n; i++)
+      t->params.slot[s].master[i] += (real)(step * direction[at++]);
 }
 
 static double stencil(Trainer *t, const double *direction, double h) {
@@ -34,7 +36,8 @@ static double stencil(Trainer *t, const double *direction, double h) {
   return (-f[0] + 8 * f[1] - 8 * f[2] + f[3]) / (12 * h);
 }
 
-/* Direction i of k over this rank's elements: Philox normals, 0 on frozen parameters (no gradient). */
+/* Direction i of k over this rank's elements: Philox normals, 0 on frozen parameters (no
+ * gradient). */
 static double direction_at(const Trainer *t, int k, int64_t i, const ParamSlot *s) {
   if (!s->spec->trainable) return 0;
   return philox_normal(t->seed, philox_stream_of("gradcheck-direction") + (uint64_t)k, (uint64_t)i);
@@ -53,8 +56,10 @@ static double directional(Trainer *t, int directions) {
     norm = sqrt(norm);
     int64_t at = 0;
     for (int s = 0; s < t->params.count; s++)
-      for (int64_t i = 0; i < t->params.slot[s].n; i++, at++) d[at] /= norm, dot += d[at] * t->params.slot[s].g[i];
-    double numeric = stencil(t, d, 1e-3), error = fabs(numeric - dot) / fmax(fabs(numeric), fabs(dot));
+      for (int64_t i = 0; i < t->params.slot[s].n; i++, at++)
+        d[at] /= norm, dot += d[at] * t->params.slot[s].g[i];
+    double numeric = stencil(t, d, 1e-3),
+           error = fabs(numeric - dot) / fmax(fabs(numeric), fabs(dot));
     if (error > worst || isnan(error)) worst = error;
   }
   free(d);
@@ -64,7 +69,8 @@ static double directional(Trainer *t, int directions) {
 /* The n-th checked element: spread over every trained parameter by Philox, in a fixed order. */
 static void pick(const Trainer *t, int64_t n, int *slot, int64_t *element) {
   int64_t trained = 0;
-  for (int i = 0; i < t->params.count; i++) trained += t->params.slot[i].spec->trainable ? t->params.slot[i].n : 0;
+  for (int i = 0; i < t->params.count; i++)
+    trained += t->params.slot[i].spec->trainable ? t->params.slot[i].n : 0;
   uint64_t u = philox_below(t->seed, philox_stream_of("gradcheck"), (uint64_t)n, (uint64_t)trained);
   for (int i = 0; i < t->params.count; i++) {
     if (!t->params.slot[i].spec->trainable) continue;
@@ -98,7 +104,8 @@ int gradcheck_run(Trainer *t, int64_t count) {
   t->run.loss = 0;
   exec_iteration(&t->exec, t->device_tokens, t->device_targets);
   double base = batch_loss(t), along = directional(t, 3);
-  double *numeric = calloc((size_t)count + 1, sizeof *numeric), *analytic = calloc((size_t)count + 1, sizeof *analytic);
+  double *numeric = calloc((size_t)count + 1, sizeof *numeric),
+         *analytic = calloc((size_t)count + 1, sizeof *analytic);
   double largest = 0;
   int *slots = calloc((size_t)count + 1, sizeof *slots);
   int64_t *elements = calloc((size_t)count + 1, sizeof *elements);
@@ -114,13 +121,16 @@ int gradcheck_run(Trainer *t, int64_t count) {
   double worst = 0;
   int64_t at = 0;
   for (int64_t n = 0; n < count; n++) {
-    double e = fabs(numeric[n] - analytic[n]) / fmax(fmax(fabs(numeric[n]), fabs(analytic[n])), 1e-4 * largest);
+    double e = fabs(numeric[n] - analytic[n]) /
+               fmax(fmax(fabs(numeric[n]), fabs(analytic[n])), 1e-4 * largest);
     if (e > worst || isnan(e)) worst = e, at = n;
   }
-  printf("gradcheck: loss %.12f; 3 random directions: largest relative error %.3g; %lld elements: largest relative "
-         "error %.3g (%s[%lld]: analytic %.9g, numeric %.9g)\n",
-         base, along, (long long)count, worst, t->params.slot[slots[at]].name, (long long)elements[at], analytic[at],
-         numeric[at]);
+  printf(
+      "gradcheck: loss %.12f; 3 random directions: largest relative error %.3g; %lld elements: "
+      "largest relative "
+      "error %.3g (%s[%lld]: analytic %.9g, numeric %.9g)\n",
+      base, along, (long long)count, worst, t->params.slot[slots[at]].name, (long long)elements[at],
+      analytic[at], numeric[at]);
   fflush(stdout);
   int ok = along < tolerance && worst < tolerance && largest > 0;
   free(numeric), free(analytic), free(slots), free(elements);

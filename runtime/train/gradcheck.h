@@ -1,5 +1,5 @@
-/* gradcheck.h: --gradcheck N: the gradients the program computes against central finite differences of
- * its own loss, for N parameter elements (one rank, built with real = double). */
+/* gradcheck.h: --gradcheck N: the gradients the program computes against central finite
+ * differences of its own loss, for N parameter elements (one rank, built with real = double). */
 #ifndef PLAIT_GRADCHECK_H
 #define PLAIT_GRADCHECK_H
 

@@ -1,4 +1,5 @@
-/* log.c: step lines, validation and evaluation lines, progress and JSON lines (each flushed and checked). */
+/* log.c: step lines, validation and evaluation lines, progress and JSON lines (each flushed and
+ * checked). */
 #include "train/log.h"
 
 #include "bytes.h"
@@ -17,8 +18,9 @@ static double mfu(const Trainer *t, double seconds) {
   return t->peak_flops > 0 ? t->prog->flops_per_iteration / seconds / t->peak_flops : 0;
 }
 
-/* Long runs also get a line every tenth of the way with the time left at the pace so far: the time since
- * the loop began (validation and checkpoints included) over the steps this run has made. */
+/* Long runs also get a line every tenth of the way with the time left at the pace so far: the
+ * time since the loop began (validation and checkpoints included) over the steps this run has
+ * made. */
 static void progress(Trainer *t) {
   static const int64_t long_run = 50;
   int64_t done = t->step + 1, total = t->args->steps;
@@ -55,11 +57,14 @@ static void json_written(Trainer *t) {
 
 void log_start(Trainer *t) {
   const Program *p = t->prog;
-  printf("%s: tp %d × pp %d × dp %d (vpp %d, %s), %d microbatch%s of %d × %d tokens per step; %s ranks on %s, "
-         "MFU against %.1f GFLOP/s\n",
-         p->name, p->tp, p->pp, p->dp, p->vpp, p->sequence_parallel ? "sequence parallel" : "no sequence parallelism",
-         p->microbatches, p->microbatches == 1 ? "" : "es", p->mbs, p->seq, comm_backend_name(t->comm), device_name(),
-         t->peak_flops / 1e9);
+  printf(
+      "%s: tp %d × pp %d × dp %d (vpp %d, %s), %d microbatch%s of %d × %d tokens per step; %s "
+      "ranks on %s, "
+      "MFU against %.1f GFLOP/s\n",
+      p->name, p->tp, p->pp, p->dp, p->vpp,
+      p->sequence_parallel ? "sequence parallel" : "no sequence parallelism", p->microbatches,
+      p->microbatches == 1 ? "" : "es", p->mbs, p->seq, comm_backend_name(t->comm), device_name(),
+      t->peak_flops / 1e9);
   fflush(stdout);
   t->log_started = clock_seconds();
   t->log_first_step = t->step;
@@ -68,20 +73,23 @@ void log_start(Trainer *t) {
 void log_step(Trainer *t, double loss, double seconds) {
   double tokens = (double)t->prog->gbs * t->prog->seq;
   printf("step %lld | loss %.6f | lr %.3e | grad-norm %.4f | ms %.1f | tok/s %.0f | MFU %.1f%%\n",
-         (long long)t->step + 1, loss, t->lr, t->grad_norm, seconds * 1e3, tokens / seconds, 100 * mfu(t, seconds));
+         (long long)t->step + 1, loss, t->lr, t->grad_norm, seconds * 1e3, tokens / seconds,
+         100 * mfu(t, seconds));
   progress(t);
   fflush(stdout);
   if (t->log_json) {
     fprintf(t->log_json->file,
             "{\"step\": %lld, \"loss\": %.17g, \"lr\": %.17g, \"grad_norm\": %.17g, \"ms\": %.17g, "
-            "\"tokens_per_s\": %.17g, \"mfu\": %.17g, \"dp_buckets\": %d, \"dp_buckets_during_backward\": %d}\n",
-            (long long)t->step + 1, loss, t->lr, t->grad_norm, seconds * 1e3, tokens / seconds, mfu(t, seconds),
-            t->exec.buckets, t->exec.buckets_during_backward);
+            "\"tokens_per_s\": %.17g, \"mfu\": %.17g, \"dp_buckets\": %d, "
+            "\"dp_buckets_during_backward\": %d}\n",
+            (long long)t->step + 1, loss, t->lr, t->grad_norm, seconds * 1e3, tokens / seconds,
+            mfu(t, seconds), t->exec.buckets, t->exec.buckets_during_backward);
     json_written(t);
   }
 }
 
-/* What the plan puts on the ranks of this process: every rank when they are threads, else this one. */
+/* What the plan puts on the ranks of this process: every rank when they are threads, else this
+ * one. */
 static double planned_bytes_here(const Trainer *t) {
   const Program *p = t->prog;
   if (strcmp(comm_backend_name(t->comm), "local") != 0)
@@ -95,12 +103,13 @@ void log_finish(Trainer *t) {
   char held_text[32], planned_text[32];
   bytes_format(held.bytes, held_text, sizeof held_text);
   bytes_format(planned, planned_text, sizeof planned_text);
-  printf("%s %s (%s); the plan's memory of its ranks %s (%s)\n", held.what, held_text, held.scope, planned_text,
-         device_name());
+  printf("%s %s (%s); the plan's memory of its ranks %s (%s)\n", held.what, held_text, held.scope,
+         planned_text, device_name());
   if (t->run.profile) profile_print(t->run.profile, stdout, t->log_json ? t->log_json->file : NULL);
   fflush(stdout);
   if (t->log_json) {
-    fprintf(t->log_json->file, "{\"%s\": %.0f, \"planned_bytes\": %.0f}\n", held.json_key, held.bytes, planned);
+    fprintf(t->log_json->file, "{\"%s\": %.0f, \"planned_bytes\": %.0f}\n", held.json_key,
+            held.bytes, planned);
     json_written(t);
   }
 }
@@ -109,19 +118,21 @@ void log_validation(Trainer *t, double loss) {
   printf("step %lld | validation loss %.6f\n", (long long)t->step + 1, loss);
   fflush(stdout);
   if (t->log_json) {
-    fprintf(t->log_json->file, "{\"step\": %lld, \"val_loss\": %.17g}\n", (long long)t->step + 1, loss);
+    fprintf(t->log_json->file, "{\"step\": %lld, \"val_loss\": %.17g}\n", (long long)t->step + 1,
+            loss);
     json_written(t);
   }
 }
 
 void log_eval(Trainer *t, const char *path, double loss, int64_t tokens) {
-  printf("eval %s | loss %.6f | tokens %lld | perplexity %.2f\n", path, loss, (long long)tokens, exp(loss));
+  printf("eval %s | loss %.6f | tokens %lld | perplexity %.2f\n", path, loss, (long long)tokens,
+         exp(loss));
   fflush(stdout);
   if (t->log_json) {
     fprintf(t->log_json->file, "{\"eval\": ");
     escape_write(ESC_JSON, path, t->log_json->file);
-    fprintf(t->log_json->file, ", \"loss\": %.17g, \"tokens\": %lld, \"perplexity\": %.17g}\n", loss,
-            (long long)tokens, exp(loss));
+    fprintf(t->log_json->file, ", \"loss\": %.17g, \"tokens\": %lld, \"perplexity\": %.17g}\n",
+            loss, (long long)tokens, exp(loss));
     json_written(t);
   }
 }

@@ -1,24 +1,25 @@
-/* log.h: what rank 0 prints and records: one line per step, validation losses, a progress line on
- * long runs, the loss of --eval, and the same as JSON lines with --log-json (floating-point values with
- * 17 significant digits, which read back as the same double). */
+/* log.h: what rank 0 prints and records: one line per step, validation losses, a progress line
+ * on long runs, the loss of --eval, and the same as JSON lines with --log-json (floating-point
+ * values with 17 significant digits, which read back as the same double). */
 #ifndef PLAIT_LOG_H
 #define PLAIT_LOG_H
 
 #include "train/batch.h"
 
-/* Rank 0: opens --log-json's file (written under no name until log_close, or a failure of the run, puts
- * it in place). */
+/* Rank 0: opens --log-json's file (written under no name until log_close, or a failure of the
+ * run, puts it in place). */
 void log_open(Trainer *t);
 /* Rank 0: puts the log in place, every write checked; a failure ends the run with one line. */
 void log_close(Trainer *t);
 
-/* What runs where: the model, the layout, the backend and the device, the rate MFU is measured against;
- * notes when the loop began, for the progress line's pace. */
+/* What runs where: the model, the layout, the backend and the device, the rate MFU is measured
+ * against; notes when the loop began, for the progress line's pace. */
 void log_start(Trainer *t);
 /* "step N | loss X | lr X | grad-norm X | ms X | tok/s X | MFU X%" */
 void log_step(Trainer *t, double loss, double seconds);
 void log_validation(Trainer *t, double loss);
-/* "eval FILE | loss X | tokens N | perplexity X": the mean loss over N predictions, and exp of it. */
+/* "eval FILE | loss X | tokens N | perplexity X": the mean loss over N predictions, and exp of
+ * it. */
 void log_eval(Trainer *t, const char *path, double loss, int64_t tokens);
 /* The run's end: the process's peak resident memory (all ranks that are its threads). */
 void log_finish(Trainer *t);

@@ -1,6 +1,6 @@
-/* sample.c: autoregressive generation: the window of the last seq tokens through every chunk's forward,
- * the next token drawn from the last position's logits and printed at once (nothing but the window is
- * kept, so the text's length costs no memory). */
+/* sample.c: autoregressive generation: the window of the last seq tokens through every chunk's
+ * forward, the next token drawn from the last position's logits and printed at once (nothing but
+ * the window is kept, so the text's length costs no memory). */
 #include "train/sample.h"
 
 #include <math.h>
@@ -10,12 +10,15 @@
 
 #include "device.h"
 
-/* Runs every chunk (all on this rank: pp = 1) over the window in row 0 of tokens; returns the last slot. */
-static act_t *forward_all(Trainer *t, act_t **slots, const int32_t *tokens, const int32_t *targets) {
+/* Runs every chunk (all on this rank: pp = 1) over the window in row 0 of tokens; returns the
+ * last slot. */
+static act_t *forward_all(Trainer *t, act_t **slots, const int32_t *tokens,
+                          const int32_t *targets) {
   const Program *p = t->prog;
   for (int c = 0; c < p->nchunks; c++) {
     if (c > 0)
-      device_copy(slots[c] + p->chunks[c].input_offset, slots[c - 1] + p->chunks[c - 1].output_offset,
+      device_copy(slots[c] + p->chunks[c].input_offset,
+                  slots[c - 1] + p->chunks[c - 1].output_offset,
                   (size_t)p->io_elems * sizeof(act_t));
     p->chunks[c].forward(&t->run, slots[c], tokens, targets);
   }
@@ -43,11 +46,13 @@ static void print_token(int32_t token) {
 void sample_text(Trainer *t, int64_t n) {
   const Program *p = t->prog;
   int64_t tokens_per_mb = (int64_t)p->mbs * p->seq, cols = p->logits_cols;
-  int32_t *tokens = calloc((size_t)tokens_per_mb, sizeof *tokens), *targets = calloc((size_t)tokens_per_mb, sizeof *targets);
+  int32_t *tokens = calloc((size_t)tokens_per_mb, sizeof *tokens),
+          *targets = calloc((size_t)tokens_per_mb, sizeof *targets);
   act_t **slots = calloc((size_t)p->nchunks, sizeof *slots);
   act_t *row = device_alloc((size_t)(cols * p->tp) * sizeof *row, "logits");
   act_t *host = malloc((size_t)(cols * p->tp) * sizeof *host);
-  for (int c = 0; c < p->nchunks; c++) slots[c] = device_alloc((size_t)p->chunks[c].slot_elems * sizeof(act_t), "activations");
+  for (int c = 0; c < p->nchunks; c++)
+    slots[c] = device_alloc((size_t)p->chunks[c].slot_elems * sizeof(act_t), "activations");
   int64_t window = 1; /* the text's last tokens, at most seq, in tokens[0 .. window) */
   int speaks = comm_info(t->comm)->rank == 0;
   tokens[0] = '\n';
@@ -61,7 +66,8 @@ void sample_text(Trainer *t, int64_t n) {
     const act_t *z = last + p->logits_offset + (window - 1) * cols;
     comm_allgather(t->comm, GROUP_TP, z, row, 1, cols, COMM_ACT);
     device_download(host, row, (size_t)(cols * p->tp) * sizeof *host);
-    int32_t next = draw(host, p->vocab, philox_uniform(t->seed, philox_stream_of("sample"), (uint64_t)i));
+    int32_t next = draw(host, p->vocab,
+                        philox_uniform(t->seed, philox_stream_of("sample"), (uint64_t)i));
     if (speaks) print_token(next);
     if (window == p->seq) memmove(tokens, tokens + 1, (size_t)(--window) * sizeof *tokens);
     tokens[window++] = next;

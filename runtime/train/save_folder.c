@@ -1,5 +1,5 @@
-/* save_folder.c: --save's folder before training: a checkpoint folder of plait's own (or one it can make)
- * in a place it may write, and not the folder --init reads. */
+/* save_folder.c: --save's folder before training: a checkpoint folder of plait's own (or one it
+ * can make) in a place it may write, and not the folder --init reads. */
 #include "train/save_folder.h"
 
 #include <sys/stat.h>
@@ -18,7 +18,10 @@ int save_folder_check(const char *save, const char *init, char *error, size_t le
   int status = own_folder_check(&folder, "--save", save, FOLDER_CHECKPOINT, error, len);
   own_folder_free(&folder);
   if (status == 0 && init && same_folder(save, init))
-    return place_refuse(error, len, "--save %s is the folder --init reads its weights from, and saving would replace "
-                        "them; give --save another folder", save);
+    return place_refuse(
+        error, len,
+        "--save %s is the folder --init reads its weights from, and saving would replace "
+        "them; give --save another folder",
+        save);
   return status;
 }

@@ -1,5 +1,5 @@
-/* trace.c: gathering the recorded action times to rank 0 and writing them as trace events (put in place
- * whole, every write checked). */
+/* trace.c: gathering the recorded action times to rank 0 and writing them as trace events (put
+ * in place whole, every write checked). */
 #include "train/trace.h"
 #include "message.h"
 
@@ -30,13 +30,15 @@ static const char *category(int kind) {
 
 /* The action's name as the plan writes it: 3F12, 2SEND_B5, 0REDUCE_GRAD, STEP. */
 static void action_name(const Action *a, char *buf, int len) {
-  static const char *const kinds[] = {"F", "B", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "REDUCE_GRAD", "EMBED_REDUCE", "STEP"};
+  static const char *const kinds[] = {"F",      "B",           "SEND_F",       "RECV_F", "SEND_B",
+                                      "RECV_B", "REDUCE_GRAD", "EMBED_REDUCE", "STEP"};
   if (a->kind == ACT_STEP) snprintf(buf, len, "STEP");
   else if (a->microbatch < 0) snprintf(buf, len, "%d%s", a->chunk, kinds[a->kind]);
   else snprintf(buf, len, "%d%s%d", a->chunk, kinds[a->kind], a->microbatch);
 }
 
-/* Rank 0 receives pipeline rank p's times (2 doubles per action) from that rank's TP 0 of replica 0. */
+/* Rank 0 receives pipeline rank p's times (2 doubles per action) from that rank's TP 0 of
+ * replica 0. */
 static double **gather_times(Trainer *t) {
   const Program *p = t->prog;
   const RankInfo *ri = comm_info(t->comm);
@@ -45,7 +47,8 @@ static double **gather_times(Trainer *t) {
   double *mine = NULL;
   if (sender) {
     mine = malloc((size_t)t->exec.nactions * 2 * sizeof *mine);
-    for (int i = 0; i < t->exec.nactions; i++) mine[2 * i] = t->exec.times[i].start, mine[2 * i + 1] = t->exec.times[i].end;
+    for (int i = 0; i < t->exec.nactions; i++)
+      mine[2 * i] = t->exec.times[i].start, mine[2 * i + 1] = t->exec.times[i].end;
   }
   for (int pp = 0; pp < p->pp; pp++) {
     int n = p->nactions[pp], from = comm_group_member(t->comm, GROUP_PP, pp);
@@ -64,8 +67,8 @@ static double **gather_times(Trainer *t) {
   return times;
 }
 
-/* Bubble as the plan defines it: (end of the last backward − busiest rank's forward and backward time)
- * over the latter, times from the iteration's first action. */
+/* Bubble as the plan defines it: (end of the last backward − busiest rank's forward and backward
+ * time) over the latter, times from the iteration's first action. */
 static double measured_bubble(const Program *p, double **times, double origin) {
   double flush = 0, busiest = 0;
   for (int r = 0; r < p->pp; r++) {
@@ -74,7 +77,8 @@ static double measured_bubble(const Program *p, double **times, double origin) {
       int kind = p->actions[r][i].kind;
       if (kind != ACT_FORWARD && kind != ACT_BACKWARD) continue;
       busy += times[r][2 * i + 1] - times[r][2 * i];
-      if (kind == ACT_BACKWARD && times[r][2 * i + 1] - origin > flush) flush = times[r][2 * i + 1] - origin;
+      if (kind == ACT_BACKWARD && times[r][2 * i + 1] - origin > flush)
+        flush = times[r][2 * i + 1] - origin;
     }
     busiest = busy > busiest ? busy : busiest;
   }
@@ -84,16 +88,23 @@ static double measured_bubble(const Program *p, double **times, double origin) {
 static void write_events(const Program *p, double **times, double origin, FILE *f) {
   fprintf(f, "{\"traceEvents\":[\n");
   for (int r = 0; r < p->pp; r++) {
-    fprintf(f, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}}", r ? ",\n" : "", r, r);
+    fprintf(f,
+            "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}}",
+            r ? ",\n" : "", r, r);
     for (int k = 0; k < TRACKS; k++)
-      fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}", r, k, track_names[k]);
+      fprintf(f,
+              ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":"
+              "\"%s\"}}",
+              r, k, track_names[k]);
   }
   for (int r = 0; r < p->pp; r++)
     for (int i = 0; i < p->nactions[r]; i++) {
       const Action *a = &p->actions[r][i];
       char name[64];
       action_name(a, name, sizeof name);
-      fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"step\":%d}}",
+      fprintf(f,
+              ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,"
+              "\"dur\":%.3f,\"args\":{\"step\":%d}}",
               name, category(a->kind), r, track_of(a->kind), (times[r][2 * i] - origin) * 1e6,
               (times[r][2 * i + 1] - times[r][2 * i]) * 1e6, i);
     }
@@ -111,7 +122,8 @@ void trace_write(Trainer *t, const char *path) {
   if (output_open(&out, "--trace", path, error, sizeof error) != 0) comm_fail(t->comm, "%s", error);
   write_events(p, times, origin, out.file);
   if (output_commit(&out, error, sizeof error) != 0) comm_fail(t->comm, "%s", error);
-  printf("trace %s: measured bubble %.4f of the busiest rank's compute\n", path, measured_bubble(p, times, origin));
+  printf("trace %s: measured bubble %.4f of the busiest rank's compute\n", path,
+         measured_bubble(p, times, origin));
   for (int r = 0; r < p->pp; r++) free(times[r]);
   free(times);
 }

@@ -23,8 +23,9 @@
 
 /* ---- the optimizer step --------------------------------------------------------------------- */
 
-/* The global gradient norm: each rank's counted parameters (split ones on every TP rank, replicated ones
- * on TP rank 0, a tied table on the first stage), summed over TP and PP; DP replicas hold the same. */
+/* The global gradient norm: each rank's counted parameters (split ones on every TP rank,
+ * replicated ones on TP rank 0, a tied table on the first stage), summed over TP and PP; DP
+ * replicas hold the same. */
 static double global_grad_norm(Trainer *t) {
   double start = t->run.profile ? profile_start(t->run.profile) : 0, elems = 0;
   int64_t *n = malloc((size_t)t->params.count * sizeof *n);
@@ -39,7 +40,8 @@ static double global_grad_norm(Trainer *t) {
   free(n), free(g);
   comm_allreduce(t->comm, GROUP_TP, &sq, 1, COMM_F64, COMM_SUM);
   comm_allreduce(t->comm, GROUP_PP, &sq, 1, COMM_F64, COMM_SUM);
-  if (t->run.profile) profile_add(t->run.profile, PROFILE_GRAD_NORM, start, 0, elems * sizeof(real));
+  if (t->run.profile)
+    profile_add(t->run.profile, PROFILE_GRAD_NORM, start, 0, elems * sizeof(real));
   return sqrt(sq);
 }
 
@@ -67,8 +69,11 @@ static void optimizer_step(void *arg) {
   Trainer *t = arg;
   t->grad_norm = global_grad_norm(t);
   if (!isfinite(t->grad_norm))
-    comm_fail_all(t->comm, "step %lld: the gradient norm is %g; stopping before the update (the last checkpoint stays "
-                       "as it was; try a lower --lr)", (long long)t->step + 1, t->grad_norm);
+    comm_fail_all(
+        t->comm,
+        "step %lld: the gradient norm is %g; stopping before the update (the last checkpoint stays "
+        "as it was; try a lower --lr)",
+        (long long)t->step + 1, t->grad_norm);
   double coef = optim_clip_coef(t->grad_norm, t->args->grad_clip);
   t->lr = optim_lr(&t->schedule, t->step);
   double start = t->run.profile ? profile_start(t->run.profile) : 0;
@@ -101,24 +106,27 @@ static void setup_run(Trainer *t) {
   memset(r, 0, sizeof *r);
   r->program = p;
   r->comm = t->comm;
-  r->tp = p->tp, r->tp_rank = ri->tp_rank, r->dp = p->dp, r->dp_rank = ri->dp_rank, r->pp = p->pp, r->pp_rank = ri->pp_rank;
+  r->tp = p->tp, r->tp_rank = ri->tp_rank, r->dp = p->dp, r->dp_rank = ri->dp_rank, r->pp = p->pp,
+  r->pp_rank = ri->pp_rank;
   r->training = 1;
   r->scratch = device_alloc((size_t)p->scratch_elems * sizeof(act_t), "scratch activations");
   r->recompute = device_alloc((size_t)p->recompute_elems * sizeof(act_t), "recomputed activations");
   r->grad_a = device_alloc((size_t)p->io_elems * sizeof(act_t), "gradients between layers");
   r->grad_b = device_alloc((size_t)p->io_elems * sizeof(act_t), "gradients between layers");
-  r->xent_stats = device_alloc((size_t)3 * p->mbs * p->seq * sizeof(real), "cross-entropy statistics");
+  r->xent_stats = device_alloc((size_t)3 * p->mbs * p->seq * sizeof(real),
+                               "cross-entropy statistics");
   params_create(&t->params, p, ri->pp_rank, ri->tp_rank, t->seed);
   r->model_w = t->params.model_w, r->model_g = t->params.model_g;
   r->layer_w = t->params.layer_w, r->layer_g = t->params.layer_g;
   r->constants = constants_upload(p);
 }
 
-/* The job's peak: ranks that are threads share their process's devices; ranks that are processes each
- * add their part of their machine's peak. */
+/* The job's peak: ranks that are threads share their process's devices; ranks that are processes
+ * each add their part of their machine's peak. */
 static double job_peak(const Trainer *t) {
   if (strcmp(comm_backend_name(t->comm), "local") == 0) return t->args->gemm_rate;
-  double share = device_peak_share(t->args->gemm_rate, comm_ranks_on_machine(comm_info(t->comm)->world));
+  double share = device_peak_share(t->args->gemm_rate,
+                                   comm_ranks_on_machine(comm_info(t->comm)->world));
   comm_allreduce(t->comm, GROUP_WORLD, &share, 1, COMM_F64, COMM_SUM);
   return share;
 }
@@ -140,7 +148,8 @@ static void setup(Trainer *t, Comm *c, const TrainArgs *args) {
   batch_open(t);
   t->adamw = optim_adamw_default();
   t->adamw.weight_decay = args->weight_decay;
-  t->schedule = optim_schedule(args->lr, args->warmup, args->decay_steps ? args->decay_steps : args->steps);
+  t->schedule = optim_schedule(args->lr, args->warmup,
+                               args->decay_steps ? args->decay_steps : args->steps);
   if (args->load) t->step = checkpoint_load(t, args->load);
   if (args->init) checkpoint_init(t, args->init);
   t->run.seed = t->seed;
@@ -166,15 +175,18 @@ static void teardown(Trainer *t) {
 /* ---- the loop ------------------------------------------------------------------------------- */
 
 static void train_step(Trainer *t) {
-  batch_load(t, t->step, 0); /* the gradients are zero: allocated so, and cleared by each AdamW step */
+  /* the gradients are zero: allocated so, and cleared by each AdamW step */
+  batch_load(t, t->step, 0);
   t->run.step = t->step;
   t->run.loss = 0;
   double start = clock_seconds();
   exec_iteration(&t->exec, t->device_tokens, t->device_targets);
   double loss = batch_loss(t), seconds = clock_seconds() - start;
   if (!isfinite(loss))
-    comm_fail_all(t->comm, "step %lld: the loss is %g; stopping (the last checkpoint stays as it was; try a lower --lr)",
-              (long long)t->step + 1, loss);
+    comm_fail_all(t->comm,
+                  "step %lld: the loss is %g; stopping (the last checkpoint stays as it was; try a "
+                  "lower --lr)",
+                  (long long)t->step + 1, loss);
   if (t->run.profile) profile_step(t->run.profile, seconds);
   if (comm_info(t->comm)->rank == 0) log_step(t, loss, seconds);
 }
@@ -192,7 +204,8 @@ static void train_and_evaluate(Trainer *t) {
     train_step(t);
     int64_t done = t->step + 1;
     if (args->val_data && every_eval && done % every_eval == 0) evaluate(t);
-    if (args->save && every_save && done % every_save == 0 && done < args->steps) checkpoint_save(t, args->save, done);
+    if (args->save && every_save && done % every_save == 0 && done < args->steps)
+      checkpoint_save(t, args->save, done);
   }
   if (args->save) checkpoint_save(t, args->save, t->step);
   if (args->eval) evaluate_file(t, args->eval);

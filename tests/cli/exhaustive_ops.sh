@@ -1,8 +1,8 @@
 #!/bin/sh
-# exhaustive_ops.sh: a primitive that a pass does not handle fails the build. The compiler's headers are
-# copied with one more op kind in graph.h's GRAPH_OPS (one more elementwise op in expr.h's EXPR_OPS),
-# and the passes that switch over them, compiled against the copy under the compiler's warning flags,
-# must fail naming the new op; compiled unchanged they must build.
+# exhaustive_ops.sh: a primitive that a pass does not handle fails the build. The compiler's headers
+# are copied with one more op kind in graph.h's GRAPH_OPS (one more elementwise op in expr.h's
+# EXPR_OPS), and the passes that switch over them, compiled against the copy under the compiler's
+# warning flags, must fail naming the new op; compiled unchanged they must build.
 . "$(dirname "$0")/lib.sh"
 cd "$PLAIT_ROOT" || exit 1
 
@@ -10,8 +10,8 @@ cd "$PLAIT_ROOT" || exit 1
 # Makefile compiles the compiler; its messages in $TMP/log.
 compile() {
   mkdir -p "$2/src" && cp "compiler/$1" "$2/src/" &&
-    ${CC:-cc} -std=c11 -Wall -Wextra -Werror -Wswitch-enum -D_GNU_SOURCE -I/usr/include/lua5.4 -I"$2" \
-      -Icompiler -Iruntime -DPLAIT_REAL_DOUBLE -fsyntax-only "$2/src/${1##*/}" >"$TMP/log" 2>&1
+    ${CC:-cc} -std=c11 -Wall -Wextra -Werror -Wswitch-enum -D_GNU_SOURCE -I/usr/include/lua5.4 \
+      -I"$2" -Icompiler -Iruntime -DPLAIT_REAL_DOUBLE -fsyntax-only "$2/src/${1##*/}" >"$TMP/log" 2>&1
 }
 
 # headers DIR HEADER AFTER LINE: the compiler's tree copied to DIR, with LINE added to HEADER after
@@ -29,10 +29,12 @@ done
 
 headers "$TMP/op" ir/graph.h 'X(OP_MATMUL, "matmul")' '  X(OP_HYPOTHETICAL, "hypothetical") \' ||
   fail new_op_kind "no X(OP_MATMUL, ...) row in compiler/ir/graph.h's GRAPH_OPS"
-headers "$TMP/ew" ir/expr.h 'X(E_ADD, "+"' '  X(E_HYPOTHETICAL, "hypothetical", 1, EW_INTERNAL, NULL, 0) \' ||
+headers "$TMP/ew" ir/expr.h 'X(E_ADD, "+"' \
+  '  X(E_HYPOTHETICAL, "hypothetical", 1, EW_INTERNAL, NULL, 0) \' ||
   fail new_elementwise_op "no X(E_ADD, ...) row in compiler/ir/expr.h's EXPR_OPS"
 
-# unhandled NAME FILE HEADERS ENUMERATOR: FILE must fail to build against HEADERS, naming ENUMERATOR.
+# unhandled NAME FILE HEADERS ENUMERATOR: FILE must fail to build against HEADERS, naming
+# ENUMERATOR.
 unhandled() {
   if compile "$2" "$3"; then fail "$1 ($2)" "built with $4 added, which it does not handle"
   elif grep -q "enumeration value .*$4.* not handled in switch" "$TMP/log"; then pass "$1 ($2)"

@@ -1,6 +1,7 @@
-# include_graph.sh: the training loop (runtime/train/trainer.c) stays at the top of the runtime's include
-# graph: only the entry point (train.c, with main()) includes trainer.h, and nothing trainer.c
-# includes leads back to it. The checker must refuse copies of runtime/ that break either rule.
+# include_graph.sh: the training loop (runtime/train/trainer.c) stays at the top of the runtime's
+# include graph: only the entry point (train.c, with main()) includes trainer.h, and nothing
+# trainer.c includes leads back to it. The checker must refuse copies of runtime/ that break either
+# rule.
 . "$(dirname "$0")/lib.sh"
 cd "$PLAIT_ROOT" || exit 1
 GRAPH="python3 tests/tools/include_graph.py"
