@@ -1,5 +1,6 @@
 /* kernel_time.c: the time of one kernel on a machine (a roofline per kernel, with wave
- * quantisation of GEMM tiles over the compute units) and of one collective (α–β ring). */
+ * quantisation of GEMM tiles over the compute units), of one collective (α–β ring), and of a GPU
+ * program's attention: which kernel runs a call and its rate by head size (docs/cost-model.md). */
 #include "cost/kernel_time.h"
 
 #include <math.h>
@@ -162,4 +163,33 @@ KernelTime kernel_p2p(const Link *link, double bytes) {
   double wire = bytes / link->bandwidth;
   return (KernelTime){link->latency + wire, 0, bytes,
                       link->latency > wire ? BOUND_LATENCY : BOUND_COMMUNICATION};
+}
+
+/* ---- attention on a GPU ------------------------------------------------------------------- */
+
+/* runtime/cuda/attention_path.c's cudnn_refusal: cuDNN's graph takes bf16, heads of a multiple
+ * of 8 up to 256 elements, and neither capped scores nor ALiBi. */
+static int cudnn_takes(const Machine *m, const AttnAttr *a, double softcap) {
+  return m->bf16 && softcap == 0 && !a->alibi && a->head_dim % 8 == 0 && a->head_dim <= 256;
+}
+
+AttentionKernel attention_kernel_of(const Machine *m, const AttnAttr *a, double softcap) {
+  return m->attention == ATTENTION_CUDNN && cudnn_takes(m, a, softcap) ? KERNEL_CUDNN
+                                                                       : KERNEL_PLAIT;
+}
+
+double attention_scores(double seq, int causal, double window) {
+  if (!causal) return seq * seq;
+  if (window <= 0 || window >= seq) return seq * seq / 2;
+  return seq * window - window * window / 2;
+}
+
+KernelTime attention_kernel_time(const Machine *m, AttentionKernel k, double heads, double head_dim,
+                                 double scores, int backward) {
+  const AttentionRates *r = k == KERNEL_CUDNN ? &m->cudnn_attention : &m->plait_attention;
+  const double *rates = backward ? r->backward : r->forward;
+  double flops = 4 * heads * scores * head_dim * (backward ? 2 : 1);
+  double compute = flops / kernel_interpolate_log(r->head_dim, rates, r->count, head_dim);
+  return (KernelTime){compute + m->launch_overhead, flops, 0,
+                      compute > m->launch_overhead ? BOUND_COMPUTE : BOUND_LATENCY};
 }

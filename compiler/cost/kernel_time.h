@@ -6,6 +6,7 @@
 #define PLAIT_KERNEL_TIME_H
 
 #include "cost/machine.h"
+#include "ir/graph.h"
 
 typedef enum {
   BOUND_COMPUTE,
@@ -67,5 +68,23 @@ Link kernel_p2p_link(const Machine *m, int distance);
 KernelTime kernel_collective(const Link *link, RingKind kind, double bytes, int n);
 /* One message of `bytes` bytes. */
 KernelTime kernel_p2p(const Link *link, double bytes);
+
+/* A GPU program's attention: which kernel runs a call (cuDNN's fused attention or plait's own),
+ * by the rules the runtime applies (runtime/cuda/attention_path.c), and its time from that
+ * kernel's rates measured by head size. */
+typedef enum { KERNEL_CUDNN, KERNEL_PLAIT } AttentionKernel;
+
+/* The kernel that runs a call with these options (softcap: the calling layer's) where the machine's
+ * software is a GPU program's (ATTENTION_CUDNN or ATTENTION_PLAIT). */
+AttentionKernel attention_kernel_of(const Machine *m, const AttnAttr *a, double softcap);
+
+/* The scores one head computes over `seq` positions: every pair; causal, half the square; causal
+ * in a window of `window` keys (0: none), the band. */
+double attention_scores(double seq, int causal, double window);
+
+/* A call over `heads` heads (batch × local heads) of `head_dim`, `scores` scores each, forward or
+ * backward, at the kernel's rate for the head size; FLOPs counted over the scores computed. */
+KernelTime attention_kernel_time(const Machine *m, AttentionKernel k, double heads, double head_dim,
+                                 double scores, int backward);
 
 #endif

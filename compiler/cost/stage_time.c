@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cost/attention_time.h"
+#include "cost/kernel_time.h"
 #include "front/layers.h"
 
 typedef struct {

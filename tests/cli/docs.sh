@@ -1,6 +1,7 @@
 # docs.sh: README.md is a user's page (under 400 lines) and docs/ holds the rest; neither speaks of
 # how the project was made (issue numbers, work stops), and every relative link in them, anchors
-# included, leads somewhere. The GPU check's reports (docs/gpu-check-*.md) are records, read as such.
+# included, leads somewhere. The GPU check's reports (docs/gpu-check-*.md) are records, read as
+# such.
 . "$(dirname "$0")/lib.sh"
 cd "$PLAIT_ROOT" || exit 1
 lines=$(wc -l <README.md)
@@ -8,8 +9,8 @@ if [ "$lines" -lt 400 ]; then pass "readme_short ($lines lines)"
 else fail readme_short "README.md has $lines lines; move detail to docs/"; fi
 python3 - README.md docs/*.md <<'PY'
 import os, re, sys
-WORDS = re.compile(r'\b[Ii]ssue[- ]#?[0-9]+|\b(this|the|that|last|latest|previous|next|each|a) stops?\b'
-                   r'|\bstop [0-9]+')
+WORDS = re.compile(r'\b[Ii]ssue[- ]#?[0-9]+'
+                   r'|\b(this|the|that|last|latest|previous|next|each|a) stops?\b|\bstop [0-9]+')
 LINK = re.compile(r'\]\(([^)\s]+)\)')
 def slug(title):
     title = re.sub(r'[`*_]', '', title.strip().lower())

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "cost/attention_time.h"
+#include "cost/kernel_time.h"
 #include "check.h"
 
 static Machine h200(void) {
