@@ -133,8 +133,14 @@ static void matmul(const StageWriter *w, const Node *n) {
 /* The split axis of t, -1 when it is not split. */
 static int split_axis(const Tensor *t) { return t->layout.kind == LAYOUT_S ? t->layout.axis : -1; }
 
+/* Whether a node came from a model file's line (not from autodiff, nor an inserted collective). */
+static int has_source_line(const Node *n) {
+  return !n->inserted && strcmp(n->where, "autodiff") != 0;
+}
+
 /* Beside a fused call, what it computes, over its arguments' names (a parameter's as the model
- * names it): mlp_fc_gelu = gelu((mlp_fc + mlp.fc.bias)). */
+ * names it), and the model file's line:
+ * mlp_fc_gelu = gelu((mlp_fc + mlp.fc.bias)) (models/gpt2.lua:11). */
 static void expression_comment(const StageWriter *w, const Node *n, const Kernel *k) {
   const char *spelled[MAX_INPUTS];
   for (int i = 0; i < n->nin; i++) {
@@ -146,6 +152,11 @@ static void expression_comment(const StageWriter *w, const Node *n, const Kernel
   expr_to_c(&n->expr, spelled, &plain, body, sizeof body);
   fprintf(w->f, " /* %s %s ", out(w, n, 0), k->accumulate ? "+=" : "=");
   escape_write(ESC_C_COMMENT, body, w->f);
+  if (has_source_line(n)) {
+    fprintf(w->f, " (");
+    escape_write(ESC_C_COMMENT, n->where, w->f);
+    fprintf(w->f, ")");
+  }
   fprintf(w->f, " */");
 }
 
@@ -424,7 +435,7 @@ static void node(const StageWriter *w, int index) {
   case OP_SLICE: collective(w, n, "rt_slice", n->out[0]); break;
   }
   char where[ESCAPED_SIZE(WHERE_LEN)];
-  fprintf(w->f, n->inserted || strcmp(n->where, "autodiff") == 0 ? "\n" : " /* %s */\n",
+  fprintf(w->f, n->op == OP_EW || !has_source_line(n) ? "\n" : " /* %s */\n",
           escape(ESC_C_COMMENT, n->where, where, sizeof where));
 }
 

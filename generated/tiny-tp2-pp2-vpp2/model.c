@@ -45,8 +45,8 @@ static void embed_forward(Run *r, const int32_t *tokens, act_t *saved, act_t *tm
     const int64_t shape[] = {B, T, C};
     const int sites[] = {0};
     EwKeys keys = rt_ew_keys(r, layer, 3, shape, -1, 1, sites);
-    ew_dropout_bias_add(B*T*C, T*C, wte, r->model_w[P_WPE], T*C, wpe_dropout, &keys); /* wpe_dropout = dropout((wte + wpe), 0.1) */
-  } /* models/tiny.lua */
+    ew_dropout_bias_add(B*T*C, T*C, wte, r->model_w[P_WPE], T*C, wpe_dropout, &keys); /* wpe_dropout = dropout((wte + wpe), 0.1) (models/tiny.lua) */
+  }
 }
 
 /* embed backward of one microbatch: 3 calls; saved: 32768 elements kept for backward; tmp: scratch. */
@@ -96,9 +96,9 @@ static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t
   k_split(B*T, 1, 3, (const int64_t[]){64, 64, 64}, 0, attn_q_k_v, attn_q_split); /* models/tiny.lua:10 */
   k_split(B*T, 1, 3, (const int64_t[]){64, 64, 64}, 1, attn_q_k_v, attn_k_split); /* models/tiny.lua:10 */
   k_split(B*T, 1, 3, (const int64_t[]){64, 64, 64}, 2, attn_q_k_v, attn_v_split); /* models/tiny.lua:10 */
-  ew_bias_add(B*T*(QDIM/TP), QDIM/TP, attn_q_split, w[L_ATTN_Q_BIAS], QDIM/TP, attn_q); /* attn_q = (attn_q_split + attn.q.bias) */ /* models/tiny.lua:10 */
-  ew_bias_add(B*T*(KVDIM/TP), KVDIM/TP, attn_k_split, w[L_ATTN_K_BIAS], KVDIM/TP, attn_k); /* attn_k = (attn_k_split + attn.k.bias) */ /* models/tiny.lua:10 */
-  ew_bias_add(B*T*(KVDIM/TP), KVDIM/TP, attn_v_split, w[L_ATTN_V_BIAS], KVDIM/TP, attn_v); /* attn_v = (attn_v_split + attn.v.bias) */ /* models/tiny.lua:10 */
+  ew_bias_add(B*T*(QDIM/TP), QDIM/TP, attn_q_split, w[L_ATTN_Q_BIAS], QDIM/TP, attn_q); /* attn_q = (attn_q_split + attn.q.bias) (models/tiny.lua:10) */
+  ew_bias_add(B*T*(KVDIM/TP), KVDIM/TP, attn_k_split, w[L_ATTN_K_BIAS], KVDIM/TP, attn_k); /* attn_k = (attn_k_split + attn.k.bias) (models/tiny.lua:10) */
+  ew_bias_add(B*T*(KVDIM/TP), KVDIM/TP, attn_v_split, w[L_ATTN_V_BIAS], KVDIM/TP, attn_v); /* attn_v = (attn_v_split + attn.v.bias) (models/tiny.lua:10) */
   {
     const AttnShape shape = {.B = B, .T = T, .Hq = 2, .Hkv = 2, .D = 32, .causal = 1};
     k_attention_forward(&shape, attn_q, attn_k, attn_v, attn, attn_lse);
@@ -109,19 +109,19 @@ static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t
     const int64_t shape[] = {B, T, C};
     const int sites[] = {1};
     EwKeys keys = rt_ew_keys(r, layer, 3, shape, -1, 1, sites);
-    ew_dropout_residual_bias_add(B*T*C, C, x, attn_proj, w[L_ATTN_PROJ_BIAS], C, attn_proj_residual, &keys); /* attn_proj_residual = (x + dropout((attn_proj + attn.proj.bias), 0.1)) */
-  } /* models/tiny.lua:10 */
+    ew_dropout_residual_bias_add(B*T*C, C, x, attn_proj, w[L_ATTN_PROJ_BIAS], C, attn_proj_residual, &keys); /* attn_proj_residual = (x + dropout((attn_proj + attn.proj.bias), 0.1)) (models/tiny.lua:10) */
+  }
   k_layernorm_forward(B*T, C, attn_proj_residual, w[L_LN_2_WEIGHT], w[L_LN_2_BIAS], 1e-05, ln_2, ln_2_mean, ln_2_rstd); /* models/tiny.lua:11 */
   k_gemm(GEMM_N, GEMM_T, B*T, FFN/TP, C, 1, ln_2, w[L_MLP_FC_WEIGHT], GEMM_OVERWRITE, mlp_fc); /* models/tiny.lua:11 */
-  ew_gelu_bias_add(B*T*(FFN/TP), FFN/TP, mlp_fc, w[L_MLP_FC_BIAS], FFN/TP, mlp_fc_gelu); /* mlp_fc_gelu = gelu((mlp_fc + mlp.fc.bias)) */ /* models/tiny.lua:11 */
+  ew_gelu_bias_add(B*T*(FFN/TP), FFN/TP, mlp_fc, w[L_MLP_FC_BIAS], FFN/TP, mlp_fc_gelu); /* mlp_fc_gelu = gelu((mlp_fc + mlp.fc.bias)) (models/tiny.lua:11) */
   k_gemm(GEMM_N, GEMM_T, B*T, C, FFN/TP, 1, mlp_fc_gelu, w[L_MLP_PROJ_WEIGHT], GEMM_OVERWRITE, mlp_proj_matmul); /* models/tiny.lua:11 */
   rt_allreduce(r, mlp_proj_matmul, mlp_proj, B*T*C);
   {
     const int64_t shape[] = {B, T, C};
     const int sites[] = {2};
     EwKeys keys = rt_ew_keys(r, layer, 3, shape, -1, 1, sites);
-    ew_dropout_residual_bias_add(B*T*C, C, attn_proj_residual, mlp_proj, w[L_MLP_PROJ_BIAS], C, mlp_proj_residual, &keys); /* mlp_proj_residual = (attn_proj_residual + dropout((mlp_proj + mlp.proj.bias), 0.1)) */
-  } /* models/tiny.lua:11 */
+    ew_dropout_residual_bias_add(B*T*C, C, attn_proj_residual, mlp_proj, w[L_MLP_PROJ_BIAS], C, mlp_proj_residual, &keys); /* mlp_proj_residual = (attn_proj_residual + dropout((mlp_proj + mlp.proj.bias), 0.1)) (models/tiny.lua:11) */
+  }
 }
 
 /* block backward of one microbatch: 24 calls; saved: 330752 elements kept for backward; tmp: scratch. */

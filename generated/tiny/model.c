@@ -38,7 +38,7 @@ static void embed_forward(Run *r, const int32_t *tokens, act_t *saved, act_t *tm
   act_t *wte_rows = tmp + 0; /* [b, seq, hidden] 8×64×128 */
   act_t *wpe = saved + 0; /* [b, seq, hidden] 8×64×128 */
   rt_embedding_forward(r, B*T, C, tokens, r->model_w[P_WTE], V, 0, wte_rows); /* models/tiny.lua */
-  ew_bias_add(B*T*C, T*C, wte_rows, r->model_w[P_WPE], T*C, wpe); /* wpe = (wte_rows + wpe) */ /* models/tiny.lua */
+  ew_bias_add(B*T*C, T*C, wte_rows, r->model_w[P_WPE], T*C, wpe); /* wpe = (wte_rows + wpe) (models/tiny.lua) */
 }
 
 /* embed backward of one microbatch: 2 calls; saved: 65536 elements kept for backward; tmp: scratch. */
@@ -79,20 +79,20 @@ static void block_forward(Run *r, int layer, const act_t *x, act_t *saved, act_t
   k_split(B*T, 1, 3, (const int64_t[]){QDIM, KVDIM, KVDIM}, 0, attn_q_k_v, attn_q_split); /* models/tiny.lua:10 */
   k_split(B*T, 1, 3, (const int64_t[]){QDIM, KVDIM, KVDIM}, 1, attn_q_k_v, attn_k_split); /* models/tiny.lua:10 */
   k_split(B*T, 1, 3, (const int64_t[]){QDIM, KVDIM, KVDIM}, 2, attn_q_k_v, attn_v_split); /* models/tiny.lua:10 */
-  ew_bias_add(B*T*QDIM, QDIM, attn_q_split, w[L_ATTN_Q_BIAS], QDIM, attn_q); /* attn_q = (attn_q_split + attn.q.bias) */ /* models/tiny.lua:10 */
-  ew_bias_add(B*T*KVDIM, KVDIM, attn_k_split, w[L_ATTN_K_BIAS], KVDIM, attn_k); /* attn_k = (attn_k_split + attn.k.bias) */ /* models/tiny.lua:10 */
-  ew_bias_add(B*T*KVDIM, KVDIM, attn_v_split, w[L_ATTN_V_BIAS], KVDIM, attn_v); /* attn_v = (attn_v_split + attn.v.bias) */ /* models/tiny.lua:10 */
+  ew_bias_add(B*T*QDIM, QDIM, attn_q_split, w[L_ATTN_Q_BIAS], QDIM, attn_q); /* attn_q = (attn_q_split + attn.q.bias) (models/tiny.lua:10) */
+  ew_bias_add(B*T*KVDIM, KVDIM, attn_k_split, w[L_ATTN_K_BIAS], KVDIM, attn_k); /* attn_k = (attn_k_split + attn.k.bias) (models/tiny.lua:10) */
+  ew_bias_add(B*T*KVDIM, KVDIM, attn_v_split, w[L_ATTN_V_BIAS], KVDIM, attn_v); /* attn_v = (attn_v_split + attn.v.bias) (models/tiny.lua:10) */
   {
     const AttnShape shape = {.B = B, .T = T, .Hq = 4, .Hkv = 4, .D = 32, .causal = 1};
     k_attention_forward(&shape, attn_q, attn_k, attn_v, attn, attn_lse);
   } /* models/tiny.lua:10 */
   k_gemm(GEMM_N, GEMM_T, B*T, C, QDIM, 1, attn, w[L_ATTN_PROJ_WEIGHT], GEMM_OVERWRITE, attn_proj); /* models/tiny.lua:10 */
-  ew_residual_bias_add(B*T*C, C, x, attn_proj, w[L_ATTN_PROJ_BIAS], C, attn_proj_residual); /* attn_proj_residual = (x + (attn_proj + attn.proj.bias)) */ /* models/tiny.lua:10 */
+  ew_residual_bias_add(B*T*C, C, x, attn_proj, w[L_ATTN_PROJ_BIAS], C, attn_proj_residual); /* attn_proj_residual = (x + (attn_proj + attn.proj.bias)) (models/tiny.lua:10) */
   k_layernorm_forward(B*T, C, attn_proj_residual, w[L_LN_2_WEIGHT], w[L_LN_2_BIAS], 1e-05, ln_2, ln_2_mean, ln_2_rstd); /* models/tiny.lua:11 */
   k_gemm(GEMM_N, GEMM_T, B*T, FFN, C, 1, ln_2, w[L_MLP_FC_WEIGHT], GEMM_OVERWRITE, mlp_fc); /* models/tiny.lua:11 */
-  ew_gelu_bias_add(B*T*FFN, FFN, mlp_fc, w[L_MLP_FC_BIAS], FFN, mlp_fc_gelu); /* mlp_fc_gelu = gelu((mlp_fc + mlp.fc.bias)) */ /* models/tiny.lua:11 */
+  ew_gelu_bias_add(B*T*FFN, FFN, mlp_fc, w[L_MLP_FC_BIAS], FFN, mlp_fc_gelu); /* mlp_fc_gelu = gelu((mlp_fc + mlp.fc.bias)) (models/tiny.lua:11) */
   k_gemm(GEMM_N, GEMM_T, B*T, C, FFN, 1, mlp_fc_gelu, w[L_MLP_PROJ_WEIGHT], GEMM_OVERWRITE, mlp_proj); /* models/tiny.lua:11 */
-  ew_residual_bias_add(B*T*C, C, attn_proj_residual, mlp_proj, w[L_MLP_PROJ_BIAS], C, mlp_proj_residual); /* mlp_proj_residual = (attn_proj_residual + (mlp_proj + mlp.proj.bias)) */ /* models/tiny.lua:11 */
+  ew_residual_bias_add(B*T*C, C, attn_proj_residual, mlp_proj, w[L_MLP_PROJ_BIAS], C, mlp_proj_residual); /* mlp_proj_residual = (attn_proj_residual + (mlp_proj + mlp.proj.bias)) (models/tiny.lua:11) */
 }
 
 /* block backward of one microbatch: 21 calls; saved: 1056768 elements kept for backward; tmp: scratch. */
