@@ -33,13 +33,18 @@ const LayoutField layout_fields[LAYOUT_FIELDS] = {
     {"grad_reduce", "--grad-reduce", FIELD_CHOICE, AT(grad_reduce_after),
      .words = {"overlap", "after"}, .standard = "overlap", .text = "grad reduce %s",
      .tune = TUNE_PINNED},
+    {"distributed_optimizer", "--distributed-optimizer", FIELD_SWITCH, AT(distributed_optimizer),
+     .alias = "--use-distributed-optimizer", .words = {"off", "on"}, .standard = "off",
+     .text = "distributed optimizer %s", .tune = TUNE_SEARCHED,
+     .column = {9, -4, "dopt", {"no", "yes"}}},
 };
 _Static_assert(sizeof((Parallel *)0)->schedule <= LAYOUT_VALUE_LEN,
                "a schedule's name fits a value");
 
 static const LayoutField *find(const char *name, int by_flag) {
   for (int i = 0; i < LAYOUT_FIELDS; i++)
-    if (strcmp(by_flag ? layout_fields[i].flag : layout_fields[i].key, name) == 0)
+    if (strcmp(by_flag ? layout_fields[i].flag : layout_fields[i].key, name) == 0 ||
+        (by_flag && layout_fields[i].alias && strcmp(layout_fields[i].alias, name) == 0))
       return &layout_fields[i];
   return NULL;
 }

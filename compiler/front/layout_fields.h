@@ -37,17 +37,18 @@ typedef struct {
     const char *title;    /* NULL: the key */
     const char *words[4]; /* a choice's or switch's words there; none: its own */
   } column;
+  const char *alias;      /* another spelling of the flag (Megatron-LM's), or NULL */
 } LayoutField;
 
 /* LAYOUT_VALUE_LEN: room for any value spelled out, a name's at most. */
-enum { LAYOUT_FIELDS = 11, LAYOUT_MOST_SIZE = 1 << 24, LAYOUT_VALUE_LEN = 256 };
+enum { LAYOUT_FIELDS = 12, LAYOUT_MOST_SIZE = 1 << 24, LAYOUT_VALUE_LEN = 256 };
 extern const LayoutField layout_fields[LAYOUT_FIELDS];
 
 /* The int of a size, choice or switch, or the text of a name, in a Parallel. */
 #define LAYOUT_INT(field, p) (*(int *)((char *)(p) + (field)->offset))
 #define LAYOUT_NAME(field, p) ((char *)(p) + (field)->offset)
 
-/* The field of a flag ("--tp") or of a key ("tp"); NULL if none. */
+/* The field of a flag ("--tp", or its alias) or of a key ("tp"); NULL if none. */
 const LayoutField *layout_field_by_flag(const char *flag);
 const LayoutField *layout_field_by_key(const char *key);
 /* A size from its text; -1 if the text is none. The place of a word among words; -1 if none. */

@@ -1,5 +1,5 @@
 /* parallel.h: the parallel layout of a run (tp, pp, vpp, dp, batch sizes, schedule, recomputation,
- * sequence parallelism, when gradients are reduced): read from the model file, overridden by flags,
+ * sequence parallelism, when gradients are reduced, the distributed optimizer): read from the model file, overridden by flags,
  * checked before any pass. */
 #ifndef PLAIT_PARALLEL_H
 #define PLAIT_PARALLEL_H
@@ -17,6 +17,9 @@ typedef struct {
   /* 1: data-parallel gradients all-reduced once the rank's whole backward is done (Megatron-LM's
    * --DDP-impl local); 0: in buckets of one layer during each chunk's last backward */
   int grad_reduce_after;
+  /* 1: Adam's moments and the fp32 master weights sharded over the data-parallel ranks (ZeRO stage
+   * 1, Megatron-LM's --use-distributed-optimizer): gradients reduce-scattered, weights gathered */
+  int distributed_optimizer;
   char partition[32];    /* balanced (by cost) or uniform (layers / chunks, as Megatron) */
 } Parallel;
 
