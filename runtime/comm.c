@@ -268,7 +268,19 @@ void comm_p2p_end(Comm *c) { c->ops->p2p_end(c); }
 CommRequest *comm_allreduce_start(Comm *c, GroupKind g, real *buf, int64_t n, CommOp op) {
   check_group(c, g, "comm_allreduce_start");
   check_count(c, "comm_allreduce_start", "the element count", n);
-  return c->ops->allreduce_start(c, g, buf, n, op);
+  return c->ops->reduce_start(c, g, buf, n, op, 0);
+}
+
+CommRequest *comm_reducescatter_start(Comm *c, GroupKind g, real *buf, int64_t n) {
+  check_group(c, g, "comm_reducescatter_start");
+  check_count(c, "comm_reducescatter_start", "the element count", n);
+  return c->ops->reduce_start(c, g, buf, n, COMM_SUM, 1);
+}
+
+void comm_allgather_chunks(Comm *c, GroupKind g, void *buf, int64_t n, CommType type) {
+  check_group(c, g, "comm_allgather_chunks");
+  check_count(c, "comm_allgather_chunks", "the element count", n);
+  if (c->group[g].size > 1) c->ops->allgather_chunks(c, g, buf, n, type);
 }
 
 void comm_wait(Comm *c, CommRequest *r) { c->ops->wait(c, r); }
@@ -393,6 +405,7 @@ struct CommRequest {
   real *buf;
   int64_t n;
   CommOp op;
+  int scatter; /* the reduce-scatter half alone */
   int done;
 };
 
@@ -419,7 +432,7 @@ static void *worker_main(void *arg) {
     w->head = r->next;
     if (!w->head) w->tail = NULL;
     pthread_mutex_unlock(&w->lock);
-    w->run(w->comm, r->group, r->buf, r->n, r->op);
+    w->run(w->comm, r->group, r->buf, r->n, r->op, r->scatter);
     pthread_mutex_lock(&w->lock);
     r->done = 1;
     w->performed++;
@@ -462,13 +475,13 @@ void comm_worker_check_idle(Comm *c) {
               c->worker->outstanding, c->worker->outstanding > 1 ? "s" : "");
 }
 
-CommRequest *comm_worker_start(Comm *c, GroupKind g, real *buf, int64_t n, CommOp op) {
+CommRequest *comm_worker_start(Comm *c, GroupKind g, real *buf, int64_t n, CommOp op, int scatter) {
   CommWorker *w = c->worker;
   CommRequest *r = calloc(1, sizeof *r);
-  *r = (CommRequest){.group = g, .buf = buf, .n = n, .op = op};
+  *r = (CommRequest){.group = g, .buf = buf, .n = n, .op = op, .scatter = scatter};
   w->outstanding++;
   if (!w->threaded || c->group[g].size == 1) {
-    if (c->group[g].size > 1) w->run(c, g, buf, n, op);
+    if (c->group[g].size > 1) w->run(c, g, buf, n, op, scatter);
     r->done = 1;
     return r;
   }

@@ -92,7 +92,17 @@ void comm_p2p_end(Comm *c);
  * (the same on every member), apart from the rank's own collectives. buf belongs to the layer until
  * comm_wait, which frees the request; a rank must wait for every request before fn returns. */
 CommRequest *comm_allreduce_start(Comm *c, GroupKind g, real *buf, int64_t n, CommOp op);
+/* The first half of that all-reduce (the distributed optimizer's gradient buckets): after
+ * comm_wait, this member's chunk of buf (comm_chunk(n, size, rank)) holds the sum, with the bits
+ * the all-reduce gives it; the rest of buf is unspecified. */
+CommRequest *comm_reducescatter_start(Comm *c, GroupKind g, real *buf, int64_t n);
 void comm_wait(Comm *c, CommRequest *r);
+
+/* The second half, blocking and in place: each member's chunk of buf goes to every member. */
+void comm_allgather_chunks(Comm *c, GroupKind g, void *buf, int64_t n, CommType type);
+/* Elements [lo, hi) of n that member `part` of `parts` owns in the two calls above (and folds in an
+ * all-reduce): chunks of whole cache lines, the last one shorter or empty. */
+void comm_chunk(int64_t n, int parts, int part, int64_t *lo, int64_t *hi);
 
 /* Ends the whole job: prints "plait: rank R: <message>" on stderr and makes every rank exit non-zero
  * (status 1). Callable from any thread; when several threads fail at once only the first prints. */

@@ -23,7 +23,9 @@ typedef struct {
   void (*send)(Comm *c, int peer, const void *buf, int64_t n, CommType type, int tag);
   void (*recv)(Comm *c, int peer, void *buf, int64_t n, CommType type, int tag);
   void (*p2p_end)(Comm *c);
-  CommRequest *(*allreduce_start)(Comm *c, GroupKind g, real *buf, int64_t n, CommOp op);
+  /* scatter: only this member's chunk of the sum is wanted (comm_reducescatter_start) */
+  CommRequest *(*reduce_start)(Comm *c, GroupKind g, real *buf, int64_t n, CommOp op, int scatter);
+  void (*allgather_chunks)(Comm *c, GroupKind g, void *buf, int64_t n, CommType type);
   void (*wait)(Comm *c, CommRequest *r);
   /* Ends every rank of the job once comm_fail has printed its line; NULL where ending this process
    * is enough (all ranks are its threads). */
@@ -80,9 +82,6 @@ void comm_fold_host(void *dst, const void *const *src, int count, int64_t n, Com
 void comm_copy(void *dst, const void *src, size_t bytes);
 void comm_memory_ready(void);
 
-/* Elements [lo, hi) of n split into parts: part k of a collective that members share out. */
-void comm_chunk(int64_t n, int parts, int part, int64_t *lo, int64_t *hi);
-
 /* Deadlines: clock_seconds() (CLOCK_MONOTONIC), which comm_cond_init makes the clock of a condition
  * variable; comm_cond_wait_until returns 1 once the deadline has passed (the lock is held again either way). */
 void comm_cond_init(pthread_cond_t *cond);
@@ -91,16 +90,17 @@ int comm_cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *lock, double dea
 /* "ranks 0 2 4" for the message of a failure in group g. */
 void comm_describe_group(const Comm *c, GroupKind g, char *out, size_t size);
 
-/* The background worker: one thread per rank performs the queued all-reduces one at a time, in the
- * order they were started, through run (which must use its own communicators or slots so that it never
- * meets the rank's own collectives). With threaded = 0 comm_worker_start runs the all-reduce at once. */
-typedef void (*CommWorkerRun)(Comm *c, GroupKind g, real *buf, int64_t n, CommOp op);
+/* The background worker: one thread per rank performs the queued reductions (all-reduces, or their
+ * reduce-scatter half) one at a time, in the order they were started, through run (which must use its
+ * own communicators or slots so that it never meets the rank's own collectives). With threaded = 0
+ * comm_worker_start runs the reduction at once. */
+typedef void (*CommWorkerRun)(Comm *c, GroupKind g, real *buf, int64_t n, CommOp op, int scatter);
 CommWorker *comm_worker_new(Comm *c, CommWorkerRun run, int threaded);
 void comm_worker_free(CommWorker *w);
 /* Fails if nonblocking all-reduces started by this rank were never waited for. */
 void comm_worker_check_idle(Comm *c);
 /* comm_allreduce_start and comm_wait for backends that use the worker. */
-CommRequest *comm_worker_start(Comm *c, GroupKind g, real *buf, int64_t n, CommOp op);
+CommRequest *comm_worker_start(Comm *c, GroupKind g, real *buf, int64_t n, CommOp op, int scatter);
 void comm_worker_wait(Comm *c, CommRequest *r);
 
 /* The backends' launchers: fn runs once per rank; they return the process's exit status. */

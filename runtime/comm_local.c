@@ -163,15 +163,31 @@ static const char *type_name(CommType type) {
 
 /* ---- collectives ------------------------------------------------------------------------------- */
 
+/* Each member copies the other members' chunks of the buffer from their owners (every member has
+ * entered with its buffer published). */
+static void local_copy_chunks(LocalRank *r, LocalGroup *m, GroupKind g, void *buf, int64_t n,
+                              size_t bytes) {
+  int64_t lo, hi;
+  for (int k = 0; k < m->size; k++) {
+    if (k == r->comm.group[g].rank) continue;
+    comm_chunk(n, m->size, k, &lo, &hi);
+    comm_copy((char *)buf + lo * (int64_t)bytes, (const char *)m->call[k].out + lo * (int64_t)bytes,
+              (size_t)(hi - lo) * bytes);
+  }
+  local_barrier(r, m, g); /* no member reuses its buffer while another still copies from it */
+}
+
 /* Each member folds its own chunk of every member's buffer, in member order, into its buffer; then
- * each copies the other chunks from their owners. Every element is folded once, in the same order,
- * so every member gets the same bits. */
-static void local_allreduce_on(LocalRank *r, int channel, GroupKind g, void *buf, int64_t n, CommType type,
-                               CommOp op) {
-  const char *name = channel == CHANNEL_WORKER ? "nonblocking all-reduce" : "all-reduce";
+ * (unless scatter) each copies the other chunks from their owners. Every element is folded once, in
+ * the same order, so every member gets the same bits. */
+static void local_reduce_on(LocalRank *r, int channel, GroupKind g, void *buf, int64_t n,
+                            CommType type, CommOp op, int scatter) {
+  const char *name = channel == CHANNEL_RANK ? "all-reduce"
+                     : scatter             ? "nonblocking reduce-scatter"
+                                           : "nonblocking all-reduce";
   LocalCall call = {.op = name, .in = buf, .out = buf};
-  snprintf(call.what, sizeof call.what, "%s (%s, %s) of %lld elements", name, op == COMM_SUM ? "sum" : "max",
-           type_name(type), (long long)n);
+  snprintf(call.what, sizeof call.what, "%s (%s, %s) of %lld elements", name,
+           op == COMM_SUM ? "sum" : "max", type_name(type), (long long)n);
   LocalGroup *m = local_enter(r, channel, g, &call);
   const void **src = r->sources[channel];
   int size = m->size, me = r->comm.group[g].rank;
@@ -181,21 +197,24 @@ static void local_allreduce_on(LocalRank *r, int channel, GroupKind g, void *buf
   for (int k = 0; k < size; k++) src[k] = (const char *)m->call[k].out + lo * (int64_t)bytes;
   comm_fold((char *)buf + lo * (int64_t)bytes, src, size, hi - lo, type, op);
   local_barrier(r, m, g);
-  for (int k = 0; k < size; k++) {
-    if (k == me) continue;
-    comm_chunk(n, size, k, &lo, &hi);
-    comm_copy((char *)buf + lo * (int64_t)bytes, (const char *)m->call[k].out + lo * (int64_t)bytes,
-              (size_t)(hi - lo) * bytes);
-  }
-  local_barrier(r, m, g); /* no member reuses its buffer while another still copies from it */
+  if (!scatter) local_copy_chunks(r, m, g, buf, n, bytes);
 }
 
 static void local_allreduce(Comm *c, GroupKind g, void *buf, int64_t n, CommType type, CommOp op) {
-  local_allreduce_on(local_rank(c), CHANNEL_RANK, g, buf, n, type, op);
+  local_reduce_on(local_rank(c), CHANNEL_RANK, g, buf, n, type, op, 0);
 }
 
-static void local_worker_allreduce(Comm *c, GroupKind g, real *buf, int64_t n, CommOp op) {
-  local_allreduce_on(local_rank(c), CHANNEL_WORKER, g, buf, n, COMM_REAL, op);
+static void local_worker_reduce(Comm *c, GroupKind g, real *buf, int64_t n, CommOp op,
+                                int scatter) {
+  local_reduce_on(local_rank(c), CHANNEL_WORKER, g, buf, n, COMM_REAL, op, scatter);
+}
+
+static void local_allgather_chunks(Comm *c, GroupKind g, void *buf, int64_t n, CommType type) {
+  LocalRank *r = local_rank(c);
+  LocalCall call = {.op = "all-gather of chunks", .in = buf, .out = buf};
+  snprintf(call.what, sizeof call.what, "all-gather of the chunks of %lld elements (%s)",
+           (long long)n, type_name(type));
+  local_copy_chunks(r, local_enter(r, CHANNEL_RANK, g, &call), g, buf, n, comm_type_size(type));
 }
 
 /*   out[o][k][i] = in_k[o][i]   for member k, row o < outer, i < inner */
@@ -335,9 +354,10 @@ static void local_p2p_end(Comm *c) {
 }
 
 /* The worker reads buf on its own thread: the rank's kernels must have written it first. */
-static CommRequest *local_allreduce_start(Comm *c, GroupKind g, real *buf, int64_t n, CommOp op) {
+static CommRequest *local_reduce_start(Comm *c, GroupKind g, real *buf, int64_t n, CommOp op,
+                                       int scatter) {
   comm_memory_ready();
-  return comm_worker_start(c, g, buf, n, op);
+  return comm_worker_start(c, g, buf, n, op, scatter);
 }
 
 static const CommOps local_ops = {
@@ -351,7 +371,8 @@ static const CommOps local_ops = {
   .send = local_send,
   .recv = local_recv,
   .p2p_end = local_p2p_end,
-  .allreduce_start = local_allreduce_start,
+  .reduce_start = local_reduce_start,
+  .allgather_chunks = local_allgather_chunks,
   .wait = comm_worker_wait,
   .abort = NULL, /* comm_fail's _exit ends every rank */
 };
@@ -386,7 +407,7 @@ static void local_rank_init(LocalWorld *w, LocalRank *r, int rank, int tp, int p
       r->meet[ch][g] = m;
     }
   }
-  r->comm.worker = comm_worker_new(&r->comm, local_worker_allreduce, 1);
+  r->comm.worker = comm_worker_new(&r->comm, local_worker_reduce, 1);
 }
 
 static LocalWorld *local_world_new(int tp, int pp, int dp, double timeout) {

@@ -112,9 +112,23 @@ static void mp_wait(MpiRank *m, MPI_Request *request, const char *op, GroupKind 
 
 /* ---- collectives ------------------------------------------------------------------------------- */
 
-static void mp_allreduce_on(MpiRank *m, int channel, GroupKind g, void *buf, int64_t n, CommType type,
-                            CommOp op) {
-  const char *name = channel == CHANNEL_WORKER ? "nonblocking all-reduce" : "all-reduce";
+/* Each member's chunk of buf (comm_chunk) to every member, in place; x->layout[0] and [1] are the
+ * chunks' counts and offsets. */
+static void mp_gather_chunks(MpiRank *m, MpiChannel *x, GroupKind g, void *buf, MPI_Datatype t,
+                             const char *name) {
+  MPI_Request request;
+  mp_check(m, MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, x->layout[0], x->layout[1],
+                              t, x->group[g], &request), "MPI_Iallgatherv");
+  mp_wait(m, &request, name, g);
+}
+
+/* An all-to-all of chunks, each member folding its own in member order; then, unless scatter, the
+ * folded chunks gathered. */
+static void mp_reduce_on(MpiRank *m, int channel, GroupKind g, void *buf, int64_t n, CommType type,
+                         CommOp op, int scatter) {
+  const char *name = channel == CHANNEL_RANK ? "all-reduce"
+                     : scatter             ? "nonblocking reduce-scatter"
+                                           : "nonblocking all-reduce";
   MpiChannel *x = &m->channel[channel];
   int size = m->comm.group[g].size, me = m->comm.group[g].rank;
   size_t bytes = comm_type_size(type);
@@ -137,17 +151,28 @@ static void mp_allreduce_on(MpiRank *m, int channel, GroupKind g, void *buf, int
                              &request), "MPI_Ialltoallv");
   mp_wait(m, &request, name, g);
   comm_fold((char *)buf + mine_lo * (int64_t)bytes, x->sources, size, mine, type, op);
-  mp_check(m, MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, x->layout[0], x->layout[1], t, x->group[g],
-                              &request), "MPI_Iallgatherv");
-  mp_wait(m, &request, name, g);
+  if (!scatter) mp_gather_chunks(m, x, g, buf, t, name);
 }
 
 static void mp_allreduce(Comm *c, GroupKind g, void *buf, int64_t n, CommType type, CommOp op) {
-  mp_allreduce_on(mp_rank(c), CHANNEL_RANK, g, buf, n, type, op);
+  mp_reduce_on(mp_rank(c), CHANNEL_RANK, g, buf, n, type, op, 0);
 }
 
-static void mp_worker_allreduce(Comm *c, GroupKind g, real *buf, int64_t n, CommOp op) {
-  mp_allreduce_on(mp_rank(c), CHANNEL_WORKER, g, buf, n, COMM_REAL, op);
+static void mp_worker_reduce(Comm *c, GroupKind g, real *buf, int64_t n, CommOp op, int scatter) {
+  mp_reduce_on(mp_rank(c), CHANNEL_WORKER, g, buf, n, COMM_REAL, op, scatter);
+}
+
+static void mp_allgather_chunks(Comm *c, GroupKind g, void *buf, int64_t n, CommType type) {
+  MpiRank *m = mp_rank(c);
+  MpiChannel *x = &m->channel[CHANNEL_RANK];
+  int64_t lo, hi;
+  mp_count(m, n + 16 * (int64_t)c->group[g].size, "all-gather of chunks");
+  for (int k = 0; k < c->group[g].size; k++) {
+    comm_chunk(n, c->group[g].size, k, &lo, &hi);
+    x->layout[0][k] = (int)(hi - lo);
+    x->layout[1][k] = (int)lo;
+  }
+  mp_gather_chunks(m, x, g, buf, mp_type(type), "all-gather of chunks");
 }
 
 /* MPI gathers whole blocks [member][outer][inner]; with outer > 1 they are permuted into
@@ -321,7 +346,8 @@ static const CommOps mpi_ops = {
   .send = mp_send,
   .recv = mp_recv,
   .p2p_end = mp_p2p_end,
-  .allreduce_start = comm_worker_start,
+  .reduce_start = comm_worker_start,
+  .allgather_chunks = mp_allgather_chunks,
   .wait = comm_worker_wait,
   .abort = mp_abort,
 };
@@ -353,7 +379,7 @@ static MpiRank *mp_rank_new(int tp, int pp, int dp, int rank, double timeout, in
     x->sources = malloc(sizeof(void *) * (size_t)m->comm.info.world);
   }
   mp_groups_new(m);
-  m->comm.worker = comm_worker_new(&m->comm, mp_worker_allreduce, threaded);
+  m->comm.worker = comm_worker_new(&m->comm, mp_worker_reduce, threaded);
   return m;
 }
 

@@ -156,34 +156,46 @@ static int group(Exec *e, int i) {
 /* ---- reductions ----------------------------------------------------------------------------- */
 
 enum { ANY_LAYER = -2 };
+/* Exec.reduced: a slot's gradient in this iteration */
+enum { SLOT_PENDING, SLOT_FINAL, SLOT_REDUCING };
 
-/* Starts the data-parallel all-reduce of parameter slots [from, to), which lie together in the
- * gradient storage: one bucket. */
-static void start_bucket(Exec *e, int from, int to) {
-  if (e->prog->dp == 1) return;
-  int64_t n = 0;
-  for (int i = from; i < to; i++) n += e->params->slot[i].n;
+/* Starts the data-parallel reduction of a bucket: an all-reduce, or with the distributed optimizer
+ * the reduce-scatter that leaves this rank the sums of its own elements. */
+static void start_bucket(Exec *e, const Bucket *b) {
+  Comm *c = e->run->comm;
+  real *g = e->params->slot[b->from].g;
   e->buckets++;
   e->buckets_during_backward += e->run->layer_grads_final != NULL;
-  e->pending[e->npending++] = comm_allreduce_start(e->run->comm, GROUP_DP, e->params->slot[from].g, n, COMM_SUM);
+  e->pending[e->npending++] = e->params->sharded ? comm_reducescatter_start(c, GROUP_DP, g, b->n)
+                                                 : comm_allreduce_start(c, GROUP_DP, g, b->n, COMM_SUM);
+}
+
+/* Whether every gradient of the bucket is final and its reduction not started yet. */
+static int bucket_ready(const Exec *e, const Bucket *b) {
+  for (int i = b->from; i < b->to; i++)
+    if (e->reduced[i] != SLOT_FINAL) return 0;
+  return 1;
 }
 
 /* The gradients of chunk's parameters in `layer` (ANY_LAYER: all those not reduced yet) are final:
  * sum the TP partial sums (replicated parameters used on split activations), then start the
- * data-parallel all-reduce of each run of them that lies together. */
+ * data-parallel reduction of each bucket whose gradients are now all final. */
 static void reduce_final(Exec *e, int chunk, int layer) {
   Params *ps = e->params;
-  int run_start = -1;
-  for (int i = 0; i <= ps->count; i++) {
-    ParamSlot *s = i < ps->count ? &ps->slot[i] : NULL;
-    if (s && s->chunk == chunk && !e->reduced[i] && (layer == ANY_LAYER || s->layer == layer)) {
-      if (s->spec->tp_sum && e->prog->tp > 1) comm_allreduce(e->run->comm, GROUP_TP, s->g, s->n, COMM_REAL, COMM_SUM);
-      e->reduced[i] = 1;
-      if (run_start < 0) run_start = i;
-    } else if (run_start >= 0) {
-      start_bucket(e, run_start, i);
-      run_start = -1;
-    }
+  int first = -1, last = -1;
+  for (int i = 0; i < ps->count; i++) {
+    ParamSlot *s = &ps->slot[i];
+    if (s->chunk != chunk || e->reduced[i] || (layer != ANY_LAYER && s->layer != layer)) continue;
+    if (s->spec->tp_sum && e->prog->tp > 1) comm_allreduce(e->run->comm, GROUP_TP, s->g, s->n, COMM_REAL, COMM_SUM);
+    e->reduced[i] = SLOT_FINAL;
+    if (first < 0) first = s->bucket;
+    last = s->bucket;
+  }
+  for (int k = first; k >= 0 && k <= last; k++) {
+    const Bucket *b = &ps->buckets[k];
+    if (!bucket_ready(e, b)) continue;
+    if (e->prog->dp > 1) start_bucket(e, b);
+    memset(e->reduced + b->from, SLOT_REDUCING, (size_t)(b->to - b->from));
   }
 }
 
@@ -202,14 +214,16 @@ static void layer_grads_final(void *arg, int layer) {
 }
 
 /* The tied table's two copies (first and last stage) get the sum of both gradients, once the
- * data-parallel reductions in flight (which include the table's) are done. */
+ * data-parallel reductions in flight (which include the table's) are done: the own elements, which
+ * are all that the optimizer step reads (the two copies are sharded alike). */
 static void reduce_tied(Exec *e) {
   Params *ps = e->params;
   exec_finish_reductions(e);
   for (int i = 0; i < ps->count; i++) {
     ParamSlot *s = &ps->slot[i];
     if (s->layer < 0 && s->spec->in_embed && s->spec->in_head)
-      comm_allreduce(e->run->comm, GROUP_EMBED, s->g, s->n, COMM_REAL, COMM_SUM);
+      comm_allreduce(e->run->comm, GROUP_EMBED, s->g + s->own_begin, s->own_end - s->own_begin,
+                     COMM_REAL, COMM_SUM);
   }
 }
 

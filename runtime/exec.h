@@ -34,7 +34,7 @@ typedef struct {
   CommRequest **pending;/* data-parallel reductions in flight */
   int npending;
   int *last_backward;   /* per chunk: the index of its last backward in the action list, or -1 */
-  char *reduced;        /* per parameter slot: its reduction has started this iteration */
+  char *reduced;        /* per parameter slot: pending, final, or its bucket's reduction started */
   int buckets;          /* data-parallel reductions started this iteration (rank 0 logs them) */
   int buckets_during_backward; /* of those, started while a chunk's last backward still ran */
   ActionTime *times;    /* when recording: one per action */

@@ -3,13 +3,16 @@
 
 #include <stdlib.h>
 
-/* The plan's footprint in this build's types: per parameter element its weights (the master copy,
- * and a copy for compute where that is separate), gradient and Adam's m and v; per activation
- * element one act_t. Equals plait plan's memory for the machine whose precision the build has. */
+/* The plan's footprint in this build's types: per parameter element its weights as compute reads
+ * them and its gradient, and its optimizer state: Adam's m and v and, where compute reads a copy,
+ * the master weights (with the distributed optimizer, 1/dp of these); per activation element one
+ * act_t. Equals plait plan's memory for the machine whose precision the build has. */
 size_t footprint_bytes(const Program *p, int pp_rank) {
   const RankFootprint *f = &p->footprints[pp_rank];
-  size_t per_param = 4 * sizeof(real) + (ACT_SEPARATE ? sizeof(act_t) : 0);
-  return (size_t)f->param_elems * per_param + (size_t)f->activation_elems * sizeof(act_t);
+  double shards = p->distributed_optimizer ? p->dp : 1;
+  double state = (double)f->param_elems * (ACT_SEPARATE ? 3 : 2) * sizeof(real) / shards;
+  size_t whole = (size_t)f->param_elems * (sizeof(act_t) + sizeof(real));
+  return whole + (size_t)state + (size_t)f->activation_elems * sizeof(act_t);
 }
 
 /* The pipeline rank with the smallest plan of those whose tp·dp ranks are not all taken, or -1. */

@@ -1,10 +1,12 @@
-/* params.c: choosing, allocating and initialising a rank's parameter shares. */
+/* params.c: choosing a rank's parameter shares, their data-parallel buckets and the part of each
+ * whose optimizer state it keeps; allocating and initialising them. */
 #include "params.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm.h"
 #include "device.h"
 #include "kernels.h"
 
@@ -86,9 +88,71 @@ static void *zeroed(size_t count, size_t size) {
   return p;
 }
 
+/* ---- buckets and the own elements ------------------------------------------------------------ */
+
+static int is_tied_table(const ParamSlot *s) {
+  return s->layer < 0 && s->spec->in_embed && s->spec->in_head;
+}
+
+static int same_bucket(const Program *prog, const ParamSlot *a, const ParamSlot *b) {
+  if (a->chunk != b->chunk) return 0;
+  if (prog->distributed_optimizer && (is_tied_table(a) || is_tied_table(b))) return 0;
+  return prog->grad_reduce_after || a->layer == b->layer;
+}
+
+void params_share(const Params *ps, const ParamSlot *s, int dp, int dp_rank, int64_t *begin,
+                  int64_t *end) {
+  const Bucket *b = &ps->buckets[s->bucket];
+  int64_t lo = 0, hi = b->n, at = s->bucket_offset;
+  if (ps->sharded) comm_chunk(b->n, dp, dp_rank, &lo, &hi);
+  *begin = lo > at ? lo - at : 0;
+  *begin = *begin < s->n ? *begin : s->n;
+  *end = hi - at < *begin ? *begin : hi - at < s->n ? hi - at : s->n;
+}
+
+/* Cuts the sorted slots into buckets; each slot's own elements are where its bucket's own chunk
+ * meets it. */
+static void cut_buckets(Params *ps, const Program *prog, int dp_rank) {
+  ps->sharded = prog->distributed_optimizer && prog->dp > 1;
+  ps->buckets = zeroed((size_t)ps->count + 1, sizeof *ps->buckets);
+  for (int i = 0; i < ps->count; i++) {
+    if (i == 0 || !same_bucket(prog, &ps->slot[i - 1], &ps->slot[i]))
+      ps->buckets[ps->nbuckets++] = (Bucket){.from = i, .to = i};
+    Bucket *b = &ps->buckets[ps->nbuckets - 1];
+    ps->slot[i].bucket = ps->nbuckets - 1;
+    ps->slot[i].bucket_offset = b->n;
+    b->to = i + 1, b->n += ps->slot[i].n;
+  }
+  for (int i = 0; i < ps->count; i++) {
+    ParamSlot *s = &ps->slot[i];
+    params_share(ps, s, prog->dp, dp_rank, &s->own_begin, &s->own_end);
+    ps->own_elems += s->own_end - s->own_begin;
+  }
+}
+
+/* ---- storage --------------------------------------------------------------------------------- */
+
+/* Points a slot at its weights and gradient (element `at` of the rank's) and at the state of its own
+ * elements (element `own_at` of the own ones). */
+static void point(Params *ps, ParamSlot *s, int64_t at, int64_t own_at) {
+  real *grads = ps->storage + (ACT_SEPARATE ? ps->own_elems : ps->elems);
+  real *m = grads + ps->elems, *v = m + ps->own_elems;
+  s->g = grads + at;
+  s->m = m + own_at, s->v = v + own_at;
+#if ACT_SEPARATE
+  s->w = ps->compute + at;
+  s->master = ps->storage + own_at;
+#else
+  s->w = ps->storage + at;
+  s->master = s->w + s->own_begin;
+#endif
+}
+
 /* Carves backend storage and fills the pointer tables stage code reads. */
 static void place(Params *ps, const Program *prog) {
-  ps->storage = device_alloc((size_t)ps->elems * 4 * sizeof(real), "parameters, gradients and Adam state");
+  int64_t masters = ACT_SEPARATE ? ps->own_elems : ps->elems;
+  ps->storage = device_alloc((size_t)(masters + ps->elems + 2 * ps->own_elems) * sizeof(real),
+                             "parameters, gradients and Adam state");
 #if ACT_SEPARATE
   ps->compute = device_alloc((size_t)ps->elems * sizeof(act_t), "weights for compute");
 #endif
@@ -96,19 +160,11 @@ static void place(Params *ps, const Program *prog) {
   ps->model_g = zeroed((size_t)prog->nmodel_params + 1, sizeof(real *));
   ps->layer_w = zeroed((size_t)prog->layers, sizeof(act_t **));
   ps->layer_g = zeroed((size_t)prog->layers, sizeof(real **));
-  int64_t at = 0;
+  int64_t at = 0, own_at = 0;
   for (int i = 0; i < ps->count; i++) {
     ParamSlot *s = &ps->slot[i];
-    s->master = ps->storage + at;
-    s->g = ps->storage + ps->elems + at;
-    s->m = ps->storage + 2 * ps->elems + at;
-    s->v = ps->storage + 3 * ps->elems + at;
-#if ACT_SEPARATE
-    s->w = ps->compute + at;
-#else
-    s->w = s->master;
-#endif
-    at += s->n;
+    point(ps, s, at, own_at);
+    at += s->n, own_at += s->own_end - s->own_begin;
     int index = (int)(s->spec - (s->layer < 0 ? prog->model_params : prog->block_params));
     if (s->layer < 0) {
       ps->model_w[index] = s->w, ps->model_g[index] = s->g;
@@ -122,6 +178,27 @@ static void place(Params *ps, const Program *prog) {
   }
 }
 
+real *params_own(const ParamSlot *s, ParamState kind) {
+  return kind == PARAM_WEIGHTS ? s->master : kind == PARAM_ADAM_M ? s->m : s->v;
+}
+
+void params_upload(ParamSlot *s, ParamState kind, const real *host) {
+  size_t own = (size_t)(s->own_end - s->own_begin) * sizeof(real);
+  if (kind != PARAM_WEIGHTS) {
+    device_upload(params_own(s, kind), host + s->own_begin, own);
+    return;
+  }
+#if ACT_SEPARATE
+  real *whole = device_alloc((size_t)s->n * sizeof(real), "a parameter on its way in");
+  device_upload(whole, host, (size_t)s->n * sizeof(real));
+  k_to_act(s->n, whole, s->w);
+  device_copy(s->master, whole + s->own_begin, own);
+  device_free(whole);
+#else
+  device_upload(s->w, host, (size_t)s->n * sizeof(real));
+#endif
+}
+
 /* Each share drawn on the host at its global element indices, then moved to the backend's memory. */
 static void initialise(Params *ps, uint64_t seed) {
   for (int i = 0; i < ps->count; i++) {
@@ -132,15 +209,16 @@ static void initialise(Params *ps, uint64_t seed) {
     case INIT_ZERO: philox_fill_const(host, &s->box, 0); break;
     case INIT_ONE: philox_fill_const(host, &s->box, 1); break;
     }
-    device_upload(s->master, host, (size_t)s->n * sizeof *host);
+    params_upload(s, PARAM_WEIGHTS, host);
     free(host);
   }
-  params_refresh(ps);
 }
 
-void params_create(Params *ps, const Program *prog, int pp_rank, int tp_rank, uint64_t seed) {
+void params_create(Params *ps, const Program *prog, int pp_rank, int tp_rank, int dp_rank,
+                   uint64_t seed) {
   memset(ps, 0, sizeof *ps);
   choose(ps, prog, pp_rank, tp_rank);
+  cut_buckets(ps, prog, dp_rank);
   place(ps, prog);
   initialise(ps, seed);
 }
@@ -157,16 +235,20 @@ void params_free(Params *ps, const Program *prog) {
   device_free(ps->storage);
   device_free(ps->compute);
   free(ps->slot);
+  free(ps->buckets);
   memset(ps, 0, sizeof *ps);
 }
 
-void params_zero_grads(Params *ps) { device_zero(ps->storage + ps->elems, (size_t)ps->elems * sizeof(real)); }
+void params_zero_others_grads(Params *ps) {
+  for (int i = 0; i < ps->count; i++) {
+    ParamSlot *s = &ps->slot[i];
+    device_zero(s->g, (size_t)s->own_begin * sizeof(real));
+    device_zero(s->g + s->own_end, (size_t)(s->n - s->own_end) * sizeof(real));
+  }
+}
 
-void params_refresh(Params *ps) {
-#if ACT_SEPARATE
-  k_to_act(ps->elems, ps->storage, ps->compute);
-#else
-  (void)ps;
-#endif
+void params_zero_grads(Params *ps) {
+  real *grads = ps->storage + (ACT_SEPARATE ? ps->own_elems : ps->elems);
+  device_zero(grads, (size_t)ps->elems * sizeof(real));
 }
 

@@ -90,8 +90,8 @@ typedef struct {
   int64_t vocab, vocab_padded;
   int recompute, sequence_parallel;
   int grad_reduce_after;             /* DP gradients reduced once the backward is done, not in buckets during it */
-  /* Adam's moments and the fp32 master weights sharded over the DP ranks: gradients reduce-scattered,
-   * weights all-gathered after the step (--distributed-optimizer) */
+  /* Adam's moments and the fp32 master weights sharded over the DP ranks: gradients
+   * reduce-scattered, weights all-gathered after the step (--distributed-optimizer) */
   int distributed_optimizer;
   int masked_lm;                     /* targets are masked positions (BERT), else the next tokens */
   const ConfigItem *config;          /* sorted by key; checkpoints record it and loading compares it */

@@ -118,8 +118,38 @@ static void nc_allreduce(Comm *c, GroupKind g, void *buf, int64_t n, CommType ty
   nc_allreduce_on(nc_rank(c), CHANNEL_RANK, g, buf, n, type, op);
 }
 
-static void nc_worker_allreduce(Comm *c, GroupKind g, real *buf, int64_t n, CommOp op) {
-  nc_allreduce_on(nc_rank(c), CHANNEL_WORKER, g, buf, n, COMM_REAL, op);
+/* Member k's chunk of buf (comm_chunk) summed into member k's buf (reduce), or sent from member k
+ * to every member (broadcast): one call a chunk, grouped, in place. */
+static void nc_chunks(NcclRank *r, int ch, GroupKind g, void *buf, int64_t n, CommType type,
+                      int reduce) {
+  const char *op = reduce ? "reduce-scatter" : "all-gather of chunks";
+  size_t e = comm_type_size(type);
+  int64_t lo, hi;
+  nc_require_device(r, buf, op);
+  cudaStream_t stream = nc_begin(r, ch);
+  nc_check(r, ncclGroupStart(), op, g);
+  for (int k = 0; k < r->comm.group[g].size; k++) {
+    comm_chunk(n, r->comm.group[g].size, k, &lo, &hi);
+    void *chunk = (char *)buf + (size_t)lo * e;
+    if (hi == lo) continue;
+    if (reduce)
+      nc_check(r, ncclReduce(chunk, chunk, (size_t)(hi - lo), nc_type(type), ncclSum, k,
+                             r->group[ch][g], stream), op, g);
+    else
+      nc_check(r, ncclBroadcast(chunk, chunk, (size_t)(hi - lo), nc_type(type), k,
+                                r->group[ch][g], stream), op, g);
+  }
+  nc_check(r, ncclGroupEnd(), op, g);
+  if (ch == CHANNEL_RANK) nc_end(r, ch); /* the worker's: comm_wait orders the rank after it */
+}
+
+static void nc_worker_reduce(Comm *c, GroupKind g, real *buf, int64_t n, CommOp op, int scatter) {
+  if (scatter) nc_chunks(nc_rank(c), CHANNEL_WORKER, g, buf, n, COMM_REAL, 1);
+  else nc_allreduce_on(nc_rank(c), CHANNEL_WORKER, g, buf, n, COMM_REAL, op);
+}
+
+static void nc_allgather_chunks(Comm *c, GroupKind g, void *buf, int64_t n, CommType type) {
+  nc_chunks(nc_rank(c), CHANNEL_RANK, g, buf, n, type, 0);
 }
 
 /* NCCL gathers whole blocks [member][outer][inner]; with outer > 1 they are permuted on the stream into
@@ -268,7 +298,8 @@ static const CommOps nccl_ops = {
   .send = nc_send,
   .recv = nc_recv,
   .p2p_end = nc_p2p_end,
-  .allreduce_start = comm_worker_start,
+  .reduce_start = comm_worker_start,
+  .allgather_chunks = nc_allgather_chunks,
   .wait = nc_wait,
   .abort = nc_abort,
 };
@@ -422,7 +453,7 @@ static NcclRank *nc_rank_new(int tp, int pp, int dp, int rank, double timeout, c
     gpu_check(cudaEventCreateWithFlags(&r->done[ch], cudaEventDisableTiming), "cudaEventCreate");
   }
   nc_groups_new(r, id);
-  r->comm.worker = comm_worker_new(&r->comm, nc_worker_allreduce, 0);
+  r->comm.worker = comm_worker_new(&r->comm, nc_worker_reduce, 0);
   return r;
 }
 

@@ -1,5 +1,6 @@
 /* checkpoint.c: saving every parameter and its Adam state as full logical tensors by name
- * (gathered over TP, sent to rank 0, streamed into one safetensors file written atomically), and
+ * (gathered over DP where the distributed optimizer shards them, over TP, sent to rank 0, streamed
+ * into one safetensors file written atomically), and
  * loading any layout's checkpoint by reading each rank's own box of every tensor: all of them to
  * resume (--load), the weights alone to start from (--init). */
 #include "train/checkpoint.h"
@@ -18,7 +19,7 @@
 #include "train/resume.h"
 
 /* the kinds of tensor, in the order a checkpoint holds them */
-enum { WEIGHTS, ADAM_M, ADAM_V, KINDS };
+enum { WEIGHTS = PARAM_WEIGHTS, ADAM_M = PARAM_ADAM_M, ADAM_V = PARAM_ADAM_V, KINDS };
 static const char *const kind_prefix[KINDS] = {"", "adam.m.", "adam.v."};
 
 /* Every parameter of the model in one order all ranks agree on: model scope, then layer by
@@ -70,10 +71,6 @@ static ParamSlot *find_slot(Params *ps, const Entry *e) {
   return NULL;
 }
 
-static real *slot_data(ParamSlot *s, int kind) {
-  return kind == WEIGHTS ? s->master : kind == ADAM_M ? s->m : s->v;
-}
-
 /* ---- saving --------------------------------------------------------------------------------- */
 
 /* A save under way: the tensor in transit, and on rank 0 the writer. */
@@ -81,17 +78,43 @@ typedef struct {
   Trainer *t;
   int64_t step;
   real *full, *host; /* one tensor in the backend's memory, and on rank 0 its copy in host memory */
+  real *whole;       /* with the distributed optimizer: a rank's share of it, whole (DP rank 0) */
   CkptWriter w;
   /* rank 0: the writer failed (the other ranks go on sending; the save fails at its end) */
   int failed;
 } Save;
 
+/* With the distributed optimizer, on the owner's ranks: DP rank 0 receives the other DP ranks'
+ * elements of the slot's state into `whole` beside its own; returns where the slot's n elements
+ * are (DP rank 0's). */
+static const real *share_whole(Trainer *t, ParamSlot *s, int kind, real *whole) {
+  const Params *ps = &t->params;
+  int dp = t->prog->dp, dp_rank = comm_info(t->comm)->dp_rank;
+  if (!ps->sharded) return params_own(s, kind);
+  int64_t begin, end;
+  comm_p2p_start(t->comm);
+  if (dp_rank > 0 && s->own_end > s->own_begin)
+    comm_send(t->comm, comm_group_member(t->comm, GROUP_DP, 0), params_own(s, kind),
+              s->own_end - s->own_begin, COMM_REAL, kind);
+  for (int k = 1; dp_rank == 0 && k < dp; k++) {
+    params_share(ps, s, dp, k, &begin, &end);
+    if (end > begin)
+      comm_recv(t->comm, comm_group_member(t->comm, GROUP_DP, k), whole + begin, end - begin,
+                COMM_REAL, kind);
+  }
+  comm_p2p_end(t->comm);
+  if (s->own_end > s->own_begin)
+    device_copy(whole + s->own_begin, params_own(s, kind),
+                (size_t)(s->own_end - s->own_begin) * sizeof(real));
+  return whole;
+}
+
 /* On the owner's TP ranks of DP replica 0: the whole padded tensor, gathered along the split
  * axis. */
-static void gather(Trainer *t, ParamSlot *s, int kind, real *full) {
+static void gather(Trainer *t, ParamSlot *s, const real *share, real *full) {
   const ParamSpec *p = s->spec;
   if (p->split_axis < 0 || t->prog->tp == 1) {
-    device_copy(full, slot_data(s, kind), (size_t)s->n * sizeof(real));
+    device_copy(full, share, (size_t)s->n * sizeof(real));
     return;
   }
   int64_t outer = 1, inner = 1;
@@ -99,7 +122,7 @@ static void gather(Trainer *t, ParamSlot *s, int kind, real *full) {
     if (a < p->split_axis) outer *= p->shape[a];
     else inner *= a == p->split_axis ? p->shape[a] / t->prog->tp : p->shape[a];
   }
-  comm_allgather(t->comm, GROUP_TP, slot_data(s, kind), full, outer, inner, COMM_REAL);
+  comm_allgather(t->comm, GROUP_TP, share, full, outer, inner, COMM_REAL);
 }
 
 /* A checkpoint holds finite values only: a weight or moment that is not (an update with a
@@ -132,7 +155,11 @@ static void save_tensor(Save *sv, const Entry *e, int kind) {
   int holder = comm_group_member(t->comm, GROUP_PP, e->owner);
   int in_owner_group = ri->pp_rank == e->owner && ri->dp_rank == 0;
   int64_t n = unpadded_elems(e->spec);
-  if (in_owner_group) gather(t, find_slot(&t->params, e), kind, sv->full);
+  if (ri->pp_rank == e->owner) {
+    ParamSlot *s = find_slot(&t->params, e);
+    const real *share = share_whole(t, s, kind, sv->whole);
+    if (in_owner_group) gather(t, s, share, sv->full);
+  }
   int sender = in_owner_group && ri->tp_rank == 0 && ri->rank != 0;
   int receiver = ri->rank == 0 && !(in_owner_group && ri->tp_rank == 0);
   if (sender || receiver) {
@@ -233,10 +260,12 @@ void checkpoint_save(Trainer *t, const char *dir, int64_t step) {
   for (int i = 0; i < n; i++)
     largest = padded_elems(list[i].spec) > largest ? padded_elems(list[i].spec) : largest;
   sv.full = device_alloc((size_t)largest * sizeof *sv.full, "a checkpoint's tensor");
+  if (t->params.sharded) sv.whole = device_alloc((size_t)largest * sizeof *sv.whole, "a share");
   sv.host = malloc((size_t)largest * sizeof *sv.host);
   for (int k = 0; k < KINDS; k++)
     for (int i = 0; i < n; i++) save_tensor(&sv, &list[i], k);
   device_free(sv.full);
+  device_free(sv.whole);
   free(sv.host);
   free(list);
   if (is_root && (sv.failed || ckpt_write_end(&sv.w))) {
@@ -266,7 +295,7 @@ static void load_box(Trainer *t, Ckpt *c, ParamSlot *s, int kind, const char *na
   if ((p->ndim == 0 || count[0] > 0) &&
       ckpt_read_box(c, name, p->ndim, p->unpadded, begin, count, out))
     comm_fail(t->comm, "%s", c->error);
-  device_upload(slot_data(s, kind), out, (size_t)s->n * sizeof *out);
+  params_upload(s, (ParamState)kind, out);
   free(out);
 }
 
@@ -372,7 +401,6 @@ static void load_tensors(Trainer *t, Ckpt *c, int upto) {
       snprintf(name, sizeof name, "%s%s", kind_prefix[k], s->name);
       load_box(t, c, s, k, name);
     }
-  params_refresh(&t->params);
 }
 
 static void open_checkpoint(Trainer *t, Ckpt *c, const char *dir, char *path, size_t len) {

@@ -25,19 +25,22 @@
 
 /* The global gradient norm: each rank's counted parameters (split ones on every TP rank,
  * replicated ones on TP rank 0, a tied table on the first stage), summed over TP and PP; DP
- * replicas hold the same. */
+ * replicas hold the same, or with the distributed optimizer each the sums of its own elements
+ * (summed over DP too). */
 static double global_grad_norm(Trainer *t) {
   double start = t->run.profile ? profile_start(t->run.profile) : 0, elems = 0;
   int64_t *n = malloc((size_t)t->params.count * sizeof *n);
   const real **g = malloc((size_t)t->params.count * sizeof *g);
   int count = 0;
-  for (int i = 0; i < t->params.count; i++)
-    if (t->params.slot[i].counted) {
-      n[count] = t->params.slot[i].n, g[count++] = t->params.slot[i].g;
-      elems += (double)t->params.slot[i].n;
-    }
+  for (int i = 0; i < t->params.count; i++) {
+    const ParamSlot *s = &t->params.slot[i];
+    if (!s->counted || s->own_end == s->own_begin) continue;
+    n[count] = s->own_end - s->own_begin, g[count++] = s->g + s->own_begin;
+    elems += (double)(s->own_end - s->own_begin);
+  }
   double sq = optim_norm_sq_many(count, n, g);
   free(n), free(g);
+  if (t->params.sharded) comm_allreduce(t->comm, GROUP_DP, &sq, 1, COMM_F64, COMM_SUM);
   comm_allreduce(t->comm, GROUP_TP, &sq, 1, COMM_F64, COMM_SUM);
   comm_allreduce(t->comm, GROUP_PP, &sq, 1, COMM_F64, COMM_SUM);
   if (t->run.profile)
@@ -45,24 +48,36 @@ static double global_grad_norm(Trainer *t) {
   return sqrt(sq);
 }
 
-/* AdamW over the trainable tensors in one call, which also rounds each new master weight to the
- * copy compute reads where that copy is separate (frozen tensors keep theirs). Returns the bytes
- * that moved: the weights, m and v read and written, the gradient read and cleared, the compute
- * copy written. */
+/* AdamW over the own elements of the trainable tensors in one call, which also rounds each new
+ * master weight to the copy compute reads where that copy is separate (frozen tensors keep theirs).
+ * Returns the bytes that moved: the weights, m and v read and written, the gradient read and
+ * cleared, the compute copy written. */
 static double adamw_all(Trainer *t, double coef) {
   AdamwTensor *a = malloc((size_t)t->params.count * sizeof *a);
   int count = 0;
   double elems = 0;
   for (int i = 0; i < t->params.count; i++) {
     ParamSlot *s = &t->params.slot[i];
-    if (!s->spec->trainable) continue; /* frozen: left as it is */
-    act_t *w = ACT_SEPARATE ? s->w : NULL;
-    a[count++] = (AdamwTensor){s->n, s->spec->decay, s->master, s->g, s->m, s->v, w};
-    elems += (double)s->n;
+    int64_t own = s->own_end - s->own_begin;
+    if (!s->spec->trainable || own == 0) continue; /* frozen: left as it is */
+    act_t *w = ACT_SEPARATE ? s->w + s->own_begin : NULL;
+    a[count++] = (AdamwTensor){own, s->spec->decay, s->master, s->g + s->own_begin, s->m, s->v, w};
+    elems += (double)own;
   }
   optim_adamw_many(&t->adamw, t->step + 1, t->lr, coef, count, a);
   free(a);
   return elems * (8.0 * sizeof(real) + (ACT_SEPARATE ? sizeof(act_t) : 0));
+}
+
+/* With the distributed optimizer: each data-parallel rank's updated weights to all of them, bucket
+ * by bucket, in the precision compute reads. */
+static void gather_weights(Trainer *t) {
+  double start = t->run.profile ? profile_start(t->run.profile) : 0;
+  for (int k = 0; k < t->params.nbuckets; k++) {
+    const Bucket *b = &t->params.buckets[k];
+    comm_allgather_chunks(t->comm, GROUP_DP, t->params.slot[b->from].w, b->n, COMM_ACT);
+  }
+  if (t->run.profile) profile_add(t->run.profile, PROFILE_COMM, start, 0, 0);
 }
 
 static void optimizer_step(void *arg) {
@@ -79,6 +94,7 @@ static void optimizer_step(void *arg) {
   double start = t->run.profile ? profile_start(t->run.profile) : 0;
   double bytes = adamw_all(t, coef);
   if (t->run.profile) profile_add(t->run.profile, PROFILE_OPTIMIZER, start, 0, bytes);
+  if (t->params.sharded) params_zero_others_grads(&t->params), gather_weights(t);
 }
 
 /* ---- validation ----------------------------------------------------------------------------- */
@@ -115,7 +131,7 @@ static void setup_run(Trainer *t) {
   r->grad_b = device_alloc((size_t)p->io_elems * sizeof(act_t), "gradients between layers");
   r->xent_stats = device_alloc((size_t)3 * p->mbs * p->seq * sizeof(real),
                                "cross-entropy statistics");
-  params_create(&t->params, p, ri->pp_rank, ri->tp_rank, t->seed);
+  params_create(&t->params, p, ri->pp_rank, ri->tp_rank, ri->dp_rank, t->seed);
   r->model_w = t->params.model_w, r->model_g = t->params.model_g;
   r->layer_w = t->params.layer_w, r->layer_g = t->params.layer_g;
   r->constants = constants_upload(p);

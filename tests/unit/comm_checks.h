@@ -367,6 +367,45 @@ static void check_nonblocking(Comm *c, Findings *f, GroupKind g) {
   }
 }
 
+/* The distributed optimizer's halves of an all-reduce: a nonblocking reduce-scatter leaves each
+ * member its chunk (comm_chunk) with the bits of the ordered sum, the rest of its buffer as it was
+ * or anything; an all-gather of chunks then gives every member the whole sum. Sizes with empty and
+ * short last chunks. */
+static void check_scatter_gather_chunks(Comm *c, Findings *f, GroupKind g) {
+  enum { BUCKETS = 4 };
+  static const int64_t sizes[BUCKETS] = {1, 17, 4099, 100000};
+  int members[4096], size = comm_group_size(c, g), me = comm_group_rank(c, g);
+  int rank = comm_info(c)->rank;
+  real *bucket[BUCKETS], want;
+  CommRequest *request[BUCKETS];
+  group_members(c, g, members);
+  for (int b = 0; b < BUCKETS; b++) {
+    bucket[b] = malloc(sizeof(real) * (size_t)sizes[b]);
+    for (int64_t i = 0; i < sizes[b]; i++) bucket[b][i] = (real)sample(rank, i, 900 + b);
+    request[b] = comm_reducescatter_start(c, g, bucket[b], sizes[b]);
+  }
+  for (int b = 0; b < BUCKETS; b++) {
+    int64_t lo, hi;
+    int bad = 0;
+    comm_wait(c, request[b]);
+    comm_chunk(sizes[b], size, me, &lo, &hi);
+    for (int64_t i = lo; i < hi; i++) {
+      reference(&want, COMM_REAL, COMM_SUM, members, size, i, 900 + b);
+      bad += memcmp(&bucket[b][i], &want, sizeof want) != 0;
+    }
+    comm_allgather_chunks(c, g, bucket[b], sizes[b], COMM_REAL);
+    for (int64_t i = 0; i < sizes[b]; i++) {
+      reference(&want, COMM_REAL, COMM_SUM, members, size, i, 900 + b);
+      bad += memcmp(&bucket[b][i], &want, sizeof want) != 0;
+    }
+    EXPECT(f, c, bad == 0,
+           "%s group bucket of %lld: %d elements differ from the ordered sum after the "
+           "reduce-scatter and the all-gather of chunks",
+           group_names[g], (long long)sizes[b], bad);
+    free(bucket[b]);
+  }
+}
+
 /* The last member of g arrives 200 ms late: nobody may leave the barrier before it. */
 static void check_barrier(Comm *c, Findings *f, GroupKind g) {
   int size = comm_group_size(c, g);

@@ -38,6 +38,8 @@ static void ring_pp(Comm *c, Findings *f) { check_p2p_ring(c, f, GROUP_PP); }
 static void ring_world(Comm *c, Findings *f) { check_p2p_ring(c, f, GROUP_WORLD); }
 static void nonblocking_dp(Comm *c, Findings *f) { check_nonblocking(c, f, GROUP_DP); }
 static void nonblocking_world(Comm *c, Findings *f) { check_nonblocking(c, f, GROUP_WORLD); }
+static void chunks_dp(Comm *c, Findings *f) { check_scatter_gather_chunks(c, f, GROUP_DP); }
+static void chunks_world(Comm *c, Findings *f) { check_scatter_gather_chunks(c, f, GROUP_WORLD); }
 static void barrier_world(Comm *c, Findings *f) { check_barrier(c, f, GROUP_WORLD); }
 static void barrier_pp(Comm *c, Findings *f) { check_barrier(c, f, GROUP_PP); }
 
@@ -54,6 +56,8 @@ static void test_p2p_ring_world(void) { over_grids(ring_world); }
 static void test_p2p_pairs_in_order(void) { over_grids(check_p2p_pairs); }
 static void test_nonblocking_dp(void) { over_grids(nonblocking_dp); }
 static void test_nonblocking_world(void) { over_grids(nonblocking_world); }
+static void test_reducescatter_then_allgather_chunks_dp(void) { over_grids(chunks_dp); }
+static void test_reducescatter_then_allgather_chunks_world(void) { over_grids(chunks_world); }
 static void test_barrier_world(void) { over_grids(barrier_world); }
 static void test_barrier_pp(void) { over_grids(barrier_pp); }
 
@@ -71,6 +75,8 @@ int main(void) {
   RUN(test_p2p_pairs_in_order);
   RUN(test_nonblocking_dp);
   RUN(test_nonblocking_world);
+  RUN(test_reducescatter_then_allgather_chunks_dp);
+  RUN(test_reducescatter_then_allgather_chunks_world);
   RUN(test_barrier_world);
   RUN(test_barrier_pp);
   TEST_EXIT();

@@ -16,6 +16,7 @@ static void ring_pp(Comm *c, Findings *f) { check_p2p_ring(c, f, GROUP_PP); }
 static void ring_world(Comm *c, Findings *f) { check_p2p_ring(c, f, GROUP_WORLD); }
 static void nonblocking_world(Comm *c, Findings *f) { check_nonblocking(c, f, GROUP_WORLD); }
 static void nonblocking_pp(Comm *c, Findings *f) { check_nonblocking(c, f, GROUP_PP); }
+static void chunks_world(Comm *c, Findings *f) { check_scatter_gather_chunks(c, f, GROUP_WORLD); }
 static void barrier_world(Comm *c, Findings *f) { check_barrier(c, f, GROUP_WORLD); }
 
 static const struct {
@@ -35,6 +36,7 @@ static const struct {
   {"p2p_pairs_in_order", check_p2p_pairs},
   {"nonblocking_world", nonblocking_world},
   {"nonblocking_pp", nonblocking_pp},
+  {"reducescatter_then_allgather_chunks", chunks_world},
   {"barrier", barrier_world},
 };
 
