@@ -1,6 +1,6 @@
 /* parallel.h: the parallel layout of a run (tp, pp, vpp, dp, batch sizes, schedule, recomputation,
- * sequence parallelism, when gradients are reduced, the distributed optimizer): read from the model file, overridden by flags,
- * checked before any pass. */
+ * sequence parallelism, when gradients are reduced, the distributed optimizer): read from the model
+ * file, overridden by flags, checked before any pass. */
 #ifndef PLAIT_PARALLEL_H
 #define PLAIT_PARALLEL_H
 
