@@ -7,6 +7,12 @@
 
 double cost_ring_allreduce(double bytes, int n) { return n > 1 ? 2.0 * (n - 1) / n * bytes : 0; }
 double cost_ring_allgather(double bytes, int n) { return n > 1 ? (double)(n - 1) / n * bytes : 0; }
+double cost_ring_reducescatter(double bytes, int n) { return cost_ring_allgather(bytes, n); }
+
+double cost_dp_bytes(double params, int d, int distributed_optimizer, int weight_bytes) {
+  if (!distributed_optimizer) return cost_ring_allreduce(4 * params, d);
+  return cost_ring_reducescatter(4 * params, d) + cost_ring_allgather(weight_bytes * params, d);
+}
 
 static double elems(const Model *m, const Graph *g, int t) {
   return (double)tensor_elems(m, &g->tensors[t]);
@@ -42,8 +48,9 @@ static void count_collective(const Model *m, const Graph *g, const Node *n, int 
   int pass = n->backward ? PASS_BACKWARD : PASS_FORWARD;
   double full = elems(m, g, n->in[0]) * act_bytes;
   s->collectives[pass][collective_kind(n->op)]++;
-  s->tp_bytes[pass] += n->op == OP_ALLREDUCE ? cost_ring_allreduce(full, tp)
-                                             : cost_ring_allgather(full, tp);
+  s->tp_bytes[pass] += n->op == OP_ALLREDUCE   ? cost_ring_allreduce(full, tp)
+                       : n->op == OP_ALLGATHER ? cost_ring_allgather(full, tp)
+                                               : cost_ring_reducescatter(full, tp);
 }
 
 /* Vocab-parallel cross entropy all-reduces the max, the target logit and the sum of exponentials

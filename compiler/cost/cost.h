@@ -48,5 +48,10 @@ void cost_model(const Model *m, const Parallel *par, int activation_bytes, Model
 /* Ring algorithms over n ranks: bytes each rank sends for a tensor of `bytes` bytes. */
 double cost_ring_allreduce(double bytes, int n);
 double cost_ring_allgather(double bytes, int n);
+double cost_ring_reducescatter(double bytes, int n);
+/* Bytes a rank sends per iteration for the data-parallel reduction of `params` fp32 gradients over
+ * d ranks: a ring all-reduce; with the distributed optimizer a reduce-scatter of them, then an
+ * all-gather of the updated weights, `weight_bytes` a parameter. */
+double cost_dp_bytes(double params, int d, int distributed_optimizer, int weight_bytes);
 
 #endif

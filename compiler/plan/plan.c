@@ -144,8 +144,17 @@ static double scores_bytes(const Plan *p, int rank) {
   return bytes;
 }
 
-/* Parameters, their gradients and Adam state, and the activations: the slots of the rank's
- * chunks, its scratch and recompute regions and the two gradients passed between layers. */
+double plan_optimizer_shards(const Parallel *par) {
+  return par->distributed_optimizer ? par->dp : 1;
+}
+
+double plan_tied_bytes(const Plan *p) {
+  return (double)p->cost.tied_bytes / plan_optimizer_shards(&p->par);
+}
+
+/* Parameters, their gradients and Adam state (with the distributed optimizer Adam's and the
+ * master weights' 1/dp share), and the activations: the slots of the rank's chunks, its scratch
+ * and recompute regions and the two gradients passed between layers. */
 static void rank_memory(const Plan *p, int rank, RankMemory *r) {
   const ModelCost *c = &p->cost;
   memset(r, 0, sizeof *r);
@@ -162,16 +171,17 @@ static void rank_memory(const Plan *p, int rank, RankMemory *r) {
   r->peak_inflight = p->timeline.peak_inflight_microbatches
                          ? p->timeline.peak_inflight_microbatches[rank]
                          : 0;
-  double n = (double)r->params;
+  double n = (double)r->params, shards = plan_optimizer_shards(&p->par);
   r->weights[PRECISION_FP32] = 4 * n, r->gradients[PRECISION_FP32] = 4 * n,
-  r->optimizer[PRECISION_FP32] = 8 * n;
+  r->optimizer[PRECISION_FP32] = 8 * n / shards;
   r->weights[PRECISION_BF16] = 2 * n, r->gradients[PRECISION_BF16] = 4 * n,
-  r->optimizer[PRECISION_BF16] = 12 * n;
+  r->optimizer[PRECISION_BF16] = 12 * n / shards;
   r->total = r->weights[p->precision] + r->gradients[p->precision] + r->optimizer[p->precision] +
              r->activations;
 }
 
-/* Bytes a pipeline rank sends per iteration over each group; the plan keeps the busiest rank's. */
+/* Bytes a pipeline rank sends per iteration over each group; the plan keeps the busiest rank's.
+ * With the distributed optimizer, DP: the gradients reduce-scattered and the weights gathered. */
 static void rank_traffic(Plan *p, int rank) {
   const ModelCost *c = &p->cost;
   double m = p->microbatches, tp = 0, pp = 0;
@@ -189,9 +199,10 @@ static void rank_traffic(Plan *p, int rank) {
     if (k + 1 < p->nchunks && p->chunks[k + 1].rank != rank) pp += m * io; /* activations */
     if (k > 0 && p->chunks[k - 1].rank != rank) pp += m * io;               /* gradients */
   }
-  double dp = cost_ring_allreduce(4.0 * p->ranks[rank].params, p->par.dp);
+  double dp = cost_dp_bytes((double)p->ranks[rank].params, p->par.dp,
+                            p->par.distributed_optimizer, p->machine.activation_bytes);
   double embed = p->par.pp > 1 && (rank == 0 || rank == p->par.pp - 1)
-                     ? cost_ring_allreduce(c->tied_bytes, 2)
+                     ? cost_ring_allreduce(plan_tied_bytes(p), 2)
                      : 0;
   if (tp > p->bytes_tp) p->bytes_tp = tp;
   if (pp > p->bytes_pp) p->bytes_pp = pp;
@@ -293,6 +304,19 @@ static int inflight_slots(Plan *p, Diag *d) {
   return 0;
 }
 
+/* Every chunk keeps at least one microbatch in flight once its slots are counted. */
+static int slots_counted(const Plan *p) { return p->chunk_memory[0].slots > 0; }
+
+/* The fullest rank: its weights, gradients and optimizer state alone when they pass `capacity`,
+ * else with its chunks' slots. */
+static int bound_memory(Plan *p, double capacity, PlanBound *b, Diag *d) {
+  b->memory = fullest_rank(p);
+  if (b->memory > capacity || slots_counted(p)) return 0;
+  if (inflight_slots(p, d)) return -1;
+  b->memory = fullest_rank(p);
+  return 0;
+}
+
 int plan_bound(Plan *p, const Parallel *par, double capacity, PlanBound *b, Diag *d) {
   free_layout(p);
   p->par = *par;
@@ -302,11 +326,13 @@ int plan_bound(Plan *p, const Parallel *par, double capacity, PlanBound *b, Diag
   plan_rank_work(p, b);
   p->ranks = calloc((size_t)p->par.pp, sizeof *p->ranks);
   for (int c = 0; c < p->nchunks; c++) p->chunk_memory[c].slots = 0;
-  b->memory = fullest_rank(p);
-  if (b->memory > capacity) return 0;
-  if (inflight_slots(p, d)) return -1;
-  b->memory = fullest_rank(p);
-  return 0;
+  return bound_memory(p, capacity, b, d);
+}
+
+int plan_bound_optimizer(Plan *p, const Parallel *par, double capacity, PlanBound *b, Diag *d) {
+  p->par = *par;
+  plan_rank_work(p, b);
+  return bound_memory(p, capacity, b, d);
 }
 
 void plan_free(Plan *p) {

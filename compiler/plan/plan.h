@@ -50,10 +50,12 @@ typedef struct {
 
 /* Where an iteration's time goes on the rank that finishes last: its compute (kernels), the TP
  * collectives inside it, the pipeline's bubble, waits for pipeline transfers, the data-parallel
- * reduction left after the last backward, and the optimizer step. They add up to the iteration
- * time. */
+ * reduction left after the last backward (with the distributed optimizer, the reduce-scatter's
+ * tail and the weights' all-gather after the step), and the optimizer step. They add up to the
+ * iteration time. */
 typedef struct {
   double compute, tp, bubble, pp, dp, optimizer;
+  double gather; /* of dp: the weights' all-gather after the step (distributed optimizer) */
 } IterationTime;
 
 typedef struct {
@@ -113,12 +115,23 @@ typedef struct {
   double tp;        /* of which TP collectives */
   double fill;      /* seconds: the pipeline's fill and drain before and after that rank's work */
   double optimizer; /* seconds: the optimizer step */
+  double gather;    /* seconds: the weights' all-gather after it (distributed optimizer) */
   double memory;    /* bytes, at least */
 } PlanBound;
 /* As plan_layout up to the cut and the chunks' slots; when the weights, gradients and optimizer
  * state of a rank alone pass `capacity` bytes, stops there (memory is then theirs). Returns 0,
  * or -1 with the reason (the rules plan_build refuses a layout by) in d. */
 int plan_bound(Plan *p, const Parallel *par, double capacity, PlanBound *b, Diag *d);
+/* As plan_bound for `par`, which differs from the layout p was last bounded for in the
+ * distributed optimizer alone: the chunks, their work and their slots are the same, so only the
+ * optimizer step, the weights' all-gather and the memory are worked out again. */
+int plan_bound_optimizer(Plan *p, const Parallel *par, double capacity, PlanBound *b, Diag *d);
+/* The ranks Adam's state and the fp32 master weights are sharded over: dp with the distributed
+ * optimizer, else 1. */
+double plan_optimizer_shards(const Parallel *par);
+/* Bytes of the tied embedding's gradient a rank sums with the other end of the pipeline: the
+ * table's, or with the distributed optimizer its 1/dp share (the rank's shard alone). */
+double plan_tied_bytes(const Plan *p);
 /* The busiest rank's work per iteration from the kernels' times (plan_schedule.c). */
 void plan_rank_work(const Plan *p, PlanBound *b);
 void plan_free(Plan *p);

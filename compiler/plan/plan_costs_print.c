@@ -39,11 +39,11 @@ static void print_chunks(const Plan *p, FILE *f) {
 
 void plan_print_time_breakdown(const Plan *p, FILE *f) {
   const IterationTime *t = &p->time;
-  fprintf(f,
-          "iteration   %.4g s = compute %.4g + TP %.4g + bubble %.4g + PP %.4g + DP %.4g + "
-          "optimizer %.4g; "
-          "%.4g TFLOP/s per device (%.1f%% of peak)\n",
-          p->timeline.iteration, t->compute, t->tp, t->bubble, t->pp, t->dp, t->optimizer,
+  fprintf(f, "iteration   %.4g s = compute %.4g + TP %.4g + bubble %.4g + PP %.4g + DP %.4g",
+          p->timeline.iteration, t->compute, t->tp, t->bubble, t->pp, t->dp);
+  if (p->par.distributed_optimizer && p->par.dp > 1)
+    fprintf(f, " (reduce-scatter, then the weights' all-gather %.4g after the step)", t->gather);
+  fprintf(f, " + optimizer %.4g; %.4g TFLOP/s per device (%.1f%% of peak)\n", t->optimizer,
           plan_device_flops(p) / 1e12, 100 * plan_device_flops(p) / p->machine.peak_flops);
 }
 

@@ -79,6 +79,8 @@ static void rank(const Plan *p, int r, FILE *f) {
           m->weights[PRECISION_BF16] + m->gradients[PRECISION_BF16] + m->optimizer[PRECISION_BF16] +
               m->activations,
           m->peak_inflight);
+  if (p->par.distributed_optimizer)
+    fprintf(f, ", \"optimizer_sharded_over\": %g", plan_optimizer_shards(&p->par));
   fprintf(f, ",\n     \"actions\": [");
   const ActionList *list = &p->schedule.rank[r];
   for (int i = 0; i < list->count; i++) {
@@ -87,6 +89,18 @@ static void rank(const Plan *p, int r, FILE *f) {
     fprintf(f, "%s\"%s\"", i ? ", " : "", name);
   }
   fprintf(f, "]}");
+}
+
+/* Where the iteration goes; with the distributed optimizer, the part of dp that is the weights'
+ * all-gather. */
+static void iteration_time(const Plan *p, FILE *f) {
+  const IterationTime *t = &p->time;
+  fprintf(f,
+          "  \"time\": {\"compute\": %.17g, \"tp\": %.17g, \"bubble\": %.17g, \"pp\": %.17g, "
+          "\"dp\": %.17g, \"optimizer\": %.17g",
+          t->compute, t->tp, t->bubble, t->pp, t->dp, t->optimizer);
+  if (p->par.distributed_optimizer) fprintf(f, ", \"dp_weight_gather\": %.17g", t->gather);
+  fprintf(f, "},\n  \"flops_per_device\": %.17g,\n", plan_device_flops(p));
 }
 
 void plan_write_json(const Plan *p, FILE *f) {
@@ -102,13 +116,7 @@ void plan_write_json(const Plan *p, FILE *f) {
   fprintf(f,
           "  \"bubble_fraction\": %.17g,\n  \"iteration_time\": %.17g,\n  \"time_unit\": \"%s\",\n",
           p->timeline.bubble_fraction, p->timeline.iteration, p->unit_costs ? "unit" : "s");
-  if (!p->unit_costs)
-    fprintf(f,
-            "  \"time\": {\"compute\": %.17g, \"tp\": %.17g, \"bubble\": %.17g, \"pp\": %.17g, "
-            "\"dp\": %.17g, "
-            "\"optimizer\": %.17g},\n  \"flops_per_device\": %.17g,\n",
-            p->time.compute, p->time.tp, p->time.bubble, p->time.pp, p->time.dp, p->time.optimizer,
-            plan_device_flops(p));
+  if (!p->unit_costs) iteration_time(p, f);
   fprintf(f, "  \"params_total\": %lld,\n  \"params_padded\": %lld,\n", (long long)c->params_total,
           (long long)c->params_padded);
   fprintf(

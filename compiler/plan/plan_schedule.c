@@ -30,17 +30,22 @@ static double chunk_params(const Plan *p, const Chunk *c) {
          (c->has_head ? (c->has_embed ? k->head.params_local : k->head.params_local_used) : 0);
 }
 
-/* The chunk's fp32 gradients all-reduced over DP in buckets of one layer (the runtime's), and
- * the replicated parameters' gradients summed over TP. The buckets overlap the chunk's last
- * backward unless the layout reduces after the whole backward (then the REDUCE_GRAD action
- * starts them all). */
+/* The data-parallel group of a rank: tp ranks apart. */
+static Link dp_link(const Plan *p) {
+  return kernel_group_link(&p->machine, p->par.tp, p->par.dp);
+}
+
+/* The chunk's fp32 gradients all-reduced over DP in buckets of one layer (the runtime's), or
+ * reduce-scattered with the distributed optimizer, and the replicated parameters' gradients summed
+ * over TP. The buckets overlap the chunk's last backward unless the layout reduces after the whole
+ * backward (then the REDUCE_GRAD action starts them all). */
 static void chunk_reduce(const Plan *p, const Chunk *c, StageCost *s) {
   const Parallel *par = &p->par;
-  Link dp = kernel_group_link(&p->machine, par->tp, par->dp),
-       tp = kernel_group_link(&p->machine, 1, par->tp);
+  Link dp = dp_link(p), tp = kernel_group_link(&p->machine, 1, par->tp);
+  RingKind kind = par->distributed_optimizer ? RING_REDUCESCATTER : RING_ALLREDUCE;
   double grads = 4 * chunk_params(p, c);
   double summed = c->layers * (double)p->cost.block.tp_summed_bytes;
-  s->reduce = kernel_collective(&dp, RING_ALLREDUCE, grads, par->dp).seconds +
+  s->reduce = kernel_collective(&dp, kind, grads, par->dp).seconds +
               kernel_collective(&tp, RING_ALLREDUCE, summed, par->tp).seconds;
   if (par->dp == 1 || c->layers == 0 || par->grad_reduce_after) return;
   double layer_share = (double)p->cost.block.params_local / chunk_params(p, c);
@@ -48,19 +53,35 @@ static void chunk_reduce(const Plan *p, const Chunk *c, StageCost *s) {
   s->reduce_overlap = s->backward * (c->layers - 1) / c->layers;
 }
 
-/* The optimizer step over the rank's parameters, memory-bound: the global gradient norm (the
- * fp32 gradients read), then Adam (per parameter the fp32 gradient read, m, v and the fp32
- * master weight read and written, the training-precision weight written, the gradient zeroed). */
-static double optimizer_seconds(const Plan *p) {
+/* The parameter elements of the pipeline rank that holds the most. */
+static double most_rank_params(const Plan *p) {
   double most = 0;
   for (int r = 0; r < p->par.pp; r++) {
     double params = 0;
     for (int c = r; c < p->nchunks; c += p->par.pp) params += chunk_params(p, &p->chunks[c]);
     if (params > most) most = params;
   }
+  return most;
+}
+
+/* The optimizer step over the rank's parameters (with the distributed optimizer, its 1/dp shard),
+ * memory-bound: the global gradient norm (the fp32 gradients read), then Adam (per parameter the
+ * fp32 gradient read, m, v and the fp32 master weight read and written, the training-precision
+ * weight written, the gradient zeroed). */
+static double optimizer_seconds(const Plan *p) {
+  double shard = most_rank_params(p) / plan_optimizer_shards(&p->par);
   double bytes_per_param = 4 + 3 * 8 + (p->machine.activation_bytes == 2 ? 2 : 0) + 4;
-  return kernel_stream(&p->machine, MEMORY_GRAD_NORM, 4 * most).seconds +
-         kernel_stream(&p->machine, MEMORY_OPTIMIZER, most * bytes_per_param).seconds;
+  return kernel_stream(&p->machine, MEMORY_GRAD_NORM, 4 * shard).seconds +
+         kernel_stream(&p->machine, MEMORY_OPTIMIZER, shard * bytes_per_param).seconds;
+}
+
+/* With the distributed optimizer, the updated weights all-gathered over DP in the training
+ * precision once the step is done, nothing overlapping it (the runtime's order); else none. */
+static double gather_seconds(const Plan *p) {
+  if (!p->par.distributed_optimizer) return 0;
+  Link dp = dp_link(p);
+  double bytes = most_rank_params(p) * p->machine.activation_bytes;
+  return kernel_collective(&dp, RING_ALLGATHER, bytes, p->par.dp).seconds;
 }
 
 static double chunk_both(const Plan *p, int c) {
@@ -69,12 +90,14 @@ static double chunk_both(const Plan *p, int c) {
 }
 
 /* Rank r works after the first microbatch's forward through the chunks before it (chunks
- * 0..r-1), and its last backward goes back through them before the optimizer step. */
+ * 0..r-1), and its last backward goes back through them before the optimizer step (and the
+ * weights' all-gather after it). */
 void plan_rank_work(const Plan *p, PlanBound *b) {
   memset(b, 0, sizeof *b);
-  double m = p->microbatches, optimizer = optimizer_seconds(p), fill = 0;
+  double m = p->microbatches, optimizer = optimizer_seconds(p), gather = gather_seconds(p);
+  double fill = 0;
   for (int r = 0; r < p->par.pp; r++) {
-    PlanBound rank = {.fill = fill, .optimizer = optimizer};
+    PlanBound rank = {.fill = fill, .optimizer = optimizer, .gather = gather};
     for (int c = r; c < p->nchunks; c += p->par.pp) {
       const Chunk *k = &p->chunks[c];
       double tf, tb;
@@ -86,7 +109,7 @@ void plan_rank_work(const Plan *p, PlanBound *b) {
                           (p->times[1].seconds[PASS_FORWARD] -
                            p->times[1].tp_seconds[PASS_FORWARD]);
     }
-    rank.iteration = rank.fill + rank.busy + rank.optimizer;
+    rank.iteration = rank.fill + rank.busy + rank.optimizer + rank.gather;
     if (rank.iteration > b->iteration) *b = rank;
     fill += chunk_both(p, r);
   }
@@ -107,9 +130,9 @@ void plan_costs(const Plan *p, Costs *costs, int pipeline_free) {
     c->activation_bytes = (double)p->chunk_memory[s].size * m->activation_bytes;
   }
   Link ends = kernel_p2p_link(m, (par->pp - 1) * par->tp * par->dp);
-  costs->embed_reduce =
-      kernel_collective(&ends, RING_ALLREDUCE, (double)p->cost.tied_bytes, 2).seconds;
+  costs->embed_reduce = kernel_collective(&ends, RING_ALLREDUCE, plan_tied_bytes(p), 2).seconds;
   costs->optimizer = optimizer_seconds(p);
+  costs->gather = gather_seconds(p);
 }
 
 /* The iteration split by where its time goes, on the rank that finishes last: the pipeline's
@@ -135,6 +158,7 @@ static void plan_iteration_time(Plan *p, const Timeline *pipeline_free) {
   it->pp = t->flush - pipeline_free->flush;
   it->bubble = pipeline_free->flush - t->ideal;
   it->optimizer = costs.optimizer;
+  it->gather = costs.gather;
   it->dp = t->iteration - t->flush - it->optimizer;
   simulate_costs_free(&costs);
 }

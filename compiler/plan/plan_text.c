@@ -163,11 +163,21 @@ static void print_collectives(const Plan *p, FILE *f) {
           dp, em);
 }
 
+/* What each column holds in the machine's precision; with the distributed optimizer, the ranks
+ * the optimizer column is sharded over. */
+static void print_memory_header(const Plan *p, FILE *f) {
+  int sharded = p->par.distributed_optimizer, bf16 = p->precision == PRECISION_BF16;
+  fprintf(f, "memory      per rank, %s",
+          bf16      ? "bf16 weights, fp32 gradients, fp32 master weights and Adam"
+          : sharded ? "fp32 weights and gradients, Adam"
+                    : "fp32 weights, gradients and Adam");
+  if (sharded && p->par.dp > 1) fprintf(f, " sharded over dp %d", p->par.dp);
+  else if (sharded) fprintf(f, " (distributed optimizer on, dp 1: nothing to shard)");
+  fprintf(f, ":\n");
+}
+
 static void print_memory(const Plan *p, FILE *f) {
-  int bf16 = p->precision == PRECISION_BF16;
-  fprintf(f, "memory      per rank, %s:\n",
-          bf16 ? "bf16 weights, fp32 gradients, fp32 master weights and Adam"
-               : "fp32 weights, gradients and Adam");
+  print_memory_header(p, f);
   fprintf(f,
           "            rank  parameters     weights   gradients   optimizer  activations  "
           "(µbatches)       total\n");

@@ -1,9 +1,9 @@
 /* tune.c: plait tune's search. The model is traced once per (tp, mbs, sequence parallelism);
- * every pp, dp, vpp, schedule and recomputation under it is bounded without its schedule's
- * simulation (the busiest rank's kernels: the iteration takes at least as long; the microbatches
- * its compute order keeps in flight: the memory is at least as large); then, fastest bound
- * first, layouts are planned in full until the next bound is slower than the TUNE_BEST-th
- * fastest plan that fits. */
+ * every pp, dp, vpp, schedule, recomputation and distributed optimizer under it is bounded
+ * without its schedule's simulation (the busiest rank's kernels: the iteration takes at least as
+ * long; the microbatches its compute order keeps in flight: the memory is at least as large);
+ * then, fastest bound first, layouts are planned in full until the next bound is slower than the
+ * TUNE_BEST-th fastest plan that fits. */
 #include "plan/tune.h"
 
 #include "front/host.h"
@@ -66,15 +66,25 @@ static void push_layout(Tune *t, const TuneLayout *l) {
   t->layouts[t->count++] = *l;
 }
 
-/* One layout under a traced model: its bounds, or refused by the rules plan refuses it by. */
-static void consider(Tune *t, Plan *traced, int prefix, const Parallel *par) {
+/* One layout under a traced model: its bounds, or refused by the rules plan refuses it by. With
+ * dp > 1 and the distributed optimizer not pinned, the layout with it too: the same chunks and
+ * work, bounded again for its optimizer step, its weights' all-gather and its memory alone. */
+static void consider(Tune *t, const Options *o, Plan *traced, int prefix, const Parallel *par) {
   Diag why;
-  TuneLayout l = {.par = *par, .prefix = prefix};
+  int pinned = o->parallel.distributed_optimizer;
+  TuneLayout l = {.par = *par, .prefix = prefix, .pair = t->count, .without = -1};
+  l.par.distributed_optimizer = pinned == UNSET ? 0 : pinned;
   if (par->gbs % (par->mbs * par->dp) != 0) {
     diag(&why, "global batch %d is not divisible by mbs·dp = %d·%d", par->gbs, par->mbs, par->dp);
     return refuse(t, &why);
   }
-  if (plan_bound(traced, par, t->machine.memory_bytes, &l.bound, &why)) return refuse(t, &why);
+  double capacity = t->machine.memory_bytes;
+  if (plan_bound(traced, &l.par, capacity, &l.bound, &why)) return refuse(t, &why);
+  l.iteration = l.bound.iteration, l.memory = l.bound.memory;
+  push_layout(t, &l);
+  if (pinned != UNSET || par->dp == 1) return;
+  l.par.distributed_optimizer = 1;
+  if (plan_bound_optimizer(traced, &l.par, capacity, &l.bound, &why)) return refuse(t, &why);
   l.iteration = l.bound.iteration, l.memory = l.bound.memory;
   push_layout(t, &l);
 }
@@ -94,7 +104,7 @@ static void each_schedule(Tune *t, const Options *o, Plan *traced, int prefix, P
       for (int recompute = 0; recompute < 2; recompute++) {
         if (!pinned_to(o->parallel.recompute, recompute)) continue;
         par.recompute = recompute;
-        consider(t, traced, prefix, &par);
+        consider(t, o, traced, prefix, &par);
       }
     }
   }
@@ -215,31 +225,35 @@ static int smallest_memory(Tune *t, Prefixes *x, Diag *d) {
 
 /* ---- why the rest lost --------------------------------------------------------------------- */
 
-/* Per iteration: kernels other than recomputation, recomputation, communication, bubble.
- * Planned: the plan's parts; unplanned: the bound's (no bubble, no waits). */
-static void parts(const TuneLayout *l, double out[4]) {
+enum { PARTS = 5 };
+
+/* Per iteration: kernels other than recomputation, recomputation, communication, bubble, the
+ * optimizer step. Planned: the plan's parts; unplanned: the bound's (no bubble, no waits). */
+static void parts(const TuneLayout *l, double out[PARTS]) {
   double recompute = l->bound.recompute;
+  out[1] = recompute;
   if (l->planned) {
-    out[0] = l->time.compute - recompute + l->time.optimizer, out[1] = recompute;
+    out[0] = l->time.compute - recompute, out[4] = l->time.optimizer;
     out[2] = l->time.tp + l->time.pp + l->time.dp, out[3] = l->time.bubble;
   } else {
-    out[0] = l->bound.busy - l->bound.tp - recompute + l->bound.optimizer, out[1] = recompute;
-    out[2] = l->bound.tp, out[3] = l->bound.fill;
+    out[0] = l->bound.busy - l->bound.tp - recompute, out[4] = l->bound.optimizer;
+    out[2] = l->bound.tp + l->bound.gather, out[3] = l->bound.fill;
   }
 }
 
 /* The part that grew most against the winner's (bounds against bounds where the loser has no
  * plan). */
 static TuneLoss why_lost(const TuneLayout *l, const TuneLayout *winner) {
-  static const TuneLoss reasons[4] = {LOST_GEMMS, LOST_RECOMPUTE, LOST_COMMUNICATION, LOST_BUBBLE};
+  static const TuneLoss reasons[PARTS] = {LOST_GEMMS, LOST_RECOMPUTE, LOST_COMMUNICATION,
+                                          LOST_BUBBLE, LOST_OPTIMIZER};
   TuneLayout w = *winner;
   w.planned = l->planned;
-  double a[4], b[4];
+  double a[PARTS], b[PARTS];
   parts(l, a);
   parts(&w, b);
   TuneLoss loss = LOST_NOT_BEST;
   double most = 0;
-  for (int k = 0; k < 4; k++)
+  for (int k = 0; k < PARTS; k++)
     if (a[k] - b[k] > most) most = a[k] - b[k], loss = reasons[k];
   return loss;
 }
@@ -266,6 +280,17 @@ static void rank_and_explain(Tune *t) {
       t->layouts[i].loss = why_lost(&t->layouts[i], &t->layouts[0]);
 }
 
+/* Each of the best that uses the distributed optimizer (not pinned): the same layout without it,
+ * to say why it won. */
+static void find_without(Tune *t) {
+  for (int i = 0; i < t->fitting && i < TUNE_BEST; i++) {
+    TuneLayout *l = &t->layouts[i];
+    for (int k = 0; l->par.distributed_optimizer && k < t->count; k++)
+      if (t->layouts[k].pair == l->pair && !t->layouts[k].par.distributed_optimizer)
+        l->without = k;
+  }
+}
+
 static void free_prefixes(Prefixes *x) {
   for (int i = 0; i < x->count; i++) plan_free(x->plans[i]), free(x->plans[i]);
   free(x->plans);
@@ -282,7 +307,7 @@ int tune_search(const Options *o, Tune *t, Diag *d) {
   Prefixes x = {0};
   enumerate(t, o, &x, layers);
   int status = plan_promising(t, &x, d);
-  if (status == 0) rank_and_explain(t);
+  if (status == 0) rank_and_explain(t), find_without(t);
   if (status == 0 && t->fitting == 0 && t->count) status = smallest_memory(t, &x, d);
   free_prefixes(&x);
   t->seconds = now() - start;

@@ -1,7 +1,7 @@
 /* tune.h: plait tune's search: every layout of a model over N devices that plan accepts (tp, pp,
- * dp, vpp, mbs, schedule, recomputation, sequence parallelism), each bounded from its kernels'
- * times and its schedule's compute order, the promising ones planned in full; the best few, and
- * why the rest lost. */
+ * dp, vpp, mbs, schedule, recomputation, sequence parallelism, the distributed optimizer), each
+ * bounded from its kernels' times and its schedule's compute order, the promising ones planned in
+ * full; the best few, and why the rest lost. */
 #ifndef PLAIT_TUNE_H
 #define PLAIT_TUNE_H
 
@@ -18,8 +18,11 @@ typedef enum {
   LOST_BUBBLE,        /* the pipeline's bubble */
   /* TP collectives, pipeline transfers, the DP reduction left after the backward */
   LOST_COMMUNICATION,
-  LOST_GEMMS,         /* slower kernels: smaller GEMMs (and more optimizer work per rank) */
+  LOST_GEMMS,         /* slower kernels: smaller GEMMs */
   LOST_RECOMPUTE,     /* recomputed forwards */
+  /* a longer optimizer step: more parameters per rank, or Adam over all of them where the winner
+   * shards it (the distributed optimizer) */
+  LOST_OPTIMIZER,
   LOST_NOT_BEST,      /* fits and is planned, but others were faster on every count */
   LOST_REASONS
 } TuneLoss;
@@ -35,6 +38,9 @@ typedef struct {
   double flops_per_device, bubble, traffic;
   IterationTime time;     /* planned: where the iteration goes */
   TuneLoss loss;
+  int pair;               /* the same for a layout with and without the distributed optimizer */
+  /* among the best with the distributed optimizer: the same layout without it, or -1 */
+  int without;
 } TuneLayout;
 
 typedef struct {

@@ -9,8 +9,8 @@
 #include "plan/tune.h"
 
 static const char *const loss_names[LOST_REASONS] = {
-    "best",          "does not fit",         "bubble", "communication", "small GEMMs",
-    "recomputation", "slower on every count"};
+    "best",          "does not fit",   "bubble", "communication", "small GEMMs",
+    "recomputation", "optimizer step", "slower on every count"};
 
 const char *tune_loss_name(TuneLoss loss) { return loss_names[loss]; }
 
@@ -70,6 +70,24 @@ static void write_best(const Tune *t, FILE *f) {
   }
 }
 
+/* Why a layout among the best uses the distributed optimizer: the same layout without it does not
+ * fit, or is slower (its optimizer step over every parameter rather than a 1/dp shard). */
+static void write_why_sharded(const Tune *t, int i, FILE *f) {
+  const TuneLayout *l = &t->layouts[i], *without = &t->layouts[l->without];
+  char amount[32], capacity[32];
+  const char *least = without->planned ? "" : "at least ";
+  fprintf(f, "%2d uses the distributed optimizer: without it the same layout ", i + 1);
+  if (without->memory > t->machine.memory_bytes) {
+    bytes_format(without->memory, amount, sizeof amount);
+    bytes_format(t->machine.memory_bytes, capacity, sizeof capacity);
+    fprintf(f, "needs %s%s, more than the %s a device has\n", least, amount, capacity);
+    return;
+  }
+  fprintf(f, "takes %s%.4g s (%+.1f%%), its optimizer step %.4g ms against %.4g ms\n", least,
+          without->iteration, 100 * (without->iteration / l->iteration - 1),
+          1e3 * without->bound.optimizer, 1e3 * l->bound.optimizer);
+}
+
 /* The first (best) layout of each reason, and how many lost for it. */
 static void losers(const Tune *t, int count[LOST_REASONS], const TuneLayout *first[LOST_REASONS]) {
   memset(count, 0, LOST_REASONS * sizeof *count);
@@ -115,6 +133,8 @@ void tune_write_text(const Tune *t, FILE *f) {
   }
   fprintf(f, "\n");
   write_best(t, f);
+  for (int i = 0; i < best_count(t); i++)
+    if (t->layouts[i].without >= 0) write_why_sharded(t, i, f);
   int count[LOST_REASONS];
   const TuneLayout *first[LOST_REASONS];
   losers(t, count, first);
@@ -137,7 +157,19 @@ static void write_json_value(const LayoutField *field, const Parallel *p, FILE *
   else escape_write(ESC_JSON, LAYOUT_NAME(field, p), f);
 }
 
-static void write_layout_json(const TuneLayout *l, FILE *f) {
+/* A layout among the best with the distributed optimizer: the same layout without it (keys of
+ * their own, so that the layout's own come first on a search for them). */
+static void write_without_json(const Tune *t, const TuneLayout *l, FILE *f) {
+  const TuneLayout *without = &t->layouts[l->without];
+  fprintf(f,
+          "     \"without_distributed_optimizer\": {\"planned\": %s, \"fits\": %s, "
+          "\"iteration\": %.17g, \"memory\": %.0f, \"optimizer_step\": %.17g},\n",
+          without->planned ? "true" : "false",
+          without->memory <= t->machine.memory_bytes ? "true" : "false", without->iteration,
+          without->memory, without->bound.optimizer);
+}
+
+static void write_layout_json(const Tune *t, const TuneLayout *l, FILE *f) {
   char flags[512], flags_json[ESCAPED_SIZE(sizeof flags)];
   const LayoutField *column;
   tune_layout_flags(&l->par, flags, sizeof flags);
@@ -147,10 +179,10 @@ static void write_layout_json(const TuneLayout *l, FILE *f) {
     write_json_value(column, &l->par, f);
   }
   fprintf(f, ",\n     \"iteration_time\": %.17g, \"flops_per_device\": %.17g, "
-             "\"memory_bytes\": %.0f, \"bubble_fraction\": %.17g, \"traffic_bytes\": %.0f,\n"
-             "     \"flags\": %s}",
-          l->iteration, l->flops_per_device, l->memory, l->bubble, l->traffic,
-          escape(ESC_JSON, flags, flags_json, sizeof flags_json));
+             "\"memory_bytes\": %.0f, \"bubble_fraction\": %.17g, \"traffic_bytes\": %.0f,\n",
+          l->iteration, l->flops_per_device, l->memory, l->bubble, l->traffic);
+  if (l->without >= 0) write_without_json(t, l, f);
+  fprintf(f, "     \"flags\": %s}", escape(ESC_JSON, flags, flags_json, sizeof flags_json));
 }
 
 void tune_write_json(const Tune *t, FILE *f) {
@@ -165,7 +197,7 @@ void tune_write_json(const Tune *t, FILE *f) {
   fprintf(f, "  \"seconds\": %.6g, \"layouts\": %d, \"refused\": %d,\n  \"best\": [\n", t->seconds,
           t->count, t->refused);
   for (int i = 0; i < best_count(t); i++) {
-    write_layout_json(&t->layouts[i], f);
+    write_layout_json(t, &t->layouts[i], f);
     fprintf(f, "%s\n", i + 1 < best_count(t) ? "," : "");
   }
   fprintf(f, "  ],\n  \"lost\": {");

@@ -169,8 +169,9 @@ static int advance(Sim *m, int r) {
     } else {
       if (m->open[r]) break;
       double begin = max2(m->clock[r], m->comm_done[r]);
-      m->t->span[r][i] = (Span){begin, begin + m->c->optimizer};
-      m->clock[r] = begin + m->c->optimizer;
+      double end = begin + m->c->optimizer + m->c->gather;
+      m->t->span[r][i] = (Span){begin, end};
+      m->clock[r] = end;
     }
   }
   return m->pc[r] != start;

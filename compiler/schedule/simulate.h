@@ -28,6 +28,8 @@ typedef struct {
   StageCost *stage;    /* [stages] */
   double embed_reduce; /* seconds of the tied-embedding all-reduce */
   double optimizer;    /* seconds of the optimizer step */
+  /* seconds of the weights' all-gather right after the step, within STEP (distributed optimizer) */
+  double gather;
   int unit;            /* 1: made by simulate_costs_unit (outputs say "units", not seconds) */
 } Costs;
 
@@ -65,8 +67,8 @@ typedef struct {
  * order on one compute track; a compute action waits for the receives posted before it; a
  * transfer starts when both ends have posted it and the link (one per neighbour and direction)
  * is free; sends never hold up compute; REDUCE_GRAD and EMBED_REDUCE run on a reduction track
- * beside compute; STEP waits for all of its rank's communication. Returns 0, or -1 with one line
- * in d. */
+ * beside compute; STEP waits for all of its rank's communication, then runs the step and the
+ * weights' all-gather after it. Returns 0, or -1 with one line in d. */
 int simulate_schedule(const Schedule *s, const Costs *c, Timeline *t, Diag *d);
 void simulate_timeline_free(Timeline *t);
 

@@ -7,20 +7,21 @@ cd "$PLAIT_ROOT" || exit 1
 TINY="models/tiny.lua --gbs 8"
 json() { sed -n "s/.*\"$2\": \([0-9.e+-]*\).*/\1/p" "$1" | head -n 1; }
 
-# the first choice is the fastest among all layouts plan accepts on 4 devices (mbs 2, no recomputation)
+# the first choice is the fastest among all layouts plan accepts on 4 devices (mbs 2, no
+# recomputation), with and without the distributed optimizer
 # shellcheck disable=SC2086
 $PLAIT tune $TINY --gpus 4 --mbs 2 --recompute none --machine cpu --format json >"$TMP/tune.json"
 best=$(json "$TMP/tune.json" iteration_time)
 fastest=
 for tp in 1 2 4; do for pp in 1 2 4; do
   dp=$((4 / (tp * pp))); [ $((tp * pp * dp)) = 4 ] || continue
-  for sched in gpipe 1f1b "interleaved --vpp 2"; do
+  for sched in gpipe 1f1b "interleaved --vpp 2"; do for dopt in "" --distributed-optimizer; do
     # shellcheck disable=SC2086
-    $PLAIT plan $TINY --tp $tp --pp $pp --dp $dp --mbs 2 --schedule $sched --machine cpu --format json \
-      >"$TMP/plan.json" 2>/dev/null || continue
+    $PLAIT plan $TINY --tp $tp --pp $pp --dp $dp --mbs 2 --schedule $sched $dopt --machine cpu \
+      --format json >"$TMP/plan.json" 2>/dev/null || continue
     t=$(json "$TMP/plan.json" iteration_time)
     if [ -z "$fastest" ] || awk -v a="$t" -v b="$fastest" 'BEGIN { exit !(a < b) }'; then fastest=$t; fi
-  done
+  done; done
 done; done
 if [ -n "$best" ] && awk -v a="$best" -v b="$fastest" 'BEGIN { exit !(a <= b * (1 + 1e-12)) }'; then pass tune_finds_fastest
 else fail tune_finds_fastest "tune's first $best s, the fastest plan $fastest s"; fi

@@ -258,6 +258,67 @@ static void communication_volumes(void) {
   }
 }
 
+/* The model of a command line traced for tune (plan_model); returns 0 or -1 (message in d). */
+static int traced_of(const char *command, Plan *p, Diag *d) {
+  char buf[1024], *argv[64];
+  int argc = 0;
+  snprintf(buf, sizeof buf, "plait tune %s", command);
+  for (char *tok = strtok(buf, " "); tok && argc < 63; tok = strtok(NULL, " ")) argv[argc++] = tok;
+  Options o;
+  if (options_parse(argc, argv, 2, all_flags, 1, &o, d)) return -1;
+  return plan_model(&o, p, d);
+}
+
+static int same_bound(const PlanBound *a, const PlanBound *b) {
+  return a->iteration == b->iteration && a->busy == b->busy && a->fill == b->fill &&
+         a->optimizer == b->optimizer && a->gather == b->gather && a->memory == b->memory;
+}
+
+/* tune bounds a layout with the distributed optimizer from the same layout without it, bounded just
+ * before (plan_bound_optimizer): that gives what plan_bound gives from scratch, whether or not the
+ * layout without it stopped at its weights for want of memory; the bound is below the plan's and
+ * shards Adam; a ring reduce-scatter and all-gather send what an all-reduce sends (ZeRO's 2Ψ). */
+static void distributed_optimizer_bound(void) {
+  double rs = cost_ring_reducescatter(3e9, 8), ag = cost_ring_allgather(3e9, 8);
+  CHECK(rs + ag == cost_ring_allreduce(3e9, 8), "reduce-scatter + all-gather = all-reduce");
+  Plan p;
+  Diag d;
+  const char *model = "models/gpt.lua --set layers=8 hidden=1024 heads=16 seq=512 --tp 2 --gbs 32";
+  if (traced_of(model, &p, &d)) {
+    CHECK(0, "%s", d.msg);
+    return;
+  }
+  Parallel off = p.par, on;
+  off.pp = 2, off.dp = 4, off.mbs = 2;
+  on = off, on.distributed_optimizer = 1;
+  PlanBound without, derived, fresh;
+  CHECK(plan_bound(&p, &off, INFINITY, &without, &d) == 0 &&
+        plan_bound_optimizer(&p, &on, INFINITY, &derived, &d) == 0 &&
+        plan_bound(&p, &on, INFINITY, &fresh, &d) == 0, "%s", d.msg);
+  CHECK(same_bound(&derived, &fresh), "derived %.6g s %.6g B, from scratch %.6g s %.6g B",
+        derived.iteration, derived.memory, fresh.iteration, fresh.memory);
+  CHECK(fresh.gather > 0 && fresh.optimizer < without.optimizer && fresh.memory < without.memory,
+        "gather %g s, step %g s (without %g s), memory %g (without %g)", fresh.gather,
+        fresh.optimizer, without.optimizer, fresh.memory, without.memory);
+  PlanBound weights_only;
+  CHECK(plan_bound(&p, &off, 0, &weights_only, &d) == 0, "%s", d.msg);
+  double capacity = weights_only.memory - 1;
+  CHECK(plan_bound(&p, &off, capacity, &without, &d) == 0 &&
+        plan_bound_optimizer(&p, &on, capacity, &derived, &d) == 0 &&
+        plan_bound(&p, &on, capacity, &fresh, &d) == 0, "%s", d.msg);
+  CHECK(without.memory > capacity && same_bound(&derived, &fresh) && fresh.memory <= capacity,
+        "capacity %.6g: without %.6g, derived %.6g, from scratch %.6g", capacity, without.memory,
+        derived.memory, fresh.memory);
+  if (plan_layout(&p, &on, &d) == 0) {
+    CHECK(fresh.iteration <= p.timeline.iteration, "bound %g s, plan %g s", fresh.iteration,
+          p.timeline.iteration);
+    for (int r = 0; r < p.par.pp; r++)
+      CHECK(p.ranks[r].optimizer[PRECISION_BF16] * 4 == 12.0 * p.ranks[r].params,
+            "rank %d: Adam sharded over 4", r);
+  } else CHECK(0, "%s", d.msg);
+  plan_free(&p);
+}
+
 /* The 1-trillion-parameter configuration of Narayanan et al. (Table 1): planning it is quick. */
 static void trillion_parameter_plan(void) {
   Plan p;
@@ -286,6 +347,7 @@ int main(void) {
   RUN(every_parameter_has_a_gradient);
   RUN(partition_cuts);
   RUN(communication_volumes);
+  RUN(distributed_optimizer_bound);
   RUN(trillion_parameter_plan);
   TEST_EXIT();
 }
