@@ -189,6 +189,20 @@ int comm_ranks_on_machine(int world) {
   return 1;
 }
 
+int comm_ranks_per_node(int world, char *error, size_t len) {
+  const char *text = getenv("PLAIT_RANKS_PER_NODE");
+  if (!text) return comm_ranks_on_machine(world);
+  char *end;
+  long n = strtol(text, &end, 10);
+  if (*text && !*end && n >= 1 && n <= world && world % n == 0) return (int)n;
+  char shown[ESCAPED_SIZE(64)];
+  snprintf(error, len,
+           "PLAIT_RANKS_PER_NODE=%s does not divide the %d ranks of the job into nodes; give a "
+           "whole number that divides %d, or unset it",
+           escape(ESC_TEXT, text, shown, sizeof shown), world, world);
+  return -1;
+}
+
 /* Ranks that are threads share device 0; a process started by a launcher takes the one of its rank on
  * the node (OpenMPI's, Slurm's or torchrun-style LOCAL_RANK). */
 int comm_device_index(const Comm *c) {

@@ -8,6 +8,7 @@
 #ifndef PLAIT_COMM_H
 #define PLAIT_COMM_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "real.h"
@@ -58,6 +59,10 @@ int comm_ranks_are_processes(void);
 /* How many ranks of a world of `world` share this machine: all of them when they are threads of this
  * process; under a launcher, the ranks it put on this node. Known before comm_launch. */
 int comm_ranks_on_machine(int world);
+/* How many consecutive world ranks share a node (node of rank r: r / that): PLAIT_RANKS_PER_NODE
+ * when set (to lay out nodes on one machine, as a launcher would), else comm_ranks_on_machine.
+ * Returns -1 with one line in error when the variable is not a whole number dividing the world. */
+int comm_ranks_per_node(int world, char *error, size_t len);
 /* The device this rank computes on: 0 for ranks that are threads, else the rank's place on its node. */
 int comm_device_index(const Comm *c);
 

@@ -126,17 +126,61 @@ static int tag(const Exec *e, int boundary, int gradient, int microbatch) {
   return ((boundary * e->prog->microbatches + microbatch) * 2 + gradient) & 0x3fffffff;
 }
 
-static void post(Exec *e, const Action *a) {
+/* World rank of (tp_r, dp_r, pp_r), as comm.h numbers them. */
+static int world_rank(const Program *p, int tp_r, int dp_r, int pp_r) {
+  return tp_r + p->tp * (dp_r + p->dp * pp_r);
+}
+
+/* Whether a transfer between this rank's pipeline stage and pipeline rank peer_pp goes scattered
+ * over the TP ranks (a 1/tp slice each, all-gathered over TP on arrival): the program allows it
+ * (every TP rank holds the activation whole), each TP group lies inside a node, and the two
+ * groups are on different nodes. Every member of both groups judges alike. */
+static int scattered(const Exec *e, int peer_pp) {
+  const Program *p = e->prog;
+  const Run *r = e->run;
+  int per_node = r->ranks_per_node;
+  if (!p->scatter_gather || p->tp == 1 || per_node % p->tp != 0) return 0;
+  for (int t = 0; t < p->tp; t++)
+    if (world_rank(p, t, r->dp_rank, r->pp_rank) / per_node !=
+        world_rank(p, t, r->dp_rank, peer_pp) / per_node)
+      return 1;
+  return 0;
+}
+
+/* The activation or gradient an action sends or receives, whole (in its slot). */
+static act_t *transfer_buffer(Exec *e, const Action *a) {
   const ChunkSpec *c = &e->prog->chunks[a->chunk];
   act_t *s = slot(e, a->chunk, a->slot);
-  int peer = comm_group_member(e->run->comm, GROUP_PP, a->peer);
-  int64_t n = e->prog->io_elems;
   switch (a->kind) {
-  case ACT_SEND_F: comm_send(e->run->comm, peer, s + c->output_offset, n, COMM_ACT, tag(e, a->chunk, 0, a->microbatch)); break;
-  case ACT_RECV_F: comm_recv(e->run->comm, peer, s + c->input_offset, n, COMM_ACT, tag(e, a->chunk - 1, 0, a->microbatch)); break;
-  case ACT_SEND_B: comm_send(e->run->comm, peer, s + c->grad_in_offset, n, COMM_ACT, tag(e, a->chunk - 1, 1, a->microbatch)); break;
-  default: comm_recv(e->run->comm, peer, s + c->grad_out_offset, n, COMM_ACT, tag(e, a->chunk, 1, a->microbatch)); break;
+  case ACT_SEND_F: return s + c->output_offset;
+  case ACT_RECV_F: return s + c->input_offset;
+  case ACT_SEND_B: return s + c->grad_in_offset;
+  default: return s + c->grad_out_offset;
   }
+}
+
+static void post(Exec *e, const Action *a) {
+  Comm *comm = e->run->comm;
+  int peer = comm_group_member(comm, GROUP_PP, a->peer);
+  int64_t lo = 0, hi = e->prog->io_elems;
+  if (scattered(e, a->peer)) comm_chunk(hi, e->prog->tp, e->run->tp_rank, &lo, &hi);
+  act_t *buf = transfer_buffer(e, a) + lo;
+  int per_node = e->run->ranks_per_node, send = a->kind == ACT_SEND_F || a->kind == ACT_SEND_B;
+  if (send && comm_info(comm)->rank / per_node != peer / per_node)
+    e->bytes_across_nodes += (double)(hi - lo) * sizeof(act_t);
+  switch (a->kind) {
+  case ACT_SEND_F: comm_send(comm, peer, buf, hi - lo, COMM_ACT, tag(e, a->chunk, 0, a->microbatch)); break;
+  case ACT_RECV_F: comm_recv(comm, peer, buf, hi - lo, COMM_ACT, tag(e, a->chunk - 1, 0, a->microbatch)); break;
+  case ACT_SEND_B: comm_send(comm, peer, buf, hi - lo, COMM_ACT, tag(e, a->chunk - 1, 1, a->microbatch)); break;
+  default: comm_recv(comm, peer, buf, hi - lo, COMM_ACT, tag(e, a->chunk, 1, a->microbatch)); break;
+  }
+}
+
+/* A scattered receive's slices, from every TP rank, put together on each. */
+static void gather_scattered(Exec *e, const Action *a) {
+  if ((a->kind == ACT_RECV_F || a->kind == ACT_RECV_B) && scattered(e, a->peer))
+    comm_allgather_chunks(e->run->comm, GROUP_TP, transfer_buffer(e, a), e->prog->io_elems,
+                          COMM_ACT);
 }
 
 static int is_p2p(int kind) {
@@ -150,6 +194,7 @@ static int group(Exec *e, int i) {
   comm_p2p_start(e->run->comm);
   for (int k = i; k < end; k++) post(e, &e->actions[k]);
   comm_p2p_end(e->run->comm);
+  for (int k = i; k < end; k++) gather_scattered(e, &e->actions[k]);
   return end;
 }
 
@@ -258,6 +303,7 @@ void exec_iteration(Exec *e, const int32_t *tokens, const int32_t *targets) {
   e->targets = targets;
   memset(e->reduced, 0, (size_t)e->params->count);
   e->buckets = e->buckets_during_backward = 0;
+  e->bytes_across_nodes = 0;
   for (int i = 0; i < e->nactions;) {
     const Action *a = &e->actions[i];
     double start = clock_seconds();

@@ -37,6 +37,7 @@ typedef struct {
   char *reduced;        /* per parameter slot: pending, final, or its bucket's reduction started */
   int buckets;          /* data-parallel reductions started this iteration (rank 0 logs them) */
   int buckets_during_backward; /* of those, started while a chunk's last backward still ran */
+  double bytes_across_nodes;   /* sent to pipeline peers on other nodes this iteration */
   ActionTime *times;    /* when recording: one per action */
   void (*step)(void *arg); /* the optimizer step (STEP) */
   void *step_arg;

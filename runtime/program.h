@@ -93,6 +93,9 @@ typedef struct {
   /* Adam's moments and the fp32 master weights sharded over the DP ranks: gradients
    * reduce-scattered, weights all-gathered after the step (--distributed-optimizer) */
   int distributed_optimizer;
+  /* activations passed between pipeline ranks on different nodes (every TP rank holding them
+   * whole) go a 1/tp slice a rank and are all-gathered over TP on arrival (--scatter-gather) */
+  int scatter_gather;
   int masked_lm;                     /* targets are masked positions (BERT), else the next tokens */
   const ConfigItem *config;          /* sorted by key; checkpoints record it and loading compares it */
   int nconfig;

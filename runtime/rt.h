@@ -14,6 +14,7 @@ struct Run {
   const Program *program;
   Comm *comm;
   int tp, tp_rank, dp, dp_rank, pp, pp_rank;
+  int ranks_per_node;          /* consecutive world ranks on one node (comm_ranks_per_node) */
   act_t **model_w;             /* weights as compute reads them, by model parameter index (NULL: not held) */
   real **model_g;              /* their gradients */
   act_t ***layer_w;            /* [layer][block parameter index]; NULL for layers of other ranks */

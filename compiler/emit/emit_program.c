@@ -412,6 +412,8 @@ static void program(const Emission *e, FILE *f) {
           "  .recompute = %d, .sequence_parallel = %d, .grad_reduce_after = %d, .masked_lm = %d,\n",
           p->par.recompute, p->par.sequence_parallel, p->par.grad_reduce_after, p->masked_lm);
   if (p->par.distributed_optimizer) fprintf(f, "  .distributed_optimizer = 1,\n");
+  if (p->par.scatter_gather && p->par.tp > 1 && p->par.pp > 1 && !p->par.sequence_parallel)
+    fprintf(f, "  .scatter_gather = 1,\n");
   fprintf(f, "  .config = config, .nconfig = %d,\n", m->nconfig);
   fprintf(f, "  .model_params = model_params, .nmodel_params = %d,\n",
           count_params(m, SCOPE_MODEL));

@@ -37,6 +37,9 @@ const LayoutField layout_fields[LAYOUT_FIELDS] = {
      .alias = "--use-distributed-optimizer", .words = {"off", "on"}, .standard = "off",
      .text = "distributed optimizer %s", .tune = TUNE_SEARCHED,
      .column = {9, -4, "dopt", {"no", "yes"}}},
+    {"scatter_gather", "--scatter-gather", FIELD_CHOICE, AT(scatter_gather),
+     .words = {"off", "on"}, .standard = "on", .text = "scatter/gather %s",
+     .tune = TUNE_PINNED},
 };
 _Static_assert(sizeof((Parallel *)0)->schedule <= LAYOUT_VALUE_LEN,
                "a schedule's name fits a value");

@@ -20,6 +20,10 @@ typedef struct {
   /* 1: Adam's moments and the fp32 master weights sharded over the data-parallel ranks (ZeRO stage
    * 1, Megatron-LM's --use-distributed-optimizer): gradients reduce-scattered, weights gathered */
   int distributed_optimizer;
+  /* 1 (the default): an activation or gradient that every tensor-parallel rank holds whole and
+   * that crosses nodes between pipeline stages is sent a 1/tp slice per rank, then all-gathered
+   * inside the receiving node (Narayanan et al. 2021, §4.1) */
+  int scatter_gather;
   char partition[32];    /* balanced (by cost) or uniform (layers / chunks, as Megatron) */
 } Parallel;
 

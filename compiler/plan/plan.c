@@ -184,7 +184,7 @@ static void rank_memory(const Plan *p, int rank, RankMemory *r) {
  * With the distributed optimizer, DP: the gradients reduce-scattered and the weights gathered. */
 static void rank_traffic(Plan *p, int rank) {
   const ModelCost *c = &p->cost;
-  double m = p->microbatches, tp = 0, pp = 0;
+  double m = p->microbatches, tp = 0, pp = 0, nodes = 0;
   for (int k = rank; k < p->nchunks; k += p->par.pp) {
     const Chunk *ch = &p->chunks[k];
     double per_layer = c->block.tp_bytes[0] * (p->par.recompute ? 2 : 1) + c->block.tp_bytes[1];
@@ -195,9 +195,12 @@ static void rank_traffic(Plan *p, int rank) {
                     (ch->has_embed ? c->embed.tp_summed_bytes : 0) +
                     (ch->has_head ? c->head.tp_summed_bytes : 0);
     tp += cost_ring_allreduce(summed, p->par.tp); /* once per iteration */
-    double io = (double)p->io_elems * p->machine.activation_bytes;
-    if (k + 1 < p->nchunks && p->chunks[k + 1].rank != rank) pp += m * io; /* activations */
-    if (k > 0 && p->chunks[k - 1].rank != rank) pp += m * io;               /* gradients */
+    for (int step = -1; step <= 1; step += 2) { /* gradients back, activations on */
+      if (k + step < 0 || k + step >= p->nchunks || p->chunks[k + step].rank == rank) continue;
+      PipelineTransfer t = pipeline_transfer(p, rank, p->chunks[k + step].rank);
+      pp += m * t.bytes, nodes += t.across_nodes ? m * t.bytes : 0;
+      p->pp_scattered |= t.scattered;
+    }
   }
   double dp = cost_dp_bytes((double)p->ranks[rank].params, p->par.dp,
                             p->par.distributed_optimizer, p->machine.activation_bytes);
@@ -205,7 +208,7 @@ static void rank_traffic(Plan *p, int rank) {
                      ? cost_ring_allreduce(plan_tied_bytes(p), 2)
                      : 0;
   if (tp > p->bytes_tp) p->bytes_tp = tp;
-  if (pp > p->bytes_pp) p->bytes_pp = pp;
+  if (pp > p->bytes_pp) p->bytes_pp = pp, p->bytes_pp_nodes = nodes;
   if (dp > p->bytes_dp) p->bytes_dp = dp;
   if (embed > p->bytes_embed) p->bytes_embed = embed;
 }
@@ -273,7 +276,8 @@ static void free_layout(Plan *p) {
   free(p->chunks);
   free(p->ranks);
   p->chunk_memory = NULL, p->chunks = NULL, p->ranks = NULL, p->nchunks = 0;
-  p->bytes_tp = p->bytes_pp = p->bytes_dp = p->bytes_embed = 0;
+  p->bytes_tp = p->bytes_pp = p->bytes_dp = p->bytes_embed = p->bytes_pp_nodes = 0;
+  p->pp_scattered = 0;
   memset(&p->time, 0, sizeof p->time);
 }
 

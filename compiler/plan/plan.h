@@ -87,6 +87,8 @@ typedef struct {
   int separate_gemms;
   /* bytes one rank sends per iteration (the busiest) */
   double bytes_tp, bytes_pp, bytes_dp, bytes_embed;
+  double bytes_pp_nodes;           /* of bytes_pp, those that cross nodes (that rank's) */
+  int pp_scattered;                /* transfers across nodes go scattered over TP */
   IterationTime time;              /* where the iteration's time goes */
 } Plan;
 
@@ -146,6 +148,15 @@ void plan_write_dot(const Plan *p, FILE *f);
 /* The simulated iteration: Chrome trace events, and the schedule drawn as the papers draw it. */
 void plan_write_trace(const Plan *p, FILE *f);
 void plan_write_svg(const Plan *p, FILE *f);
+
+/* An activation (or its gradient) sent from the pipeline rank of one chunk to another's: whether
+ * the two are on different nodes, whether it goes scattered over the TP ranks and all-gathered in
+ * the receiving node, the bytes each rank sends, the seconds it takes (pipeline_transfer.c). */
+typedef struct {
+  int across_nodes, scattered;
+  double bytes, seconds;
+} PipelineTransfer;
+PipelineTransfer pipeline_transfer(const Plan *p, int from_rank, int to_rank);
 
 /* plan_schedule.c, for plan.c: the schedule generated, lowered, validated and given its slots; the
  * simulated iteration; what both hold freed. */

@@ -133,9 +133,9 @@ void plan_write_json(const Plan *p, FILE *f) {
   fprintf(f, ",\n    ");
   stage_collectives("head", &c->head, f);
   fprintf(f,
-          ",\n    \"per_iteration\": {\"tp\": %.0f, \"pp\": %.0f, \"dp\": %.0f, \"embed\": %.0f}\n "
-          " },\n",
-          p->bytes_tp, p->bytes_pp, p->bytes_dp, p->bytes_embed);
+          ",\n    \"per_iteration\": {\"tp\": %.0f, \"pp\": %.0f, \"pp_across_nodes\": %.0f, "
+          "\"dp\": %.0f, \"embed\": %.0f}\n  },\n",
+          p->bytes_tp, p->bytes_pp, p->bytes_pp_nodes, p->bytes_dp, p->bytes_embed);
   fprintf(f, "  \"ranks\": [\n");
   for (int r = 0; r < p->par.pp; r++) {
     rank(p, r, f);

@@ -118,14 +118,15 @@ void plan_rank_work(const Plan *p, PlanBound *b) {
 void plan_costs(const Plan *p, Costs *costs, int pipeline_free) {
   const Machine *m = &p->machine;
   const Parallel *par = &p->par;
-  double io = (double)p->io_elems * m->activation_bytes;
-  Link pp = kernel_p2p_link(m, par->tp * par->dp);
   simulate_costs_init(costs, p->nchunks);
   for (int s = 0; s < p->nchunks; s++) {
     StageCost *c = &costs->stage[s];
     c->forward = chunk_seconds(p, &p->chunks[s], PASS_FORWARD, NULL);
     c->backward = chunk_seconds(p, &p->chunks[s], PASS_BACKWARD, NULL);
-    c->send_forward = c->send_backward = pipeline_free ? 0 : kernel_p2p(&pp, io).seconds;
+    int rank = p->chunks[s].rank, next = (rank + 1) % par->pp;
+    int back = (rank + par->pp - 1) % par->pp;
+    c->send_forward = pipeline_free ? 0 : pipeline_transfer(p, rank, next).seconds;
+    c->send_backward = pipeline_free ? 0 : pipeline_transfer(p, rank, back).seconds;
     chunk_reduce(p, &p->chunks[s], c);
     c->activation_bytes = (double)p->chunk_memory[s].size * m->activation_bytes;
   }

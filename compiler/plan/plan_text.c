@@ -159,8 +159,14 @@ static void print_collectives(const Plan *p, FILE *f) {
   bytes_format(p->bytes_pp, pp, sizeof pp);
   bytes_format(p->bytes_dp, dp, sizeof dp);
   bytes_format(p->bytes_embed, em, sizeof em);
-  fprintf(f, "traffic     per rank per iteration: TP %s, PP %s, DP %s, tied embedding %s\n", tp, pp,
-          dp, em);
+  fprintf(f, "traffic     per rank per iteration: TP %s, PP %s", tp, pp);
+  if (p->bytes_pp_nodes > 0) {
+    char nodes[32];
+    bytes_format(p->bytes_pp_nodes, nodes, sizeof nodes);
+    fprintf(f, " (%s across nodes%s)", nodes,
+            p->pp_scattered ? ", scattered over TP and gathered in the node" : "");
+  }
+  fprintf(f, ", DP %s, tied embedding %s\n", dp, em);
 }
 
 /* What each column holds in the machine's precision; with the distributed optimizer, the ranks

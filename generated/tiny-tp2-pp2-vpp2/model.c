@@ -519,6 +519,7 @@ const Program plait_program = {
   .seq = 64, .hidden = 128, .layers = 4,
   .vocab = 256, .vocab_padded = 256,
   .recompute = 0, .sequence_parallel = 0, .grad_reduce_after = 0, .masked_lm = 0,
+  .scatter_gather = 1,
   .config = config, .nconfig = 7,
   .model_params = model_params, .nmodel_params = 4,
   .block_params = block_params, .nblock_params = 16,

@@ -62,6 +62,8 @@ static int check(TrainArgs *a, Refusal *r) {
   if (a->gradcheck && strcmp(REAL_NAME, "f64") != 0)
     return refuse(r, "--gradcheck needs double precision: build with plait build --double");
   char error[MESSAGE_TEXT];
+  if (comm_ranks_per_node(p->tp * p->pp * p->dp, error, sizeof error) < 0)
+    return refuse(r, "%s", error);
   if (k_attention_available((AttentionChoice)a->attention, error, sizeof error))
     return refuse(r, "--attention cudnn: %s", error);
   if (a->save && save_folder_check(a->save, a->init, error, sizeof error))

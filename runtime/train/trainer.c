@@ -124,6 +124,8 @@ static void setup_run(Trainer *t) {
   r->comm = t->comm;
   r->tp = p->tp, r->tp_rank = ri->tp_rank, r->dp = p->dp, r->dp_rank = ri->dp_rank, r->pp = p->pp,
   r->pp_rank = ri->pp_rank;
+  char unused[MESSAGE_TEXT]; /* train.c refused the job before any rank started */
+  r->ranks_per_node = comm_ranks_per_node(ri->world, unused, sizeof unused);
   r->training = 1;
   r->scratch = device_alloc((size_t)p->scratch_elems * sizeof(act_t), "scratch activations");
   r->recompute = device_alloc((size_t)p->recompute_elems * sizeof(act_t), "recomputed activations");

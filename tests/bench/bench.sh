@@ -83,10 +83,23 @@ done <<'ROWS'
 1T 160 25600 128 8 64 1 1 512 94.42
 ROWS
 
+json_field() { sed -n "s/.*\"$1\": \([0-9.e+-]*\).*/\1/p" | head -n 1; }
+echo "== scatter/gather (Narayanan et al. 2021, §4.1, Figure 18: the 175B model, t 8, p 12, interleaved, 96"
+echo "   A100s: up to 11% more throughput with it); the plan's TFLOP/s per GPU without and with it (a100)"
+printf '  %6s  %10s  %10s  %6s\n' batch without with gain
+for batch in 12 24 36 48 60; do
+  for sg in off on; do
+    $PLAIT plan models/gpt.lua --set layers=96 hidden=12288 heads=96 dropout=0.1 --tp 8 --pp 12 \
+      --vpp 2 --gbs "$batch" --schedule interleaved --scatter-gather $sg --machine a100 \
+      --format json | json_field flops_per_device >"$TMP/sg_$sg"
+  done
+  awk -v b="$batch" -v off="$(cat "$TMP/sg_off")" -v on="$(cat "$TMP/sg_on")" 'BEGIN {
+    printf "  %6d  %10.1f  %10.1f  %+5.1f%%\n", b, off / 1e12, on / 1e12, 100 * (on / off - 1) }'
+done
+
 echo "== plait tune on Table 1's models, GPU counts and batches (a100, 80 GB): its first choice against the paper's layout"
 echo "   (time: the search's wall time; chosen/paper: the plan's iteration time of the paper's layout over the chosen's)"
 printf '  %8s  %-66s %8s %8s %8s %8s %7s\n' params "chosen layout" memory TFLOP/s paper-l. chosen/p "time"
-json_field() { sed -n "s/.*\"$1\": \([0-9.e+-]*\).*/\1/p" | head -n 1; }
 while read -r params heads hidden layers t p v mbs gpus batch; do
   model="models/gpt.lua --set layers=$layers hidden=$hidden heads=$heads dropout=0.1"
   schedule=1f1b; [ "$v" -gt 1 ] && schedule=interleaved

@@ -9,9 +9,8 @@
 #include "options.h"
 #include "plan/plan.h"
 
-static const char *const all_flags[] = {"--tp", "--pp", "--vpp", "--dp", "--mbs", "--gbs", "--schedule", "--recompute",
-                                        "--sequence-parallel", "--partition", "--set", "--format", "--machine",
-                                        "--unit-costs", "--print", "-o", NULL};
+static const char *const all_flags[] = {OPTIONS_LAYOUT, "--set", "--format", "--machine", "--unit-costs",
+                                        "--print", "-o", NULL};
 
 /* Builds the plan of a command line such as "models/gpt.lua --tp 2"; returns 0 or -1 (message in d). */
 static int plan_of(const char *command, Plan *p, Diag *d) {
@@ -234,21 +233,23 @@ static void partition_cuts(void) {
 
 /* Narayanan et al.: per layer and microbatch a TP rank moves 8·b·s·h·(t−1)/t elements (2 all-reduces each
  * way, ring), with sequence parallelism too (2 all-gathers and 2 reduce-scatters each way); a pipeline
- * rank sends b·s·h per microbatch each way, b·s·h/t when the sequence is split over TP (Megatron's
- * scatter/gather); data parallelism all-reduces each rank's fp32 gradients, 2·(d−1)/d of them. */
+ * rank sends b·s·h per microbatch each way, b·s·h/t when the sequence is split over TP, and so when
+ * it crosses nodes (tp·dp = 8 ranks a stage: a node each) scattered over TP (§4.1); whole with
+ * --scatter-gather off; data parallelism all-reduces each rank's fp32 gradients, 2·(d−1)/d of them. */
 static void communication_volumes(void) {
   const double b = 2, s = 512, h = 1024, t = 4, m = 8, d = 2;
   const char *base = "models/gpt.lua --set layers=8 hidden=1024 heads=16 seq=512 --tp 4 --pp 4 --dp 2 --mbs 2 --gbs 32";
-  for (int sp = 0; sp <= 1; sp++) {
+  static const char *const variants[] = {"", " --sequence-parallel", " --scatter-gather off"};
+  for (int sp = 0; sp <= 2; sp++) {
     char cmd[300];
-    snprintf(cmd, sizeof cmd, "%s%s", base, sp ? " --sequence-parallel" : "");
+    snprintf(cmd, sizeof cmd, "%s%s", base, variants[sp]);
     Plan p;
     Diag diag;
     if (plan_of(cmd, &p, &diag)) { CHECK(0, "%s: %s", cmd, diag.msg); continue; }
     double bytes = p.machine.activation_bytes, layer_elems = (p.cost.block.tp_bytes[0] + p.cost.block.tp_bytes[1]) / bytes;
     CHECK(fabs(layer_elems - 8 * b * s * h * (t - 1) / t) < 0.5, "%s: a layer moves %.0f elements over TP, want %.0f", cmd,
           layer_elems, 8 * b * s * h * (t - 1) / t);
-    double pp_elems = p.bytes_pp / bytes, want_pp = 2 * m * b * s * h / (sp ? t : 1);
+    double pp_elems = p.bytes_pp / bytes, want_pp = 2 * m * b * s * h / (sp < 2 ? t : 1);
     CHECK(fabs(pp_elems - want_pp) < 0.5, "%s: a middle pipeline rank sends %.0f elements, want %.0f", cmd, pp_elems, want_pp);
     int64_t most = 0;
     for (int r = 0; r < p.par.pp; r++) most = p.ranks[r].params > most ? p.ranks[r].params : most;
