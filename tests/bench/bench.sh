@@ -84,8 +84,9 @@ done <<'ROWS'
 ROWS
 
 json_field() { sed -n "s/.*\"$1\": \([0-9.e+-]*\).*/\1/p" | head -n 1; }
-echo "== scatter/gather (Narayanan et al. 2021, §4.1, Figure 18: the 175B model, t 8, p 12, interleaved, 96"
-echo "   A100s: up to 11% more throughput with it); the plan's TFLOP/s per GPU without and with it (a100)"
+echo "== scatter/gather (Narayanan et al. 2021, §4.1, Figure 18: the 175B model, t 8, p 12,"
+echo "   interleaved, 96 A100s: up to 11% more throughput with it); the plan's TFLOP/s per GPU"
+echo "   without and with it (a100)"
 printf '  %6s  %10s  %10s  %6s\n' batch without with gain
 for batch in 12 24 36 48 60; do
   for sg in off on; do
