@@ -194,7 +194,7 @@ int comm_ranks_per_node(int world, char *error, size_t len) {
   if (!text) return comm_ranks_on_machine(world);
   char *end;
   long n = strtol(text, &end, 10);
-  if (*text && !*end && n >= 1 && n <= world && world % n == 0) return (int)n;
+  if (*text && !*end && n >= 1 && (n >= world || world % n == 0)) return n < world ? (int)n : world;
   char shown[ESCAPED_SIZE(64)];
   snprintf(error, len,
            "PLAIT_RANKS_PER_NODE=%s does not divide the %d ranks of the job into nodes; give a "

@@ -61,7 +61,8 @@ int comm_ranks_are_processes(void);
 int comm_ranks_on_machine(int world);
 /* How many consecutive world ranks share a node (node of rank r: r / that): PLAIT_RANKS_PER_NODE
  * when set (to lay out nodes on one machine, as a launcher would), else comm_ranks_on_machine.
- * Returns -1 with one line in error when the variable is not a whole number dividing the world. */
+ * Returns -1 with one line in error when the variable is not a whole number dividing the world (or
+ * one at least its size: one node). */
 int comm_ranks_per_node(int world, char *error, size_t len);
 /* The device this rank computes on: 0 for ranks that are threads, else the rank's place on its node. */
 int comm_device_index(const Comm *c);

@@ -32,7 +32,7 @@ int dry_library(void);
 int main(int argc, char **argv) { (void)argc; argv[0] = "$TMP/tiny/train"; execv(argv[0], argv); return dry_library() + 1; }
 LAUNCH
 cc -o "$bundle/gpu/tiny/train" "$TMP/launch.c" -L"$TMP/cuda/lib64" -lplaitdry
-for dir in tiny-dropout tiny-tp2-pp2-vpp2; do
+for dir in tiny-dropout tiny-tp2-pp2-vpp2 tiny-dp2 tiny-dp2-dopt; do
   mkdir -p "$bundle/gpu/$dir"
   ln -s "$TMP/tiny/train" "$bundle/gpu/$dir/train"
 done

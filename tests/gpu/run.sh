@@ -9,7 +9,8 @@
 #      beside PyTorch's cuDNN and FlashAttention-2 (attention_bench, sdpa_bench.py);
 #   2. tiny trained 20 steps on the GPU follows the CPU's loss curve within bf16 tolerance;
 #   3. tiny at (tp, pp, vpp, dp) = (2, 2, 2, 1) on the local backend (one GPU) follows (1, 1, 1, 1);
-#   4. a one-rank NCCL job (TCP bootstrap) runs and gives the local backend's losses;
+#   4. the distributed optimizer at dp 2 and scatter/gather on two emulated nodes give the losses
+#      without them; a one-rank NCCL job (TCP bootstrap) runs and gives the local backend's losses;
 #   5. benchmarks (tests/gpu/benchmarks.txt): GPT-2 124M (sequence 1024) and a 1.3B GPT (sequence 2048):
 #      tokens/s, TFLOP/s, MFU against the GPU's bf16 peak, peak GPU memory against the plan's, the plan's
 #      iteration time against the measured one (with the bundle's plans.txt), llm.c's train_gpt2.cu on
@@ -290,6 +291,25 @@ compare tiny_gpu_follows_cpu "$work/tiny-cpu.out" "$work/tiny-gpu.out" 20 3e-2
 limited 60 "$B/gpu/tiny-dropout/train" $TRAIN --steps 20 >"$work/layout-1.out" 2>&1
 limited 60 "$B/gpu/tiny-tp2-pp2-vpp2/train" $TRAIN --steps 20 >"$work/layout-8.out" 2>&1
 compare layout_2221_follows_1111 "$work/layout-1.out" "$work/layout-8.out" 20 2e-2
+
+# same_losses NAME A B DETAIL: two runs' 20 loss lines are the same
+same_losses() {
+  if [ "$(losses "$2" | wc -l)" = 20 ] && [ "$(losses "$2")" = "$(losses "$3")" ]; then
+    result "$1" PASS "$4"
+  else
+    result "$1" FAIL "$(tail -n 1 "$2") / $(tail -n 1 "$3")"
+  fi
+}
+# the distributed optimizer gives the losses of the same layout without it (the same ordered sums)
+limited 60 "$B/gpu/tiny-dp2/train" $TRAIN --steps 20 >"$work/dp2.out" 2>&1
+limited 60 "$B/gpu/tiny-dp2-dopt/train" $TRAIN --steps 20 >"$work/dp2-dopt.out" 2>&1
+same_losses distributed_optimizer_dp2 "$work/dp2.out" "$work/dp2-dopt.out" \
+  "20 steps at dp 2, the same losses with and without it"
+# two emulated nodes: pipeline transfers scattered over TP and gathered, the one node's losses
+limited 60 env PLAIT_RANKS_PER_NODE=2 "$B/gpu/tiny-tp2-pp2-vpp2/train" $TRAIN --steps 20 \
+  >"$work/layout-8-nodes.out" 2>&1
+same_losses scatter_gather_two_nodes "$work/layout-8.out" "$work/layout-8-nodes.out" \
+  "tp 2 · pp 2 on two emulated nodes: the one node's losses, 20 steps"
 
 port=$((20000 + $$ % 20000))
 limited 40 env RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$B/gpu/tiny/train" $TRAIN --steps 5 >"$work/nccl.out" 2>&1
