@@ -23,7 +23,7 @@ const LayoutField layout_fields[LAYOUT_FIELDS] = {
      .tune = TUNE_HIDDEN},
     {"schedule", "--schedule", FIELD_NAME, AT(schedule), .text = "%s schedule",
      .tune = TUNE_SEARCHED, .column = {6, -11}},
-    {"recompute", "--recompute", FIELD_CHOICE, AT(recompute), .words = {"none", "full"},
+    {"recompute", "--recompute", FIELD_CHOICE, AT(recompute), .words = {"none", "full", "selective"},
      .standard = "none", .text = "recompute %s", .tune = TUNE_SEARCHED, .column = {7, -9}},
     {"sequence_parallel", "--sequence-parallel", FIELD_SWITCH, AT(sequence_parallel),
      .words = {"off", "on"}, .standard = "off", .text = "sequence parallel %s",

@@ -79,7 +79,7 @@ int graph_tensor(Graph *g, TensorKind kind, DType dtype, int ndim, const int *di
   t->dtype = dtype;
   t->ndim = ndim;
   memcpy(t->dims, dims_copy, (size_t)ndim * sizeof *dims);
-  t->producer = t->param = t->grad_of = t->join = -1;
+  t->producer = t->param = t->grad_of = t->join = t->copy_of = -1;
   snprintf(t->name, sizeof t->name, "%s", name_copy);
   return g->ntensors++;
 }
@@ -197,7 +197,7 @@ static void print_graph(const Model *m, const Graph *g, FILE *f) {
   fprintf(f, "stage %s\n", g->name);
   for (int i = 0; i < g->nnodes; i++) {
     const Node *n = &g->nodes[i];
-    fprintf(f, "  %c%s %-13s ", n->inserted ? '+' : ' ', n->backward ? "bwd" : "fwd",
+    fprintf(f, "  %c%s %-13s ", n->inserted ? '+' : n->recomputed ? '~' : ' ', n->backward ? "bwd" : "fwd",
             op_name(n->op));
     if (n->op == OP_EW) {
       char body[1024];
