@@ -21,8 +21,8 @@ static int check_print_option(const Options *o, Diag *d) {
   for (int i = 0; passes[i]; i++)
     if (strcmp(passes[i], o->print) == 0) return 0;
   return diag(d,
-              "--print %s: unknown pass (shapes, shard, autodiff, recompute, fuse, partition, memory, "
-              "schedule, costs)",
+              "--print %s: unknown pass (shapes, shard, autodiff, recompute, fuse, partition, "
+              "memory, schedule, costs)",
               o->print);
 }
 
@@ -36,7 +36,8 @@ static int choose_machine(const Options *o, Plan *p, Diag *d) {
  * microbatch. */
 static int cut_chunks(Plan *p, Diag *d) {
   const ModelCost *c = &p->cost;
-  double layer = c->block.flops[0] * (p->par.recompute == RECOMPUTE_FULL ? 2 : 1) + c->block.flops[1];
+  int rerun = p->par.recompute == RECOMPUTE_FULL;
+  double layer = c->block.flops[0] * (rerun ? 2 : 1) + c->block.flops[1];
   p->nchunks = p->par.pp * p->par.vpp;
   p->chunks = calloc((size_t)p->nchunks, sizeof *p->chunks);
   return partition_layers(&p->par, p->model.layers, c->embed.flops[0] + c->embed.flops[1], layer,

@@ -96,16 +96,16 @@ typedef struct {
 } Plan;
 
 /* Runs the passes for `o` (model file, layout flags, --set). With o->print naming a pass
- * (shapes, shard, autodiff, recompute, fuse, partition, memory, schedule, costs), prints that pass's form
- * to `out` and stops there, returning 1. Returns 0 with the plan built, or -1 with the reason in
- * d. */
+ * (shapes, shard, autodiff, recompute, fuse, partition, memory, schedule, costs), prints that
+ * pass's form to `out` and stops there, returning 1. Returns 0 with the plan built, or -1 with
+ * the reason in d. */
 int plan_build(const Options *o, Plan *p, FILE *out, Diag *d);
 /* For plait tune: the passes that depend on the model and on tp, mbs and sequence parallelism
  * alone, and selective recomputation or not (traced, sharded, differentiated, recomputed,
  * fused, every kernel timed, each stage's memory planned); then plan_layout, again and again, for
  * each pp, vpp, dp, schedule and recomputation under them (selective where the model was planned
- * for it, none or full where not) (the same passes and checks as plan_build from the cut on). Both return 0, or -1
- * with the reason in d. */
+ * for it, none or full where not), the same passes and checks as plan_build from the cut on.
+ * Both return 0, or -1 with the reason in d. */
 int plan_model(const Options *o, Plan *p, Diag *d);
 int plan_layout(Plan *p, const Parallel *par, Diag *d);
 
