@@ -15,7 +15,7 @@ typedef struct {
 static const Command commands[] = {
     {"plan", cmd_plan,
      "plait plan MODEL.lua [--tp N --pp N --vpp N --dp N --mbs N --gbs N --schedule NAME|FILE\n"
-     "           --recompute none|full --sequence-parallel --partition balanced|uniform "
+     "           --recompute none|full|selective --sequence-parallel --partition balanced|uniform "
      "--grad-reduce overlap|after\n"
      "           --set key=value ...]\n"
      "           [--format text|json|dot|trace|svg] [--machine NAME|FILE.lua] [--unit-costs] "
@@ -26,8 +26,8 @@ static const Command commands[] = {
     {"tune", cmd_tune,
      "plait tune MODEL.lua --gpus N [--machine NAME|FILE.lua] [--gbs B] [--set key=value ...] "
      "[--format text|json]\n"
-     "           [--tp N --pp N --vpp N --dp N --mbs N --schedule NAME --recompute none|full "
-     "--sequence-parallel\n"
+     "           [--tp N --pp N --vpp N --dp N --mbs N --schedule NAME "
+     "--recompute none|full|selective --sequence-parallel\n"
      "            --grad-reduce overlap|after]\n"
      "           (the fastest layouts that fit; a layout flag pins its dimension)"},
     {"calibrate", cmd_calibrate,

@@ -88,7 +88,8 @@ typedef struct {
   int tp, pp, vpp, dp, mbs, gbs, microbatches;
   int seq, hidden, layers;
   int64_t vocab, vocab_padded;
-  int recompute, sequence_parallel;
+  int recompute;                     /* 0: none, 1: full (the recompute region), 2: selective */
+  int sequence_parallel;
   int grad_reduce_after;             /* DP gradients reduced once the backward is done, not in buckets during it */
   /* Adam's moments and the fp32 master weights sharded over the DP ranks: gradients
    * reduce-scattered, weights all-gathered after the step (--distributed-optimizer) */

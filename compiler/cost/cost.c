@@ -131,7 +131,7 @@ void cost_model(const Model *m, const Parallel *par, int activation_bytes, Model
   double microbatches = (double)par->gbs / par->mbs;
   c->flops_forward = microbatches * (c->embed.flops[0] + L * c->block.flops[0] + c->head.flops[0]);
   c->flops_backward = microbatches * (c->embed.flops[1] + L * c->block.flops[1] + c->head.flops[1]);
-  c->flops_recompute = par->recompute ? microbatches * L * c->block.flops[0] : 0;
+  c->flops_recompute = par->recompute == RECOMPUTE_FULL ? microbatches * L * c->block.flops[0] : 0;
   c->flops_per_iteration = c->flops_forward + c->flops_backward + c->flops_recompute;
   for (int i = 0; m->tied && i < m->nparams; i++)
     if (m->params[i].scope == SCOPE_MODEL && strcmp(m->params[i].name, "wte") == 0)

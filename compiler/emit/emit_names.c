@@ -205,10 +205,11 @@ static void wished_names(Namer *w, const int *given) {
         forward_name(w, i, k, w->name[t], EMIT_NAME_CHARS);
         continue;
       }
-      int of = gradient_of(w, n, t);
+      int again = w->g->tensors[t].copy_of, of = again >= 0 ? again : gradient_of(w, n, t);
       char forward[EMIT_NAME_CHARS];
       snprintf(forward, sizeof forward, "%s", of >= 0 ? w->name[of] : "");
-      if (plain_identifier(forward)) snprintf(w->name[t], EMIT_NAME_CHARS, "d_%.100s", forward);
+      if (plain_identifier(forward))
+        snprintf(w->name[t], EMIT_NAME_CHARS, "%s%.100s", again >= 0 ? "re_" : "d_", forward);
     }
   }
 }

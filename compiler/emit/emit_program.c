@@ -134,7 +134,7 @@ static int64_t stage_output_offset(const Emission *e, int stage) {
 /* Layer i's saved activations: in the slot, or (recomputing) in the rank's one-layer recompute
  * region. */
 static void layer_region(const Plan *p, const ChunkMemory *s, FILE *f) {
-  if (p->par.recompute) fprintf(f, "r->recompute");
+  if (p->par.recompute == RECOMPUTE_FULL) fprintf(f, "r->recompute");
   else fprintf(f, "slot + %lld + (int64_t)i * BLOCK_SAVED", (long long)s->layers);
 }
 
@@ -144,7 +144,7 @@ static void forward_layers(const Plan *p, const Chunk *c, const ChunkMemory *s, 
   fprintf(f, "  for (int i = 0; i < %d; i++) {\n    act_t *saved = ", c->layers);
   layer_region(p, s, f);
   fprintf(f, ";\n    block_forward(r, %d + i, x, saved, r->scratch);\n", c->first_layer);
-  if (p->par.recompute) {
+  if (p->par.recompute == RECOMPUTE_FULL) {
     fprintf(f, "    act_t *kept = slot + %lld + (int64_t)i * IO_ELEMS;\n", (long long)s->layers);
     fprintf(f,
             "    device_copy(kept, saved + BLOCK_OUTPUT, IO_ELEMS * sizeof(act_t));\n    x = "
@@ -189,7 +189,7 @@ static void chunk_backward(const Plan *p, int index, const ChunkMemory *s, FILE 
   fprintf(f, "  (void)tokens, (void)targets;\n  const act_t *input = ");
   chunk_input(s, f);
   fprintf(f, ";\n");
-  if (p->par.recompute)
+  if (p->par.recompute == RECOMPUTE_FULL)
     fprintf(f, "  const act_t *x = slot + %lld + (int64_t)%d * IO_ELEMS;\n", (long long)s->layers,
             c->layers - 1);
   else
@@ -203,7 +203,7 @@ static void chunk_backward(const Plan *p, int index, const ChunkMemory *s, FILE 
   else fprintf(f, "  (void)x;\n  const act_t *dy = slot + %lld;\n", (long long)s->grad_out);
   fprintf(f, "  for (int i = %d; i >= 0; i--) {\n    act_t *saved = ", c->layers - 1);
   layer_region(p, s, f);
-  if (p->par.recompute) {
+  if (p->par.recompute == RECOMPUTE_FULL) {
     fprintf(f,
             ";\n    const act_t *layer_input = i > 0 ? slot + %lld + (int64_t)(i - 1) * IO_ELEMS : "
             "input;\n",
@@ -245,8 +245,9 @@ static void chunk_comment(const Plan *p, int index, const ChunkMemory *s, FILE *
     fprintf(f, "\n * the embedding's saved activations at %lld,", (long long)s->embed);
   if (s->layers >= 0)
     fprintf(f, "\n * each layer's %s from %lld,",
-            p->par.recompute ? "output (its activations are re-run before its backward)"
-                             : "saved activations",
+            p->par.recompute == RECOMPUTE_FULL
+                ? "output (its activations are re-run before its backward)"
+                : "saved activations",
             (long long)s->layers);
   if (s->head >= 0) fprintf(f, "\n * the head's at %lld,", (long long)s->head);
   if (s->output >= 0) fprintf(f, "\n * the output sent on at %lld,", (long long)s->output);
@@ -276,7 +277,8 @@ static int64_t stage_elementwise(const Emission *e, int stage, int backward) {
 /* A chunk's: its stages' in one microbatch, the blocks' re-run forward counted in its backward. */
 static int64_t chunk_elementwise(const Emission *e, const Chunk *k, int backward) {
   int64_t block = stage_elementwise(e, STAGE_BLOCK, backward);
-  if (backward && e->plan->par.recompute) block += stage_elementwise(e, STAGE_BLOCK, 0);
+  if (backward && e->plan->par.recompute == RECOMPUTE_FULL)
+    block += stage_elementwise(e, STAGE_BLOCK, 0);
   return (k->has_embed ? stage_elementwise(e, STAGE_EMBED, backward) : 0) + k->layers * block +
          (k->has_head ? stage_elementwise(e, STAGE_HEAD, backward) : 0);
 }
@@ -347,7 +349,7 @@ static void header(const Plan *p, FILE *f) {
           "tensor-parallel\n"
           " * rank's. */\n",
           name, file, par->tp, par->pp, par->dp, par->vpp, par->mbs, par->gbs, p->microbatches,
-          schedule, par->recompute ? "full" : "none", par->sequence_parallel ? "on" : "off",
+          schedule, parallel_recompute_name(par->recompute), par->sequence_parallel ? "on" : "off",
           par->grad_reduce_after ? "after the backward" : "during the backward");
   fprintf(f, "#include \"device.h\"\n#include \"fused.h\"\n#include \"rt.h\"\n");
   fprintf(f,

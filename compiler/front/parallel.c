@@ -33,6 +33,10 @@ void parallel_defaults(Parallel *p) {
     snprintf(p->schedule, sizeof p->schedule, "%s", p->vpp > 1 ? "interleaved" : "1f1b");
 }
 
+const char *parallel_recompute_name(int recompute) {
+  return layout_field_by_key("recompute")->words[recompute];
+}
+
 int parallel_microbatches(const Parallel *p) { return p->gbs / (p->mbs * p->dp); }
 
 int parallel_check(const Parallel *p, Diag *d) {

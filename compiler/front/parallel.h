@@ -8,11 +8,16 @@
 
 enum { UNSET = -1 };
 
+/* What a layer keeps for its backward: every intermediate the backward reads (none); its input
+ * alone, the whole forward re-run before its backward (full); or the outputs of GEMMs, attention
+ * and collectives, the memory-bound values re-run from them inside the backward (selective). */
+typedef enum { RECOMPUTE_NONE, RECOMPUTE_FULL, RECOMPUTE_SELECTIVE } Recompute;
+
 typedef struct {
   int tp, pp, vpp, dp;   /* tensor, pipeline, virtual-pipeline (chunks per rank), data parallel */
   int mbs, gbs;          /* microbatch and global batch, in sequences */
   char schedule[256];    /* gpipe, 1f1b, interleaved, or a schedule file */
-  int recompute;         /* 1: full activation recomputation (only chunk inputs kept) */
+  int recompute;         /* a Recompute */
   int sequence_parallel; /* 1: Megatron's sequence parallelism on the residual stream */
   /* 1: data-parallel gradients all-reduced once the rank's whole backward is done (Megatron-LM's
    * --DDP-impl local); 0: in buckets of one layer during each chunk's last backward */
@@ -34,6 +39,8 @@ void parallel_override(Parallel *base, const Parallel *over);
 /* Unset fields get their defaults: 1 for sizes, gbs = mbs·dp, schedule 1f1b (interleaved when
  * vpp > 1). */
 void parallel_defaults(Parallel *p);
+/* "none", "full" or "selective": how --recompute spells a Recompute. */
+const char *parallel_recompute_name(int recompute);
 /* Microbatches per pipeline per iteration: gbs / (mbs·dp). */
 int parallel_microbatches(const Parallel *p);
 /* Checks what the layout alone decides (sizes positive, gbs divisible by mbs·dp, a known

@@ -79,7 +79,7 @@ int graph_tensor(Graph *g, TensorKind kind, DType dtype, int ndim, const int *di
   t->dtype = dtype;
   t->ndim = ndim;
   memcpy(t->dims, dims_copy, (size_t)ndim * sizeof *dims);
-  t->producer = t->param = t->grad_of = t->join = -1;
+  t->producer = t->param = t->grad_of = t->join = t->copy_of = -1;
   snprintf(t->name, sizeof t->name, "%s", name_copy);
   return g->ntensors++;
 }
@@ -197,8 +197,8 @@ static void print_graph(const Model *m, const Graph *g, FILE *f) {
   fprintf(f, "stage %s\n", g->name);
   for (int i = 0; i < g->nnodes; i++) {
     const Node *n = &g->nodes[i];
-    fprintf(f, "  %c%s %-13s ", n->inserted ? '+' : ' ', n->backward ? "bwd" : "fwd",
-            op_name(n->op));
+    char mark = n->inserted ? '+' : n->recomputed ? '~' : ' ';
+    fprintf(f, "  %c%s %-13s ", mark, n->backward ? "bwd" : "fwd", op_name(n->op));
     if (n->op == OP_EW) {
       char body[1024];
       const char *names[MAX_INPUTS] = {"x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7",

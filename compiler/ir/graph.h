@@ -57,6 +57,7 @@ typedef struct {
   /* T_PARAM, T_PARAM_GRAD: -1, or the join (Model.joins) this tensor stands for whole, its
    * members' weights (gradients) as one matrix; `param` is then the first member */
   int join;
+  int copy_of;  /* made by a recomputed node (remat.c): the forward tensor it is again, else -1 */
   char name[NAME_LEN];
 } Tensor;
 
@@ -171,6 +172,7 @@ typedef struct {
   int inplace;
   int backward;   /* 1 for nodes of the backward pass */
   int inserted;   /* 1 for collectives and slices the shard pass or autodiff inserted */
+  int recomputed; /* 1 for a forward node re-run in the backward pass (remat.c) */
   char where[WHERE_LEN]; /* model file:line that asked for it (or the pass that made it) */
 } Node;
 
@@ -289,7 +291,7 @@ const char *op_name(OpKind op);
 int op_is_collective(OpKind op);
 void model_free(Model *m);
 /* Every node of every stage with its outputs and inputs as name[shape]:layout; '+' marks inserted
- * collectives, bwd the backward pass. */
+ * collectives, '~' forward nodes re-run in the backward, bwd the backward pass. */
 void graph_print(const Model *m, FILE *f);
 
 /* printing: "[b, seq, hidden]", "R", "S(2)", "P" */

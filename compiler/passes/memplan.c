@@ -11,8 +11,7 @@ enum { ALIGN = 16, STATS_UNITS = 2 };
 
 static int64_t aligned(int64_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
-/* Room for a tensor in activation elements. */
-static int64_t room(const Model *m, const Tensor *t, int tp) {
+int64_t memplan_room(const Model *m, const Tensor *t, int tp) {
   return aligned(tensor_local_elems(m, t, tp) * (t->dtype == DT_STATS ? STATS_UNITS : 1));
 }
 
@@ -77,14 +76,16 @@ void memplan_stage(const Model *m, const Graph *g, int tp, StageMemory *s) {
     s->region[t] = r >= 0 ? (Region)r : REGION_SCRATCH;
     s->offset[t] = -1;
   }
-  /* saved: what backward reads of the forward pass, and the stage output */
+  /* saved: what backward reads of the forward pass, and the stage output (a forward node's value
+   * recomputed in the backward lives in scratch) */
   for (int t = 0; t < g->ntensors; t++) {
     const Tensor *x = &g->tensors[t];
-    if (s->region[t] != REGION_SCRATCH || x->kind != T_ACT || x->ndim == 0) continue;
+    if (s->region[t] != REGION_SCRATCH || x->kind != T_ACT || x->ndim == 0 || x->copy_of >= 0)
+      continue;
     if (t == g->output || autodiff_saved(g, t)) {
       s->region[t] = REGION_SAVED;
       s->offset[t] = s->saved;
-      s->saved += room(m, x, tp);
+      s->saved += memplan_room(m, x, tp);
     }
   }
   /* scratch, in node order; an in-place output shares its input's place */
@@ -102,7 +103,7 @@ void memplan_stage(const Model *m, const Graph *g, int tp, StageMemory *s) {
             live[b].until = last_use(g, t);
         continue;
       }
-      s->offset[t] = place(live, &nlive, room(m, &g->tensors[t], tp), i, last_use(g, t),
+      s->offset[t] = place(live, &nlive, memplan_room(m, &g->tensors[t], tp), i, last_use(g, t),
                            &s->scratch);
     }
   }

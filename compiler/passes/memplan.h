@@ -31,6 +31,9 @@ typedef struct {
   int64_t scratch;  /* elements of scratch the stage needs */
 } StageMemory;
 
+/* Room for a tensor in activation elements: its local elements (a statistic in real precision
+ * takes two), aligned. */
+int64_t memplan_room(const Model *m, const Tensor *t, int tp);
 /* Plans one stage graph for tensor-parallel degree tp. */
 void memplan_stage(const Model *m, const Graph *g, int tp, StageMemory *s);
 void memplan_free(StageMemory *s);

@@ -15,14 +15,14 @@ static int printing(const Options *o, const char *pass) {
 }
 
 static int check_print_option(const Options *o, Diag *d) {
-  static const char *const passes[] = {"shapes", "shard",    "autodiff", "fuse",
-                                       "partition", "memory", "schedule", "costs", NULL};
+  static const char *const passes[] = {"shapes",    "shard",  "autodiff", "recompute", "fuse",
+                                       "partition", "memory", "schedule", "costs",     NULL};
   if (!o->print) return 0;
   for (int i = 0; passes[i]; i++)
     if (strcmp(passes[i], o->print) == 0) return 0;
   return diag(d,
-              "--print %s: unknown pass (shapes, shard, autodiff, fuse, partition, memory, "
-              "schedule, costs)",
+              "--print %s: unknown pass (shapes, shard, autodiff, recompute, fuse, partition, "
+              "memory, schedule, costs)",
               o->print);
 }
 
@@ -36,7 +36,8 @@ static int choose_machine(const Options *o, Plan *p, Diag *d) {
  * microbatch. */
 static int cut_chunks(Plan *p, Diag *d) {
   const ModelCost *c = &p->cost;
-  double layer = c->block.flops[0] * (p->par.recompute ? 2 : 1) + c->block.flops[1];
+  int rerun = p->par.recompute == RECOMPUTE_FULL;
+  double layer = c->block.flops[0] * (rerun ? 2 : 1) + c->block.flops[1];
   p->nchunks = p->par.pp * p->par.vpp;
   p->chunks = calloc((size_t)p->nchunks, sizeof *p->chunks);
   return partition_layers(&p->par, p->model.layers, c->embed.flops[0] + c->embed.flops[1], layer,
@@ -79,10 +80,10 @@ static ChunkMemory chunk_memory(const Plan *p, const Chunk *c) {
 #define TAKE(cond, n) ((cond) ? (at += (n)) - (n) : -1)
   s.input = TAKE(!c->has_embed, io);
   s.embed = TAKE(c->has_embed, mem[0].saved);
-  s.layers = TAKE(1, c->layers * (p->par.recompute ? io : mem[1].saved));
+  s.layers = TAKE(1, c->layers * (p->par.recompute == RECOMPUTE_FULL ? io : mem[1].saved));
   s.head = TAKE(c->has_head, mem[2].saved);
   if (c->has_head) s.output = -1;
-  else if (p->par.recompute) s.output = s.layers + (c->layers - 1) * io;
+  else if (p->par.recompute == RECOMPUTE_FULL) s.output = s.layers + (c->layers - 1) * io;
   else s.output = s.layers + (c->layers - 1) * mem[1].saved + mem[1].offset[p->model.block.output];
   s.grad_out = TAKE(!c->has_head, io);
   s.grad_in = TAKE(!c->has_embed, io);
@@ -125,7 +126,7 @@ static void plan_stage_memory(Plan *p) {
 }
 
 static int plan_memory(Plan *p, Diag *d) {
-  p->recompute_elems = p->par.recompute ? p->memory[1].saved : 0;
+  p->recompute_elems = p->par.recompute == RECOMPUTE_FULL ? p->memory[1].saved : 0;
   if (check_slot_sizes(p, d)) return -1;
   p->chunk_memory = calloc((size_t)p->par.pp * p->par.vpp, sizeof *p->chunk_memory);
   for (int c = 0; c < p->nchunks; c++) p->chunk_memory[c] = chunk_memory(p, &p->chunks[c]);
@@ -137,7 +138,7 @@ static int plan_memory(Plan *p, Diag *d) {
  * before its backward. */
 static double scores_bytes(const Plan *p, int rank) {
   double per_layer = p->times[1].saved_scores;
-  if (per_layer == 0 || p->par.recompute) return per_layer;
+  if (per_layer == 0 || p->par.recompute == RECOMPUTE_FULL) return per_layer;
   double bytes = 0;
   for (int k = rank; k < p->nchunks; k += p->par.pp)
     bytes += per_layer * p->chunks[k].layers * p->chunk_memory[k].slots;
@@ -222,12 +223,14 @@ static int model_passes(const Options *o, Plan *p, FILE *out, Diag *d) {
   if (!p->separate_gemms) fuse_gemms(m, p->par.tp);
   if (autodiff_model(m, d)) return -1;
   if (printing(o, "autodiff")) return graph_print(m, out), 1;
+  if (plan_recompute(p, d)) return -1;
   fuse_model(m);
   fuse_xent(&m->head);
   if (printing(o, "fuse")) return graph_print(m, out), 1;
   const Graph *stages[3] = {&m->embed, &m->block, &m->head};
   for (int s = 0; s < 3; s++) stage_time(m, stages[s], &p->par, &p->machine, &p->times[s]);
   plan_stage_memory(p);
+  if (printing(o, "recompute")) return plan_print_recompute(p, out), 1;
   return 0;
 }
 
@@ -342,6 +345,7 @@ int plan_bound_optimizer(Plan *p, const Parallel *par, double capacity, PlanBoun
 void plan_free(Plan *p) {
   free_layout(p);
   for (int s = 0; s < 3; s++) memplan_free(&p->memory[s]);
+  plan_free_recompute(p);
   for (int s = 0; s < 3; s++) stage_time_free(&p->times[s]);
   model_free(&p->model);
   memset(p, 0, sizeof *p);

@@ -9,6 +9,7 @@
 #include "ir/graph.h"
 #include "cost/machine.h"
 #include "passes/memplan.h"
+#include "passes/remat.h"
 #include "options.h"
 #include "front/parallel.h"
 #include "schedule/partition.h"
@@ -78,6 +79,10 @@ typedef struct {
   int64_t scratch_elems;           /* per rank, shared by every stage */
   /* per rank: one layer's saved activations, re-run (--recompute full) */
   int64_t recompute_elems;
+  /* --recompute selective: per stage what the remat pass recomputes, and the work its nodes add
+   * (one microbatch, one tensor-parallel rank, timed before fusion) */
+  Remat remat[3];
+  KernelTime remat_work[3];
   int masked_lm;                   /* the loss ignores targets of -1 (BERT's masked positions) */
   Schedule schedule;               /* lowered and validated: every rank's actions */
   Slots slots;                     /* the activation slot of every action */
@@ -93,15 +98,16 @@ typedef struct {
 } Plan;
 
 /* Runs the passes for `o` (model file, layout flags, --set). With o->print naming a pass
- * (shapes, shard, autodiff, fuse, partition, memory, schedule, costs), prints that pass's form
- * to `out` and stops there, returning 1. Returns 0 with the plan built, or -1 with the reason in
- * d. */
+ * (shapes, shard, autodiff, recompute, fuse, partition, memory, schedule, costs), prints that
+ * pass's form to `out` and stops there, returning 1. Returns 0 with the plan built, or -1 with
+ * the reason in d. */
 int plan_build(const Options *o, Plan *p, FILE *out, Diag *d);
 /* For plait tune: the passes that depend on the model and on tp, mbs and sequence parallelism
- * alone (traced, sharded, differentiated, fused, every kernel timed, each stage's memory
- * planned); then plan_layout, again and again, for each pp, vpp, dp, schedule and recomputation
- * under them (the same passes and checks as plan_build from the cut on). Both return 0, or -1
- * with the reason in d. */
+ * alone, and selective recomputation or not (traced, sharded, differentiated, recomputed,
+ * fused, every kernel timed, each stage's memory planned); then plan_layout, again and again, for
+ * each pp, vpp, dp, schedule and recomputation under them (selective where the model was planned
+ * for it, none or full where not), the same passes and checks as plan_build from the cut on.
+ * Both return 0, or -1 with the reason in d. */
 int plan_model(const Options *o, Plan *p, Diag *d);
 int plan_layout(Plan *p, const Parallel *par, Diag *d);
 
@@ -173,5 +179,15 @@ void plan_print_time_breakdown(const Plan *p, FILE *f);
 /* The model's FLOPs per iteration (Eq. 3's count) over the iteration time and the devices. */
 double plan_device_flops(const Plan *p);
 void plan_free_schedule(Plan *p);
+
+/* plan_recompute.c: with --recompute selective, the remat pass on each stage and the work its
+ * recomputed nodes add (after autodiff, before fusion); 0, or -1 with the reason in d. */
+int plan_recompute(Plan *p, Diag *d);
+/* Seconds the recomputation adds to `layers` layers and the embedding and head. */
+double plan_recompute_seconds(const Plan *p, int layers, int embed, int head);
+/* --print recompute: per stage the tensors kept and recomputed, bytes each per microbatch, the
+ * bytes saved and the work added. */
+void plan_print_recompute(const Plan *p, FILE *f);
+void plan_free_recompute(Plan *p);
 
 #endif

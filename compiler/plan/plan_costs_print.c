@@ -31,7 +31,8 @@ static void print_chunks(const Plan *p, FILE *f) {
             "DP reduction "
             "%.4g ms\n",
             c, k->rank, k->has_embed ? "embed + " : "", k->layers, k->has_head ? " + head" : "",
-            1e3 * s->forward, 1e3 * s->backward, p->par.recompute ? " (recompute included)" : "",
+            1e3 * s->forward, 1e3 * s->backward,
+            p->par.recompute != RECOMPUTE_NONE ? " (recompute included)" : "",
             1e3 * s->send_forward, 1e3 * s->reduce);
   }
   simulate_costs_free(&costs);

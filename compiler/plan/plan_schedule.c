@@ -14,7 +14,7 @@
 static double chunk_seconds(const Plan *p, const Chunk *c, int pass, double *tp) {
   const StageTime *t = p->times;
   double seconds = c->layers * t[1].seconds[pass], comm = c->layers * t[1].tp_seconds[pass];
-  if (pass == PASS_BACKWARD && p->par.recompute)
+  if (pass == PASS_BACKWARD && p->par.recompute == RECOMPUTE_FULL)
     seconds += c->layers * t[1].seconds[PASS_FORWARD],
         comm += c->layers * t[1].tp_seconds[PASS_FORWARD];
   if (c->has_embed) seconds += t[0].seconds[pass], comm += t[0].tp_seconds[pass];
@@ -104,10 +104,12 @@ void plan_rank_work(const Plan *p, PlanBound *b) {
       rank.busy += m * (chunk_seconds(p, k, PASS_FORWARD, &tf) +
                         chunk_seconds(p, k, PASS_BACKWARD, &tb));
       rank.tp += m * (tf + tb);
-      if (p->par.recompute)
+      if (p->par.recompute == RECOMPUTE_FULL)
         rank.recompute += m * k->layers *
                           (p->times[1].seconds[PASS_FORWARD] -
                            p->times[1].tp_seconds[PASS_FORWARD]);
+      if (p->par.recompute == RECOMPUTE_SELECTIVE)
+        rank.recompute += m * plan_recompute_seconds(p, k->layers, k->has_embed, k->has_head);
     }
     rank.iteration = rank.fill + rank.busy + rank.optimizer + rank.gather;
     if (rank.iteration > b->iteration) *b = rank;

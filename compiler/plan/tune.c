@@ -1,5 +1,6 @@
 /* tune.c: plait tune's search. The model is traced once per (tp, mbs, sequence parallelism);
  * every pp, dp, vpp, schedule, recomputation and distributed optimizer under it is bounded
+ * (selective recomputation changes the block's graph: it is traced for it once more)
  * without its schedule's simulation (the busiest rank's kernels: the iteration takes at least as
  * long; the microbatches its compute order keeps in flight: the memory is at least as large);
  * then, fastest bound first, layouts are planned in full until the next bound is slower than the
@@ -31,12 +32,13 @@ static void refuse(Tune *t, const Diag *why) {
 }
 
 /* The layout a traced model starts from: one pipeline stage, one data-parallel replica. */
-static Options traced_options(const Options *o, int tp, int mbs, int sp, int gbs) {
+static Options traced_options(const Options *o, int tp, int mbs, int sp, int gbs,
+                              Recompute recompute) {
   Options po = *o;
   parallel_unset(&po.parallel);
   po.parallel.tp = tp, po.parallel.mbs = mbs, po.parallel.sequence_parallel = sp,
   po.parallel.gbs = gbs;
-  po.parallel.pp = po.parallel.vpp = po.parallel.dp = 1, po.parallel.recompute = 0;
+  po.parallel.pp = po.parallel.vpp = po.parallel.dp = 1, po.parallel.recompute = recompute;
   snprintf(po.parallel.schedule, sizeof po.parallel.schedule, "1f1b");
   snprintf(po.parallel.partition, sizeof po.parallel.partition, "%s", o->parallel.partition);
   return po;
@@ -44,7 +46,7 @@ static Options traced_options(const Options *o, int tp, int mbs, int sp, int gbs
 
 /* The global batch (the flag's, or the model file's), the model's layers and the machine. */
 static int probe(const Options *o, Tune *t, int *layers, Diag *d) {
-  Options po = traced_options(o, 1, 1, 0, o->parallel.gbs);
+  Options po = traced_options(o, 1, 1, 0, o->parallel.gbs, RECOMPUTE_NONE);
   Plan p;
   memset(&p, 0, sizeof p);
   int status = host_build_model(&po, &p.par, &p.model, d);
@@ -89,6 +91,12 @@ static void consider(Tune *t, const Options *o, Plan *traced, int prefix, const 
   push_layout(t, &l);
 }
 
+/* A model traced with selective recomputation has the block's graph for it alone; one traced
+ * without serves none and full. */
+static int traced_for(const Plan *traced, int recompute) {
+  return (traced->par.recompute == RECOMPUTE_SELECTIVE) == (recompute == RECOMPUTE_SELECTIVE);
+}
+
 /* (schedule, vpp) pairs for pp ranks: GPipe and 1F1B with one chunk per rank, interleaved with
  * every vpp that cuts the layers evenly (as Megatron-LM requires); one rank runs 1F1B alone. */
 static void each_schedule(Tune *t, const Options *o, Plan *traced, int prefix, Parallel par,
@@ -101,8 +109,9 @@ static void each_schedule(Tune *t, const Options *o, Plan *traced, int prefix, P
     for (int vpp = s == 2 ? 2 : 1; s == 2 ? par.pp * vpp <= layers : vpp == 1; vpp++) {
       if (!pinned_to(o->parallel.vpp, vpp) || (s == 2 && layers % (par.pp * vpp) != 0)) continue;
       par.vpp = vpp;
-      for (int recompute = 0; recompute < 2; recompute++) {
-        if (!pinned_to(o->parallel.recompute, recompute)) continue;
+      for (int recompute = RECOMPUTE_NONE; recompute <= RECOMPUTE_SELECTIVE; recompute++) {
+        if (!pinned_to(o->parallel.recompute, recompute) || !traced_for(traced, recompute))
+          continue;
         par.recompute = recompute;
         consider(t, o, traced, prefix, &par);
       }
@@ -129,10 +138,11 @@ static int add_prefix(Prefixes *x, Plan *p) {
   return x->count++;
 }
 
-/* Traces the model for (tp, mbs, sp) and considers every layout under it. */
+/* Traces the model for (tp, mbs, sp) and recomputation (selective, or not) and considers every
+ * layout under it. */
 static void each_traced(Tune *t, const Options *o, Prefixes *x, int tp, int mbs, int sp,
-                        int layers) {
-  Options po = traced_options(o, tp, mbs, sp, t->gbs);
+                        int layers, Recompute recompute) {
+  Options po = traced_options(o, tp, mbs, sp, t->gbs, recompute);
   Plan *p = calloc(1, sizeof *p);
   Diag why;
   if (plan_model(&po, p, &why)) {
@@ -144,6 +154,15 @@ static void each_traced(Tune *t, const Options *o, Prefixes *x, int tp, int mbs,
   each_pipeline(t, o, p, add_prefix(x, p), layers);
 }
 
+/* Once without selective recomputation (none, full), once with it, as the pin allows. */
+static void each_recompute_traced(Tune *t, const Options *o, Prefixes *x, int tp, int mbs, int sp,
+                                  int layers) {
+  int pin = o->parallel.recompute;
+  if (pin != RECOMPUTE_SELECTIVE) each_traced(t, o, x, tp, mbs, sp, layers, RECOMPUTE_NONE);
+  if (pinned_to(pin, RECOMPUTE_SELECTIVE))
+    each_traced(t, o, x, tp, mbs, sp, layers, RECOMPUTE_SELECTIVE);
+}
+
 static void enumerate(Tune *t, const Options *o, Prefixes *x, int layers) {
   const Parallel *pin = &o->parallel;
   for (int tp = 1; tp <= t->devices; tp++) {
@@ -153,7 +172,7 @@ static void enumerate(Tune *t, const Options *o, Prefixes *x, int layers) {
           (pin->mbs == UNSET && mbs > TUNE_MAX_MBS))
         continue;
       for (int sp = pin->sequence_parallel == 1; sp <= (tp > 1); sp++)
-        each_traced(t, o, x, tp, mbs, sp, layers);
+        each_recompute_traced(t, o, x, tp, mbs, sp, layers);
     }
   }
 }

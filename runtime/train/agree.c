@@ -82,13 +82,16 @@ static uint64_t plan_hash(const Program *p) {
   return mix_real(h, p->flops_per_iteration);
 }
 
+/* How the layout line names Program.recompute (none, full, selective). */
+static const char *const recompute_words[] = {"", ", recompute full", ", recompute selective"};
+
 static void record_fill(RunRecord *rec, const Program *p, const TrainArgs *a) {
   memset(rec, 0, sizeof *rec);
   snprintf(rec->model, sizeof rec->model, "%s", p->name);
   snprintf(rec->precision, sizeof rec->precision, "%s weights, %zu-byte activations", REAL_NAME,
            sizeof(act_t));
   snprintf(rec->layout, sizeof rec->layout, "tp %d × pp %d × dp %d, vpp %d, mbs %d of gbs %d%s%s",
-           p->tp, p->pp, p->dp, p->vpp, p->mbs, p->gbs, p->recompute ? ", recompute full" : "",
+           p->tp, p->pp, p->dp, p->vpp, p->mbs, p->gbs, recompute_words[p->recompute],
            p->sequence_parallel ? ", sequence parallel" : "");
   size_t used = 0;
   for (int i = 0; i < p->nconfig && used < sizeof rec->config; i++)

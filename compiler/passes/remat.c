@@ -1,0 +1,169 @@
+/* remat.c: selective activation recomputation (Korthikanti et al. 2022, adapted to plait's
+ * kernels). After autodiff the backward nodes of a stage read forward tensors; memplan keeps each
+ * such tensor from the forward to the backward. This pass sorts them into kept and recomputed:
+ * a tensor is recomputed when the forward node that made it is memory-bound (elementwise chains,
+ * dropout masks drawn again from their Philox keys, norms with their statistics, rope, split,
+ * concat, slice) and every input of that node is a parameter, a constant, a stage input, a kept
+ * tensor or itself recomputable. GEMM outputs, attention's output and log-sum-exp, collectives'
+ * outputs, the stage's output and the cross entropy are never recomputed. Each recomputed node is
+ * copied into the backward, before the first backward node that reads one of its outputs (its own
+ * recomputed inputs' copies first); backward nodes then read the copies. The forward tensors are
+ * no longer read by the backward, so memplan keeps them no longer, and the fuse pass merges the
+ * elementwise copies into the backward kernels that read them. */
+#include "passes/remat.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/autodiff.h"
+
+enum { UNKNOWN, NO, YES };
+
+typedef struct {
+  Graph *g;
+  char *recomputable; /* per forward node: UNKNOWN, NO, YES */
+  int *copy;          /* per tensor: its recomputed copy, or -1 */
+  Node *order;        /* the backward, copies in place */
+  int norder;
+} Rematerialising;
+
+static int memory_bound(OpKind op) {
+  switch (op) {
+  case OP_EW:
+  case OP_NORM:
+  case OP_ROPE:
+  case OP_SPLIT:
+  case OP_CONCAT:
+  case OP_SLICE:
+    return 1;
+  case OP_MATMUL:
+  case OP_REDUCE:
+  case OP_ATTENTION:
+  case OP_EMBEDDING:
+  case OP_XENT:
+  case OP_ALLREDUCE:
+  case OP_ALLGATHER:
+  case OP_REDUCESCATTER:
+  case OP_NORM_BWD:
+  case OP_ATTENTION_BWD:
+  case OP_EMBEDDING_BWD:
+  case OP_XENT_BWD:
+    return 0;
+  }
+  return 0;
+}
+
+static int node_recomputable(Rematerialising *r, int i);
+
+/* Is forward tensor t there for a copy to read in the backward: not an activation, kept, or
+ * recomputable? */
+static int available(Rematerialising *r, int t) {
+  const Tensor *x = &r->g->tensors[t];
+  if (x->kind != T_ACT) return x->kind != T_GRAD && x->kind != T_PARAM_GRAD;
+  if (t == r->g->output || autodiff_saved(r->g, t)) return 1;
+  return x->producer >= 0 && node_recomputable(r, x->producer);
+}
+
+static int node_recomputable(Rematerialising *r, int i) {
+  if (r->recomputable[i] != UNKNOWN) return r->recomputable[i] == YES;
+  const Node *n = &r->g->nodes[i];
+  int ok = memory_bound(n->op);
+  for (int k = 0; ok && k < n->nout; k++) ok = n->out[k] != r->g->output;
+  for (int k = 0; ok && k < n->nin; k++) ok = available(r, n->in[k]);
+  r->recomputable[i] = ok ? YES : NO;
+  return ok;
+}
+
+/* Is forward tensor t read by the backward and made again there? */
+static int recomputed(Rematerialising *r, int t) {
+  const Tensor *x = &r->g->tensors[t];
+  return x->kind == T_ACT && x->producer >= 0 && x->producer < r->g->nforward &&
+         node_recomputable(r, x->producer);
+}
+
+/* A new tensor like forward tensor t, for its copy; -1 when the budget refuses it. */
+static int copy_tensor(Graph *g, int t) {
+  Tensor like = g->tensors[t];
+  int c = graph_tensor(g, like.kind, like.dtype, like.ndim, like.dims, like.name);
+  if (c < 0) return -1;
+  g->tensors[c].layout = like.layout;
+  g->tensors[c].copy_of = t;
+  return c;
+}
+
+/* Puts the copy of forward node i (and first those of its recomputed inputs) in the order,
+ * once. Returns 0, or -1 when the budget refuses a tensor. */
+static int place_copy(Rematerialising *r, int i) {
+  Graph *g = r->g;
+  if (r->copy[g->nodes[i].out[0]] >= 0) return 0;
+  Node n = g->nodes[i];
+  for (int k = 0; k < n.nin; k++) {
+    if (!recomputed(r, n.in[k])) continue;
+    if (place_copy(r, g->tensors[n.in[k]].producer)) return -1;
+    n.in[k] = r->copy[n.in[k]];
+  }
+  for (int k = 0; k < n.nout; k++) {
+    int c = copy_tensor(g, n.out[k]);
+    if (c < 0) return -1;
+    r->copy[n.out[k]] = c;
+    n.out[k] = c;
+  }
+  n.backward = n.recomputed = 1;
+  n.inplace = -1; /* the kept input lives on */
+  r->order[r->norder++] = n;
+  return 0;
+}
+
+/* The backward node with each recomputed input read from its copy, the copies placed first. */
+static int place_reader(Rematerialising *r, Node n) {
+  for (int k = 0; k < n.nin; k++) {
+    if (!recomputed(r, n.in[k])) continue;
+    if (place_copy(r, r->g->tensors[n.in[k]].producer)) return -1;
+    n.in[k] = r->copy[n.in[k]];
+  }
+  r->order[r->norder++] = n;
+  return 0;
+}
+
+/* The saved tensors recomputed, for the report. */
+static void list_recomputed(Rematerialising *r, Remat *out) {
+  const Graph *g = r->g;
+  out->tensors = calloc((size_t)g->ntensors + 1, sizeof *out->tensors);
+  out->count = 0;
+  for (int t = 0; t < g->ntensors; t++)
+    if (recomputed(r, t) && autodiff_saved(g, t)) out->tensors[out->count++] = t;
+}
+
+/* The backward replaced by the order built; every output's producer renumbered. */
+static int rebuild(Rematerialising *r) {
+  Graph *g = r->g;
+  g->nnodes = g->nforward;
+  for (int i = 0; i < r->norder; i++)
+    if (graph_node(g, &r->order[i]) < 0) return -1;
+  return 0;
+}
+
+int remat_stage(Graph *g, Remat *out) {
+  Rematerialising r = {.g = g};
+  int backward = g->nnodes - g->nforward, status = 0;
+  r.recomputable = calloc((size_t)g->nnodes + 1, 1);
+  r.order = malloc(((size_t)g->nnodes + 1) * sizeof *r.order);
+  list_recomputed(&r, out);
+  /* a copy for each forward node at most: tensors grow by each node's outputs */
+  r.copy = malloc(((size_t)g->ntensors + (size_t)g->nforward * MAX_OUTPUTS + 1) * sizeof *r.copy);
+  for (int t = 0; t < g->ntensors + g->nforward * MAX_OUTPUTS; t++) r.copy[t] = -1;
+  Node *readers = malloc(((size_t)backward + 1) * sizeof *readers);
+  memcpy(readers, g->nodes + g->nforward, (size_t)backward * sizeof *readers);
+  for (int i = 0; status == 0 && i < backward; i++) status = place_reader(&r, readers[i]);
+  if (status == 0) status = rebuild(&r);
+  free(readers);
+  free(r.recomputable);
+  free(r.order);
+  free(r.copy);
+  return status;
+}
+
+void remat_free(Remat *r) {
+  free(r->tensors);
+  memset(r, 0, sizeof *r);
+}
