@@ -188,7 +188,8 @@ static void rank_traffic(Plan *p, int rank) {
   double m = p->microbatches, tp = 0, pp = 0, nodes = 0;
   for (int k = rank; k < p->nchunks; k += p->par.pp) {
     const Chunk *ch = &p->chunks[k];
-    double per_layer = c->block.tp_bytes[0] * (p->par.recompute ? 2 : 1) + c->block.tp_bytes[1];
+    double forwards = p->par.recompute == RECOMPUTE_FULL ? 2 : 1;
+    double per_layer = c->block.tp_bytes[0] * forwards + c->block.tp_bytes[1];
     tp += m * (ch->layers * per_layer +
                (ch->has_embed ? c->embed.tp_bytes[0] + c->embed.tp_bytes[1] : 0) +
                (ch->has_head ? c->head.tp_bytes[0] + c->head.tp_bytes[1] : 0));

@@ -96,6 +96,17 @@ for layout in "--gbs 4" "--tp 2 --pp 2 --gbs 8 --sequence-parallel"; do
   fi
 done
 
+# selective re-runs no collective: its TP traffic is none's (full's re-run forward doubles it)
+tp_bytes() {
+  # shellcheck disable=SC2086
+  $PLAIT plan models/gpt.lua --tp 2 --pp 2 --gbs 8 --sequence-parallel --recompute "$1" \
+    --format json | sed -n 's/.*"per_iteration": {"tp": \([0-9]*\),.*/\1/p'
+}
+tp_none=$(tp_bytes none) tp_sel=$(tp_bytes selective) tp_full=$(tp_bytes full)
+if [ -n "$tp_none" ] && [ "$tp_none" = "$tp_sel" ] && [ "$tp_full" -gt "$tp_none" ]; then
+  pass "selective_tp_traffic_as_none ($tp_none bytes; full $tp_full)"
+else fail selective_tp_traffic_as_none "none '$tp_none', selective '$tp_sel', full '$tp_full'"; fi
+
 # --print recompute lists what the block keeps and recomputes and the work the recomputation adds
 if $PLAIT plan models/gpt2.lua --recompute selective --print recompute >"$TMP/print" 2>&1 &&
    grep -q '^  recomputed .* norm ' "$TMP/print" && grep -q '^  kept .* matmul ' "$TMP/print" &&
