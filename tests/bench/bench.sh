@@ -288,6 +288,20 @@ awk '{ printf "  dp %d, sharded %-3s  resident %7.1f MB, planned %7.1f MB: %5.2f
        printf "  dp %d: sharding saves %.1f MB measured, %.1f MB planned\n", $1,
          (rss - $3) / 1e6, (plan - $4) / 1e6 }' "$TMP/dopt.txt"
 
+echo "== GPT-2 124M at B=4, T=512: recomputation none, selective and full (threads, one rank)"
+echo "   step time (median after the first) against none's (targets: selective under 5% more, full"
+echo "   about 33%), peak resident memory against the plan's bytes (target within 1.1)"
+for recompute in none selective full; do
+  $PLAIT build models/gpt2.lua --set seq=512 --mbs 4 --recompute $recompute -o "$TMP/rc" \
+    >/dev/null || exit 1
+  "$TMP/rc/train" --data "$TMP/text.bin" --steps 4 --lr 1e-4 --log-json "$TMP/rc.json" \
+    >/dev/null || exit 1
+  echo "$recompute $(median "$TMP/rc.json" ms) $(sed -n "$held" "$TMP/rc.json")" >>"$TMP/rc.txt"
+done
+awk '{ if ($1 == "none") base = $2
+       printf "  %-9s %8.1f ms a step (%+5.1f%%), resident %7.1f MB, planned %7.1f MB: %5.2f\n",
+         $1, $2, 100 * ($2 / base - 1), $3 / 1e6, $4 / 1e6, $3 / $4 }' "$TMP/rc.txt"
+
 echo "== the same at gbs 32 (8 microbatches of 4 × 64, the optimizer once a step)"
 # shellcheck disable=SC2086
 $PLAIT build $GPT2 --gbs 32 -o "$TMP/gpt2-32" >/dev/null || exit 1
