@@ -74,7 +74,8 @@ static void push_layout(Tune *t, const TuneLayout *l) {
 static void consider(Tune *t, const Options *o, Plan *traced, int prefix, const Parallel *par) {
   Diag why;
   int pinned = o->parallel.distributed_optimizer;
-  TuneLayout l = {.par = *par, .prefix = prefix, .pair = t->count, .without = -1};
+  TuneLayout l = {.par = *par, .prefix = prefix, .pair = t->count, .without = -1,
+                  .unrecomputed = -1};
   l.par.distributed_optimizer = pinned == UNSET ? 0 : pinned;
   if (par->gbs % (par->mbs * par->dp) != 0) {
     diag(&why, "global batch %d is not divisible by mbs·dp = %d·%d", par->gbs, par->mbs, par->dp);
@@ -299,14 +300,25 @@ static void rank_and_explain(Tune *t) {
       t->layouts[i].loss = why_lost(&t->layouts[i], &t->layouts[0]);
 }
 
-/* Each of the best that uses the distributed optimizer (not pinned): the same layout without it,
- * to say why it won. */
+/* Whether layout a is layout b but for its recomputation. */
+static int same_but_recompute(const Parallel *a, const Parallel *b) {
+  Parallel x = *a;
+  x.recompute = b->recompute;
+  return memcmp(&x, b, sizeof x) == 0;
+}
+
+/* Each of the best that uses the distributed optimizer (not pinned): the same layout without it;
+ * each that uses selective recomputation: the same layout with none; to say why it won. */
 static void find_without(Tune *t) {
   for (int i = 0; i < t->fitting && i < TUNE_BEST; i++) {
     TuneLayout *l = &t->layouts[i];
     for (int k = 0; l->par.distributed_optimizer && k < t->count; k++)
       if (t->layouts[k].pair == l->pair && !t->layouts[k].par.distributed_optimizer)
         l->without = k;
+    for (int k = 0; l->par.recompute == RECOMPUTE_SELECTIVE && k < t->count; k++)
+      if (t->layouts[k].par.recompute == RECOMPUTE_NONE &&
+          same_but_recompute(&t->layouts[k].par, &l->par))
+        l->unrecomputed = k;
   }
 }
 

@@ -41,6 +41,8 @@ typedef struct {
   int pair;               /* the same for a layout with and without the distributed optimizer */
   /* among the best with the distributed optimizer: the same layout without it, or -1 */
   int without;
+  /* among the best with selective recomputation: the same layout with none, or -1 */
+  int unrecomputed;
 } TuneLayout;
 
 typedef struct {

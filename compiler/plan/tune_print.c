@@ -70,22 +70,37 @@ static void write_best(const Tune *t, FILE *f) {
   }
 }
 
+/* "needs N GB, more than the M a device has" when the other layout does not fit: returns 1. */
+static int write_too_big(const Tune *t, const TuneLayout *other, FILE *f) {
+  char amount[32], capacity[32];
+  if (other->memory <= t->machine.memory_bytes) return 0;
+  bytes_format(other->memory, amount, sizeof amount);
+  bytes_format(t->machine.memory_bytes, capacity, sizeof capacity);
+  fprintf(f, "needs %s%s, more than the %s a device has\n", other->planned ? "" : "at least ",
+          amount, capacity);
+  return 1;
+}
+
 /* Why a layout among the best uses the distributed optimizer: the same layout without it does not
  * fit, or is slower (its optimizer step over every parameter rather than a 1/dp shard). */
 static void write_why_sharded(const Tune *t, int i, FILE *f) {
   const TuneLayout *l = &t->layouts[i], *without = &t->layouts[l->without];
-  char amount[32], capacity[32];
-  const char *least = without->planned ? "" : "at least ";
   fprintf(f, "%2d uses the distributed optimizer: without it the same layout ", i + 1);
-  if (without->memory > t->machine.memory_bytes) {
-    bytes_format(without->memory, amount, sizeof amount);
-    bytes_format(t->machine.memory_bytes, capacity, sizeof capacity);
-    fprintf(f, "needs %s%s, more than the %s a device has\n", least, amount, capacity);
-    return;
-  }
-  fprintf(f, "takes %s%.4g s (%+.1f%%), its optimizer step %.4g ms against %.4g ms\n", least,
-          without->iteration, 100 * (without->iteration / l->iteration - 1),
-          1e3 * without->bound.optimizer, 1e3 * l->bound.optimizer);
+  if (write_too_big(t, without, f)) return;
+  fprintf(f, "takes %s%.4g s (%+.1f%%), its optimizer step %.4g ms against %.4g ms\n",
+          without->planned ? "" : "at least ", without->iteration,
+          100 * (without->iteration / l->iteration - 1), 1e3 * without->bound.optimizer,
+          1e3 * l->bound.optimizer);
+}
+
+/* Why a layout among the best recomputes selectively: the same layout keeping everything does not
+ * fit, or is slower. */
+static void write_why_selective(const Tune *t, int i, FILE *f) {
+  const TuneLayout *l = &t->layouts[i], *none = &t->layouts[l->unrecomputed];
+  fprintf(f, "%2d recomputes selectively: with --recompute none the same layout ", i + 1);
+  if (write_too_big(t, none, f)) return;
+  fprintf(f, "takes %s%.4g s (%+.1f%%)\n", none->planned ? "" : "at least ", none->iteration,
+          100 * (none->iteration / l->iteration - 1));
 }
 
 /* The first (best) layout of each reason, and how many lost for it. */
@@ -133,8 +148,10 @@ void tune_write_text(const Tune *t, FILE *f) {
   }
   fprintf(f, "\n");
   write_best(t, f);
-  for (int i = 0; i < best_count(t); i++)
+  for (int i = 0; i < best_count(t); i++) {
     if (t->layouts[i].without >= 0) write_why_sharded(t, i, f);
+    if (t->layouts[i].unrecomputed >= 0) write_why_selective(t, i, f);
+  }
   int count[LOST_REASONS];
   const TuneLayout *first[LOST_REASONS];
   losers(t, count, first);

@@ -107,6 +107,16 @@ if [ -n "$tp_none" ] && [ "$tp_none" = "$tp_sel" ] && [ "$tp_full" -gt "$tp_none
   pass "selective_tp_traffic_as_none ($tp_none bytes; full $tp_full)"
 else fail selective_tp_traffic_as_none "none '$tp_none', selective '$tp_sel', full '$tp_full'"; fi
 
+# tune offers selective recomputation where it wins and says why: Table 1's 145.6B GPT over 1536
+# A100s, where keeping everything does not fit the layouts that win
+$PLAIT tune models/gpt.lua --set layers=96 hidden=12288 heads=96 dropout=0.1 --gpus 1536 \
+  --gbs 2304 --machine a100 >"$TMP/tune145" 2>&1
+why='^ 1 recomputes selectively: with --recompute none the same layout needs at least [0-9.]* GB, '
+if grep -q "^ 1 .* selective " "$TMP/tune145" &&
+   grep -q "${why}more than the 80.00 GB" "$TMP/tune145"; then
+  pass "selective_tune_says_why ($(grep "^ 1 recomputes" "$TMP/tune145" | cut -c 4-))"
+else fail selective_tune_says_why "$(head -c 1200 "$TMP/tune145")"; fi
+
 # --print recompute lists what the block keeps and recomputes and the work the recomputation adds
 if $PLAIT plan models/gpt2.lua --recompute selective --print recompute >"$TMP/print" 2>&1 &&
    grep -q '^  recomputed .* norm ' "$TMP/print" && grep -q '^  kept .* matmul ' "$TMP/print" &&
