@@ -294,7 +294,7 @@ echo "   about 33%), peak resident memory against the plan's bytes (target withi
 for recompute in none selective full; do
   $PLAIT build models/gpt2.lua --set seq=512 --mbs 4 --recompute $recompute -o "$TMP/rc" \
     >/dev/null || exit 1
-  "$TMP/rc/train" --data "$TMP/text.bin" --steps 4 --lr 1e-4 --log-json "$TMP/rc.json" \
+  "$TMP/rc/train" --data "$TMP/text.bin" --steps 6 --lr 1e-4 --log-json "$TMP/rc.json" \
     >/dev/null || exit 1
   echo "$recompute $(median "$TMP/rc.json" ms) $(sed -n "$held" "$TMP/rc.json")" >>"$TMP/rc.txt"
 done
