@@ -174,16 +174,17 @@ static void write_json_value(const LayoutField *field, const Parallel *p, FILE *
   else escape_write(ESC_JSON, LAYOUT_NAME(field, p), f);
 }
 
-/* A layout among the best with the distributed optimizer: the same layout without it (keys of
- * their own, so that the layout's own come first on a search for them). */
-static void write_without_json(const Tune *t, const TuneLayout *l, FILE *f) {
-  const TuneLayout *without = &t->layouts[l->without];
-  fprintf(f,
-          "     \"without_distributed_optimizer\": {\"planned\": %s, \"fits\": %s, "
-          "\"iteration\": %.17g, \"memory\": %.0f, \"optimizer_step\": %.17g},\n",
-          without->planned ? "true" : "false",
-          without->memory <= t->machine.memory_bytes ? "true" : "false", without->iteration,
-          without->memory, without->bound.optimizer);
+/* A layout among the best with the distributed optimizer or selective recomputation: the same
+ * layout without it, under `key` (keys of their own, so that the layout's own come first on a
+ * search for them); the distributed optimizer's with its optimizer step. */
+static void write_other_json(const Tune *t, const char *key, const TuneLayout *other, int step,
+                             FILE *f) {
+  fprintf(f, "     \"%s\": {\"planned\": %s, \"fits\": %s, \"iteration\": %.17g, \"memory\": %.0f",
+          key, other->planned ? "true" : "false",
+          other->memory <= t->machine.memory_bytes ? "true" : "false", other->iteration,
+          other->memory);
+  if (step) fprintf(f, ", \"optimizer_step\": %.17g", other->bound.optimizer);
+  fprintf(f, "},\n");
 }
 
 static void write_layout_json(const Tune *t, const TuneLayout *l, FILE *f) {
@@ -198,7 +199,10 @@ static void write_layout_json(const Tune *t, const TuneLayout *l, FILE *f) {
   fprintf(f, ",\n     \"iteration_time\": %.17g, \"flops_per_device\": %.17g, "
              "\"memory_bytes\": %.0f, \"bubble_fraction\": %.17g, \"traffic_bytes\": %.0f,\n",
           l->iteration, l->flops_per_device, l->memory, l->bubble, l->traffic);
-  if (l->without >= 0) write_without_json(t, l, f);
+  if (l->without >= 0)
+    write_other_json(t, "without_distributed_optimizer", &t->layouts[l->without], 1, f);
+  if (l->unrecomputed >= 0)
+    write_other_json(t, "with_recompute_none", &t->layouts[l->unrecomputed], 0, f);
   fprintf(f, "     \"flags\": %s}", escape(ESC_JSON, flags, flags_json, sizeof flags_json));
 }
 

@@ -116,6 +116,13 @@ if grep -q "^ 1 .* selective " "$TMP/tune145" &&
    grep -q "${why}more than the 80.00 GB" "$TMP/tune145"; then
   pass "selective_tune_says_why ($(grep "^ 1 recomputes" "$TMP/tune145" | cut -c 4-))"
 else fail selective_tune_says_why "$(head -c 1200 "$TMP/tune145")"; fi
+$PLAIT tune models/gpt.lua --set layers=96 hidden=12288 heads=96 dropout=0.1 --gpus 1536 \
+  --gbs 2304 --machine a100 --format json >"$TMP/tune145.json" 2>&1
+if grep -q '"with_recompute_none": {"planned": [a-z]*, "fits": false' "$TMP/tune145.json"; then
+  pass selective_tune_json_says_why
+else
+  fail selective_tune_json_says_why "$(grep -m1 -o '"with_recompute_none[^}]*' "$TMP/tune145.json")"
+fi
 
 # --print recompute lists what the block keeps and recomputes and the work the recomputation adds
 if $PLAIT plan models/gpt2.lua --recompute selective --print recompute >"$TMP/print" 2>&1 &&
