@@ -1,15 +1,16 @@
 /* remat.c: selective activation recomputation (Korthikanti et al. 2022, adapted to plait's
- * kernels). After autodiff the backward nodes of a stage read forward tensors; memplan keeps each
- * such tensor from the forward to the backward. This pass sorts them into kept and recomputed:
- * a tensor is recomputed when the forward node that made it is memory-bound (elementwise chains,
- * dropout masks drawn again from their Philox keys, norms with their statistics, rope, split,
- * concat, slice) and every input of that node is a parameter, a constant, a stage input, a kept
- * tensor or itself recomputable. GEMM outputs, attention's output and log-sum-exp, collectives'
- * outputs, the stage's output and the cross entropy are never recomputed. Each recomputed node is
- * copied into the backward, before the first backward node that reads one of its outputs (its own
- * recomputed inputs' copies first); backward nodes then read the copies. The forward tensors are
- * no longer read by the backward, so memplan keeps them no longer, and the fuse pass merges the
- * elementwise copies into the backward kernels that read them. */
+ * kernels), the mechanics. After autodiff the backward nodes of a stage read forward tensors;
+ * memplan keeps each such tensor from the forward to the backward. A forward node may be
+ * recomputed when it is memory-bound (elementwise chains, dropout masks drawn again from their
+ * Philox keys, norms with their statistics, rope, split, concat, slice) and every input of it is
+ * a parameter, a constant, a kept tensor or made by a node recomputed too; GEMM outputs,
+ * attention's output and log-sum-exp, collectives' outputs, the stage's output and the cross
+ * entropy never are. Which of those nodes are recomputed is the caller's choice (the plan prices
+ * them on the machine). Each recomputed node is copied into the backward, before the first
+ * backward node that reads one of its outputs (its own recomputed inputs' copies first); backward
+ * nodes then read the copies. The forward tensors are no longer read by the backward, so memplan
+ * keeps them no longer, and the fuse pass merges the elementwise copies into the backward kernels
+ * that read them. */
 #include "passes/remat.h"
 
 #include <stdlib.h>
@@ -17,11 +18,9 @@
 
 #include "passes/autodiff.h"
 
-enum { UNKNOWN, NO, YES };
-
 typedef struct {
   Graph *g;
-  char *recomputable; /* per forward node: UNKNOWN, NO, YES */
+  const char *chosen; /* per forward node: recomputed in the backward */
   int *copy;          /* per tensor: its recomputed copy, or -1 */
   Node *order;        /* the backward, copies in place */
   int norder;
@@ -53,32 +52,36 @@ static int memory_bound(OpKind op) {
   return 0;
 }
 
-static int node_recomputable(Rematerialising *r, int i);
-
-/* Is forward tensor t there for a copy to read in the backward: not an activation, kept, or
- * recomputable? */
-static int available(Rematerialising *r, int t) {
-  const Tensor *x = &r->g->tensors[t];
-  if (x->kind != T_ACT) return x->kind != T_GRAD && x->kind != T_PARAM_GRAD;
-  if (t == r->g->output || autodiff_saved(r->g, t)) return 1;
-  return x->producer >= 0 && node_recomputable(r, x->producer);
+int remat_candidate(const Graph *g, int i) {
+  const Node *n = &g->nodes[i];
+  if (i >= g->nforward || !memory_bound(n->op)) return 0;
+  for (int k = 0; k < n->nout; k++)
+    if (n->out[k] == g->output) return 0;
+  return 1;
 }
 
-static int node_recomputable(Rematerialising *r, int i) {
-  if (r->recomputable[i] != UNKNOWN) return r->recomputable[i] == YES;
-  const Node *n = &r->g->nodes[i];
-  int ok = memory_bound(n->op);
-  for (int k = 0; ok && k < n->nout; k++) ok = n->out[k] != r->g->output;
-  for (int k = 0; ok && k < n->nin; k++) ok = available(r, n->in[k]);
-  r->recomputable[i] = ok ? YES : NO;
-  return ok;
+int remat_closure(const Graph *g, const char *chosen, int i, char *closure) {
+  if (chosen[i] || closure[i]) return 1;
+  if (!remat_candidate(g, i)) return 0;
+  closure[i] = 1;
+  const Node *n = &g->nodes[i];
+  for (int k = 0; k < n->nin; k++) {
+    const Tensor *x = &g->tensors[n->in[k]];
+    if (x->kind != T_ACT) {
+      if (x->kind == T_GRAD || x->kind == T_PARAM_GRAD) return 0;
+      continue;
+    }
+    if (n->in[k] == g->output || autodiff_saved(g, n->in[k])) continue; /* kept, or chosen */
+    if (x->producer < 0 || !remat_closure(g, chosen, x->producer, closure)) return 0;
+  }
+  return 1;
 }
 
 /* Is forward tensor t read by the backward and made again there? */
 static int recomputed(Rematerialising *r, int t) {
   const Tensor *x = &r->g->tensors[t];
   return x->kind == T_ACT && x->producer >= 0 && x->producer < r->g->nforward &&
-         node_recomputable(r, x->producer);
+         r->chosen[x->producer];
 }
 
 /* A new tensor like forward tensor t, for its copy; -1 when the budget refuses it. */
@@ -143,10 +146,9 @@ static int rebuild(Rematerialising *r) {
   return 0;
 }
 
-int remat_stage(Graph *g, Remat *out) {
-  Rematerialising r = {.g = g};
+int remat_stage(Graph *g, const char *chosen, Remat *out) {
+  Rematerialising r = {.g = g, .chosen = chosen};
   int backward = g->nnodes - g->nforward, status = 0;
-  r.recomputable = calloc((size_t)g->nnodes + 1, 1);
   r.order = malloc(((size_t)g->nnodes + 1) * sizeof *r.order);
   list_recomputed(&r, out);
   /* a copy for each forward node at most: tensors grow by each node's outputs */
@@ -157,7 +159,6 @@ int remat_stage(Graph *g, Remat *out) {
   for (int i = 0; status == 0 && i < backward; i++) status = place_reader(&r, readers[i]);
   if (status == 0) status = rebuild(&r);
   free(readers);
-  free(r.recomputable);
   free(r.order);
   free(r.copy);
   return status;

@@ -21,6 +21,19 @@
 enum { PRECISION_FP32, PRECISION_BF16, PRECISIONS };
 
 /* Where a chunk keeps one microbatch in flight (its slot), in elements; -1: the chunk has none. */
+/* --recompute selective: one stage's choice of forward nodes to recompute, priced on the machine
+ * (one microbatch, one tensor-parallel rank, kernels timed before fusion). */
+typedef struct {
+  char *chosen;         /* per forward node: recomputed in the backward */
+  char *closure;        /* scratch: the nodes one candidate needs */
+  double *seconds;      /* per node: its kernels' time */
+  double *would;        /* per tensor kept: what recomputing its producer would add, or -1 */
+  int ntensors;         /* of would */
+  double stage_seconds; /* the stage's forward and backward */
+  double budget;        /* the time the recomputation may add */
+  double spent;         /* the time it adds */
+} RecomputeChoice;
+
 typedef struct {
   int64_t input;    /* its input activation (chunks after the first) */
   int64_t embed;    /* the embedding's saved activations (chunk 0) */
@@ -81,6 +94,7 @@ typedef struct {
   int64_t recompute_elems;
   /* --recompute selective: per stage what the remat pass recomputes, and the work its nodes add
    * (one microbatch, one tensor-parallel rank, timed before fusion) */
+  RecomputeChoice remat_choice[3];
   Remat remat[3];
   KernelTime remat_work[3];
   int masked_lm;                   /* the loss ignores targets of -1 (BERT's masked positions) */

@@ -135,6 +135,31 @@ else
   fail selective_print_recompute "$(head -c 800 "$TMP/print")"
 fi
 
+# the choice is priced on the machine: on the cpu file (tanh at 1e8/s) GPT-2 124M keeps the GeLU
+# output (its re-run priced beside it) and re-runs the norms; on an A100 (T=1024, B=1) it re-runs the
+# GeLU; each stage's recomputation within 2% of its time
+choice() { # machine flags...: "kept" or "recomputed" for the GeLU output (t19), the largest share
+  machine=$1; shift
+  # shellcheck disable=SC2068
+  $PLAIT plan models/gpt2.lua --machine "$machine" $@ --recompute selective \
+    --print recompute >"$TMP/choice_$machine" 2>&1 || return 1
+  gelu=$(sed -n 's/^  \(kept\|recomputed\) *t19 .* ew .*/\1/p' "$TMP/choice_$machine")
+  share=$(sed -n "s/.*, \([0-9.]*\)% of the stage's .*/\1/p" "$TMP/choice_$machine" |
+    sort -g | tail -n 1)
+  echo "$gelu $share"
+}
+cpu=$(choice cpu --set seq=512 --mbs 4) a100=$(choice a100)
+if [ "${cpu% *}" = kept ] && [ "${a100% *}" = recomputed ] &&
+   grep -q '^  kept  *t19 .*; recomputing it would add [0-9.]* ms ([3-9]\.[0-9]*% of the stage)' \
+     "$TMP/choice_cpu" && grep -q '^  recomputed t0 .* norm ' "$TMP/choice_cpu" &&
+   awk -v a="${cpu#* }" -v b="${a100#* }" 'BEGIN { exit !(a > 0 && a <= 2 && b > 0 && b <= 2) }'
+then
+  pass "selective_priced_on_the_machine (GeLU output on cpu ${cpu% *}, on a100 ${a100% *}; \
+largest shares ${cpu#* }% and ${a100#* }%)"
+else
+  fail selective_priced_on_the_machine "cpu '$cpu' a100 '$a100' $(head -c 1500 "$TMP/choice_cpu")"
+fi
+
 # tune searches selective beside none and full, and keeps to it when pinned
 TUNE="models/gpt2.lua --gpus 4 --gbs 16"
 # shellcheck disable=SC2086
