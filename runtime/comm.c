@@ -22,7 +22,8 @@ int comm_grid_rank(int tp, int dp, int tp_r, int dp_r, int pp_r) {
   return tp_r + tp * (dp_r + dp * pp_r);
 }
 
-int comm_group_members(int tp, int pp, int dp, int rank, GroupKind g, int *members) {
+int comm_group_members(const CommGrid *grid, int rank, GroupKind g, int *members) {
+  int tp = grid->tp, pp = grid->pp, dp = grid->dp, copies = grid->copies;
   int tp_r = rank % tp, dp_r = rank / tp % dp, pp_r = rank / (tp * dp), n = 0;
   switch (g) {
   case GROUP_WORLD:
@@ -45,6 +46,10 @@ int comm_group_members(int tp, int pp, int dp, int rank, GroupKind g, int *membe
       if (pp > 1) members[n++] = comm_grid_rank(tp, dp, tp_r, dp_r, pp - 1);
     }
     break;
+  case GROUP_TP_COPIES:
+    for (int t = tp_r / copies * copies; t < (tp_r / copies + 1) * copies; t++)
+      members[n++] = comm_grid_rank(tp, dp, t, dp_r, pp_r);
+    break;
   case GROUP_COUNT:
     break;
   }
@@ -52,23 +57,24 @@ int comm_group_members(int tp, int pp, int dp, int rank, GroupKind g, int *membe
 }
 
 const char *comm_group_name(GroupKind g) {
-  static const char *const names[GROUP_COUNT] = {"world", "tp", "dp", "pp", "embed"};
+  static const char *const names[GROUP_COUNT] = {"world", "tp", "dp", "pp", "embed", "tp copies"};
   return names[g];
 }
 
-void comm_init(Comm *c, const CommOps *ops, int tp, int pp, int dp, int rank, double timeout,
+void comm_init(Comm *c, const CommOps *ops, const CommGrid *grid, int rank, double timeout,
                CommProcess *process) {
-  int world = tp * pp * dp;
+  int tp = grid->tp, pp = grid->pp, dp = grid->dp, world = tp * pp * dp;
   c->ops = ops;
   c->info = (RankInfo){.world = world, .rank = rank, .tp = tp, .dp = dp, .pp = pp,
-                       .tp_rank = rank % tp, .dp_rank = rank / tp % dp, .pp_rank = rank / (tp * dp)};
+                       .tp_rank = rank % tp, .dp_rank = rank / tp % dp, .pp_rank = rank / (tp * dp),
+                       .tp_copies = grid->copies};
   c->timeout = timeout;
   c->process = process;
   c->worker = NULL;
   for (int g = 0; g < GROUP_COUNT; g++) {
     CommGroup *group = &c->group[g];
     group->members = malloc(sizeof(int) * (size_t)world);
-    group->size = comm_group_members(tp, pp, dp, rank, (GroupKind)g, group->members);
+    group->size = comm_group_members(grid, rank, (GroupKind)g, group->members);
     for (int i = 0; i < group->size; i++)
       if (group->members[i] == rank) group->rank = i;
   }
@@ -121,8 +127,13 @@ static int launcher_world(const char **command) {
 }
 
 int comm_launch(int tp, int pp, int dp, RankMain fn, void *arg) {
+  return comm_launch_copies(tp, 1, pp, dp, fn, arg);
+}
+
+int comm_launch_copies(int tp, int tp_copies, int pp, int dp, RankMain fn, void *arg) {
   double timeout;
   const char *command = NULL;
+  const CommGrid grid = {.tp = tp, .pp = pp, .dp = dp, .copies = tp_copies};
   if (tp < 1 || pp < 1 || dp < 1) {
     fprintf(stderr, "plait: the grid tp·pp·dp = %d·%d·%d has a size below 1; every size must be at least 1\n",
             tp, pp, dp);
@@ -133,13 +144,18 @@ int comm_launch(int tp, int pp, int dp, RankMain fn, void *arg) {
             tp, pp, dp, MAX_WORLD);
     return 1;
   }
+  if (tp_copies < 1 || tp % tp_copies != 0) {
+    fprintf(stderr, "plait: %d ranks holding each key/value head do not divide tp = %d\n", tp_copies,
+            tp);
+    return 1;
+  }
   if (timeout_from_env(&timeout) != 0) return 1;
   int world = launcher_world(&command);
-  if (!comm_ranks_are_processes()) return comm_local_launch(tp, pp, dp, timeout, fn, arg);
+  if (!comm_ranks_are_processes()) return comm_local_launch(&grid, timeout, fn, arg);
 #ifdef PLAIT_CUDA
-  return comm_nccl_launch(tp, pp, dp, timeout, world, command, fn, arg);
+  return comm_nccl_launch(&grid, timeout, world, command, fn, arg);
 #else
-  return comm_mpi_launch(tp, pp, dp, timeout, world, command, fn, arg);
+  return comm_mpi_launch(&grid, timeout, world, command, fn, arg);
 #endif
 }
 

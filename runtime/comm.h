@@ -20,6 +20,9 @@ typedef enum {
   GROUP_PP,    /* same tp_r and dp_r: the pipeline, in pp_r order */
   GROUP_EMBED, /* same tp_r and dp_r, pp_r 0 and pp - 1: holders of a tied embedding (one rank when pp = 1;
                   a middle stage is a group of its own, so its collectives on it do nothing) */
+  /* same dp_r and pp_r, same tp_r / tp_copies: the TP ranks holding the same piece of a parameter
+     split into fewer pieces than tp (key/value heads fewer than tp); one rank when tp_copies = 1 */
+  GROUP_TP_COPIES,
   GROUP_COUNT
 } GroupKind;
 
@@ -30,6 +33,7 @@ typedef struct {
   int world, rank;
   int tp, dp, pp;
   int tp_rank, dp_rank, pp_rank;
+  int tp_copies; /* consecutive TP ranks that form a GROUP_TP_COPIES */
 } RankInfo;
 
 typedef struct Comm Comm;
@@ -46,6 +50,8 @@ typedef struct CommRequest CommRequest;
  * signal killed ("process rank N ... exited on signal 9"): leave -q out to learn which rank died. */
 typedef int (*RankMain)(Comm *c, void *arg);
 int comm_launch(int tp, int pp, int dp, RankMain fn, void *arg);
+/* The same with GROUP_TP_COPIES of tp_copies consecutive TP ranks (tp_copies divides tp). */
+int comm_launch_copies(int tp, int tp_copies, int pp, int dp, RankMain fn, void *arg);
 
 const RankInfo *comm_info(const Comm *c);
 int comm_group_size(const Comm *c, GroupKind g);

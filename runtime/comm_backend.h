@@ -56,14 +56,18 @@ struct Comm {
   CommWorker *worker;   /* runs nonblocking all-reduces, for backends that use comm_worker_* */
 };
 
-/* The grid: rank = tp_r + tp·(dp_r + dp·pp_r). The world ranks of the members of rank's group g, in
- * group order, go to members (room for the world); returns their count. */
+/* The grid: rank = tp_r + tp·(dp_r + dp·pp_r), each TP group cut into GROUP_TP_COPIES of `copies`
+ * consecutive ranks. The world ranks of the members of rank's group g, in group order, go to
+ * members (room for the world); returns their count. */
+typedef struct {
+  int tp, pp, dp, copies;
+} CommGrid;
 int comm_grid_rank(int tp, int dp, int tp_r, int dp_r, int pp_r);
-int comm_group_members(int tp, int pp, int dp, int rank, GroupKind g, int *members);
+int comm_group_members(const CommGrid *grid, int rank, GroupKind g, int *members);
 const char *comm_group_name(GroupKind g);
 
-/* Fills the shared part of rank `rank` of a tp·pp·dp grid; comm_release frees what it allocated. */
-void comm_init(Comm *c, const CommOps *ops, int tp, int pp, int dp, int rank, double timeout,
+/* Fills the shared part of rank `rank` of the grid; comm_release frees what it allocated. */
+void comm_init(Comm *c, const CommOps *ops, const CommGrid *grid, int rank, double timeout,
                CommProcess *process);
 void comm_release(Comm *c);
 
@@ -104,13 +108,13 @@ CommRequest *comm_worker_start(Comm *c, GroupKind g, real *buf, int64_t n, CommO
 void comm_worker_wait(Comm *c, CommRequest *r);
 
 /* The backends' launchers: fn runs once per rank; they return the process's exit status. */
-int comm_local_launch(int tp, int pp, int dp, double timeout, RankMain fn, void *arg);
+int comm_local_launch(const CommGrid *grid, double timeout, RankMain fn, void *arg);
 /* world and launcher ("mpirun -np", "srun -n", "mpiexec -n") come from the launcher's environment. */
-int comm_mpi_launch(int tp, int pp, int dp, double timeout, int world, const char *launcher, RankMain fn,
+int comm_mpi_launch(const CommGrid *grid, double timeout, int world, const char *launcher, RankMain fn,
                     void *arg);
 /* The CUDA build's backend for processes: NCCL, its unique id broadcast over MPI when a launcher
  * started the process (world > 0), else over TCP from RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT. */
-int comm_nccl_launch(int tp, int pp, int dp, double timeout, int world, const char *launcher, RankMain fn,
+int comm_nccl_launch(const CommGrid *grid, double timeout, int world, const char *launcher, RankMain fn,
                      void *arg);
 
 #endif

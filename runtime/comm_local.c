@@ -395,8 +395,8 @@ static void local_group_free(LocalGroup *m) {
   free(m->call);
 }
 
-static void local_rank_init(LocalWorld *w, LocalRank *r, int rank, int tp, int pp, int dp, double timeout) {
-  comm_init(&r->comm, &local_ops, tp, pp, dp, rank, timeout, &w->process);
+static void local_rank_init(LocalWorld *w, LocalRank *r, int rank, const CommGrid *grid, double timeout) {
+  comm_init(&r->comm, &local_ops, grid, rank, timeout, &w->process);
   r->world = w;
   for (int ch = 0; ch < CHANNELS; ch++) {
     r->sources[ch] = malloc(sizeof(void *) * (size_t)w->size);
@@ -410,9 +410,9 @@ static void local_rank_init(LocalWorld *w, LocalRank *r, int rank, int tp, int p
   r->comm.worker = comm_worker_new(&r->comm, local_worker_reduce, 1);
 }
 
-static LocalWorld *local_world_new(int tp, int pp, int dp, double timeout) {
+static LocalWorld *local_world_new(const CommGrid *grid, double timeout) {
   LocalWorld *w = calloc(1, sizeof *w);
-  w->size = tp * pp * dp;
+  w->size = grid->tp * grid->pp * grid->dp;
   w->ranks = calloc((size_t)w->size, sizeof *w->ranks);
   w->mailbox = calloc((size_t)w->size, sizeof *w->mailbox);
   for (int i = 0; i < w->size; i++) {
@@ -421,7 +421,7 @@ static LocalWorld *local_world_new(int tp, int pp, int dp, double timeout) {
   }
   for (int ch = 0; ch < CHANNELS; ch++)
     for (int g = 0; g < GROUP_COUNT; g++) w->groups[ch][g] = calloc((size_t)w->size, sizeof(LocalGroup));
-  for (int i = 0; i < w->size; i++) local_rank_init(w, &w->ranks[i], i, tp, pp, dp, timeout);
+  for (int i = 0; i < w->size; i++) local_rank_init(w, &w->ranks[i], i, grid, timeout);
   return w;
 }
 
@@ -482,8 +482,8 @@ static void local_check_delivered(LocalWorld *w) {
   }
 }
 
-int comm_local_launch(int tp, int pp, int dp, double timeout, RankMain fn, void *arg) {
-  LocalWorld *w = local_world_new(tp, pp, dp, timeout);
+int comm_local_launch(const CommGrid *grid, double timeout, RankMain fn, void *arg) {
+  LocalWorld *w = local_world_new(grid, timeout);
   int status = 0;
   for (int i = 0; i < w->size; i++) {
     LocalRank *r = &w->ranks[i];

@@ -367,10 +367,10 @@ static void mp_groups_new(MpiRank *m) {
              "MPI_Comm_dup");
 }
 
-static MpiRank *mp_rank_new(int tp, int pp, int dp, int rank, double timeout, int threaded) {
+static MpiRank *mp_rank_new(const CommGrid *grid, int rank, double timeout, int threaded) {
   MpiRank *m = calloc(1, sizeof *m);
   int *tag_ub, found;
-  comm_init(&m->comm, &mpi_ops, tp, pp, dp, rank, timeout, &m->process);
+  comm_init(&m->comm, &mpi_ops, grid, rank, timeout, &m->process);
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &found);
   m->tag_ub = found ? *tag_ub : 32767;
   for (int ch = 0; ch < CHANNELS; ch++) {
@@ -433,9 +433,9 @@ static int mp_world_fits(int size, int rank, int tp, int pp, int dp, int world, 
   return 1;
 }
 
-int comm_mpi_launch(int tp, int pp, int dp, double timeout, int world, const char *launcher, RankMain fn,
+int comm_mpi_launch(const CommGrid *grid, double timeout, int world, const char *launcher, RankMain fn,
                     void *arg) {
-  int provided, size, rank;
+  int provided, size, rank, tp = grid->tp, pp = grid->pp, dp = grid->dp;
   MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN); /* errors become comm_fail (groups inherit it) */
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -444,7 +444,7 @@ int comm_mpi_launch(int tp, int pp, int dp, double timeout, int world, const cha
     MPI_Finalize();
     return 1;
   }
-  MpiRank *m = mp_rank_new(tp, pp, dp, rank, timeout, provided == MPI_THREAD_MULTIPLE);
+  MpiRank *m = mp_rank_new(grid, rank, timeout, provided == MPI_THREAD_MULTIPLE);
   int status = fn(&m->comm, arg);
   comm_worker_check_idle(&m->comm);
   if (m->in_p2p) comm_fail(&m->comm, "returned between comm_p2p_start and comm_p2p_end");

@@ -223,7 +223,8 @@ static int bucket_ready(const Exec *e, const Bucket *b) {
 }
 
 /* The gradients of chunk's parameters in `layer` (ANY_LAYER: all those not reduced yet) are final:
- * sum the TP partial sums (replicated parameters used on split activations), then start the
+ * sum the TP partial sums (replicated parameters used on split activations, and key/value heads
+ * over the ranks holding each), then start the
  * data-parallel reduction of each bucket whose gradients are now all final. */
 static void reduce_final(Exec *e, int chunk, int layer) {
   Params *ps = e->params;
@@ -232,6 +233,8 @@ static void reduce_final(Exec *e, int chunk, int layer) {
     ParamSlot *s = &ps->slot[i];
     if (s->chunk != chunk || e->reduced[i] || (layer != ANY_LAYER && s->layer != layer)) continue;
     if (s->spec->tp_sum && e->prog->tp > 1) comm_allreduce(e->run->comm, GROUP_TP, s->g, s->n, COMM_REAL, COMM_SUM);
+    if (params_copies(s->spec) > 1)
+      comm_allreduce(e->run->comm, GROUP_TP_COPIES, s->g, s->n, COMM_REAL, COMM_SUM);
     e->reduced[i] = SLOT_FINAL;
     if (first < 0) first = s->bucket;
     last = s->bucket;

@@ -29,14 +29,18 @@ static int model_param_chunk(const Program *prog, const ParamSpec *p, int pp_ran
   return -1;
 }
 
+int params_copies(const ParamSpec *p) { return p->split_copies > 1 ? p->split_copies : 1; }
+
+/* The rank's piece of the split axis: its own, or with copies the one it shares. */
 static void set_box(ParamSlot *s, int tp, int tp_rank) {
   const ParamSpec *p = s->spec;
+  int copies = params_copies(p);
   s->box.ndim = p->ndim;
   s->n = 1;
   for (int a = 0; a < p->ndim; a++) {
-    int64_t share = a == p->split_axis ? p->shape[a] / tp : p->shape[a];
+    int64_t share = a == p->split_axis ? p->shape[a] / (tp / copies) : p->shape[a];
     s->box.extent[a] = p->unpadded[a];
-    s->box.begin[a] = a == p->split_axis ? share * tp_rank : 0;
+    s->box.begin[a] = a == p->split_axis ? share * (tp_rank / copies) : 0;
     s->box.count[a] = share;
     s->n *= share;
   }
@@ -52,7 +56,8 @@ static void add_slot(Params *ps, const Program *prog, const ParamSpec *p, int la
   else snprintf(s->name, sizeof s->name, "%s", p->name);
   set_box(s, prog->tp, tp_rank);
   int tied_copy = layer < 0 && p->in_embed && chunk != 0; /* the head's copy of a tied table */
-  s->counted = p->trainable && !tied_copy && (p->split_axis >= 0 || tp_rank == 0); /* frozen: never counted */
+  /* once over TP (a piece on several ranks by the first of them); frozen: never counted */
+  s->counted = p->trainable && !tied_copy && tp_rank % (p->split_axis >= 0 ? params_copies(p) : prog->tp) == 0;
   ps->elems += s->n;
 }
 

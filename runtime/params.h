@@ -62,6 +62,9 @@ typedef struct {
   real ***layer_g;
 } Params;
 
+/* TP ranks holding each piece of the parameter's split axis (1: each its own). */
+int params_copies(const ParamSpec *p);
+
 /* The parameters pipeline rank pp_rank holds as TP rank tp_rank of data-parallel rank dp_rank,
  * initialised from `seed`. */
 void params_create(Params *ps, const Program *prog, int pp_rank, int tp_rank, int dp_rank,

@@ -28,6 +28,10 @@ typedef struct {
   int trainable;                     /* 0: frozen: left out of the gradient norm and the optimizer */
   int place;                         /* its place in memory among its table's parameters (of a layer, or
                                         of the model): a fused GEMM reads joined weights side by side */
+  /* 1: each TP rank holds its own piece of the split axis; else tp/split_copies pieces, TP rank r
+     holding piece r / split_copies (key/value heads fewer than tp), the gradient summed over
+     GROUP_TP_COPIES */
+  int split_copies;
 } ParamSpec;
 
 /* A constant of the model: values computed by the model file when plait built the program; every rank
@@ -97,6 +101,9 @@ typedef struct {
   /* activations passed between pipeline ranks on different nodes (every TP rank holding them
    * whole) go a 1/tp slice a rank and are all-gathered over TP on arrival (--scatter-gather) */
   int scatter_gather;
+  /* ranks of a TP group holding each piece of the parameters with split_copies (GROUP_TP_COPIES);
+     0 or 1: none */
+  int tp_copies;
   int masked_lm;                     /* targets are masked positions (BERT), else the next tokens */
   const ConfigItem *config;          /* sorted by key; checkpoints record it and loading compares it */
   int nconfig;

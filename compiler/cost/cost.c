@@ -98,10 +98,13 @@ static void count_params(const Model *m, const Graph *g, const char *seen, int t
     const Param *p = &m->params[t->param];
     s->params_local_used += param_local_elems(m, p, tp);
     if (p->grad_tp_sum) s->tp_summed_bytes += 4 * param_local_elems(m, p, tp);
+    if (layout_copies(p->layout) > 1 && p->trainable)
+      s->copies_summed_bytes += 4 * param_local_elems(m, p, tp);
     if (seen[t->param]) continue;
     s->params += param_unpadded_elems(m, p);
     s->params_padded += param_elems(m, p);
     s->params_local += param_local_elems(m, p, tp);
+    if (layout_copies(p->layout) > 1) s->params_copied_local += param_local_elems(m, p, tp);
   }
 }
 

@@ -30,6 +30,10 @@ typedef struct {
   /* fp32 gradients of replicated parameters summed over TP once per iteration (norms and
    * row-parallel biases under sequence parallelism) */
   int64_t tp_summed_bytes;
+  /* fp32 gradients of parameters whose pieces several TP ranks hold (key/value heads fewer than
+   * tp), summed over those ranks once per iteration */
+  int64_t copies_summed_bytes;
+  int64_t params_copied_local; /* the shares of those parameters one TP rank holds */
 } GraphCost;
 
 typedef struct {

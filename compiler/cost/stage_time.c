@@ -40,7 +40,8 @@ static const Tensor *tensor(const Walk *w, int id) { return &w->g->tensors[id]; 
 /* A dim's size on one TP rank. */
 static double local_dim(const Walk *w, const Tensor *t, int axis) {
   double n = (double)w->m->dims[t->dims[axis]].size;
-  return t->layout.kind == LAYOUT_S && t->layout.axis == axis ? n / w->tp : n;
+  int split = t->layout.kind == LAYOUT_S && t->layout.axis == axis;
+  return split ? n / layout_pieces(t->layout, w->tp) : n;
 }
 
 static double local_elems(const Walk *w, int id) {

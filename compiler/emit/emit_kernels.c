@@ -12,7 +12,8 @@ static const char *const input_names[MAX_INPUTS] = {"x0",  "x1",  "x2",  "x3", "
 
 int64_t emit_local_dim(const Plan *p, const Tensor *t, int a) {
   int64_t size = p->model.dims[t->dims[a]].size;
-  return t->layout.kind == LAYOUT_S && t->layout.axis == a ? size / p->par.tp : size;
+  int split = t->layout.kind == LAYOUT_S && t->layout.axis == a;
+  return split ? size / layout_pieces(t->layout, p->par.tp) : size;
 }
 
 int64_t emit_local_elems(const Plan *p, const Tensor *t) {

@@ -80,9 +80,10 @@ static void param_spec(const Plan *plan, int p, int place, FILE *f) {
   fprintf(f, "}, {");
   for (int a = 0; a < q->ndim; a++)
     fprintf(f, "%s%lld", a ? ", " : "", (long long)m->dims[q->dims[a]].unpadded);
-  fprintf(f, "}, %d, %s, %.9g, %d, %d, %d, %d, %d, %d},\n",
+  fprintf(f, "}, %d, %s, %.9g, %d, %d, %d, %d, %d, %d, %d},\n",
           q->layout.kind == LAYOUT_S ? q->layout.axis : -1, inits[q->init], q->std, q->decay,
-          q->grad_tp_sum, used_by(&m->embed, p), used_by(&m->head, p), q->trainable, place);
+          q->grad_tp_sum, used_by(&m->embed, p), used_by(&m->head, p), q->trainable, place,
+          layout_copies(q->layout));
 }
 
 /* The join parameter p is a member of, -1 for none. */
@@ -414,6 +415,7 @@ static void program(const Emission *e, FILE *f) {
           "  .recompute = %d, .sequence_parallel = %d, .grad_reduce_after = %d, .masked_lm = %d,\n",
           p->par.recompute, p->par.sequence_parallel, p->par.grad_reduce_after, p->masked_lm);
   if (p->par.distributed_optimizer) fprintf(f, "  .distributed_optimizer = 1,\n");
+  if (m->tp_copies > 1) fprintf(f, "  .tp_copies = %d,\n", m->tp_copies);
   if (p->par.scatter_gather && p->par.tp > 1 && p->par.pp > 1 && !p->par.sequence_parallel)
     fprintf(f, "  .scatter_gather = 1,\n");
   fprintf(f, "  .config = config, .nconfig = %d,\n", m->nconfig);

@@ -118,12 +118,15 @@ static int dim_text(const Emission *e, int d, char *buf, int len) {
   return sum == m->dims[d].size && snprintf(buf + used, len - used, ")") < len - used;
 }
 
-/* Axis a of t as one rank holds it: "FFN", "FFN/TP" where split, or its number where unnamed. */
+/* Axis a of t as one rank holds it: "FFN", "FFN/TP" where split ("KVDIM/(TP/2)" where each piece
+ * lies on 2 ranks), or its number where unnamed. */
 static void axis_text(const Emission *e, const Tensor *t, int a, char *buf, int len) {
   char name[EMIT_SIZE_CHARS];
   int split = t->layout.kind == LAYOUT_S && t->layout.axis == a;
   if (!dim_text(e, t->dims[a], name, sizeof name))
     snprintf(buf, len, "%lld", (long long)emit_local_dim(e->plan, t, a));
+  else if (split && layout_copies(t->layout) > 1) /* pieces held by several ranks each */
+    snprintf(buf, len, "%.400s/(TP/%d)", name, layout_copies(t->layout));
   else if (split)
     snprintf(buf, len, "%.400s/TP", name);
   else

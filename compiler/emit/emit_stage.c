@@ -277,12 +277,12 @@ static void attention_option(const StageWriter *w, const Node *n, int k, double 
 static void attention_shape(const StageWriter *w, const Node *n) {
   const Tensor *q = tensor(w, n->in[0]);
   const AttnAttr *a = &n->a.attn;
-  int share = q->layout.kind == LAYOUT_S ? w->e->plan->par.tp : 1, count = 0;
+  int tp = w->e->plan->par.tp, share = layout_pieces(q->layout, tp), count = 0;
   fprintf(w->f,
           "  {\n    const AttnShape shape = {.B = %s, .T = %s, .Hq = %d, .Hkv = %d, .D = %d, "
           ".causal = %d",
           axes(w, n->in[0], 0, 1).text, axes(w, n->in[0], 1, 2).text, a->heads / share,
-          a->kv_heads / share, a->head_dim, a->causal);
+          a->kv_heads / layout_pieces(tensor(w, n->in[1])->layout, tp), a->head_dim, a->causal);
   if (a->rope) attention_option(w, n, 3, a->rope_theta, &count);
   attention_option(w, n, 0, (double)a->window, &count);
   attention_option(w, n, 1, a->softcap, &count);
@@ -341,7 +341,8 @@ static void parts_arguments(const StageWriter *w, const Node *n, int whole) {
   const Tensor *t = tensor(w, whole);
   int split = t->layout.kind == LAYOUT_S && t->layout.axis == t->ndim - 1;
   fprintf(w->f, "%s, %lld, %d, (const int64_t[]){", leading_axes(w, whole).text,
-          (long long)(a->groups / (split ? w->e->plan->par.tp : 1)), a->nparts);
+          (long long)(a->groups / (split ? layout_pieces(t->layout, w->e->plan->par.tp) : 1)),
+          a->nparts);
   for (int i = 0; i < a->nparts; i++) {
     char size[EMIT_DIM_CHARS];
     emit_part_size(w->e, t, i, a->sizes[i], size, sizeof size);

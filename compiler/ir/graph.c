@@ -113,10 +113,9 @@ static int64_t dims_elems(const Model *m, int ndim, const int *dims) {
 
 int64_t tensor_elems(const Model *m, const Tensor *t) { return dims_elems(m, t->ndim, t->dims); }
 
-/* Elements one tensor-parallel rank holds: the split axis is cut tp ways. */
+/* Elements one tensor-parallel rank holds: the split axis is cut into the layout's pieces. */
 static int64_t local_elems(const Model *m, int ndim, const int *dims, Layout l, int tp) {
-  int64_t n = dims_elems(m, ndim, dims);
-  return l.kind == LAYOUT_S ? n / tp : n;
+  return dims_elems(m, ndim, dims) / layout_pieces(l, tp);
 }
 
 int64_t tensor_local_elems(const Model *m, const Tensor *t, int tp) {
@@ -157,13 +156,17 @@ void layout_string(Layout l, char *buf, int len) {
   switch (l.kind) {
   case LAYOUT_R: snprintf(buf, len, "R"); break;
   case LAYOUT_P: snprintf(buf, len, "P"); break;
-  case LAYOUT_S: snprintf(buf, len, "S(%d)", l.axis); break;
+  case LAYOUT_S:
+    if (layout_copies(l) > 1) snprintf(buf, len, "S(%d)×%d", l.axis, layout_copies(l));
+    else snprintf(buf, len, "S(%d)", l.axis);
+    break;
   case LAYOUT_NONE: snprintf(buf, len, "?"); break;
   }
 }
 
 int layout_equal(Layout a, Layout b) {
-  return a.kind == b.kind && (a.kind != LAYOUT_S || a.axis == b.axis);
+  return a.kind == b.kind &&
+         (a.kind != LAYOUT_S || (a.axis == b.axis && layout_copies(a) == layout_copies(b)));
 }
 
 void graph_free(Graph *g) {

@@ -24,11 +24,16 @@ typedef struct {
   int of_parts;      /* made by a split or concat: granule is one group's run */
 } Dim;
 
-/* Layout over the tensor-parallel group: replicated, split along one axis, or partial sums. */
+/* Layout over the tensor-parallel group: replicated, split along one axis, or partial sums. A split
+ * may be into fewer pieces than ranks: key/value heads fewer than tp, each piece then held by
+ * `copies` consecutive ranks (rank r holds piece r / copies). A forward tensor so laid out is whole
+ * on each of its copies; a gradient so laid out is a partial sum over them (each rank's share of
+ * the backward), which a parameter's gradient sums over the ranks holding the piece. */
 typedef enum { LAYOUT_NONE, LAYOUT_R, LAYOUT_S, LAYOUT_P } LayoutKind;
 typedef struct {
   LayoutKind kind;
-  int axis; /* for LAYOUT_S: the tensor axis that is split */
+  int axis;   /* for LAYOUT_S: the tensor axis that is split */
+  int copies; /* for LAYOUT_S: ranks holding each piece (0 or 1: every rank its own piece) */
 } Layout;
 
 typedef enum {
@@ -260,6 +265,9 @@ typedef struct {
   /* [row · layers + layer]: the options of attention nodes that differ by layer */
   LayerAttn *layer_attn;
   int nlayer_attn;       /* rows of layer_attn */
+  /* set by the shard pass: the ranks holding each piece of the parameters split into fewer pieces
+   * than tp (key/value heads fewer than tp), whose gradients are summed over them; 1: none */
+  int tp_copies;
   ParamJoin *joins;      /* parameters a fused GEMM reads as one matrix */
   int njoins;
   NameIndex dim_index;   /* dims by name */
@@ -294,12 +302,24 @@ void model_free(Model *m);
  * collectives, '~' forward nodes re-run in the backward, bwd the backward pass. */
 void graph_print(const Model *m, FILE *f);
 
-/* printing: "[b, seq, hidden]", "R", "S(2)", "P" */
+/* printing: "[b, seq, hidden]", "R", "S(2)", "S(2)×2" (pieces held by 2 ranks each), "P" */
 void shape_string(const Model *m, int ndim, const int *dims, char *buf, int len);
 void layout_string(Layout l, char *buf, int len);
 int layout_equal(Layout a, Layout b);
-static inline Layout layout_r(void) { return (Layout){LAYOUT_R, 0}; }
-static inline Layout layout_p(void) { return (Layout){LAYOUT_P, 0}; }
-static inline Layout layout_s(int axis) { return (Layout){LAYOUT_S, axis}; }
+static inline Layout layout_r(void) { return (Layout){LAYOUT_R, 0, 1}; }
+static inline Layout layout_p(void) { return (Layout){LAYOUT_P, 0, 1}; }
+static inline Layout layout_s(int axis) { return (Layout){LAYOUT_S, axis, 1}; }
+/* Split along axis as `like` is: into as many pieces, each held by as many ranks. */
+static inline Layout layout_s_like(int axis, Layout like) {
+  return (Layout){LAYOUT_S, axis, like.kind == LAYOUT_S && like.copies > 1 ? like.copies : 1};
+}
+/* Ranks holding each piece of a split (1 for every other layout). */
+static inline int layout_copies(Layout l) {
+  return l.kind == LAYOUT_S && l.copies > 1 ? l.copies : 1;
+}
+/* The pieces a split cuts its axis into over tp ranks (1: not split). */
+static inline int layout_pieces(Layout l, int tp) {
+  return l.kind == LAYOUT_S ? tp / layout_copies(l) : 1;
+}
 
 #endif

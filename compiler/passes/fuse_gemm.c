@@ -166,13 +166,13 @@ static int joined_output(Fusing *f, const Group *g, int dim) {
 
 /* ---- the graph rewritten -------------------------------------------------------------------- */
 
-/* The joined output holds, on each rank, its share of each member's output side by side: tp
- * groups of the members' shares when the last axis is split, one group of the whole outputs when
- * it is not. */
+/* The joined output holds, on each rank, its share of each member's output side by side: a group
+ * of the members' shares per piece of the split last axis (tp of them, or fewer when key/value
+ * heads are held by several ranks each), one group of the whole outputs when it is not split. */
 static PartAttr parts_of(const Fusing *f, const Node *old, const Group *g, int whole) {
   const Tensor *y = &f->g->tensors[whole];
   int split = y->layout.kind == LAYOUT_S && y->layout.axis == y->ndim - 1;
-  PartAttr a = {.groups = split ? f->tp : 1, .nparts = g->n};
+  PartAttr a = {.groups = split ? layout_pieces(y->layout, f->tp) : 1, .nparts = g->n};
   for (int k = 0; k < g->n; k++) {
     const Tensor *out = &f->g->tensors[old[g->nodes[k]].out[0]];
     a.sizes[k] = f->m->dims[out->dims[out->ndim - 1]].size / a.groups;

@@ -14,6 +14,7 @@ typedef struct {
   const Parallel *par;
   Layout residual;
   Diag *d;
+  char *kv_dim; /* per dim: the width of the keys or values of an attention */
   /* per tensor of the graph being sharded: the linear node held back that makes it */
   Node **pending;
   int npending;
@@ -36,8 +37,8 @@ static int matmul_layout(const Graph *g, const Node *n, Layout *out) {
   int a_last = last_axis(g, n->in[0]), b_last = last_axis(g, n->in[1]);
   if (n->a.mm.trans_a) { /* [.., M]ᵀ·[.., N]: contraction over the shared leading axes */
     if (a.kind == LAYOUT_S && a.axis < a_last && is_split(b, a.axis)) *out = layout_p();
-    else if (is_split(a, a_last) && b.kind == LAYOUT_R) *out = layout_s(0);
-    else if (a.kind == LAYOUT_R && is_split(b, b_last)) *out = layout_s(1);
+    else if (is_split(a, a_last) && b.kind == LAYOUT_R) *out = layout_s_like(0, a);
+    else if (a.kind == LAYOUT_R && is_split(b, b_last)) *out = layout_s_like(1, b);
     else if (a.kind == LAYOUT_R && b.kind == LAYOUT_R) *out = layout_r();
     else if ((a.kind == LAYOUT_P && b.kind == LAYOUT_R) ||
              (a.kind == LAYOUT_R && b.kind == LAYOUT_P))
@@ -46,8 +47,9 @@ static int matmul_layout(const Graph *g, const Node *n, Layout *out) {
     return 0;
   }
   int k_axis = n->a.mm.trans_b ? 1 : 0; /* B's contraction axis */
-  if (is_split(a, a_last) && is_split(b, k_axis)) *out = layout_p();
-  else if (a.kind == LAYOUT_R && is_split(b, 1 - k_axis)) *out = layout_s(a_last);
+  if (is_split(a, a_last) && is_split(b, k_axis) && layout_copies(a) == layout_copies(b))
+    *out = layout_p();
+  else if (a.kind == LAYOUT_R && is_split(b, 1 - k_axis)) *out = layout_s_like(a_last, b);
   else if (a.kind == LAYOUT_S && a.axis < a_last && b.kind == LAYOUT_R) *out = a;
   else if (a.kind == LAYOUT_R && b.kind == LAYOUT_R) *out = layout_r();
   else if (a.kind == LAYOUT_P && b.kind == LAYOUT_R) *out = layout_p();
@@ -71,7 +73,8 @@ static Layout reduce_layout(const Graph *g, const Node *n) {
   const Tensor *in = &g->tensors[n->in[0]], *out = &g->tensors[n->out[0]];
   int offset = in->ndim - out->ndim;
   if (in->layout.kind != LAYOUT_S) return in->layout;
-  return in->layout.axis < offset ? layout_p() : layout_s(in->layout.axis - offset);
+  return in->layout.axis < offset ? layout_p()
+                                   : layout_s_like(in->layout.axis - offset, in->layout);
 }
 
 /* Statistics per row (mean, rstd, lse, norm weight gradients) follow a split of the leading
@@ -216,15 +219,21 @@ static void ew_needs(const Shard *c, const Graph *g, const Node *n, Layout *need
   for (int i = 0; i < n->nin; i++) {
     const Tensor *t = &g->tensors[n->in[i]];
     int axis = target.kind == LAYOUT_S ? target.axis - (out_ndim - t->ndim) : -1;
-    need[i] = axis >= 0 ? layout_s(axis) : layout_r();
+    need[i] = axis >= 0 ? layout_s_like(axis, target) : layout_r();
   }
 }
 
+/* q, k and v split by heads, or all whole; keys and values keep a split into fewer pieces than
+ * ranks (key/value heads each held by several ranks). */
 static void attention_needs(const Graph *g, const Node *n, Layout *need) {
   int heads_split = 0;
   for (int i = 0; i < 3; i++)
     heads_split |= is_split(tensor_layout(g, n->in[i]), last_axis(g, n->in[i]));
-  for (int i = 0; i < 3; i++) need[i] = heads_split ? layout_s(last_axis(g, n->in[i])) : layout_r();
+  for (int i = 0; i < 3; i++) {
+    Layout l = tensor_layout(g, n->in[i]);
+    int last = last_axis(g, n->in[i]);
+    need[i] = !heads_split ? layout_r() : is_split(l, last) ? l : layout_s(last);
+  }
 }
 
 /* A norm by groups over a split last dim: each rank holds whole groups (the split's granule, a
@@ -281,12 +290,24 @@ static void input_needs(const Shard *c, const Graph *g, const Node *n, Layout *n
 
 /* ---- divisibility --------------------------------------------------------------------------- */
 
+/* Key/value heads that tp neither divides nor is a multiple of. */
+static int kv_heads_refused(const Shard *c, const Dim *dim, int64_t heads, const char *where) {
+  int tp = c->par->tp;
+  return diag(c->d,
+              "%s: %lld key/value heads (%s = %lld heads × head_dim %lld) can neither be split "
+              "over tp = %d nor each held by a group of tp/%lld ranks; choose a tp that divides "
+              "%lld or is a multiple of it",
+              where, (long long)heads, dim->name, (long long)heads, (long long)dim->granule, tp,
+              (long long)heads, (long long)heads);
+}
+
 static int check_split(const Shard *c, const Tensor *t, const char *what, const char *where) {
   if (t->layout.kind != LAYOUT_S) return 0;
   const Dim *dim = &c->m->dims[t->dims[t->layout.axis]];
   int tp = c->par->tp;
   int64_t pieces = dim->size / dim->granule;
-  if (pieces % tp == 0) return 0;
+  if (pieces % layout_pieces(t->layout, tp) == 0) return 0;
+  if (c->kv_dim[t->dims[t->layout.axis]]) return kv_heads_refused(c, dim, pieces, where);
   if (dim->of_parts)
     return diag(
         c->d,
@@ -325,10 +346,46 @@ static Layout hint_layout(const Param *p, int tp) {
   return layout_r();
 }
 
+/* The widths of keys and values: the last dims of every attention's k and v. */
+static void find_kv_dims(Shard *c) {
+  const Graph *stages[3] = {&c->m->embed, &c->m->block, &c->m->head};
+  for (int s = 0; s < 3; s++)
+    for (int i = 0; i < stages[s]->nnodes; i++) {
+      const Node *n = &stages[s]->nodes[i];
+      if (n->op != OP_ATTENTION) continue;
+      for (int k = 1; k <= 2; k++) {
+        const Tensor *t = &stages[s]->tensors[n->in[k]];
+        c->kv_dim[t->dims[t->ndim - 1]] = 1;
+      }
+    }
+}
+
+/* A column-parallel parameter over key/value heads fewer than tp, tp a multiple of them: each head
+ * is held by tp/heads consecutive ranks, the ranks whose query heads read it. Every such
+ * parameter of the model is held alike (m->tp_copies ranks a piece). */
+static int replicate_kv(Shard *c, Param *p) {
+  if (p->layout.kind != LAYOUT_S || !c->kv_dim[p->dims[p->layout.axis]]) return 0;
+  const Dim *dim = &c->m->dims[p->dims[p->layout.axis]];
+  int64_t heads = dim->size / dim->granule, tp = c->par->tp;
+  if (heads >= tp || tp % heads != 0) return 0;
+  int copies = (int)(tp / heads);
+  if (c->m->tp_copies > 1 && c->m->tp_copies != copies)
+    return diag(c->d,
+                "%s: %s: %lld key/value heads would be held by %d ranks each, another attention's "
+                "by %d; give every attention of the model the same number of key/value heads or "
+                "a tp that divides them",
+                p->where, p->name, (long long)heads, copies, c->m->tp_copies);
+  c->m->tp_copies = copies;
+  p->layout.copies = copies;
+  return 0;
+}
+
 static int layout_params(Shard *c) {
+  c->m->tp_copies = 1;
   for (int i = 0; i < c->m->nparams; i++) {
     Param *p = &c->m->params[i];
     p->layout = hint_layout(p, c->par->tp);
+    if (replicate_kv(c, p)) return -1;
     Tensor probe = {.ndim = p->ndim, .layout = p->layout};
     memcpy(probe.dims, p->dims, sizeof probe.dims);
     if (check_split(c, &probe, p->name, p->where)) return -1;
@@ -341,13 +398,14 @@ static int layout_params(Shard *c) {
 static int check_parts(const Shard *c, const Graph *g, const Node *n) {
   if (n->op != OP_SPLIT && n->op != OP_CONCAT) return 0;
   const Tensor *x = &g->tensors[n->in[0]];
-  if (!is_split(x->layout, x->ndim - 1) || n->a.parts.groups % c->par->tp == 0) return 0;
+  int pieces = layout_pieces(x->layout, c->par->tp);
+  if (!is_split(x->layout, x->ndim - 1) || n->a.parts.groups % pieces == 0) return 0;
   return diag(
       c->d,
       "%s: %s of %d group%s along a dim split by tp = %d: the parts of a group would lie on "
       "different ranks; lay the tensor out in groups a multiple of tp (a fused q, k, v by head, "
       "groups = heads, as Megatron lays it out) or choose a tp that divides %d",
-      n->where, op_name(n->op), n->a.parts.groups, n->a.parts.groups == 1 ? "" : "s", c->par->tp,
+      n->where, op_name(n->op), n->a.parts.groups, n->a.parts.groups == 1 ? "" : "s", pieces,
       n->a.parts.groups);
 }
 
@@ -479,6 +537,34 @@ static void layout_leaves(Shard *c, Graph *g) {
   }
 }
 
+/* Keys and values held by several ranks a head keep their layout: no collective gathers or
+ * slices them. */
+static int check_copies_kept(const Shard *c, const Graph *g, const Node *n, const Layout *need) {
+  for (int i = 0; i < n->nin; i++) {
+    Layout l = tensor_layout(g, n->in[i]);
+    if ((layout_copies(l) > 1 || layout_copies(need[i]) > 1) && !layout_equal(l, need[i]))
+      return diag(c->d,
+                  "%s: %s: %s holds key/value heads each on several ranks, which cannot be "
+                  "gathered or sliced; use it only in attention (after norms, rotary positions "
+                  "or splits), or choose a tp that divides the key/value heads",
+                  n->where, op_name(n->op), g->tensors[n->in[i]].name);
+  }
+  return 0;
+}
+
+/* Nor does a sum over tp take them: it would count each rank's copy. */
+static int check_copies_summed(const Shard *c, const Graph *g, const Node *n, const Layout *out) {
+  int copied = 0, partial = 0;
+  for (int i = 0; i < n->nin; i++) copied |= layout_copies(tensor_layout(g, n->in[i])) > 1;
+  for (int k = 0; k < n->nout; k++) partial |= out[k].kind == LAYOUT_P;
+  if (!copied || !partial) return 0;
+  return diag(c->d,
+              "%s: %s: key/value heads held by several ranks each would be summed over tp = %d "
+              "(each copy counted); use them only in attention, or choose a tp that divides the "
+              "key/value heads",
+              n->where, op_name(n->op), c->par->tp);
+}
+
 /* Re-appends the node with its inputs converted to what it needs (pending inputs made first);
  * lays out its outputs. */
 static int emit_node(Shard *c, Graph *g, Node n) {
@@ -486,6 +572,7 @@ static int emit_node(Shard *c, Graph *g, Node n) {
   for (int i = 0; i < n.nin; i++)
     if (materialize(c, g, n.in[i])) return -1;
   input_needs(c, g, &n, need);
+  if (check_copies_kept(c, g, &n, need)) return -1;
   for (int i = 0; i < n.nin; i++) {
     n.in[i] = shard_convert(c->m, g, n.in[i], need[i], 0, n.where);
     if (check_split(c, &g->tensors[n.in[i]], g->tensors[n.in[i]].name, n.where)) return -1;
@@ -493,6 +580,7 @@ static int emit_node(Shard *c, Graph *g, Node n) {
   if (check_parts(c, g, &n)) return -1;
   if (shard_output_layouts(c->m, g, &n, out))
     return diag(c->d, "%s: %s: no tensor-parallel layout fits its inputs", n.where, op_name(n.op));
+  if (check_copies_summed(c, g, &n, out)) return -1;
   for (int k = 0; k < n.nout; k++) g->tensors[n.out[k]].layout = out[k];
   graph_node(g, &n);
   return 0;
@@ -526,9 +614,11 @@ static int shard_graph(Shard *c, Graph *g) {
 }
 
 int shard_model(Model *m, const Parallel *par, Diag *d) {
-  Shard c = {.m = m, .par = par, .residual = shard_residual_layout(m, par), .d = d};
-  if (layout_params(&c)) return -1;
-  if (shard_graph(&c, &m->embed) || shard_graph(&c, &m->block) || shard_graph(&c, &m->head))
-    return -1;
-  return 0;
+  Shard c = {.m = m, .par = par, .residual = shard_residual_layout(m, par), .d = d,
+             .kv_dim = calloc((size_t)m->ndims + 1, 1)};
+  find_kv_dims(&c);
+  int status = layout_params(&c) || shard_graph(&c, &m->embed) || shard_graph(&c, &m->block) ||
+               shard_graph(&c, &m->head);
+  free(c.kv_dim);
+  return status ? -1 : 0;
 }

@@ -197,6 +197,10 @@ static void rank_traffic(Plan *p, int rank) {
                     (ch->has_embed ? c->embed.tp_summed_bytes : 0) +
                     (ch->has_head ? c->head.tp_summed_bytes : 0);
     tp += cost_ring_allreduce(summed, p->par.tp); /* once per iteration */
+    double copied = ch->layers * c->block.copies_summed_bytes +
+                    (ch->has_embed ? c->embed.copies_summed_bytes : 0) +
+                    (ch->has_head ? c->head.copies_summed_bytes : 0);
+    tp += cost_ring_allreduce(copied, p->model.tp_copies);
     for (int step = -1; step <= 1; step += 2) { /* gradients back, activations on */
       if (k + step < 0 || k + step >= p->nchunks || p->chunks[k + step].rank == rank) continue;
       PipelineTransfer t = pipeline_transfer(p, rank, p->chunks[k + step].rank);

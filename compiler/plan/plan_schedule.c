@@ -36,17 +36,22 @@ static Link dp_link(const Plan *p) {
 }
 
 /* The chunk's fp32 gradients all-reduced over DP in buckets of one layer (the runtime's), or
- * reduce-scattered with the distributed optimizer, and the replicated parameters' gradients summed
- * over TP. The buckets overlap the chunk's last backward unless the layout reduces after the whole
- * backward (then the REDUCE_GRAD action starts them all). */
+ * reduce-scattered with the distributed optimizer, the replicated parameters' gradients summed
+ * over TP, and those of key/value heads over the ranks holding each. The buckets overlap the
+ * chunk's last backward unless the layout reduces after the whole backward (then the REDUCE_GRAD
+ * action starts them all). */
 static void chunk_reduce(const Plan *p, const Chunk *c, StageCost *s) {
   const Parallel *par = &p->par;
   Link dp = dp_link(p), tp = kernel_group_link(&p->machine, 1, par->tp);
   RingKind kind = par->distributed_optimizer ? RING_REDUCESCATTER : RING_ALLREDUCE;
   double grads = 4 * chunk_params(p, c);
   double summed = c->layers * (double)p->cost.block.tp_summed_bytes;
+  double copied = c->layers * (double)p->cost.block.copies_summed_bytes;
+  int copies = p->model.tp_copies > 1 ? p->model.tp_copies : 1;
+  Link copy_link = kernel_group_link(&p->machine, 1, copies);
   s->reduce = kernel_collective(&dp, kind, grads, par->dp).seconds +
-              kernel_collective(&tp, RING_ALLREDUCE, summed, par->tp).seconds;
+              kernel_collective(&tp, RING_ALLREDUCE, summed, par->tp).seconds +
+              kernel_collective(&copy_link, RING_ALLREDUCE, copied, copies).seconds;
   if (par->dp == 1 || c->layers == 0 || par->grad_reduce_after) return;
   double layer_share = (double)p->cost.block.params_local / chunk_params(p, c);
   s->reduce_tail = s->reduce * (1 - (c->layers - 1) * layer_share);

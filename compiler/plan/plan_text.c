@@ -169,6 +169,23 @@ static void print_collectives(const Plan *p, FILE *f) {
   fprintf(f, ", DP %s, tied embedding %s\n", dp, em);
 }
 
+/* Key/value heads fewer than tp: what holding each on several ranks adds per layer to each rank's
+ * parameters (in the memory table) and to its TP traffic (the gradients' all-reduce over the ranks
+ * holding a head, once per iteration). */
+static void print_kv_copies(const Plan *p, FILE *f) {
+  const GraphCost *b = &p->cost.block;
+  int copies = p->model.tp_copies;
+  if (copies <= 1 || b->params_copied_local == 0) return;
+  char sent[32];
+  bytes_format(cost_ring_allreduce((double)b->copies_summed_bytes, copies), sent, sizeof sent);
+  fprintf(f,
+          "kv heads    each key/value head held by %d of the %d TP ranks: +%lld parameters a "
+          "layer per rank; their gradients all-reduced over those %d ranks once per iteration, "
+          "%s a layer per rank (in TP traffic)\n",
+          copies, p->par.tp, (long long)(b->params_copied_local - b->params_copied_local / copies),
+          copies, sent);
+}
+
 /* What each column holds in the machine's precision; with the distributed optimizer, the ranks
  * the optimizer column is sharded over. */
 static void print_memory_header(const Plan *p, FILE *f) {
@@ -225,6 +242,7 @@ void plan_write_text(const Plan *p, FILE *f) {
   print_costs(p, f);
   print_chunks(p, f);
   print_collectives(p, f);
+  print_kv_copies(p, f);
   print_memory(p, f);
   print_schedule(p, f);
 }

@@ -442,9 +442,9 @@ static void nc_groups_new(NcclRank *r, const ncclUniqueId *id) {
     }
 }
 
-static NcclRank *nc_rank_new(int tp, int pp, int dp, int rank, double timeout, const ncclUniqueId *id, int mpi) {
+static NcclRank *nc_rank_new(const CommGrid *grid, int rank, double timeout, const ncclUniqueId *id, int mpi) {
   NcclRank *r = calloc(1, sizeof *r);
-  comm_init(&r->comm, &nccl_ops, tp, pp, dp, rank, timeout, &r->process);
+  comm_init(&r->comm, &nccl_ops, grid, rank, timeout, &r->process);
   r->mpi = mpi;
   device_init(comm_device_index(&r->comm), comm_ranks_on_machine(r->comm.info.world));
   for (int ch = 0; ch < CHANNELS; ch++) {
@@ -477,20 +477,20 @@ static void nc_rank_free(NcclRank *r) {
   free(r);
 }
 
-int comm_nccl_launch(int tp, int pp, int dp, double timeout, int world, const char *launcher, RankMain fn,
+int comm_nccl_launch(const CommGrid *grid, double timeout, int world, const char *launcher, RankMain fn,
                      void *arg) {
   ncclUniqueId id;
-  int rank = 0, mpi = world > 0;
+  int rank = 0, mpi = world > 0, ranks = grid->tp * grid->pp * grid->dp;
   memset(&id, 0, sizeof id);
 #ifdef PLAIT_MPI
-  if (mpi && mpi_bootstrap(tp * pp * dp, world, launcher, &id, &rank)) return 1;
+  if (mpi && mpi_bootstrap(ranks, world, launcher, &id, &rank)) return 1;
 #else
   if (mpi)
     return nc_refuse("started by %s %d but this program was built without MPI; start each rank with RANK, WORLD_SIZE, "
                      "MASTER_ADDR and MASTER_PORT set instead", launcher, world);
 #endif
-  if (!mpi && tcp_bootstrap(tp * pp * dp, timeout, &id, &rank)) return 1;
-  NcclRank *r = nc_rank_new(tp, pp, dp, rank, timeout, &id, mpi);
+  if (!mpi && tcp_bootstrap(ranks, timeout, &id, &rank)) return 1;
+  NcclRank *r = nc_rank_new(grid, rank, timeout, &id, mpi);
   int status = fn(&r->comm, arg);
   comm_worker_check_idle(&r->comm);
   if (r->in_p2p) comm_fail(&r->comm, "returned between comm_p2p_start and comm_p2p_end");

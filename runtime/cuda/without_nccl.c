@@ -5,9 +5,9 @@
 
 #include <stdio.h>
 
-int comm_nccl_launch(int tp, int pp, int dp, double timeout, int world, const char *launcher, RankMain fn,
+int comm_nccl_launch(const CommGrid *grid, double timeout, int world, const char *launcher, RankMain fn,
                      void *arg) {
-  (void)tp, (void)pp, (void)dp, (void)timeout, (void)world, (void)launcher, (void)fn, (void)arg;
+  (void)grid, (void)timeout, (void)world, (void)launcher, (void)fn, (void)arg;
   fprintf(stderr, "plait: this program was built without NCCL, so its ranks cannot be processes; install NCCL and "
           "rebuild (make NCCL_HOME=DIR), or run it without a launcher and without WORLD_SIZE (ranks as threads)\n");
   return 1;

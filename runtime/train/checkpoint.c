@@ -109,20 +109,33 @@ static const real *share_whole(Trainer *t, ParamSlot *s, int kind, real *whole) 
   return whole;
 }
 
+/* Pieces gathered from every TP rank, [outer][tp][inner], to one of each, [outer][pieces][inner]:
+ * the first of the `copies` ranks holding each. Every block moves left by at least its length. */
+static void drop_copies(real *full, int64_t outer, int tp, int copies, int64_t inner) {
+  int pieces = tp / copies;
+  for (int64_t o = 0; o < outer; o++)
+    for (int q = 0; q < pieces; q++)
+      if (o > 0 || q > 0)
+        device_copy(full + (o * pieces + q) * inner, full + (o * tp + q * copies) * inner,
+                    (size_t)inner * sizeof(real));
+}
+
 /* On the owner's TP ranks of DP replica 0: the whole padded tensor, gathered along the split
- * axis. */
+ * axis (full has room for every TP rank's piece). */
 static void gather(Trainer *t, ParamSlot *s, const real *share, real *full) {
   const ParamSpec *p = s->spec;
-  if (p->split_axis < 0 || t->prog->tp == 1) {
+  int tp = t->prog->tp, copies = params_copies(p);
+  if (p->split_axis < 0 || tp == copies) {
     device_copy(full, share, (size_t)s->n * sizeof(real));
     return;
   }
   int64_t outer = 1, inner = 1;
   for (int a = 0; a < p->ndim; a++) {
     if (a < p->split_axis) outer *= p->shape[a];
-    else inner *= a == p->split_axis ? p->shape[a] / t->prog->tp : p->shape[a];
+    else inner *= a == p->split_axis ? p->shape[a] / (tp / copies) : p->shape[a];
   }
   comm_allgather(t->comm, GROUP_TP, share, full, outer, inner, COMM_REAL);
+  if (copies > 1) drop_copies(full, outer, tp, copies, inner);
 }
 
 /* A checkpoint holds finite values only: a weight or moment that is not (an update with a
@@ -259,7 +272,8 @@ void checkpoint_save(Trainer *t, const char *dir, int64_t step) {
   int64_t largest = 0;
   for (int i = 0; i < n; i++)
     largest = padded_elems(list[i].spec) > largest ? padded_elems(list[i].spec) : largest;
-  sv.full = device_alloc((size_t)largest * sizeof *sv.full, "a checkpoint's tensor");
+  int copies = p->tp_copies > 1 ? p->tp_copies : 1; /* pieces gathered from every TP rank */
+  sv.full = device_alloc((size_t)(largest * copies) * sizeof *sv.full, "a checkpoint's tensor");
   if (t->params.sharded) sv.whole = device_alloc((size_t)largest * sizeof *sv.whole, "a share");
   sv.host = malloc((size_t)largest * sizeof *sv.host);
   for (int k = 0; k < KINDS; k++)

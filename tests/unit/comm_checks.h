@@ -37,7 +37,8 @@ static void finding(Findings *f, Comm *c, const char *file, int line, const char
 #define EXPECT(f, c, cond, ...) \
   do { if (!(cond)) finding(f, c, __FILE__, __LINE__, __VA_ARGS__); } while (0)
 
-static const char *const group_names[GROUP_COUNT] = {"world", "tp", "dp", "pp", "embed"};
+static const char *const group_names[GROUP_COUNT] = {"world", "tp", "dp", "pp", "embed",
+                                                     "tp copies"};
 
 static double seconds_now(void) {
   struct timespec t;
@@ -118,6 +119,8 @@ static void check_groups(Comm *c, Findings *f) {
                      : g == GROUP_TP                                    ? same_dp && same_pp
                      : g == GROUP_DP                                    ? same_tp && same_pp
                      : g == GROUP_PP                                    ? same_tp && same_dp
+                     : g == GROUP_TP_COPIES
+                         ? same_dp && same_pp && t / in->tp_copies == in->tp_rank / in->tp_copies
                      : stage_end                                        ? same_tp && same_dp && (p == 0 || p == pp - 1)
                                                                         : q == in->rank;
       if (in_group) expected[n++] = q;
