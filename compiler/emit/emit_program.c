@@ -114,7 +114,8 @@ static void param_table(const Plan *plan, ParamScope scope, const char *name, FI
   fprintf(f,
           "  /* name, axes, shape, shape without padding, TP split axis, init, std, decay, "
           "TP-summed gradient,\n"
-          "     read by the embedding, read by the head, trained, place in memory */\n");
+          "     read by the embedding, read by the head, trained, place in memory, TP ranks "
+          "sharing a piece */\n");
   for (int p = 0; p < plan->model.nparams; p++)
     if (plan->model.params[p].scope == scope) param_spec(plan, p, place[p], f);
   fprintf(f, "};\n\n");

@@ -216,7 +216,7 @@ static void chunk_0_backward(Run *r, act_t *slot, const int32_t *tokens, const i
 
 static const ParamSpec model_params[] = {
   /* name, axes, shape, shape without padding, TP split axis, init, std, decay, TP-summed gradient,
-     read by the embedding, read by the head, trained, place in memory */
+     read by the embedding, read by the head, trained, place in memory, TP ranks sharing a piece */
   {"wte", 2, {256, 128}, {256, 128}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 1, 1, 1, 0, 1},
   {"wpe", 2, {64, 128}, {64, 128}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 1, 0, 1, 1, 1},
   {"ln_f.weight", 1, {128}, {128}, -1, INIT_ONE, 0.02, 0, 0, 0, 1, 1, 2, 1},
@@ -225,7 +225,7 @@ static const ParamSpec model_params[] = {
 
 static const ParamSpec block_params[] = {
   /* name, axes, shape, shape without padding, TP split axis, init, std, decay, TP-summed gradient,
-     read by the embedding, read by the head, trained, place in memory */
+     read by the embedding, read by the head, trained, place in memory, TP ranks sharing a piece */
   {"ln_1.weight", 1, {128}, {128}, -1, INIT_ONE, 0.02, 0, 0, 0, 0, 1, 0, 1},
   {"ln_1.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 1, 1},
   {"attn.q.weight", 2, {128, 128}, {128, 128}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0, 1, 2, 1},
