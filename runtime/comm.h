@@ -56,6 +56,8 @@ int comm_launch_copies(int tp, int tp_copies, int pp, int dp, RankMain fn, void 
 const RankInfo *comm_info(const Comm *c);
 int comm_group_size(const Comm *c, GroupKind g);
 int comm_group_rank(const Comm *c, GroupKind g);
+/* The world rank of grid point (tp_r, dp_r, pp_r): tp_r + tp·(dp_r + dp·pp_r). */
+int comm_grid_rank(int tp, int dp, int tp_r, int dp_r, int pp_r);
 /* The world rank of member i of this rank's group g. */
 int comm_group_member(const Comm *c, GroupKind g, int i);
 const char *comm_backend_name(const Comm *c); /* "local" or "mpi" */

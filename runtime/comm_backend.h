@@ -62,7 +62,6 @@ struct Comm {
 typedef struct {
   int tp, pp, dp, copies;
 } CommGrid;
-int comm_grid_rank(int tp, int dp, int tp_r, int dp_r, int pp_r);
 int comm_group_members(const CommGrid *grid, int rank, GroupKind g, int *members);
 const char *comm_group_name(GroupKind g);
 

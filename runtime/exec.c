@@ -126,11 +126,6 @@ static int tag(const Exec *e, int boundary, int gradient, int microbatch) {
   return ((boundary * e->prog->microbatches + microbatch) * 2 + gradient) & 0x3fffffff;
 }
 
-/* World rank of (tp_r, dp_r, pp_r), as comm.h numbers them. */
-static int world_rank(const Program *p, int tp_r, int dp_r, int pp_r) {
-  return tp_r + p->tp * (dp_r + p->dp * pp_r);
-}
-
 /* Whether a transfer between this rank's pipeline stage and pipeline rank peer_pp goes scattered
  * over the TP ranks (a 1/tp slice each, all-gathered over TP on arrival): the program allows it
  * (every TP rank holds the activation whole), each TP group lies inside a node, and the two
@@ -141,8 +136,8 @@ static int scattered(const Exec *e, int peer_pp) {
   int per_node = r->ranks_per_node;
   if (!p->scatter_gather || p->tp == 1 || per_node % p->tp != 0) return 0;
   for (int t = 0; t < p->tp; t++)
-    if (world_rank(p, t, r->dp_rank, r->pp_rank) / per_node !=
-        world_rank(p, t, r->dp_rank, peer_pp) / per_node)
+    if (comm_grid_rank(p->tp, p->dp, t, r->dp_rank, r->pp_rank) / per_node !=
+        comm_grid_rank(p->tp, p->dp, t, r->dp_rank, peer_pp) / per_node)
       return 1;
   return 0;
 }

@@ -41,7 +41,8 @@ PipelineTransfer pipeline_transfer(const Plan *p, int from, int to) {
   t.seconds = kernel_p2p(&link, t.bytes).seconds;
   if (t.scattered) {
     Link node = kernel_group_link(m, 1, par->tp);
-    t.seconds += kernel_collective(&node, RING_ALLGATHER, whole, par->tp).seconds;
+    t.gather_seconds = kernel_collective(&node, RING_ALLGATHER, whole, par->tp).seconds;
+    t.seconds += t.gather_seconds;
   }
   return t;
 }

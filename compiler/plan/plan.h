@@ -175,6 +175,7 @@ void plan_write_svg(const Plan *p, FILE *f);
 typedef struct {
   int across_nodes, scattered;
   double bytes, seconds;
+  double gather_seconds; /* of seconds: the all-gather in the receiving node (scattered) */
 } PipelineTransfer;
 PipelineTransfer pipeline_transfer(const Plan *p, int from_rank, int to_rank);
 

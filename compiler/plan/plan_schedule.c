@@ -132,8 +132,12 @@ void plan_costs(const Plan *p, Costs *costs, int pipeline_free) {
     c->backward = chunk_seconds(p, &p->chunks[s], PASS_BACKWARD, NULL);
     int rank = p->chunks[s].rank, next = (rank + 1) % par->pp;
     int back = (rank + par->pp - 1) % par->pp;
-    c->send_forward = pipeline_free ? 0 : pipeline_transfer(p, rank, next).seconds;
-    c->send_backward = pipeline_free ? 0 : pipeline_transfer(p, rank, back).seconds;
+    if (!pipeline_free) {
+      PipelineTransfer forward = pipeline_transfer(p, rank, next);
+      PipelineTransfer backward = pipeline_transfer(p, rank, back);
+      c->send_forward = forward.seconds, c->gather_forward = forward.gather_seconds;
+      c->send_backward = backward.seconds, c->gather_backward = backward.gather_seconds;
+    }
     chunk_reduce(p, &p->chunks[s], c);
     c->activation_bytes = (double)p->chunk_memory[s].size * m->activation_bytes;
   }

@@ -1,6 +1,8 @@
 /* timeline_svg.c: a simulated iteration drawn as the Megatron-LM paper draws schedules: one lane
  * per rank, forward boxes in blue and backward boxes in green numbered by microbatch, darker for
- * earlier chunks, idle time (the bubble) left white, a time axis and a legend. */
+ * earlier chunks, the optimizer step grey, idle time (the bubble) left white, the all-gather that
+ * ends an action (the weights' after the step, a scattered activation's in its node) in purple, a
+ * time axis and a legend. */
 #include <math.h>
 
 #include "schedule/simulate.h"
@@ -46,6 +48,8 @@ static void fill_of(const Schedule *s, const Action *a, char out[8]) {
 
 static double lane_top(int rank) { return TOP + rank * (LANE + LANE_GAP); }
 
+static const char *const GATHER_FILL = "#8e5bb5";
+
 static void draw_box(const Schedule *s, const Frame *fr, int rank, const Action *a,
                      const Span *span, FILE *f) {
   double x = LEFT + span->start * fr->scale, w = (span->end - span->start) * fr->scale;
@@ -56,6 +60,9 @@ static void draw_box(const Schedule *s, const Frame *fr, int rank, const Action 
   fill_of(s, a, fill);
   fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\"%s/>\n", x, y,
           w, h, fill, compute && w >= 4 ? " stroke=\"#ffffff\" stroke-width=\"0.8\"" : "");
+  if (span->gather > 0)
+    fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\"/>\n",
+            x + w - span->gather * fr->scale, y, span->gather * fr->scale, h, GATHER_FILL);
   if (!schedule_is_compute(a->kind) || w < 7.5 * (a->microbatch >= 10 ? 2 : 1)) return;
   double light = chunk_lightness(a->stage / s->pp, s->vpp);
   fprintf(f, "<text x=\"%.2f\" y=\"%.1f\" fill=\"%s\">%d</text>\n", x + w / 2, y + LANE / 2 + 4,
@@ -94,7 +101,14 @@ static void legend_entry(double x, double y, const char *fill, const char *label
           y + 11.5, label);
 }
 
-static void draw_legend(const Schedule *s, double y, FILE *f) {
+static int any_gather(const Schedule *s, const Timeline *t) {
+  for (int r = 0; r < s->pp; r++)
+    for (int i = 0; i < s->rank[r].count; i++)
+      if (t->span[r][i].gather > 0) return 1;
+  return 0;
+}
+
+static void draw_legend(const Schedule *s, const Timeline *t, double y, FILE *f) {
   char fill[8], label[64];
   double x = LEFT;
   for (int pass = 0; pass < 2; pass++)
@@ -106,6 +120,9 @@ static void draw_legend(const Schedule *s, double y, FILE *f) {
       else snprintf(label, sizeof label, "%s", pass ? "backward" : "forward");
       legend_entry(x, y, fill, label, f);
     }
+  legend_entry(x, y, "#9e9e9e", "optimizer step", f);
+  x += 120;
+  if (any_gather(s, t)) legend_entry(x, y, GATHER_FILL, "all-gather", f), x += 100;
   legend_entry(x, y, "#ffffff", "idle (bubble)", f);
 }
 
@@ -137,6 +154,6 @@ void timeline_svg_write(const Schedule *s, const Timeline *t, FILE *f) {
       draw_box(s, &fr, r, &s->rank[r].action[i], &t->span[r][i], f);
   }
   draw_axis(s, &fr, end, f);
-  draw_legend(s, legend_y, f);
+  draw_legend(s, t, legend_y, f);
   fprintf(f, "</svg>\n");
 }

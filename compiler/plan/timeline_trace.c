@@ -1,5 +1,7 @@
 /* timeline_trace.c: a simulated iteration as Chrome trace-event JSON (Perfetto, chrome://tracing):
- * one process per rank, one thread each for compute, sends, receives and reductions. */
+ * one process per rank, one thread each for compute, sends, receives and reductions; an action
+ * ending in an all-gather (the weights' after the step, a scattered activation's in its node) says
+ * how long in args.gather_us. */
 #include "schedule/simulate.h"
 
 enum { TRACK_COMPUTE, TRACK_SEND, TRACK_RECV, TRACK_REDUCE, TRACKS };
@@ -67,9 +69,11 @@ void timeline_trace_write(const Schedule *s, const Timeline *t, FILE *f) {
       fprintf(f,
               ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,"
               "\"dur\":%.3f,"
-              "\"args\":{\"step\":%d}}",
+              "\"args\":{\"step\":%d",
               name, category(a->kind), r, track_of(a->kind), span->start * 1e6,
               (span->end - span->start) * 1e6, i);
+      if (span->gather > 0) fprintf(f, ",\"gather_us\":%.3f", span->gather * 1e6);
+      fprintf(f, "}}");
     }
   fprintf(f, "\n],\"displayTimeUnit\":\"ms\"}\n");
 }

@@ -11,9 +11,11 @@ typedef struct {
   int rank, step;
   Action action;
   double start, end; /* seconds */
+  double gather;     /* seconds of it that are an all-gather (args.gather_us; 0 without) */
 } Event;
 
-/* One "ph":"X" line: name, pid, ts, dur (µs) and args.step; 0 when the line is something else. */
+/* One "ph":"X" line: name, pid, ts, dur (µs), args.step and args.gather_us if there; 0 when the
+ * line is something else. */
 static int parse_event(const char *line, Event *e) {
   const char *name = strstr(line, "\"name\":\""), *pid = strstr(line, "\"pid\":"),
              *ts = strstr(line, "\"ts\":");
@@ -28,6 +30,11 @@ static int parse_event(const char *line, Event *e) {
       e->rank < 0 || e->rank >= SCHEDULE_MAX_RANKS || e->step < 0)
     return -1;
   e->start = start * 1e-6, e->end = (start + length) * 1e-6;
+  const char *gather = strstr(line, "\"gather_us\":");
+  double gathered = 0;
+  if (gather && (sscanf(gather + 12, "%lf", &gathered) != 1 || gathered < 0 || gathered > length))
+    return -1;
+  e->gather = gathered * 1e-6;
   return 1;
 }
 
@@ -141,7 +148,7 @@ int trace_read(const char *path, Schedule *s, Timeline *t, Diag *d) {
     t->span[r] = schedule_alloc((size_t)s->rank[r].count + 1, sizeof **t->span);
   for (int i = 0, r = -1, k = 0; i < n; i++) {
     if (events[i].rank != r) r = events[i].rank, k = 0;
-    t->span[r][k++] = (Span){events[i].start, events[i].end};
+    t->span[r][k++] = (Span){events[i].start, events[i].end, events[i].gather};
   }
   free(events);
   measure(s, t);

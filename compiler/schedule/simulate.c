@@ -92,8 +92,9 @@ static void transfer(Sim *m, int r, int i) {
   double start = max2(max2(m->posted_at[sender][send_step], m->posted_at[receiver][recv_step]),
                       *link);
   double end = start + (backward ? cost->send_backward : cost->send_forward);
+  double gather = backward ? cost->gather_backward : cost->gather_forward;
   *link = end;
-  m->t->span[sender][send_step] = m->t->span[receiver][recv_step] = (Span){start, end};
+  m->t->span[sender][send_step] = m->t->span[receiver][recv_step] = (Span){start, end, gather};
   m->comm_done[sender] = max2(m->comm_done[sender], end);
   m->comm_done[receiver] = max2(m->comm_done[receiver], end);
   m->inputs_ready[receiver] = max2(m->inputs_ready[receiver], end);
@@ -108,7 +109,7 @@ static void embed_reduce(Sim *m, int r, int i) {
   double start = max2(max2(m->posted_at[r][i], m->posted_at[q][j]),
                       max2(m->reduce_free[r], m->reduce_free[q]));
   double end = start + m->c->embed_reduce;
-  m->t->span[r][i] = m->t->span[q][j] = (Span){start, end};
+  m->t->span[r][i] = m->t->span[q][j] = (Span){start, end, 0};
   m->reduce_free[r] = m->reduce_free[q] = end;
   m->comm_done[r] = max2(m->comm_done[r], end);
   m->comm_done[q] = max2(m->comm_done[q], end);
@@ -131,7 +132,7 @@ static void compute(Sim *m, int r, int i) {
   const StageCost *cost = &m->c->stage[a->stage];
   double seconds = a->kind == ACTION_F ? cost->forward : cost->backward;
   double start = max2(m->clock[r], m->inputs_ready[r]);
-  m->t->span[r][i] = (Span){start, start + seconds};
+  m->t->span[r][i] = (Span){start, start + seconds, 0};
   m->clock[r] = start + seconds;
   m->t->busy[r] += seconds;
   if (a->kind != ACTION_B) return;
@@ -148,7 +149,7 @@ static void reduce(Sim *m, int r, int i) {
                                           : m->clock[r];
   double start = max2(ready, m->reduce_free[r]);
   double end = max2(start + cost->reduce, m->backward_end[stage] + cost->reduce_tail);
-  m->t->span[r][i] = (Span){start, end};
+  m->t->span[r][i] = (Span){start, end, 0};
   m->reduce_free[r] = end;
   m->comm_done[r] = max2(m->comm_done[r], end);
 }
@@ -170,7 +171,7 @@ static int advance(Sim *m, int r) {
       if (m->open[r]) break;
       double begin = max2(m->clock[r], m->comm_done[r]);
       double end = begin + m->c->optimizer + m->c->gather;
-      m->t->span[r][i] = (Span){begin, end};
+      m->t->span[r][i] = (Span){begin, end, m->c->gather};
       m->clock[r] = end;
     }
   }

@@ -13,6 +13,9 @@ typedef struct {
   double forward, backward; /* seconds per microbatch */
   double send_forward;      /* seconds to send its output activation to the next stage */
   double send_backward;     /* seconds to send the gradient of its input to the previous stage */
+  /* of send_forward and send_backward: the all-gather inside the receiving node of a transfer
+   * sent scattered over the tensor-parallel ranks (0: sent whole) */
+  double gather_forward, gather_backward;
   double reduce;            /* seconds of its data-parallel gradient reduction */
   /* seconds before the end of its last backward that the reduction may start (buckets of one
    * layer, each sent as that layer's backward ends); 0: it starts after the rank's compute
@@ -42,6 +45,9 @@ void simulate_costs_free(Costs *c);
 
 typedef struct {
   double start, end;
+  /* seconds at its end that are an all-gather: the weights' after STEP (distributed optimizer),
+   * a scattered activation's inside the receiving node */
+  double gather;
 } Span;
 
 /* The simulated iteration. Bubble fraction: (flush - ideal) / ideal, where flush is the end of

@@ -93,3 +93,28 @@ done <<'ROWS'
 145.6B 96 12288 80 8 2 2304
 175B 96 12288 96 12 2 48
 ROWS
+
+# the plan's trace says which transfers end in an all-gather inside the node (args.gather_us), and
+# so does the step's with the distributed optimizer (the weights'); the SVG draws both in purple
+# with a legend entry; without either there is none
+# shellcheck disable=SC2086
+$PLAIT plan $LAYOUT --dp 2 --machine "$TMP/two.lua" --format trace >"$TMP/on.trace" 2>&1
+# shellcheck disable=SC2086
+$PLAIT plan $LAYOUT --dp 2 --machine "$TMP/two.lua" --distributed-optimizer --format trace \
+  >"$TMP/dopt.trace" 2>&1
+# shellcheck disable=SC2086
+$PLAIT plan $LAYOUT --dp 2 --machine "$TMP/two.lua" --scatter-gather off --format svg \
+  >"$TMP/off.svg" 2>&1
+# shellcheck disable=SC2086
+$PLAIT plan $LAYOUT --dp 2 --machine "$TMP/two.lua" --format svg >"$TMP/on.svg" 2>&1
+gathered_sends=$(grep -c '"name":"[0-9]*SEND_[FB][0-9]*".*"gather_us":[0-9.]*[1-9]' "$TMP/on.trace")
+sends=$(grep -c '"name":"[0-9]*SEND_[FB][0-9]*"' "$TMP/on.trace")
+if [ "$gathered_sends" -gt 0 ] && [ "$gathered_sends" = "$sends" ] &&
+   ! grep -q '"name":"STEP".*gather_us' "$TMP/on.trace" &&
+   grep -q '"name":"STEP".*"gather_us":[0-9.]*[1-9]' "$TMP/dopt.trace" &&
+   grep -q '>all-gather<' "$TMP/on.svg" && ! grep -q '>all-gather<' "$TMP/off.svg"; then
+  pass "scatter_gather_drawn ($gathered_sends of $sends sends end in a gather; so does the step \
+with the distributed optimizer)"
+else
+  fail scatter_gather_drawn "sends $sends, gathered $gathered_sends: $(grep -m2 S "$TMP/on.trace")"
+fi
