@@ -136,8 +136,8 @@ else
 fi
 
 # the choice is priced on the machine: on the cpu file (tanh at 1e8/s) GPT-2 124M keeps the GeLU
-# output (its re-run priced beside it) and re-runs the norms; on an A100 (T=1024, B=1) it re-runs the
-# GeLU; each stage's recomputation within 2% of its time
+# output (its re-run priced beside it) and re-runs the norms; on an A100 (T=1024, B=1) it re-runs
+# the GeLU; each stage's recomputation within 2% of its time
 choice() { # machine flags...: "kept" or "recomputed" for the GeLU output (t19), the largest share
   machine=$1; shift
   # shellcheck disable=SC2068
