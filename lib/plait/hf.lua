@@ -30,6 +30,8 @@ local function fail(fmt, ...) error(string.format(fmt, ...), 0) end
 --     { hf = "activation_function", plait = "activation", default = "gelu",
 --       values = { gelu = { "gelu_new", "gelu_pytorch_tanh" }, relu = "relu" } },
 --     { hf = "resid_pdrop", plait = "dropout", default = 0, check = false },  -- written, not compared
+--     { hf = "sliding_window", plait = "sliding_window", nullable = true, hf_default = 4096 },
+--                                                   -- null: none (the model's false or no value)
 --     { hf = "tie_word_embeddings", plait = "tied", derive = function(model) ... end },
 --     { hf = "scale_attn_weights", value = true },   -- fixed: what plait computes
 --     { plait = "positions", value = "learned", default = "learned" },  -- what the model must say
@@ -45,7 +47,9 @@ local function fail(fmt, ...) error(string.format(fmt, ...), 0) end
 -- default: the model's value when its config has no such key (what plait.nn assumes); hf_default:
 -- config.json's when it has none (what transformers assumes); either may be a function (of the
 -- model's config, or of config.json's table). values: the model's value to config.json's (a list: all
--- are read, the first is written). A tensor entry with several plait names concatenates them along
+-- are read, the first is written). nullable: config.json's null is a value of its own, "none", which
+-- the model's false (--set key=none) or missing value stands for; without it, null reads as a missing
+-- key (GPT-2's n_inner: null is 4 × n_embd). A tensor entry with several plait names concatenates them along
 -- axis 0 (their first axis, the output features of a weight); groups = g interleaves them in g blocks
 -- (each part's rows split in g, block b holding every part's b-th piece); transpose: the Hugging Face
 -- tensor is the transpose of that; rows = "at_least": it may have more rows than the model's (import
@@ -55,7 +59,7 @@ local function fail(fmt, ...) error(string.format(fmt, ...), 0) end
 local family_fields = { name = "string", architecture = "string", model_type = "string", base_prefix = "string",
                         config = "table", tensors = "table", layer = "table", ignore = "table" }
 local config_fields = { hf = "string", also = "table", plait = "string", default = true, hf_default = true,
-                        when = "function",
+                        when = "function", nullable = "boolean",
                         values = "table", at_least = "boolean", check = "boolean", derive = "function", value = true }
 local tensor_fields = { hf = "string", plait = true, transpose = "boolean", groups = true, rows = "string",
                         row = "boolean" }
@@ -442,7 +446,7 @@ hf.families.mistral = hf.extend("llama", {
   name = "mistral", architecture = "MistralForCausalLM", model_type = "mistral",
   drop = { "attention_bias", "mlp_bias", "pretraining_tp" },
   config = llama_sizes({ vocab = 32000, seq = 131072, hidden = 4096, ffn = 14336, layers = 32, heads = 32 }, {
-    { hf = "sliding_window", plait = "sliding_window", default = json.null, hf_default = 4096 },
+    { hf = "sliding_window", plait = "sliding_window", nullable = true, hf_default = 4096 },
     { hf = "num_key_value_heads", plait = "kv_heads", default = function(c) return c.heads end, hf_default = 8 },
     { hf = "head_dim", plait = "head_dim", default = function(c) return c.hidden // c.heads end,
       hf_default = function(c) return (c.hidden_size or 4096) // (c.num_attention_heads or 32) end },
@@ -572,6 +576,7 @@ local function plait_value(e, model)
   if e.derive then return e.derive(model) end
   local v = model.config[e.plait]
   if v == nil then v = evaluate(e.default, model.config) end
+  if e.nullable and (v == nil or v == false) then return json.null end
   return v
 end
 
@@ -616,6 +621,9 @@ local function hint(e, model, hv)
   if current == nil then return "" end
   local pv = plait_for(e, hv)
   if pv == nil then return "" end
+  if e.nullable and (pv == json.null or current == false) then -- none, or a value after none
+    return string.format("; import it with --set %s=%s", e.plait, pv == json.null and "none" or show(pv))
+  end
   if not settable(current, pv) then
     return string.format("; no --set %s gives the model config.json's %s: check that the folder is "
                          .. "this model's", e.plait, show_json(hv))
@@ -649,7 +657,7 @@ local function hf_value(e, hc)
   for _, key in ipairs(e.also or {}) do
     if v == nil or v == json.null then v = get_path(hc, key) end
   end
-  if v == nil or v == json.null then v = evaluate(e.hf_default, hc) end
+  if v == nil or (v == json.null and not e.nullable) then v = evaluate(e.hf_default, hc) end
   return v
 end
 
@@ -674,7 +682,7 @@ local function check_mapped(e, model, hc)
     if same(v, hv) then return nil end
   end
   return string.format("config.json has %s = %s, the model has %s = %s%s", e.hf, show_json(hv),
-                       e.plait, show(pv), hint(e, model, hv))
+                       e.plait, pv == json.null and "none" or show(pv), hint(e, model, hv))
 end
 
 local function check_fixed(e, model, hc)

@@ -281,9 +281,10 @@ end
 -- Configuration: defaults in the model file, overridden by `--set key=value`.
 
 local function convert(key, text, default)
+  if type(default) == "number" and text == "none" then return false end -- a setting turned off
   if type(default) == "number" then
     local n = tonumber(text)
-    if not n then fail("--set %s=%s: %s takes a number", key, text, key) end
+    if not n then fail("--set %s=%s: %s takes a number, or none to turn it off", key, text, key) end
     if math.type(default) == "float" then return n + 0.0 end -- a fraction stays one: 30.0, not 30
     return n
   elseif type(default) == "boolean" then

@@ -205,6 +205,33 @@ broken() { # name: a copy of the GPT-2 folder to damage
   rm -rf "$TMP/$1.hf"
   cp -r "$TMP/gpt.hf" "$TMP/$1.hf"
 }
+# Mistral v0.2's "sliding_window": null is no window (--set sliding_window=none), not transformers'
+# default 4096, which only a missing key means: export writes null, import asks for none, and the
+# model's program attends without a window
+M="layers=2 hidden=32 heads=4 kv_heads=2 ffn=48 seq=16 vocab=256"
+round_trip mistral_no_window models/mistral.lua "$M sliding_window=none" MistralForCausalLM \
+  'model.layers.1.self_attn.k_proj.weight F32 \[16, 32\]' bias
+if grep -q '"sliding_window": null' "$TMP/mistral_no_window.hf/config.json"; then pass mistral_exports_null
+else fail mistral_exports_null "$(grep sliding "$TMP/mistral_no_window.hf/config.json")"; fi
+# shellcheck disable=SC2086
+expect_error mistral_null_is_no_window \
+  "config.json has sliding_window = null, the model has sliding_window = 8; import it with --set sliding_window=none$" \
+  $PLAIT import models/mistral.lua "$TMP/mistral_no_window.hf" -o "$TMP/out.ckpt" --set $M sliding_window=8
+nothing_written mistral_null_is_no_window "$TMP/out.ckpt"
+cp -r "$TMP/mistral_no_window.hf" "$TMP/mistral_default.hf"
+sed -i '/"sliding_window"/d' "$TMP/mistral_default.hf/config.json"
+# shellcheck disable=SC2086
+expect_error mistral_missing_is_4096 \
+  "config.json has sliding_window = 4096, the model has sliding_window = none; import it with --set sliding_window=4096$" \
+  $PLAIT import models/mistral.lua "$TMP/mistral_default.hf" -o "$TMP/out.ckpt" --set $M sliding_window=none
+# shellcheck disable=SC2086
+if $PLAIT build models/mistral.lua --set $M sliding_window=none --emit-only -o "$TMP/nowin" >/dev/null 2>&1 &&
+   $PLAIT build models/mistral.lua --set $M sliding_window=8 --emit-only -o "$TMP/win" >/dev/null 2>&1 &&
+   ! grep -rq '\.window = ' "$TMP/nowin" && grep -rq '\.window = 8' "$TMP/win"; then
+  pass mistral_none_attends_without_window
+else
+  fail mistral_none_attends_without_window "$(grep -rho '\.window = [0-9]*' "$TMP/nowin" "$TMP/win" | sort -u)"
+fi
 broken missing
 $ST drop "$TMP/missing.hf/model.safetensors" transformer.h.1.ln_2.bias
 # shellcheck disable=SC2086
