@@ -47,10 +47,11 @@ local function fail(fmt, ...) error(string.format(fmt, ...), 0) end
 -- default: the model's value when its config has no such key (what plait.nn assumes); hf_default:
 -- config.json's when it has none (what transformers assumes); either may be a function (of the
 -- model's config, or of config.json's table). values: the model's value to config.json's (a list: all
--- are read, the first is written). nullable: config.json's null is a value of its own, "none", which
--- the model's false (--set key=none) or missing value stands for; without it, null reads as a missing
--- key (GPT-2's n_inner: null is 4 × n_embd). A tensor entry with several plait names concatenates them along
--- axis 0 (their first axis, the output features of a weight); groups = g interleaves them in g blocks
+-- are read, the first is written). nullable: config.json's null is a value of its own, none,
+-- which the model's false (--set key=none) or missing value stands for; without it, null reads as
+-- a missing key (GPT-2's n_inner: null is 4 × n_embd).
+-- A tensor entry with several plait names concatenates them along axis 0 (their first axis, the
+-- output features of a weight); groups = g interleaves them in g blocks
 -- (each part's rows split in g, block b holding every part's b-th piece); transpose: the Hugging Face
 -- tensor is the transpose of that; rows = "at_least": it may have more rows than the model's (import
 -- takes the first). An entry none of whose plait tensors the model has is left out (biases of a model
@@ -91,6 +92,11 @@ local function check_family(f)
       check_fields(e, tensor_fields, what)
       if not e.hf or not e.plait then fail("%s needs hf and plait", what) end
       if e.rows and e.rows ~= "at_least" then fail("%s: rows must be \"at_least\"", what) end
+    end
+  end
+  for i, name in ipairs(f.ignore or {}) do
+    if type(name) ~= "string" then
+      fail("family %s: ignore entry %d must be a string", f.name, i)
     end
   end
   f.ignore = f.ignore or {}
@@ -150,9 +156,28 @@ end
 -- config, tensors, layer and ignore lists (an entry for a key the base has replaces the base's; the
 -- keys listed in more.drop are taken out) and its other fields replaced: a variant's own tensors and
 -- settings.
+-- Each key of `drop` names an entry of the base (a misspelt one would take nothing out).
+local function check_drop(base, drop)
+  if drop == nil then return end
+  if type(drop) ~= "table" then
+    require("plait").fail("plait.hf.extend: drop must be a list of keys")
+  end
+  local known = {}
+  for list in pairs(lists) do
+    for _, e in ipairs(base[list] or {}) do known[entry_key(e)] = true end
+  end
+  for _, key in ipairs(drop) do
+    if not known[key] then
+      require("plait").fail("plait.hf.extend: drop names '%s', which family %s has no entry for",
+                            tostring(key), base.name)
+    end
+  end
+end
+
 function hf.extend(base, more)
   if type(base) == "string" then base = hf.families[base] or require("plait").fail("unknown family '%s'", base) end
   more = more or {}
+  check_drop(base, more.drop)
   local f = {}
   for k, v in pairs(base) do f[k] = deep_copy(lists[k] and without(v, more.drop) or v) end
   for k, v in pairs(more) do
@@ -551,6 +576,8 @@ function hf._family(model)
     fail("model '%s' names an unknown Hugging Face family '%s' (plait knows %s); declare it in the model file "
          .. "with plait.hf.family{...}", model.name, f, table.concat(known, ", "))
   end
+  -- a table not made by plait.hf.family (or a read-only view of one): a copy, checked as it is
+  if getmetatable(f) ~= family_view then return check_family(deep_copy(f)) end
   return f
 end
 
@@ -621,14 +648,13 @@ local function hint(e, model, hv)
   if current == nil then return "" end
   local pv = plait_for(e, hv)
   if pv == nil then return "" end
-  if e.nullable and (pv == json.null or current == false) then -- none, or a value after none
-    return string.format("; import it with --set %s=%s", e.plait, pv == json.null and "none" or show(pv))
-  end
-  if not settable(current, pv) then
+  local none = e.nullable and (pv == json.null or current == false) -- none, or a value after none
+  if not none and not settable(current, pv) then
     return string.format("; no --set %s gives the model config.json's %s: check that the folder is "
                          .. "this model's", e.plait, show_json(hv))
   end
-  return string.format("; import it with --set %s=%s", e.plait, show(pv))
+  local value = pv == json.null and "none" or show(pv)
+  return string.format("; import it with --set %s=%s", e.plait, value)
 end
 
 -- The value at a key of config.json: "a.b" is b inside a.

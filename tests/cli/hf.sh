@@ -211,26 +211,31 @@ broken() { # name: a copy of the GPT-2 folder to damage
 M="layers=2 hidden=32 heads=4 kv_heads=2 ffn=48 seq=16 vocab=256"
 round_trip mistral_no_window models/mistral.lua "$M sliding_window=none" MistralForCausalLM \
   'model.layers.1.self_attn.k_proj.weight F32 \[16, 32\]' bias
-if grep -q '"sliding_window": null' "$TMP/mistral_no_window.hf/config.json"; then pass mistral_exports_null
-else fail mistral_exports_null "$(grep sliding "$TMP/mistral_no_window.hf/config.json")"; fi
+NULL_HF="$TMP/mistral_no_window.hf" MISSING_HF="$TMP/mistral_default.hf"
+if grep -q '"sliding_window": null' "$NULL_HF/config.json"; then pass mistral_exports_null
+else fail mistral_exports_null "$(grep sliding "$NULL_HF/config.json")"; fi
+HAS="config.json has sliding_window"
 # shellcheck disable=SC2086
 expect_error mistral_null_is_no_window \
-  "config.json has sliding_window = null, the model has sliding_window = 8; import it with --set sliding_window=none$" \
-  $PLAIT import models/mistral.lua "$TMP/mistral_no_window.hf" -o "$TMP/out.ckpt" --set $M sliding_window=8
+  "$HAS = null, the model has sliding_window = 8; import it with --set sliding_window=none$" \
+  $PLAIT import models/mistral.lua "$NULL_HF" -o "$TMP/out.ckpt" --set $M sliding_window=8
 nothing_written mistral_null_is_no_window "$TMP/out.ckpt"
-cp -r "$TMP/mistral_no_window.hf" "$TMP/mistral_default.hf"
-sed -i '/"sliding_window"/d' "$TMP/mistral_default.hf/config.json"
+cp -r "$NULL_HF" "$MISSING_HF"
+sed -i '/"sliding_window"/d' "$MISSING_HF/config.json"
 # shellcheck disable=SC2086
 expect_error mistral_missing_is_4096 \
-  "config.json has sliding_window = 4096, the model has sliding_window = none; import it with --set sliding_window=4096$" \
-  $PLAIT import models/mistral.lua "$TMP/mistral_default.hf" -o "$TMP/out.ckpt" --set $M sliding_window=none
-# shellcheck disable=SC2086
-if $PLAIT build models/mistral.lua --set $M sliding_window=none --emit-only -o "$TMP/nowin" >/dev/null 2>&1 &&
-   $PLAIT build models/mistral.lua --set $M sliding_window=8 --emit-only -o "$TMP/win" >/dev/null 2>&1 &&
+  "$HAS = 4096, the model has sliding_window = none; import it with --set sliding_window=4096$" \
+  $PLAIT import models/mistral.lua "$MISSING_HF" -o "$TMP/out.ckpt" --set $M sliding_window=none
+emit() { # folder, sliding_window
+  # shellcheck disable=SC2086
+  $PLAIT build models/mistral.lua --set $M "sliding_window=$2" --emit-only -o "$1" >/dev/null 2>&1
+}
+if emit "$TMP/nowin" none && emit "$TMP/win" 8 &&
    ! grep -rq '\.window = ' "$TMP/nowin" && grep -rq '\.window = 8' "$TMP/win"; then
   pass mistral_none_attends_without_window
 else
-  fail mistral_none_attends_without_window "$(grep -rho '\.window = [0-9]*' "$TMP/nowin" "$TMP/win" | sort -u)"
+  fail mistral_none_attends_without_window \
+    "$(grep -rho '\.window = [0-9]*' "$TMP/nowin" "$TMP/win" | sort -u)"
 fi
 broken missing
 $ST drop "$TMP/missing.hf/model.safetensors" transformer.h.1.ln_2.bias
@@ -280,6 +285,15 @@ expect_error unknown_family "model 'tiny' names an unknown Hugging Face family '
 expect_error no_family "model 'primitives' declares no Hugging Face family" \
   $PLAIT export tests/cli/models/primitives.lua "$TMP/gpt.ckpt" -o "$TMP/out.hf"
 nothing_written no_family "$TMP/out.hf"
+# a bad key anywhere in a family the model file declares is one line naming it
+for bad in "drop|drop names 'transformer.h.%d.attn.bais', which family gpt2 has no entry for" \
+           "entry|family gpt2-entry: config entry 5: unknown field 'hf_defualt'" \
+           "table|plait.hf.family: unknown field 'tensor'"; do
+  expect_error "family_bad_${bad%%|*}" "${bad#*|}\$" \
+    $PLAIT export tests/cli/models/family_bad_key.lua "$TMP/gpt.ckpt" -o "$TMP/out.hf" \
+    --set "bad=${bad%%|*}"
+  nothing_written "family_bad_${bad%%|*}" "$TMP/out.hf"
+done
 # shellcheck disable=SC2086
 expect_error import_over_its_source "-o .*gpt.hf is the Hugging Face folder itself" \
   $PLAIT import models/tiny.lua "$TMP/gpt.hf" -o "$TMP/gpt.hf" --set $G

@@ -12,8 +12,8 @@ downloaded) and saved with save_pretrained; then, for plait's programs at one ra
 It needs torch, transformers and safetensors (pip install torch transformers safetensors); without them
 it says so in one line and exits 0. Usage: check.py BUILD_DIR [FAMILY...] (the folder holding plait, and
 the families to check by their first word, GPT-2 Llama Gemma OLMo-2 Qwen2 Mistral Mistral-v0.2 Qwen3
-Phi-2; all by default). Mistral-v0.2 (sliding_window null: no window) is checked over windows of 4200
-tokens, at one rank.
+Phi-2; all by default). Mistral-v0.2 (sliding_window null: no window) is checked over windows of
+4200 tokens, at one rank.
 """
 import json
 import math
@@ -46,12 +46,13 @@ BETA1 = float(np.float32(1) - np.float32(0.9))  # plait's (1 - beta1) in float, 
 class Family:
     """A small configuration of one family: transformers' model and plait's model file with --set."""
 
-    def __init__(self, name, model_class, model_file, config, sets, rotary, attention="sdpa", masked=False,
-                 seq=SEQ, windows=8, layouts=tuple(LAYOUTS)):
+    def __init__(self, name, model_class, model_file, config, sets, rotary, attention="sdpa",
+                 masked=False, seq=SEQ, windows=8, layouts=tuple(LAYOUTS)):
         self.name, self.model_class, self.model_file, self.config = name, model_class, model_file, config
         self.sets, self.rotary, self.attention = sets, rotary, attention  # attention: transformers' kernel
         self.masked = masked  # a masked-LM model: plait's masks (tests/tools/mlm_batch) fed to transformers
-        self.seq, self.windows, self.layouts = seq, windows, layouts  # evaluated: windows of seq, and a short one
+        # evaluated over `windows` windows of seq tokens and a short one, at the layouts named
+        self.seq, self.windows, self.layouts = seq, windows, layouts
 
 
 FAMILIES = [
@@ -108,11 +109,12 @@ FAMILIES = [
                                       max_position_embeddings=64, rms_norm_eps=1e-5, sliding_window=12),
            ["layers=2", "hidden=64", "heads=4", "kv_heads=2", "ffn=96", "seq=%d" % SEQ, "vocab=256",
             "sliding_window=12"], rotary=True),
-    # Mistral v0.2's "sliding_window": null: no window, over a sequence longer than the default window 4096
+    # Mistral v0.2's "sliding_window": null: no window, over more than 4096 positions
     Family("Mistral-v0.2", transformers.MistralForCausalLM, "models/mistral.lua",
-           transformers.MistralConfig(vocab_size=256, hidden_size=16, intermediate_size=24, num_hidden_layers=1,
-                                      num_attention_heads=2, num_key_value_heads=1, head_dim=8,
-                                      max_position_embeddings=4224, rms_norm_eps=1e-5, sliding_window=None),
+           transformers.MistralConfig(vocab_size=256, hidden_size=16, intermediate_size=24,
+                                      num_hidden_layers=1, num_attention_heads=2,
+                                      num_key_value_heads=1, head_dim=8, rms_norm_eps=1e-5,
+                                      max_position_embeddings=4224, sliding_window=None),
            ["layers=1", "hidden=16", "heads=2", "kv_heads=1", "ffn=24", "seq=4200", "vocab=256",
             "sliding_window=none"], rotary=True, seq=4200, windows=1, layouts=("one rank",)),
     Family("Qwen3", transformers.Qwen3ForCausalLM, "models/qwen3.lua",
@@ -209,8 +211,8 @@ def rotary_in_double(model):
 
 
 def hf_eval(model, tokens, seq):
-    """The mean next-token loss over windows of seq tokens starting at 0, seq, 2·seq, ... (the last one
-    shorter), every token but the first predicted once: what plait's --eval computes."""
+    """The mean next-token loss over windows of seq tokens starting at 0, seq, 2·seq, ... (the last
+    one shorter), every token but the first predicted once: what plait's --eval computes."""
     total, count = 0.0, 0
     with torch.no_grad():
         for start in range(0, len(tokens) - 1, seq):
@@ -266,7 +268,8 @@ def gradient_errors(model, tokens, seq, exported, loss=None):
     model.zero_grad()
     if loss is None:
         ids = torch.tensor([tokens[:seq]])
-        loss = torch.nn.functional.cross_entropy(model(ids).logits[0], torch.tensor(tokens[1:seq + 1]))
+        targets = torch.tensor(tokens[1:seq + 1])
+        loss = torch.nn.functional.cross_entropy(model(ids).logits[0], targets)
     else:
         loss = loss()
     loss.backward()
@@ -312,7 +315,7 @@ def first_moment_checkpoint(src, dst):
 
 def check_family(fam, plait, tmp, text, results):
     eval_tokens = list(text[:fam.seq * fam.windows + 11])  # whole windows and a short one
-    step_tokens = list(text[5000:5000 + fam.seq + 1])  # one window: every sample of the step reads it
+    step_tokens = list(text[5000:5000 + fam.seq + 1])  # one window: each sample of the step
     d = os.path.join(tmp, fam.name.split()[0].lower().replace(".", ""))
     os.makedirs(d)
     torch.manual_seed(1234)
@@ -327,7 +330,9 @@ def check_family(fam, plait, tmp, text, results):
     tools = os.path.join(os.path.dirname(plait), "tools")
 
     def evaluate(model):  # transformers' loss on the file, as plait's --eval computes it
-        return hf_eval_masked(model, tools, eval_bin) if fam.masked else hf_eval(model, eval_tokens, fam.seq)
+        if fam.masked:
+            return hf_eval_masked(model, tools, eval_bin)
+        return hf_eval(model, eval_tokens, fam.seq)
 
     step_loss = (lambda: masked_step_loss(hf, tools, step_bin)) if fam.masked else None
     want32, count = evaluate(hf)
@@ -356,8 +361,8 @@ def check_family(fam, plait, tmp, text, results):
         run(plait, "export", fam.model_file, os.path.join(d, tag + "-moments"), "-o", os.path.join(d, tag + "-moments.hf"),
             *sets)
         hf.train()
-        grad_err, grad_where = gradient_errors(hf, step_tokens, fam.seq, os.path.join(d, tag + "-moments.hf"),
-                                               step_loss)
+        moments = os.path.join(d, tag + "-moments.hf")
+        grad_err, grad_where = gradient_errors(hf, step_tokens, fam.seq, moments, step_loss)
         hf.eval()
         # a model trained by plait, exported, read by transformers
         trained = os.path.join(d, tag + "-trained")
@@ -381,8 +386,8 @@ def main():
             if not wanted or fam.name.split()[0] in wanted:
                 check_family(fam, plait, tmp, text, results)
     limits = (1e-6, 1e-12, 1e-5, 1e-6)
-    print("transformers %s, torch %s; %d tokens evaluated in windows of %d (Mistral-v0.2: %d in windows of 4200)"
-          % (transformers.__version__, torch.__version__, SEQ * 8 + 10, SEQ, 4200 + 10))
+    print("transformers %s, torch %s; %d tokens evaluated, windows of %d (Mistral-v0.2: 4210, 4200)"
+          % (transformers.__version__, torch.__version__, SEQ * 8 + 10, SEQ))
     print("| model | layout | loss (transformers) | --eval fp32 | --eval --double | step's gradient | exported, "
           "trained |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
