@@ -107,9 +107,9 @@ function plait.matmul(a, b, opts)
   return wrap(core.matmul(operand(a, "matmul"), operand(b, "matmul"), opts.transpose and true or false))
 end
 
--- kind "layer" (weight and bias) or "rms" (weight only), over the last axis, or with group = g over each
--- run of g elements of it (a norm per head: QK-norm), the weight g wide; without weight (and bias), the
--- norm alone.
+-- kind "layer" (weight and bias, or a weight alone: bias nil) or "rms" (weight only), over the
+-- last axis, or with group = g over each run of g elements of it (a norm per head: QK-norm), the
+-- weight g wide; without weight (and bias), the norm alone.
 function plait.norm(kind, x, weight, bias, eps, group)
   return wrap(core.norm(kind, x, weight, bias, eps or 1e-5, group))
 end

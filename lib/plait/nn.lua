@@ -38,9 +38,15 @@ function nn.embedding(S, tokens, opts)
 end
 
 -- Layer norm (weight and bias) or RMS norm (weight) over the last axis, or with opts.group = g over each
--- run of g elements (a norm per head, its weight g wide: Qwen3's QK-norm). With config.norm_offset = c
--- (Gemma: 1) the weight starts at zero and scales by c + weight: the norm alone times (c + w), as Gemma
--- computes it.
+-- run of g elements (a norm per head, its weight g wide: Qwen3's QK-norm). A layer norm has no bias
+-- with opts.bias = false, else config.norm_bias = false (Cohere's, StableLM's). With
+-- config.norm_offset = c (Gemma: 1) the weight starts at zero and scales by c + weight: the norm
+-- alone times (c + w), as Gemma computes it.
+local function layer_norm_bias(opts, S)
+  if opts and opts.bias ~= nil then return opts.bias end
+  return setting(nil, S, "norm_bias", true)
+end
+
 local function norm(kind, S, ...)
   local name, x, opts = named(...)
   check_tensor(x, "nn." .. kind .. "norm")
@@ -50,7 +56,8 @@ local function norm(kind, S, ...)
   local offset = setting(opts, S, "norm_offset")
   local eps = setting(opts, S, "norm_eps", 1e-5)
   local w = s:param("weight", { width }, { init = offset and "zeros" or "ones", decay = false })
-  local b = kind == "layer" and s:param("bias", { width }, { init = "zeros", decay = false }) or nil
+  local biased = kind == "layer" and layer_norm_bias(opts, S)
+  local b = biased and s:param("bias", { width }, { init = "zeros", decay = false }) or nil
   if not offset then return plait.norm(kind, x, w, b, eps, group) end
   if group then fail("nn.%snorm: norm_offset with groups is not supported; write the norm with plait.norm", kind) end
   local y = plait.norm(kind, x, nil, nil, eps) * (offset + w)

@@ -27,6 +27,18 @@ gradcheck attention_options tests/cli/models/attention_options.lua --mbs 2 --gbs
 gradcheck fused_qkv tests/cli/models/fused_qkv.lua --mbs 2 --gbs 4
 gradcheck frozen tests/cli/models/frozen.lua --mbs 2 --gbs 4
 gradcheck constants tests/cli/models/constants.lua --mbs 2 --gbs 4
+gradcheck norm_no_bias tests/cli/models/norm_no_bias.lua --mbs 2 --gbs 4
+# layer norms without bias hold a weight alone; ln_1 keeps the bias its options ask for
+if "$TMP/norm_no_bias/train" --data "$TMP/text.bin" --steps 1 --save "$TMP/nnb" >/dev/null 2>&1 &&
+   python3 tests/tools/st.py list "$TMP/nnb/model.safetensors" | grep -v '^adam\.' \
+     >"$TMP/nnb.list" &&
+   [ "$(grep -c 'ln_1.bias F64 \[32\]' "$TMP/nnb.list")" = 2 ] &&
+   [ "$(grep -c 'ln_2.weight F64 \[8\]' "$TMP/nnb.list")" = 2 ] &&
+   grep -q '^ln_f.weight ' "$TMP/nnb.list" && ! grep -q 'ln_2.bias\|ln_f.bias' "$TMP/nnb.list"; then
+  pass layer_norm_without_bias
+else
+  fail layer_norm_without_bias "$(tr '\n' ' ' <"$TMP/nnb.list")"
+fi
 
 # frozen parameters stay as they were over training; the others move
 if $PLAIT build tests/cli/models/frozen.lua --mbs 2 --gbs 4 -o "$TMP/frozen" >"$TMP/build.log" 2>&1 &&
