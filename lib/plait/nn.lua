@@ -94,14 +94,21 @@ function nn.linear(S, ...)
 end
 
 -- Rotary positions as the config asks: over whole heads (true: inside the attention kernel), or a part
--- of each head (config.rotary_fraction: Phi-2's 0.4, NeoX's 0.25), interleaved pairs
+-- of each head (config.rotary_fraction: Phi-2's 0.4, NeoX's 0.25; or config.rotary, a count of
+-- dims: GPT-J's 64 of 256, exact where a fraction's product may round below it), interleaved pairs
 -- (config.rope_interleaved), or scaled frequencies (config.rope_scaling = "linear" or "llama3" with
 -- rope_factor, rope_low_freq_factor, rope_high_freq_factor, rope_original_positions).
-local function rope_options(opts, S)
+local function rope_options(opts, S, head_dim)
   local fraction = setting(opts, S, "rotary_fraction", 1)
+  local rotary = setting(opts, S, "rotary") or nil -- false (--set rotary=none): none given
+  if rotary ~= nil and fraction ~= 1 then
+    fail("nn.attention: rotary (%s dims) and rotary_fraction (%s) both given; give one",
+         tostring(rotary), tostring(fraction))
+  end
   local interleaved = setting(opts, S, "rope_interleaved", false)
   local kind = setting(opts, S, "rope_scaling", "none")
-  if fraction == 1 and not interleaved and kind == "none" then return true end
+  local whole = (rotary or head_dim) == head_dim and fraction == 1
+  if whole and not interleaved and kind == "none" then return true end
   local scaling
   if kind ~= "none" then
     scaling = { type = kind, factor = setting(opts, S, "rope_factor") }
@@ -111,7 +118,7 @@ local function rope_options(opts, S)
       scaling.original_positions = setting(opts, S, "rope_original_positions")
     end
   end
-  return { fraction = fraction, interleaved = interleaved, scaling = scaling }
+  return { fraction = fraction, rotary = rotary, interleaved = interleaved, scaling = scaling }
 end
 
 -- Multi-head attention with its projections: q, k, v (column-parallel, split by heads), the attention
@@ -152,7 +159,7 @@ function nn.attention(S, ...)
   local o = plait.attention(q, k, v, {
     heads = heads, kv_heads = kv_heads,
     causal = setting(opts, S, "causal", true),
-    rope = setting(opts, S, "positions", "learned") == "rope" and rope_options(opts, S),
+    rope = setting(opts, S, "positions", "learned") == "rope" and rope_options(opts, S, head_dim),
     rope_theta = setting(opts, S, "rope_theta", 10000),
     window = setting(opts, S, "sliding_window"),
     softcap = setting(opts, S, "attn_softcap"),

@@ -28,6 +28,11 @@ gradcheck fused_qkv tests/cli/models/fused_qkv.lua --mbs 2 --gbs 4
 gradcheck frozen tests/cli/models/frozen.lua --mbs 2 --gbs 4
 gradcheck constants tests/cli/models/constants.lua --mbs 2 --gbs 4
 gradcheck norm_no_bias tests/cli/models/norm_no_bias.lua --mbs 2 --gbs 4
+# rotary positions given as a count turn exactly 30 of each head's 44 dims (a fraction gives 29)
+gradcheck rotary_count tests/cli/models/rotary_count.lua --mbs 2 --gbs 4
+ROTARY=$(grep -rho 'head_dim = [0-9]*, .rotary = [0-9]*' "$TMP/rotary_count" | sort -u)
+if [ "$ROTARY" = "head_dim = 44, .rotary = 30" ]; then pass rotary_count_exact
+else fail rotary_count_exact "$ROTARY"; fi
 # layer norms without bias hold a weight alone; ln_1 keeps the bias its options ask for
 if "$TMP/norm_no_bias/train" --data "$TMP/text.bin" --steps 1 --save "$TMP/nnb" >/dev/null 2>&1 &&
    python3 tests/tools/st.py list "$TMP/nnb/model.safetensors" | grep -v '^adam\.' \
