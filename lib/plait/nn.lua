@@ -216,12 +216,15 @@ local function logits(S, x, opts)
   return z, vocab
 end
 
--- Language-model head: final norm "ln_f", logits (capped to c·tanh(z/c) with config.logit_softcap = c:
--- Gemma-2), softmax cross entropy against the next tokens.
+-- Language-model head: final norm "ln_f", logits (multiplied by config.logit_scale: Cohere's; then
+-- capped to c·tanh(z/c) with config.logit_softcap = c: Gemma-2), softmax cross entropy against the
+-- next tokens.
 function nn.lm_head(S, x, targets, opts)
   check_tensor(x, "nn.lm_head")
   local h = nn.norm(S, "ln_f", x, opts)
   local z = logits(S, h, opts)
+  local scale = setting(opts, S, "logit_scale")
+  if scale then z = z * scale end
   local cap = setting(opts, S, "logit_softcap")
   if cap then z = plait.softcap(z, cap) end
   return plait.cross_entropy(z, targets, { vocab = setting(opts, S, "vocab") })

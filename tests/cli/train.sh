@@ -33,6 +33,13 @@ gradcheck rotary_count tests/cli/models/rotary_count.lua --mbs 2 --gbs 4
 ROTARY=$(grep -rho 'head_dim = [0-9]*, .rotary = [0-9]*' "$TMP/rotary_count" | sort -u)
 if [ "$ROTARY" = "head_dim = 44, .rotary = 30" ]; then pass rotary_count_exact
 else fail rotary_count_exact "$ROTARY"; fi
+# logits multiplied by config.logit_scale: 0 gives every token the same odds, a loss of ln 256
+gradcheck logit_scale tests/cli/models/logit_scale.lua --mbs 2 --gbs 4
+if $PLAIT build tests/cli/models/logit_scale.lua --set logit_scale=0 -o "$TMP/scale0" \
+     >/dev/null 2>&1 &&
+   "$TMP/scale0/train" --eval "$TMP/text.bin" >"$TMP/scale0.out" 2>&1 &&
+   grep -q '| loss 5.545177 |' "$TMP/scale0.out"; then pass logit_scale_zero_is_uniform
+else fail logit_scale_zero_is_uniform "$(grep loss "$TMP/scale0.out")"; fi
 # layer norms without bias hold a weight alone; ln_1 keeps the bias its options ask for
 if "$TMP/norm_no_bias/train" --data "$TMP/text.bin" --steps 1 --save "$TMP/nnb" >/dev/null 2>&1 &&
    python3 tests/tools/st.py list "$TMP/nnb/model.safetensors" | grep -v '^adam\.' \
