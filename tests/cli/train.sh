@@ -28,6 +28,9 @@ gradcheck fused_qkv tests/cli/models/fused_qkv.lua --mbs 2 --gbs 4
 gradcheck frozen tests/cli/models/frozen.lua --mbs 2 --gbs 4
 gradcheck constants tests/cli/models/constants.lua --mbs 2 --gbs 4
 gradcheck norm_no_bias tests/cli/models/norm_no_bias.lua --mbs 2 --gbs 4
+# two concats with the same first part and results of different widths: the second result's dim
+# is named after all its parts (half_ffn+quarter) rather than collide with the first's (half_ffn+)
+gradcheck concat_collide tests/cli/models/concat_collide.lua --mbs 2 --gbs 4
 # rotary positions given as a count turn exactly 30 of each head's 44 dims (a fraction gives 29)
 gradcheck rotary_count tests/cli/models/rotary_count.lua --mbs 2 --gbs 4
 ROTARY=$(grep -rho 'head_dim = [0-9]*, .rotary = [0-9]*' "$TMP/rotary_count" | sort -u)
