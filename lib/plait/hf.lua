@@ -719,11 +719,18 @@ local function check_fixed(e, model, hc)
                        show(hv), model.family_name, show(want))
 end
 
+-- A setting the family requires of the model: the --set that gives it, or where the model's config
+-- has no such key (its default applies: learned positions), the config entry to write.
 local function check_required(e, model)
   local v = plait_value(e, model)
   if same(v, e.value) then return nil end
-  return string.format("the model has %s = %s, the %s family takes %s = %s", e.plait, show(v), model.family_name,
-                       e.plait, show(e.value))
+  local want = show_json(e.value)
+  local fix = string.format("; set %s = %s in the model file's plait.config", e.plait, want)
+  if model.config[e.plait] ~= nil and settable(model.config[e.plait], e.value) then
+    fix = string.format("; import it with --set %s=%s", e.plait, show(e.value))
+  end
+  return string.format("the model has %s = %s, the %s family takes %s = %s%s", e.plait, show(v),
+                       model.family_name, e.plait, show(e.value), fix)
 end
 
 -- Files of the folder are opened as regular files only: a FIFO or a device is refused, never waited
@@ -755,8 +762,9 @@ local function check_architecture(f, hc, dir)
 end
 
 -- The lines on which DIR/config.json disagrees with the model (its architecture, each setting).
--- A checkpoint of another architecture is that one line: its settings would only add noise.
-function hf._check_config(model, dir)
+-- A checkpoint of another architecture is that one line: its settings would only add noise. Before
+-- the trace (traced false) the settings derived from the model's tensors are left out.
+function hf._check_config(model, dir, traced)
   local f = hf._family(model)
   model.family_name = f.name
   local hc = read_json(dir .. "/config.json")
@@ -765,7 +773,7 @@ function hf._check_config(model, dir)
   local problems = {}
   local function add(line) if line then problems[#problems + 1] = line end end
   for _, e in ipairs(f.config) do
-    if e.check ~= false and (not e.when or e.when(model.config)) then
+    if e.check ~= false and (not e.when or e.when(model.config)) and (traced or not e.derive) then
       if e.hf and e.plait then add(check_mapped(e, model, hc))
       elseif e.hf then add(check_fixed(e, model, hc))
       else add(check_required(e, model)) end
@@ -892,9 +900,16 @@ function hf._links(model, params)
     if not owner[name] then missing[#missing + 1] = name end
   end
   table.sort(missing)
+  local add = "add it to the family in the model file (plait.hf.extend)"
   for _, name in ipairs(missing) do
-    problems[#problems + 1] = string.format("the model's tensor %s has no place in the %s family; add it to the "
-                                            .. "family in the model file (plait.hf.extend)", name, f.name)
+    local line = string.format("the model's tensor %s has no place in the %s family; %s", name,
+                               f.name, add)
+    if name == "wpe" then -- nn.embedding's learned positions: config.positions left "learned"
+      line = string.format("the model's tensor wpe (learned positions) has no place in the %s "
+                           .. "family: where its checkpoints hold no position table, set the "
+                           .. "model's positions (\"rope\": rotary); else %s", f.name, add)
+    end
+    problems[#problems + 1] = line
   end
   return links, problems
 end

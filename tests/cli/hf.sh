@@ -220,6 +220,13 @@ expect_error mistral_null_is_no_window \
   "$HAS = null, the model has sliding_window = 8; import it with --set sliding_window=none$" \
   $PLAIT import models/mistral.lua "$NULL_HF" -o "$TMP/out.ckpt" --set $M sliding_window=8
 nothing_written mistral_null_is_no_window "$TMP/out.ckpt"
+# config.json is compared before the model is traced: Mistral's default window of 4096, longer than
+# this sequence of 16, would stop the trace; the config's line and its --set come first
+# shellcheck disable=SC2086
+NONE="import it with --set sliding_window=none"
+expect_error mistral_config_before_trace \
+  "^plait: $HAS = null, the model has sliding_window = 4096; $NONE$" \
+  $PLAIT import models/mistral.lua "$NULL_HF" -o "$TMP/out.ckpt" --set $M
 cp -r "$NULL_HF" "$MISSING_HF"
 sed -i '/"sliding_window"/d' "$MISSING_HF/config.json"
 # shellcheck disable=SC2086
@@ -285,6 +292,21 @@ expect_error unknown_family "model 'tiny' names an unknown Hugging Face family '
 expect_error no_family "model 'primitives' declares no Hugging Face family" \
   $PLAIT export tests/cli/models/primitives.lua "$TMP/gpt.ckpt" -o "$TMP/out.hf"
 nothing_written no_family "$TMP/out.hf"
+# a model of learned positions (wpe) importing Llama's: the family's requirement says to set its
+# positions, and a family without that requirement says so of wpe
+# shellcheck disable=SC2086
+expect_error positions_by_set "^plait: the model has positions = learned, the llama family takes \
+positions = rope; import it with --set positions=rope$" \
+  $PLAIT import models/llama.lua "$TMP/llama.hf" -o "$TMP/out.ckpt" --set $L positions=learned
+expect_error positions_in_model_file "^plait: the model has positions = learned, the llama family \
+takes positions = rope; set positions = \"rope\" in the model file's plait.config$" \
+  $PLAIT import tests/cli/models/llama_no_positions.lua "$TMP/llama.hf" -o "$TMP/out.ckpt"
+expect_error positions_wpe_no_place "^plait: the model's tensor wpe \(learned positions\) has no \
+place in the llama-any family: where its checkpoints hold no position table, set the model's \
+positions" \
+  $PLAIT import tests/cli/models/llama_no_positions.lua "$TMP/llama.hf" -o "$TMP/out.ckpt" \
+  --set any_positions=true
+nothing_written positions_wpe_no_place "$TMP/out.ckpt"
 # a bad key anywhere in a family the model file declares is one line naming it
 for bad in "drop|drop names 'transformer.h.%d.attn.bais', which family gpt2 has no entry for" \
            "entry|family gpt2-entry: config entry 5: unknown field 'hf_defualt'" \
