@@ -148,11 +148,21 @@ static int fits(const FamilyLink *l, const CkptTensor *t) {
   return 1;
 }
 
+/* A link whose tensor goes by several names takes the first of them the folder holds. */
+static void take_name_held(Source *s, const Family *f, FamilyLink *l) {
+  for (int i = 0; i < l->nalso && !find(s, f, l->name).tensor; i++)
+    if (find(s, f, l->also[i]).tensor) snprintf(l->name, sizeof l->name, "%s", l->also[i]);
+}
+
 static void check_link(Source *s, const Family *f, const FamilyLink *l, DiagList *problems) {
   Found found = find(s, f, l->name);
   if (!found.tensor) {
-    diag_add(problems, "%s has no tensor %s, which the model's %s comes from", s->dir, l->name,
-             f->tensors[l->parts[0]].name);
+    char others[FAMILY_MAX_ALSO * (FAMILY_NAME_LEN + 8)] = "";
+    for (int i = 0, n = 0; i < l->nalso; i++)
+      n += snprintf(others + n, sizeof others - (size_t)n, "%s%s", i ? ", " : " (nor ", l->also[i]);
+    if (l->nalso) strcat(others, ")");
+    diag_add(problems, "%s has no tensor %s%s, which the model's %s comes from", s->dir, l->name,
+             others, f->tensors[l->parts[0]].name);
     return;
   }
   s->used[found.file][found.tensor - s->files[found.file].tensors] = 1;
@@ -374,7 +384,7 @@ static int check_config(lua_State *L, int model, const char *dir, int traced, Di
   return 0;
 }
 
-static void check_source(lua_State *L, int model, Source *s, const Family *f, DiagList *problems,
+static void check_source(lua_State *L, int model, Source *s, Family *f, DiagList *problems,
                          Diag *d, int *status) {
   if (*status == 0) *status = check_config(L, model, s->dir, 1, problems, d);
   if (*status == 0) *status = open_files(L, s, problems, d);
@@ -383,7 +393,10 @@ static void check_source(lua_State *L, int model, Source *s, const Family *f, Di
     lua_pop(L, 2);
   }
   if (*status || problems->count) return;
-  for (int i = 0; i < f->nlinks; i++) check_link(s, f, &f->links[i], problems);
+  for (int i = 0; i < f->nlinks; i++) {
+    take_name_held(s, f, &f->links[i]);
+    check_link(s, f, &f->links[i], problems);
+  }
   check_extra(s, f, problems);
 }
 

@@ -37,6 +37,8 @@ local function fail(fmt, ...) error(string.format(fmt, ...), 0) end
 --     { plait = "positions", value = "learned", default = "learned" },  -- what the model must say
 --   },
 --   tensors = { { hf = "transformer.wte.weight", plait = "wte" }, ... },   -- the model's own
+--   -- hf = { "embed_out.weight", "lm_head.weight" }: names one tensor goes by (import reads the
+--   -- first the folder holds, export writes the first)
 --   layer = {                      -- each layer's; %d is the layer, the model's names are inside it
 --     { hf = "transformer.h.%d.attn.c_attn.weight", plait = { "attn.q.weight", "attn.k.weight",
 --       "attn.v.weight" }, transpose = true, groups = 1 },
@@ -62,8 +64,8 @@ local family_fields = { name = "string", architecture = "string", model_type = "
 local config_fields = { hf = "string", also = "table", plait = "string", default = true, hf_default = true,
                         when = "function", nullable = "boolean",
                         values = "table", at_least = "boolean", check = "boolean", derive = "function", value = true }
-local tensor_fields = { hf = "string", plait = true, transpose = "boolean", groups = true, rows = "string",
-                        row = "boolean" }
+local tensor_fields = { hf = true, plait = true, transpose = "boolean", groups = true,
+                        rows = "string", row = "boolean" }
 
 local function check_fields(t, fields, what)
   for k, v in pairs(t) do
@@ -71,6 +73,14 @@ local function check_fields(t, fields, what)
     if want == nil then fail("%s: unknown field '%s'", what, tostring(k)) end
     if want ~= true and type(v) ~= want then fail("%s: '%s' must be a %s", what, k, want) end
   end
+end
+
+-- A tensor entry's hf: a name, or a list of the names one tensor goes by (the first is written).
+local function check_names(names, what)
+  if type(names) == "string" then return end
+  local ok = type(names) == "table" and #names > 0
+  for _, name in ipairs(ok and names or {}) do ok = ok and type(name) == "string" end
+  if not ok then fail("%s: 'hf' must be a name or a list of names", what) end
 end
 
 local family_meta = { __name = "plait.hf.family" }
@@ -91,6 +101,7 @@ local function check_family(f)
       local what = string.format("family %s: %s entry %d", f.name, list, i)
       check_fields(e, tensor_fields, what)
       if not e.hf or not e.plait then fail("%s needs hf and plait", what) end
+      check_names(e.hf, what)
       if e.rows and e.rows ~= "at_least" then fail("%s: rows must be \"at_least\"", what) end
     end
   end
@@ -115,6 +126,7 @@ end
 -- What an entry is about: its Hugging Face key (or, for a requirement on the model, its plait key).
 local function entry_key(e)
   if type(e) ~= "table" then return e end
+  if type(e.hf) == "table" then return e.hf[1] end
   return e.hf or ("plait:" .. tostring(e.plait))
 end
 
@@ -858,8 +870,8 @@ local function link_of(e, hf_name, names, model, problems)
            at_least = e.rows == "at_least", parts = names }
 end
 
-local function add_entry(e, hf_name, prefix, model, links, owner, problems)
-  local names, have = {}, 0
+local function add_entry(e, hf_names, prefix, model, links, owner, problems)
+  local hf_name, names, have = hf_names[1], {}, 0
   for i, n in ipairs(as_list(e.plait)) do
     names[i] = prefix .. n
     if model.params[names[i]] then have = have + 1 end
@@ -880,7 +892,16 @@ local function add_entry(e, hf_name, prefix, model, links, owner, problems)
     end
     owner[n] = hf_name
   end
-  links[#links + 1] = link_of(e, hf_name, names, model, problems)
+  local link = link_of(e, hf_name, names, model, problems)
+  if link then link.also = { table.unpack(hf_names, 2) } end -- other names import reads it by
+  links[#links + 1] = link
+end
+
+-- An entry's Hugging Face names, of the layer's tensor when layer is given.
+local function hf_names(e, layer)
+  local out = {}
+  for i, name in ipairs(as_list(e.hf)) do out[i] = layer and string.format(name, layer) or name end
+  return out
 end
 
 -- The links of the model's family for its tensors (params: name -> unpadded shape, every layer's
@@ -889,10 +910,11 @@ function hf._links(model, params)
   local f = hf._family(model)
   model.params = params
   local links, owner, problems = {}, {}, {}
-  for _, e in ipairs(f.tensors) do add_entry(e, e.hf, "", model, links, owner, problems) end
+  for _, e in ipairs(f.tensors) do add_entry(e, hf_names(e), "", model, links, owner, problems) end
   for layer = 0, model.layers - 1 do
     for _, e in ipairs(f.layer) do
-      add_entry(e, string.format(e.hf, layer), string.format("layers.%d.", layer), model, links, owner, problems)
+      add_entry(e, hf_names(e, layer), string.format("layers.%d.", layer), model, links, owner,
+                problems)
     end
   end
   local missing = {}

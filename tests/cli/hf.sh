@@ -197,6 +197,29 @@ else
   fail extended_family_per_head "$(cat "$TMP/err") $out $same"
 fi
 
+# an entry of several names: export writes the first (embed_out.weight), import reads either
+EO="$TMP/eo"
+# shellcheck disable=SC2086
+if $PLAIT build tests/cli/models/tiny_embed_out.lua --set $G -o "$EO" >/dev/null 2>"$TMP/err" &&
+   "$EO/train" --data "$TMP/text.bin" --steps 1 --save "$EO.ckpt" >/dev/null 2>>"$TMP/err" &&
+   $PLAIT export tests/cli/models/tiny_embed_out.lua "$EO.ckpt" -o "$EO.hf" --set $G \
+     >/dev/null 2>>"$TMP/err" &&
+   $ST list "$EO.hf/model.safetensors" | grep -q '^embed_out.weight F32 \[256, 32\]$' &&
+   ! $ST list "$EO.hf/model.safetensors" | grep -q '^lm_head' &&
+   $ST rename "$EO.hf/model.safetensors" embed_out.weight lm_head.weight &&
+   $PLAIT import tests/cli/models/tiny_embed_out.lua "$EO.hf" -o "$EO.back" --set $G \
+     >/dev/null 2>>"$TMP/err" &&
+   out=$($ST same "$EO.ckpt/model.safetensors" "$EO.back/model.safetensors" 2>&1); then
+  pass "entry_of_several_names ($out)"
+else
+  fail entry_of_several_names "$(tail -c 400 "$TMP/err") $out"
+fi
+$ST drop "$EO.hf/model.safetensors" lm_head.weight
+# shellcheck disable=SC2086
+expect_error entry_of_several_names_missing \
+  "eo.hf has no tensor embed_out.weight \(nor lm_head.weight\), which the model.s lm_head.weight" \
+  $PLAIT import tests/cli/models/tiny_embed_out.lua "$EO.hf" -o "$TMP/out.ckpt" --set $G
+
 # mismatches: one line each, exit 1, nothing written
 nothing_written() { # name, folder
   if [ -e "$2" ]; then fail "$1_wrote_nothing" "$2 exists"; else pass "$1_wrote_nothing"; fi
