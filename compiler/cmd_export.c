@@ -344,7 +344,7 @@ int cmd_export(int argc, char **argv) {
   if (status == 0 && o.dtype) status = parse_dtype(o.dtype, &e.dtype, &d);
   if (status == 0 && o.shard_size) status = parse_size(o.shard_size, &e.shard_bytes, &d);
   if (status == 0) {
-    status = host_visit_model(&o, &m, export_model, &e, &d);
+    status = host_visit_model(&o, &m, NULL, export_model, &e, &d);
     model_free(&m);
   }
   if (status == 0) return 0;

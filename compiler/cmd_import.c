@@ -148,11 +148,21 @@ static int fits(const FamilyLink *l, const CkptTensor *t) {
   return 1;
 }
 
+/* A link whose tensor goes by several names takes the first of them the folder holds. */
+static void take_name_held(Source *s, const Family *f, FamilyLink *l) {
+  for (int i = 0; i < l->nalso && !find(s, f, l->name).tensor; i++)
+    if (find(s, f, l->also[i]).tensor) snprintf(l->name, sizeof l->name, "%s", l->also[i]);
+}
+
 static void check_link(Source *s, const Family *f, const FamilyLink *l, DiagList *problems) {
   Found found = find(s, f, l->name);
   if (!found.tensor) {
-    diag_add(problems, "%s has no tensor %s, which the model's %s comes from", s->dir, l->name,
-             f->tensors[l->parts[0]].name);
+    char others[FAMILY_MAX_ALSO * (FAMILY_NAME_LEN + 8)] = "";
+    for (int i = 0, n = 0; i < l->nalso; i++)
+      n += snprintf(others + n, sizeof others - (size_t)n, "%s%s", i ? ", " : " (nor ", l->also[i]);
+    if (l->nalso) strcat(others, ")");
+    diag_add(problems, "%s has no tensor %s%s, which the model's %s comes from", s->dir, l->name,
+             others, f->tensors[l->parts[0]].name);
     return;
   }
   s->used[found.file][found.tensor - s->files[found.file].tensors] = 1;
@@ -357,27 +367,53 @@ typedef struct {
   int reported; /* the problems were printed */
 } Import;
 
-static void check_source(lua_State *L, int model, Source *s, const Family *f, DiagList *problems,
-                         Diag *d, int *status) {
+/* The lines on which DIR/config.json disagrees with the model's config into problems; before the
+ * trace, the settings derived from the model's tensors are left for after it. */
+static int check_config(lua_State *L, int model, const char *dir, int traced, DiagList *problems,
+                        Diag *d) {
   lua_pushvalue(L, model);
-  lua_pushstring(L, s->dir);
-  if (*status == 0) *status = family_call(L, "_check_config", 2, 1, d);
-  if (*status == 0) {
-    for (int i = 1; i <= (int)lua_rawlen(L, -1); i++) {
-      lua_rawgeti(L, -1, i);
-      diag_add(problems, "%s", lua_tostring(L, -1));
-      lua_pop(L, 1);
-    }
+  lua_pushstring(L, dir);
+  lua_pushboolean(L, traced);
+  if (family_call(L, "_check_config", 3, 1, d)) return -1;
+  for (int i = 1; i <= (int)lua_rawlen(L, -1); i++) {
+    lua_rawgeti(L, -1, i);
+    diag_add(problems, "%s", lua_tostring(L, -1));
     lua_pop(L, 1);
   }
+  lua_pop(L, 1);
+  return 0;
+}
+
+static void check_source(lua_State *L, int model, Source *s, Family *f, DiagList *problems,
+                         Diag *d, int *status) {
+  if (*status == 0) *status = check_config(L, model, s->dir, 1, problems, d);
   if (*status == 0) *status = open_files(L, s, problems, d);
   if (*status == 0) {
     check_index(L, s, problems);
     lua_pop(L, 2);
   }
   if (*status || problems->count) return;
-  for (int i = 0; i < f->nlinks; i++) check_link(s, f, &f->links[i], problems);
+  for (int i = 0; i < f->nlinks; i++) {
+    take_name_held(s, f, &f->links[i]);
+    check_link(s, f, &f->links[i], problems);
+  }
   check_extra(s, f, problems);
+}
+
+/* config.json against the model's config before the trace: a setting the model file would refuse
+ * (a window longer than the sequence) is reported with the --set that fits the folder. */
+static int check_config_first(lua_State *L, int model, const Model *m, void *ctx, Diag *d) {
+  (void)m;
+  Import *im = ctx;
+  DiagList problems = {0};
+  int status = check_config(L, model, im->o->second, 0, &problems, d);
+  if (status == 0 && problems.count) {
+    diag_report(&problems);
+    im->reported = 1;
+    status = -1;
+  }
+  diag_list_free(&problems);
+  return status;
 }
 
 static int import(lua_State *L, int model, const Model *m, void *ctx, Diag *d) {
@@ -419,7 +455,7 @@ int cmd_import(int argc, char **argv) {
                   "import takes a model file, a Hugging Face folder and -o: plait import MODEL.lua "
                   "HF_DIR -o CKPT_DIR");
   if (status == 0) {
-    status = host_visit_model(&o, &m, import, &im, &d);
+    status = host_visit_model(&o, &m, check_config_first, import, &im, &d);
     model_free(&m);
   }
   if (status == 0) return 0;

@@ -198,14 +198,14 @@ static void reduce(const StageWriter *w, const Node *n) {
           out(w, n, 0));
 }
 
-/* Input i of a norm or its backward as the kernel takes them, with NULL for the weight (i = 1)
- * and, forward, the bias (i = 2) of a norm without them, whose node holds its later inputs that
- * many places earlier. */
+/* Input i of a norm or its backward as the kernel takes them, with NULL for what the norm lacks:
+ * forward, x, [weight, [bias]] (a missing one is at the end); backward, x, [weight], [mean], rstd,
+ * dy (without a weight, the later inputs sit a place earlier). */
 static const char *norm_in(const StageWriter *w, const Node *n, int i, int backward) {
-  int absent = n->a.norm.weighted ? 0 : backward ? 1 : 2; /* the weight, and forward the bias too */
-  if (i == 0) return in(w, n, 0);
-  if (i <= absent) return "NULL";
-  return in(w, n, i - absent);
+  if (!backward) return i < n->nin ? in(w, n, i) : "NULL";
+  int unweighted = !n->a.norm.weighted;
+  if (i == 1 && unweighted) return "NULL";
+  return in(w, n, i > 0 ? i - unweighted : 0);
 }
 
 /* Output k of a norm's backward: dx, then dw and db unless the norm has none (no weight, or

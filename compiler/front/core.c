@@ -468,16 +468,16 @@ static int l_matmul(lua_State *L) {
   return add_node(L, b, &n);
 }
 
-/* norm(kind, x, weight, bias, eps): a layer norm takes a weight and a bias or neither, an RMS
- * norm a weight or none. */
+/* norm(kind, x, weight, bias, eps): a layer norm takes a weight and a bias, a weight alone or
+ * neither, an RMS norm a weight or none. */
 static int l_norm(lua_State *L) {
   Builder *b = builder(L);
   static const char *const kinds[] = {"layer", "rms", NULL};
   NormKind kind = (NormKind)luaL_checkoption(L, 1, NULL, kinds);
   int in[3] = {tensor_arg(L, b, 2), -1, -1};
   int with_weight = !lua_isnoneornil(L, 3), with_bias = !lua_isnoneornil(L, 4);
-  if (kind == NORM_LAYER && with_weight != with_bias)
-    return fail(L, "a layer norm takes a weight and a bias, or neither");
+  if (kind == NORM_LAYER && with_bias && !with_weight)
+    return fail(L, "a layer norm takes a bias only beside a weight");
   if (kind == NORM_RMS && with_bias) return fail(L, "an RMS norm takes no bias");
   if (with_weight) in[1] = tensor_arg(L, b, 3);
   if (with_bias) in[2] = tensor_arg(L, b, 4);

@@ -86,6 +86,16 @@ static int read_link(lua_State *L, const Family *f, FamilyLink *l, Diag *d) {
     l->shape[a] = lua_tointeger(L, -1);
     lua_pop(L, 1);
   }
+  lua_getfield(L, t, "also");
+  l->nalso = (int)lua_rawlen(L, -1);
+  if (l->nalso > FAMILY_MAX_ALSO)
+    return diag(d, "%s goes by %d other names; plait reads at most %d", l->name, l->nalso,
+                FAMILY_MAX_ALSO);
+  for (int i = 0; i < l->nalso; i++) {
+    lua_rawgeti(L, -1, i + 1);
+    snprintf(l->also[i], sizeof l->also[i], "%s", lua_tostring(L, -1));
+    lua_pop(L, 1);
+  }
   lua_getfield(L, t, "parts");
   l->nparts = (int)lua_rawlen(L, -1);
   if (l->nparts > FAMILY_MAX_PARTS)
@@ -96,7 +106,7 @@ static int read_link(lua_State *L, const Family *f, FamilyLink *l, Diag *d) {
     l->parts[i] = family_tensor(f, lua_tostring(L, -1));
     lua_pop(L, 1);
   }
-  lua_pop(L, 3);
+  lua_pop(L, 4);
   l->transpose = bool_field(L, t, "transpose");
   l->at_least = bool_field(L, t, "at_least");
   l->groups = int_field(L, t, "groups");

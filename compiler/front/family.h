@@ -11,7 +11,7 @@
 #include "ir/diag.h"
 #include "ir/graph.h"
 
-enum { FAMILY_NAME_LEN = 192, FAMILY_MAX_PARTS = 8 };
+enum { FAMILY_NAME_LEN = 192, FAMILY_MAX_PARTS = 8, FAMILY_MAX_ALSO = 3 };
 
 /* One of the model's tensors, as its checkpoints hold it. */
 typedef struct {
@@ -22,7 +22,9 @@ typedef struct {
 
 /* One Hugging Face tensor and the model's tensors it holds (see relayout.h). */
 typedef struct {
-  char name[FAMILY_NAME_LEN];
+  char name[FAMILY_NAME_LEN]; /* the name export writes; import takes the first the folder holds */
+  char also[FAMILY_MAX_ALSO][FAMILY_NAME_LEN]; /* other names it goes by ("embed_out.weight") */
+  int nalso;
   int ndim;
   int64_t shape[CKPT_MAX_DIMS]; /* as export writes it */
   int transpose, groups, at_least;

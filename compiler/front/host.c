@@ -245,9 +245,16 @@ static int trace(lua_State *L, int model, int mbs, Model *m, Diag *d) {
   return check_parameter_count(m, d);
 }
 
-/* Runs the model file and traces it; then, with the state still open, visit (when given). */
+/* What a command does around the trace, with its context. */
+typedef struct {
+  HostVisit before, after;
+  void *ctx;
+} Visits;
+
+/* Runs the model file and traces it, with the state still open visits.before (when given) before
+ * the trace and visits.after (when given) after it. */
 static int run_model(const Options *o, const Parallel *flags, Parallel *par, Model *m,
-                     HostVisit visit, void *ctx, Diag *d) {
+                     Visits visits, Diag *d) {
   const char *file = o->file;
   memset(m, 0, sizeof *m);
   m->vocab_dim = -1;
@@ -286,12 +293,13 @@ static int run_model(const Options *o, const Parallel *flags, Parallel *par, Mod
       parallel_defaults(par);
       status = parallel_check(par, d);
     }
+    if (status == 0 && visits.before) status = visits.before(L, model, m, visits.ctx, d);
     if (status == 0) {
       b.tp = par->tp;
       status = trace(L, model, par->mbs, m, d);
     }
     if (status == 0) status = check_overrides_used(&b, d);
-    if (status == 0 && visit) status = visit(L, model, m, ctx, d);
+    if (status == 0 && visits.after) status = visits.after(L, model, m, visits.ctx, d);
   }
   if (status) lua_limits_explain(&limits, file, d);
   lua_close(L);
@@ -301,11 +309,12 @@ static int run_model(const Options *o, const Parallel *flags, Parallel *par, Mod
 }
 
 int host_build_model(const Options *o, Parallel *par, Model *m, Diag *d) {
-  return run_model(o, &o->parallel, par, m, NULL, NULL, d);
+  return run_model(o, &o->parallel, par, m, (Visits){NULL, NULL, NULL}, d);
 }
 
-int host_visit_model(const Options *o, Model *m, HostVisit visit, void *ctx, Diag *d) {
+int host_visit_model(const Options *o, Model *m, HostVisit before, HostVisit visit, void *ctx,
+                     Diag *d) {
   Parallel none, par;
   parallel_unset(&none);
-  return run_model(o, &none, &par, m, visit, ctx, d);
+  return run_model(o, &none, &par, m, (Visits){before, visit, ctx}, d);
 }

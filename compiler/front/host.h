@@ -20,9 +20,11 @@ int host_build_model(const Options *o, Parallel *par, Model *m, Diag *d);
  * stack index `model`. Returns 0, or -1 with one line in d. */
 typedef int (*HostVisit)(lua_State *L, int model, const Model *m, void *ctx, Diag *d);
 
-/* As host_build_model under the model file's own layout, then visit(L, model, m, ctx, d) before the
- * state closes. */
-int host_visit_model(const Options *o, Model *m, HostVisit visit, void *ctx, Diag *d);
+/* As host_build_model under the model file's own layout, with before(L, model, m, ctx, d) (when
+ * given) after the model file ran and before it is traced (m holds its name and depth alone), then
+ * visit(L, model, m, ctx, d) before the state closes. */
+int host_visit_model(const Options *o, Model *m, HostVisit before, HostVisit visit, void *ctx,
+                     Diag *d);
 
 /* The parallel table of the model record at stack index `model` of L into p, what it leaves
  * out UNSET. Returns 0, or -1 with one line in d. */

@@ -109,7 +109,8 @@ typedef enum { NORM_LAYER, NORM_RMS } NormKind;
 typedef struct {
   NormKind kind;
   double eps;
-  /* multiplied by a weight (and, for a layer norm, shifted by a bias); else the norm alone */
+  /* multiplied by a weight (and, for a layer norm, shifted by a bias where it has one: its third
+   * input); else the norm alone */
   int weighted;
   /* 0: over the whole last dim; else over each run of `group` elements of it (a norm per head:
    * QK-norm), the weight `group` wide and shared by the runs */

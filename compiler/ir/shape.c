@@ -196,6 +196,20 @@ static int infer_split(Model *m, const Graph *g, const Node *n, Shapes *s, Diag 
   return 0;
 }
 
+/* The dim of a join: "<first part's dim>+", or where another join of another size holds that
+ * name (the same first part beside others), its parts' dims joined, "a+b+c". */
+static int join_dim(Model *m, const Graph *g, const Node *n, int64_t size, int64_t granule) {
+  int d = part_dim(m, &m->dims[last(input(g, n, 0))], "+", size, granule);
+  if (d >= 0) return d;
+  char name[NAME_LEN] = "";
+  for (int i = 0, used = 0; i < n->nin && used < NAME_LEN; i++)
+    used += snprintf(name + used, sizeof name - (size_t)used, "%s%s", i ? "+" : "",
+                     m->dims[last(input(g, n, i))].name);
+  d = model_dim(m, name, size, granule);
+  if (d >= 0) m->dims[d].of_parts = 1;
+  return d;
+}
+
 /* parts [.., groups·sizes[i]] (leading dims alike) -> [.., groups·period]. */
 static int infer_concat(Model *m, const Graph *g, const Node *n, Shapes *s, Diag *d) {
   const Tensor *x = input(g, n, 0);
@@ -210,8 +224,11 @@ static int infer_concat(Model *m, const Graph *g, const Node *n, Shapes *s, Diag
   int dims[MAX_DIMS];
   memcpy(dims, x->dims, sizeof dims);
   int64_t period = part_period(a);
-  if ((dims[x->ndim - 1] = part_dim(m, &m->dims[last(x)], "+", a->groups * period, period)) < 0)
-    return diag(d, "%s: concat: a dim named like its result already has another size", n->where);
+  if ((dims[x->ndim - 1] = join_dim(m, g, n, a->groups * period, period)) < 0)
+    return diag(d,
+                "%s: concat: its result's dim, named after its parts' dims, already has another "
+                "size; name a part's dim apart (plait.dim(n, \"name\"))",
+                n->where);
   set_out(s, 0, x->ndim, dims, DT_REAL);
   return 0;
 }

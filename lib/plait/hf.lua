@@ -30,11 +30,15 @@ local function fail(fmt, ...) error(string.format(fmt, ...), 0) end
 --     { hf = "activation_function", plait = "activation", default = "gelu",
 --       values = { gelu = { "gelu_new", "gelu_pytorch_tanh" }, relu = "relu" } },
 --     { hf = "resid_pdrop", plait = "dropout", default = 0, check = false },  -- written, not compared
+--     { hf = "sliding_window", plait = "sliding_window", nullable = true, hf_default = 4096 },
+--                                                   -- null: none (the model's false or no value)
 --     { hf = "tie_word_embeddings", plait = "tied", derive = function(model) ... end },
 --     { hf = "scale_attn_weights", value = true },   -- fixed: what plait computes
 --     { plait = "positions", value = "learned", default = "learned" },  -- what the model must say
 --   },
 --   tensors = { { hf = "transformer.wte.weight", plait = "wte" }, ... },   -- the model's own
+--   -- hf = { "embed_out.weight", "lm_head.weight" }: names one tensor goes by (import reads the
+--   -- first the folder holds, export writes the first)
 --   layer = {                      -- each layer's; %d is the layer, the model's names are inside it
 --     { hf = "transformer.h.%d.attn.c_attn.weight", plait = { "attn.q.weight", "attn.k.weight",
 --       "attn.v.weight" }, transpose = true, groups = 1 },
@@ -45,8 +49,11 @@ local function fail(fmt, ...) error(string.format(fmt, ...), 0) end
 -- default: the model's value when its config has no such key (what plait.nn assumes); hf_default:
 -- config.json's when it has none (what transformers assumes); either may be a function (of the
 -- model's config, or of config.json's table). values: the model's value to config.json's (a list: all
--- are read, the first is written). A tensor entry with several plait names concatenates them along
--- axis 0 (their first axis, the output features of a weight); groups = g interleaves them in g blocks
+-- are read, the first is written). nullable: config.json's null is a value of its own, none,
+-- which the model's false (--set key=none) or missing value stands for; without it, null reads as
+-- a missing key (GPT-2's n_inner: null is 4 × n_embd).
+-- A tensor entry with several plait names concatenates them along axis 0 (their first axis, the
+-- output features of a weight); groups = g interleaves them in g blocks
 -- (each part's rows split in g, block b holding every part's b-th piece); transpose: the Hugging Face
 -- tensor is the transpose of that; rows = "at_least": it may have more rows than the model's (import
 -- takes the first). An entry none of whose plait tensors the model has is left out (biases of a model
@@ -55,10 +62,10 @@ local function fail(fmt, ...) error(string.format(fmt, ...), 0) end
 local family_fields = { name = "string", architecture = "string", model_type = "string", base_prefix = "string",
                         config = "table", tensors = "table", layer = "table", ignore = "table" }
 local config_fields = { hf = "string", also = "table", plait = "string", default = true, hf_default = true,
-                        when = "function",
+                        when = "function", nullable = "boolean",
                         values = "table", at_least = "boolean", check = "boolean", derive = "function", value = true }
-local tensor_fields = { hf = "string", plait = true, transpose = "boolean", groups = true, rows = "string",
-                        row = "boolean" }
+local tensor_fields = { hf = true, plait = true, transpose = "boolean", groups = true,
+                        rows = "string", row = "boolean" }
 
 local function check_fields(t, fields, what)
   for k, v in pairs(t) do
@@ -66,6 +73,14 @@ local function check_fields(t, fields, what)
     if want == nil then fail("%s: unknown field '%s'", what, tostring(k)) end
     if want ~= true and type(v) ~= want then fail("%s: '%s' must be a %s", what, k, want) end
   end
+end
+
+-- A tensor entry's hf: a name, or a list of the names one tensor goes by (the first is written).
+local function check_names(names, what)
+  if type(names) == "string" then return end
+  local ok = type(names) == "table" and #names > 0
+  for _, name in ipairs(ok and names or {}) do ok = ok and type(name) == "string" end
+  if not ok then fail("%s: 'hf' must be a name or a list of names", what) end
 end
 
 local family_meta = { __name = "plait.hf.family" }
@@ -86,7 +101,13 @@ local function check_family(f)
       local what = string.format("family %s: %s entry %d", f.name, list, i)
       check_fields(e, tensor_fields, what)
       if not e.hf or not e.plait then fail("%s needs hf and plait", what) end
+      check_names(e.hf, what)
       if e.rows and e.rows ~= "at_least" then fail("%s: rows must be \"at_least\"", what) end
+    end
+  end
+  for i, name in ipairs(f.ignore or {}) do
+    if type(name) ~= "string" then
+      fail("family %s: ignore entry %d must be a string", f.name, i)
     end
   end
   f.ignore = f.ignore or {}
@@ -105,6 +126,7 @@ end
 -- What an entry is about: its Hugging Face key (or, for a requirement on the model, its plait key).
 local function entry_key(e)
   if type(e) ~= "table" then return e end
+  if type(e.hf) == "table" then return e.hf[1] end
   return e.hf or ("plait:" .. tostring(e.plait))
 end
 
@@ -146,9 +168,28 @@ end
 -- config, tensors, layer and ignore lists (an entry for a key the base has replaces the base's; the
 -- keys listed in more.drop are taken out) and its other fields replaced: a variant's own tensors and
 -- settings.
+-- Each key of `drop` names an entry of the base (a misspelt one would take nothing out).
+local function check_drop(base, drop)
+  if drop == nil then return end
+  if type(drop) ~= "table" then
+    require("plait").fail("plait.hf.extend: drop must be a list of keys")
+  end
+  local known = {}
+  for list in pairs(lists) do
+    for _, e in ipairs(base[list] or {}) do known[entry_key(e)] = true end
+  end
+  for _, key in ipairs(drop) do
+    if not known[key] then
+      require("plait").fail("plait.hf.extend: drop names '%s', which family %s has no entry for",
+                            tostring(key), base.name)
+    end
+  end
+end
+
 function hf.extend(base, more)
   if type(base) == "string" then base = hf.families[base] or require("plait").fail("unknown family '%s'", base) end
   more = more or {}
+  check_drop(base, more.drop)
   local f = {}
   for k, v in pairs(base) do f[k] = deep_copy(lists[k] and without(v, more.drop) or v) end
   for k, v in pairs(more) do
@@ -442,7 +483,7 @@ hf.families.mistral = hf.extend("llama", {
   name = "mistral", architecture = "MistralForCausalLM", model_type = "mistral",
   drop = { "attention_bias", "mlp_bias", "pretraining_tp" },
   config = llama_sizes({ vocab = 32000, seq = 131072, hidden = 4096, ffn = 14336, layers = 32, heads = 32 }, {
-    { hf = "sliding_window", plait = "sliding_window", default = json.null, hf_default = 4096 },
+    { hf = "sliding_window", plait = "sliding_window", nullable = true, hf_default = 4096 },
     { hf = "num_key_value_heads", plait = "kv_heads", default = function(c) return c.heads end, hf_default = 8 },
     { hf = "head_dim", plait = "head_dim", default = function(c) return c.hidden // c.heads end,
       hf_default = function(c) return (c.hidden_size or 4096) // (c.num_attention_heads or 32) end },
@@ -547,6 +588,8 @@ function hf._family(model)
     fail("model '%s' names an unknown Hugging Face family '%s' (plait knows %s); declare it in the model file "
          .. "with plait.hf.family{...}", model.name, f, table.concat(known, ", "))
   end
+  -- a table not made by plait.hf.family (or a read-only view of one): a copy, checked as it is
+  if getmetatable(f) ~= family_view then return check_family(deep_copy(f)) end
   return f
 end
 
@@ -572,6 +615,7 @@ local function plait_value(e, model)
   if e.derive then return e.derive(model) end
   local v = model.config[e.plait]
   if v == nil then v = evaluate(e.default, model.config) end
+  if e.nullable and (v == nil or v == false) then return json.null end
   return v
 end
 
@@ -616,11 +660,13 @@ local function hint(e, model, hv)
   if current == nil then return "" end
   local pv = plait_for(e, hv)
   if pv == nil then return "" end
-  if not settable(current, pv) then
+  local none = e.nullable and (pv == json.null or current == false) -- none, or a value after none
+  if not none and not settable(current, pv) then
     return string.format("; no --set %s gives the model config.json's %s: check that the folder is "
                          .. "this model's", e.plait, show_json(hv))
   end
-  return string.format("; import it with --set %s=%s", e.plait, show(pv))
+  local value = pv == json.null and "none" or show(pv)
+  return string.format("; import it with --set %s=%s", e.plait, value)
 end
 
 -- The value at a key of config.json: "a.b" is b inside a.
@@ -649,7 +695,7 @@ local function hf_value(e, hc)
   for _, key in ipairs(e.also or {}) do
     if v == nil or v == json.null then v = get_path(hc, key) end
   end
-  if v == nil or v == json.null then v = evaluate(e.hf_default, hc) end
+  if v == nil or (v == json.null and not e.nullable) then v = evaluate(e.hf_default, hc) end
   return v
 end
 
@@ -674,7 +720,7 @@ local function check_mapped(e, model, hc)
     if same(v, hv) then return nil end
   end
   return string.format("config.json has %s = %s, the model has %s = %s%s", e.hf, show_json(hv),
-                       e.plait, show(pv), hint(e, model, hv))
+                       e.plait, pv == json.null and "none" or show(pv), hint(e, model, hv))
 end
 
 local function check_fixed(e, model, hc)
@@ -685,11 +731,18 @@ local function check_fixed(e, model, hc)
                        show(hv), model.family_name, show(want))
 end
 
+-- A setting the family requires of the model: the --set that gives it, or where the model's config
+-- has no such key (its default applies: learned positions), the config entry to write.
 local function check_required(e, model)
   local v = plait_value(e, model)
   if same(v, e.value) then return nil end
-  return string.format("the model has %s = %s, the %s family takes %s = %s", e.plait, show(v), model.family_name,
-                       e.plait, show(e.value))
+  local want = show_json(e.value)
+  local fix = string.format("; set %s = %s in the model file's plait.config", e.plait, want)
+  if model.config[e.plait] ~= nil and settable(model.config[e.plait], e.value) then
+    fix = string.format("; import it with --set %s=%s", e.plait, show(e.value))
+  end
+  return string.format("the model has %s = %s, the %s family takes %s = %s%s", e.plait, show(v),
+                       model.family_name, e.plait, show(e.value), fix)
 end
 
 -- Files of the folder are opened as regular files only: a FIFO or a device is refused, never waited
@@ -721,8 +774,9 @@ local function check_architecture(f, hc, dir)
 end
 
 -- The lines on which DIR/config.json disagrees with the model (its architecture, each setting).
--- A checkpoint of another architecture is that one line: its settings would only add noise.
-function hf._check_config(model, dir)
+-- A checkpoint of another architecture is that one line: its settings would only add noise. Before
+-- the trace (traced false) the settings derived from the model's tensors are left out.
+function hf._check_config(model, dir, traced)
   local f = hf._family(model)
   model.family_name = f.name
   local hc = read_json(dir .. "/config.json")
@@ -731,7 +785,7 @@ function hf._check_config(model, dir)
   local problems = {}
   local function add(line) if line then problems[#problems + 1] = line end end
   for _, e in ipairs(f.config) do
-    if e.check ~= false and (not e.when or e.when(model.config)) then
+    if e.check ~= false and (not e.when or e.when(model.config)) and (traced or not e.derive) then
       if e.hf and e.plait then add(check_mapped(e, model, hc))
       elseif e.hf then add(check_fixed(e, model, hc))
       else add(check_required(e, model)) end
@@ -816,8 +870,8 @@ local function link_of(e, hf_name, names, model, problems)
            at_least = e.rows == "at_least", parts = names }
 end
 
-local function add_entry(e, hf_name, prefix, model, links, owner, problems)
-  local names, have = {}, 0
+local function add_entry(e, hf_names, prefix, model, links, owner, problems)
+  local hf_name, names, have = hf_names[1], {}, 0
   for i, n in ipairs(as_list(e.plait)) do
     names[i] = prefix .. n
     if model.params[names[i]] then have = have + 1 end
@@ -838,7 +892,16 @@ local function add_entry(e, hf_name, prefix, model, links, owner, problems)
     end
     owner[n] = hf_name
   end
-  links[#links + 1] = link_of(e, hf_name, names, model, problems)
+  local link = link_of(e, hf_name, names, model, problems)
+  if link then link.also = { table.unpack(hf_names, 2) } end -- other names import reads it by
+  links[#links + 1] = link
+end
+
+-- An entry's Hugging Face names, of the layer's tensor when layer is given.
+local function hf_names(e, layer)
+  local out = {}
+  for i, name in ipairs(as_list(e.hf)) do out[i] = layer and string.format(name, layer) or name end
+  return out
 end
 
 -- The links of the model's family for its tensors (params: name -> unpadded shape, every layer's
@@ -847,10 +910,11 @@ function hf._links(model, params)
   local f = hf._family(model)
   model.params = params
   local links, owner, problems = {}, {}, {}
-  for _, e in ipairs(f.tensors) do add_entry(e, e.hf, "", model, links, owner, problems) end
+  for _, e in ipairs(f.tensors) do add_entry(e, hf_names(e), "", model, links, owner, problems) end
   for layer = 0, model.layers - 1 do
     for _, e in ipairs(f.layer) do
-      add_entry(e, string.format(e.hf, layer), string.format("layers.%d.", layer), model, links, owner, problems)
+      add_entry(e, hf_names(e, layer), string.format("layers.%d.", layer), model, links, owner,
+                problems)
     end
   end
   local missing = {}
@@ -858,9 +922,16 @@ function hf._links(model, params)
     if not owner[name] then missing[#missing + 1] = name end
   end
   table.sort(missing)
+  local add = "add it to the family in the model file (plait.hf.extend)"
   for _, name in ipairs(missing) do
-    problems[#problems + 1] = string.format("the model's tensor %s has no place in the %s family; add it to the "
-                                            .. "family in the model file (plait.hf.extend)", name, f.name)
+    local line = string.format("the model's tensor %s has no place in the %s family; %s", name,
+                               f.name, add)
+    if name == "wpe" then -- nn.embedding's learned positions: config.positions left "learned"
+      line = string.format("the model's tensor wpe (learned positions) has no place in the %s "
+                           .. "family: where its checkpoints hold no position table, set the "
+                           .. "model's positions (\"rope\": rotary); else %s", f.name, add)
+    end
+    problems[#problems + 1] = line
   end
   return links, problems
 end

@@ -107,9 +107,9 @@ function plait.matmul(a, b, opts)
   return wrap(core.matmul(operand(a, "matmul"), operand(b, "matmul"), opts.transpose and true or false))
 end
 
--- kind "layer" (weight and bias) or "rms" (weight only), over the last axis, or with group = g over each
--- run of g elements of it (a norm per head: QK-norm), the weight g wide; without weight (and bias), the
--- norm alone.
+-- kind "layer" (weight and bias, or a weight alone: bias nil) or "rms" (weight only), over the
+-- last axis, or with group = g over each run of g elements of it (a norm per head: QK-norm), the
+-- weight g wide; without weight (and bias), the norm alone.
 function plait.norm(kind, x, weight, bias, eps, group)
   return wrap(core.norm(kind, x, weight, bias, eps or 1e-5, group))
 end
@@ -281,9 +281,10 @@ end
 -- Configuration: defaults in the model file, overridden by `--set key=value`.
 
 local function convert(key, text, default)
+  if type(default) == "number" and text == "none" then return false end -- a setting turned off
   if type(default) == "number" then
     local n = tonumber(text)
-    if not n then fail("--set %s=%s: %s takes a number", key, text, key) end
+    if not n then fail("--set %s=%s: %s takes a number, or none to turn it off", key, text, key) end
     if math.type(default) == "float" then return n + 0.0 end -- a fraction stays one: 30.0, not 30
     return n
   elseif type(default) == "boolean" then

@@ -38,9 +38,15 @@ function nn.embedding(S, tokens, opts)
 end
 
 -- Layer norm (weight and bias) or RMS norm (weight) over the last axis, or with opts.group = g over each
--- run of g elements (a norm per head, its weight g wide: Qwen3's QK-norm). With config.norm_offset = c
--- (Gemma: 1) the weight starts at zero and scales by c + weight: the norm alone times (c + w), as Gemma
--- computes it.
+-- run of g elements (a norm per head, its weight g wide: Qwen3's QK-norm). A layer norm has no bias
+-- with opts.bias = false, else config.norm_bias = false (Cohere's, StableLM's). With
+-- config.norm_offset = c (Gemma: 1) the weight starts at zero and scales by c + weight: the norm
+-- alone times (c + w), as Gemma computes it.
+local function layer_norm_bias(opts, S)
+  if opts and opts.bias ~= nil then return opts.bias end
+  return setting(nil, S, "norm_bias", true)
+end
+
 local function norm(kind, S, ...)
   local name, x, opts = named(...)
   check_tensor(x, "nn." .. kind .. "norm")
@@ -50,7 +56,8 @@ local function norm(kind, S, ...)
   local offset = setting(opts, S, "norm_offset")
   local eps = setting(opts, S, "norm_eps", 1e-5)
   local w = s:param("weight", { width }, { init = offset and "zeros" or "ones", decay = false })
-  local b = kind == "layer" and s:param("bias", { width }, { init = "zeros", decay = false }) or nil
+  local biased = kind == "layer" and layer_norm_bias(opts, S)
+  local b = biased and s:param("bias", { width }, { init = "zeros", decay = false }) or nil
   if not offset then return plait.norm(kind, x, w, b, eps, group) end
   if group then fail("nn.%snorm: norm_offset with groups is not supported; write the norm with plait.norm", kind) end
   local y = plait.norm(kind, x, nil, nil, eps) * (offset + w)
@@ -87,14 +94,21 @@ function nn.linear(S, ...)
 end
 
 -- Rotary positions as the config asks: over whole heads (true: inside the attention kernel), or a part
--- of each head (config.rotary_fraction: Phi-2's 0.4, NeoX's 0.25), interleaved pairs
+-- of each head (config.rotary_fraction: Phi-2's 0.4, NeoX's 0.25; or config.rotary, a count of
+-- dims: GPT-J's 64 of 256, exact where a fraction's product may round below it), interleaved pairs
 -- (config.rope_interleaved), or scaled frequencies (config.rope_scaling = "linear" or "llama3" with
 -- rope_factor, rope_low_freq_factor, rope_high_freq_factor, rope_original_positions).
-local function rope_options(opts, S)
+local function rope_options(opts, S, head_dim)
   local fraction = setting(opts, S, "rotary_fraction", 1)
+  local rotary = setting(opts, S, "rotary") or nil -- false (--set rotary=none): none given
+  if rotary ~= nil and fraction ~= 1 then
+    fail("nn.attention: rotary (%s dims) and rotary_fraction (%s) both given; give one",
+         tostring(rotary), tostring(fraction))
+  end
   local interleaved = setting(opts, S, "rope_interleaved", false)
   local kind = setting(opts, S, "rope_scaling", "none")
-  if fraction == 1 and not interleaved and kind == "none" then return true end
+  local whole = (rotary or head_dim) == head_dim and fraction == 1
+  if whole and not interleaved and kind == "none" then return true end
   local scaling
   if kind ~= "none" then
     scaling = { type = kind, factor = setting(opts, S, "rope_factor") }
@@ -104,7 +118,7 @@ local function rope_options(opts, S)
       scaling.original_positions = setting(opts, S, "rope_original_positions")
     end
   end
-  return { fraction = fraction, interleaved = interleaved, scaling = scaling }
+  return { fraction = fraction, rotary = rotary, interleaved = interleaved, scaling = scaling }
 end
 
 -- Multi-head attention with its projections: q, k, v (column-parallel, split by heads), the attention
@@ -145,7 +159,7 @@ function nn.attention(S, ...)
   local o = plait.attention(q, k, v, {
     heads = heads, kv_heads = kv_heads,
     causal = setting(opts, S, "causal", true),
-    rope = setting(opts, S, "positions", "learned") == "rope" and rope_options(opts, S),
+    rope = setting(opts, S, "positions", "learned") == "rope" and rope_options(opts, S, head_dim),
     rope_theta = setting(opts, S, "rope_theta", 10000),
     window = setting(opts, S, "sliding_window"),
     softcap = setting(opts, S, "attn_softcap"),
@@ -202,12 +216,15 @@ local function logits(S, x, opts)
   return z, vocab
 end
 
--- Language-model head: final norm "ln_f", logits (capped to c·tanh(z/c) with config.logit_softcap = c:
--- Gemma-2), softmax cross entropy against the next tokens.
+-- Language-model head: final norm "ln_f", logits (multiplied by config.logit_scale: Cohere's; then
+-- capped to c·tanh(z/c) with config.logit_softcap = c: Gemma-2), softmax cross entropy against the
+-- next tokens.
 function nn.lm_head(S, x, targets, opts)
   check_tensor(x, "nn.lm_head")
   local h = nn.norm(S, "ln_f", x, opts)
   local z = logits(S, h, opts)
+  local scale = setting(opts, S, "logit_scale")
+  if scale then z = z * scale end
   local cap = setting(opts, S, "logit_softcap")
   if cap then z = plait.softcap(z, cap) end
   return plait.cross_entropy(z, targets, { vocab = setting(opts, S, "vocab") })

@@ -197,6 +197,29 @@ else
   fail extended_family_per_head "$(cat "$TMP/err") $out $same"
 fi
 
+# an entry of several names: export writes the first (embed_out.weight), import reads either
+EO="$TMP/eo"
+# shellcheck disable=SC2086
+if $PLAIT build tests/cli/models/tiny_embed_out.lua --set $G -o "$EO" >/dev/null 2>"$TMP/err" &&
+   "$EO/train" --data "$TMP/text.bin" --steps 1 --save "$EO.ckpt" >/dev/null 2>>"$TMP/err" &&
+   $PLAIT export tests/cli/models/tiny_embed_out.lua "$EO.ckpt" -o "$EO.hf" --set $G \
+     >/dev/null 2>>"$TMP/err" &&
+   $ST list "$EO.hf/model.safetensors" | grep -q '^embed_out.weight F32 \[256, 32\]$' &&
+   ! $ST list "$EO.hf/model.safetensors" | grep -q '^lm_head' &&
+   $ST rename "$EO.hf/model.safetensors" embed_out.weight lm_head.weight &&
+   $PLAIT import tests/cli/models/tiny_embed_out.lua "$EO.hf" -o "$EO.back" --set $G \
+     >/dev/null 2>>"$TMP/err" &&
+   out=$($ST same "$EO.ckpt/model.safetensors" "$EO.back/model.safetensors" 2>&1); then
+  pass "entry_of_several_names ($out)"
+else
+  fail entry_of_several_names "$(tail -c 400 "$TMP/err") $out"
+fi
+$ST drop "$EO.hf/model.safetensors" lm_head.weight
+# shellcheck disable=SC2086
+expect_error entry_of_several_names_missing \
+  "eo.hf has no tensor embed_out.weight \(nor lm_head.weight\), which the model.s lm_head.weight" \
+  $PLAIT import tests/cli/models/tiny_embed_out.lua "$EO.hf" -o "$TMP/out.ckpt" --set $G
+
 # mismatches: one line each, exit 1, nothing written
 nothing_written() { # name, folder
   if [ -e "$2" ]; then fail "$1_wrote_nothing" "$2 exists"; else pass "$1_wrote_nothing"; fi
@@ -205,6 +228,45 @@ broken() { # name: a copy of the GPT-2 folder to damage
   rm -rf "$TMP/$1.hf"
   cp -r "$TMP/gpt.hf" "$TMP/$1.hf"
 }
+# Mistral v0.2's "sliding_window": null is no window (--set sliding_window=none), not transformers'
+# default 4096, which only a missing key means: export writes null, import asks for none, and the
+# model's program attends without a window
+M="layers=2 hidden=32 heads=4 kv_heads=2 ffn=48 seq=16 vocab=256"
+round_trip mistral_no_window models/mistral.lua "$M sliding_window=none" MistralForCausalLM \
+  'model.layers.1.self_attn.k_proj.weight F32 \[16, 32\]' bias
+NULL_HF="$TMP/mistral_no_window.hf" MISSING_HF="$TMP/mistral_default.hf"
+if grep -q '"sliding_window": null' "$NULL_HF/config.json"; then pass mistral_exports_null
+else fail mistral_exports_null "$(grep sliding "$NULL_HF/config.json")"; fi
+HAS="config.json has sliding_window"
+# shellcheck disable=SC2086
+expect_error mistral_null_is_no_window \
+  "$HAS = null, the model has sliding_window = 8; import it with --set sliding_window=none$" \
+  $PLAIT import models/mistral.lua "$NULL_HF" -o "$TMP/out.ckpt" --set $M sliding_window=8
+nothing_written mistral_null_is_no_window "$TMP/out.ckpt"
+# config.json is compared before the model is traced: Mistral's default window of 4096, longer than
+# this sequence of 16, would stop the trace; the config's line and its --set come first
+# shellcheck disable=SC2086
+NONE="import it with --set sliding_window=none"
+expect_error mistral_config_before_trace \
+  "^plait: $HAS = null, the model has sliding_window = 4096; $NONE$" \
+  $PLAIT import models/mistral.lua "$NULL_HF" -o "$TMP/out.ckpt" --set $M
+cp -r "$NULL_HF" "$MISSING_HF"
+sed -i '/"sliding_window"/d' "$MISSING_HF/config.json"
+# shellcheck disable=SC2086
+expect_error mistral_missing_is_4096 \
+  "$HAS = 4096, the model has sliding_window = none; import it with --set sliding_window=4096$" \
+  $PLAIT import models/mistral.lua "$MISSING_HF" -o "$TMP/out.ckpt" --set $M sliding_window=none
+emit() { # folder, sliding_window
+  # shellcheck disable=SC2086
+  $PLAIT build models/mistral.lua --set $M "sliding_window=$2" --emit-only -o "$1" >/dev/null 2>&1
+}
+if emit "$TMP/nowin" none && emit "$TMP/win" 8 &&
+   ! grep -rq '\.window = ' "$TMP/nowin" && grep -rq '\.window = 8' "$TMP/win"; then
+  pass mistral_none_attends_without_window
+else
+  fail mistral_none_attends_without_window \
+    "$(grep -rho '\.window = [0-9]*' "$TMP/nowin" "$TMP/win" | sort -u)"
+fi
 broken missing
 $ST drop "$TMP/missing.hf/model.safetensors" transformer.h.1.ln_2.bias
 # shellcheck disable=SC2086
@@ -253,6 +315,30 @@ expect_error unknown_family "model 'tiny' names an unknown Hugging Face family '
 expect_error no_family "model 'primitives' declares no Hugging Face family" \
   $PLAIT export tests/cli/models/primitives.lua "$TMP/gpt.ckpt" -o "$TMP/out.hf"
 nothing_written no_family "$TMP/out.hf"
+# a model of learned positions (wpe) importing Llama's: the family's requirement says to set its
+# positions, and a family without that requirement says so of wpe
+# shellcheck disable=SC2086
+expect_error positions_by_set "^plait: the model has positions = learned, the llama family takes \
+positions = rope; import it with --set positions=rope$" \
+  $PLAIT import models/llama.lua "$TMP/llama.hf" -o "$TMP/out.ckpt" --set $L positions=learned
+expect_error positions_in_model_file "^plait: the model has positions = learned, the llama family \
+takes positions = rope; set positions = \"rope\" in the model file's plait.config$" \
+  $PLAIT import tests/cli/models/llama_no_positions.lua "$TMP/llama.hf" -o "$TMP/out.ckpt"
+expect_error positions_wpe_no_place "^plait: the model's tensor wpe \(learned positions\) has no \
+place in the llama-any family: where its checkpoints hold no position table, set the model's \
+positions" \
+  $PLAIT import tests/cli/models/llama_no_positions.lua "$TMP/llama.hf" -o "$TMP/out.ckpt" \
+  --set any_positions=true
+nothing_written positions_wpe_no_place "$TMP/out.ckpt"
+# a bad key anywhere in a family the model file declares is one line naming it
+for bad in "drop|drop names 'transformer.h.%d.attn.bais', which family gpt2 has no entry for" \
+           "entry|family gpt2-entry: config entry 5: unknown field 'hf_defualt'" \
+           "table|plait.hf.family: unknown field 'tensor'"; do
+  expect_error "family_bad_${bad%%|*}" "${bad#*|}\$" \
+    $PLAIT export tests/cli/models/family_bad_key.lua "$TMP/gpt.ckpt" -o "$TMP/out.hf" \
+    --set "bad=${bad%%|*}"
+  nothing_written "family_bad_${bad%%|*}" "$TMP/out.hf"
+done
 # shellcheck disable=SC2086
 expect_error import_over_its_source "-o .*gpt.hf is the Hugging Face folder itself" \
   $PLAIT import models/tiny.lua "$TMP/gpt.hf" -o "$TMP/gpt.hf" --set $G

@@ -77,6 +77,9 @@ expect_error window_longer_than_seq "^plait: models/llama_block.lua:[0-9]+: atte
   $PLAIT plan models/mistral.lua --set seq=2048
 expect_error rotary_part_odd "^plait: models/phi2.lua:[0-9]+: rope: the rotated part must be an even number of dims from 2 to head_dim 80, not 25$" \
   $PLAIT plan models/phi2.lua --set rotary_fraction=0.3125
+BOTH="rotary \(30 dims\) and rotary_fraction \(0.5\) both given; give one$"
+expect_error rotary_count_and_fraction "rotary_count.lua:[0-9]+: nn.attention: $BOTH" \
+  $PLAIT plan tests/cli/models/rotary_count.lua --set rotary_fraction=0.5
 expect_error qk_norm_heads_vs_tp "llama_block.lua:[0-9]+: 6 key/value heads \(kvdim = 6 heads × head_dim 128\) can neither be split over tp = 4 nor each held by a group of tp/6 ranks; choose a tp that divides 6 or is a multiple of it$" \
   $PLAIT plan models/qwen3.lua --set heads=24 kv_heads=6 --tp 4
 expect_error layers_differ_beyond_attention "^plait: tests/cli/models/layer_differs.lua:9: layer 1's block differs from layer 0's here \(ew\); layers may differ only in their attention's window, softcap, scale and rope_theta$" \

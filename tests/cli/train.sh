@@ -27,6 +27,33 @@ gradcheck attention_options tests/cli/models/attention_options.lua --mbs 2 --gbs
 gradcheck fused_qkv tests/cli/models/fused_qkv.lua --mbs 2 --gbs 4
 gradcheck frozen tests/cli/models/frozen.lua --mbs 2 --gbs 4
 gradcheck constants tests/cli/models/constants.lua --mbs 2 --gbs 4
+gradcheck norm_no_bias tests/cli/models/norm_no_bias.lua --mbs 2 --gbs 4
+# two concats with the same first part and results of different widths: the second result's dim
+# is named after all its parts (half_ffn+quarter) rather than collide with the first's (half_ffn+)
+gradcheck concat_collide tests/cli/models/concat_collide.lua --mbs 2 --gbs 4
+# rotary positions given as a count turn exactly 30 of each head's 44 dims (a fraction gives 29)
+gradcheck rotary_count tests/cli/models/rotary_count.lua --mbs 2 --gbs 4
+ROTARY=$(grep -rho 'head_dim = [0-9]*, .rotary = [0-9]*' "$TMP/rotary_count" | sort -u)
+if [ "$ROTARY" = "head_dim = 44, .rotary = 30" ]; then pass rotary_count_exact
+else fail rotary_count_exact "$ROTARY"; fi
+# logits multiplied by config.logit_scale: 0 gives every token the same odds, a loss of ln 256
+gradcheck logit_scale tests/cli/models/logit_scale.lua --mbs 2 --gbs 4
+if $PLAIT build tests/cli/models/logit_scale.lua --set logit_scale=0 -o "$TMP/scale0" \
+     >/dev/null 2>&1 &&
+   "$TMP/scale0/train" --eval "$TMP/text.bin" >"$TMP/scale0.out" 2>&1 &&
+   grep -q '| loss 5.545177 |' "$TMP/scale0.out"; then pass logit_scale_zero_is_uniform
+else fail logit_scale_zero_is_uniform "$(grep loss "$TMP/scale0.out")"; fi
+# layer norms without bias hold a weight alone; ln_1 keeps the bias its options ask for
+if "$TMP/norm_no_bias/train" --data "$TMP/text.bin" --steps 1 --save "$TMP/nnb" >/dev/null 2>&1 &&
+   python3 tests/tools/st.py list "$TMP/nnb/model.safetensors" | grep -v '^adam\.' \
+     >"$TMP/nnb.list" &&
+   [ "$(grep -c 'ln_1.bias F64 \[32\]' "$TMP/nnb.list")" = 2 ] &&
+   [ "$(grep -c 'ln_2.weight F64 \[8\]' "$TMP/nnb.list")" = 2 ] &&
+   grep -q '^ln_f.weight ' "$TMP/nnb.list" && ! grep -q 'ln_2.bias\|ln_f.bias' "$TMP/nnb.list"; then
+  pass layer_norm_without_bias
+else
+  fail layer_norm_without_bias "$(tr '\n' ' ' <"$TMP/nnb.list")"
+fi
 
 # frozen parameters stay as they were over training; the others move
 if $PLAIT build tests/cli/models/frozen.lua --mbs 2 --gbs 4 -o "$TMP/frozen" >"$TMP/build.log" 2>&1 &&

@@ -11,8 +11,9 @@ downloaded) and saved with save_pretrained; then, for plait's programs at one ra
     `--eval` loss (within 1e-6).
 It needs torch, transformers and safetensors (pip install torch transformers safetensors); without them
 it says so in one line and exits 0. Usage: check.py BUILD_DIR [FAMILY...] (the folder holding plait, and
-the families to check by their first word, GPT-2 Llama Gemma OLMo-2 Qwen2 Mistral Qwen3 Phi-2; all by
-default).
+the families to check by their first word, GPT-2 Llama Gemma OLMo-2 Qwen2 Mistral Mistral-v0.2 Qwen3
+Phi-2; all by default). Mistral-v0.2 (sliding_window null: no window) is checked over windows of
+4200 tokens, at one rank.
 """
 import json
 import math
@@ -45,10 +46,13 @@ BETA1 = float(np.float32(1) - np.float32(0.9))  # plait's (1 - beta1) in float, 
 class Family:
     """A small configuration of one family: transformers' model and plait's model file with --set."""
 
-    def __init__(self, name, model_class, model_file, config, sets, rotary, attention="sdpa", masked=False):
+    def __init__(self, name, model_class, model_file, config, sets, rotary, attention="sdpa",
+                 masked=False, seq=SEQ, windows=8, layouts=tuple(LAYOUTS)):
         self.name, self.model_class, self.model_file, self.config = name, model_class, model_file, config
         self.sets, self.rotary, self.attention = sets, rotary, attention  # attention: transformers' kernel
         self.masked = masked  # a masked-LM model: plait's masks (tests/tools/mlm_batch) fed to transformers
+        # evaluated over `windows` windows of seq tokens and a short one, at the layouts named
+        self.seq, self.windows, self.layouts = seq, windows, layouts
 
 
 FAMILIES = [
@@ -105,6 +109,14 @@ FAMILIES = [
                                       max_position_embeddings=64, rms_norm_eps=1e-5, sliding_window=12),
            ["layers=2", "hidden=64", "heads=4", "kv_heads=2", "ffn=96", "seq=%d" % SEQ, "vocab=256",
             "sliding_window=12"], rotary=True),
+    # Mistral v0.2's "sliding_window": null: no window, over more than 4096 positions
+    Family("Mistral-v0.2", transformers.MistralForCausalLM, "models/mistral.lua",
+           transformers.MistralConfig(vocab_size=256, hidden_size=16, intermediate_size=24,
+                                      num_hidden_layers=1, num_attention_heads=2,
+                                      num_key_value_heads=1, head_dim=8, rms_norm_eps=1e-5,
+                                      max_position_embeddings=4224, sliding_window=None),
+           ["layers=1", "hidden=16", "heads=2", "kv_heads=1", "ffn=24", "seq=4200", "vocab=256",
+            "sliding_window=none"], rotary=True, seq=4200, windows=1, layouts=("one rank",)),
     Family("Qwen3", transformers.Qwen3ForCausalLM, "models/qwen3.lua",
            transformers.Qwen3Config(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                                     num_attention_heads=4, num_key_value_heads=2, head_dim=32,
@@ -198,13 +210,13 @@ def rotary_in_double(model):
         scale.fill_(model.config.hidden_size ** 0.5)
 
 
-def hf_eval(model, tokens):
-    """The mean next-token loss over windows of SEQ tokens starting at 0, SEQ, 2·SEQ, ... (the last one
-    shorter), every token but the first predicted once: what plait's --eval computes."""
+def hf_eval(model, tokens, seq):
+    """The mean next-token loss over windows of seq tokens starting at 0, seq, 2·seq, ... (the last
+    one shorter), every token but the first predicted once: what plait's --eval computes."""
     total, count = 0.0, 0
     with torch.no_grad():
-        for start in range(0, len(tokens) - 1, SEQ):
-            window = tokens[start:start + SEQ + 1]
+        for start in range(0, len(tokens) - 1, seq):
+            window = tokens[start:start + seq + 1]
             ids = torch.tensor([window[:-1]])
             logits = model(ids).logits[0].double()
             total += torch.nn.functional.cross_entropy(logits, torch.tensor(window[1:]), reduction="sum").item()
@@ -249,14 +261,15 @@ def masked_step_loss(model, tools, step_bin):
     return torch.nn.functional.cross_entropy(logits, torch.tensor(targets), ignore_index=-1)
 
 
-def gradient_errors(model, tokens, exported, loss=None):
+def gradient_errors(model, tokens, seq, exported, loss=None):
     """The step's gradient in transformers (mean loss over the window, or the given loss; clipped at norm 1
     as plait clips) against plait's first moment, exported under transformers' names: the largest
     ||a - b|| / ||b||."""
     model.zero_grad()
     if loss is None:
-        ids = torch.tensor([tokens[:SEQ]])
-        loss = torch.nn.functional.cross_entropy(model(ids).logits[0], torch.tensor(tokens[1:SEQ + 1]))
+        ids = torch.tensor([tokens[:seq]])
+        targets = torch.tensor(tokens[1:seq + 1])
+        loss = torch.nn.functional.cross_entropy(model(ids).logits[0], targets)
     else:
         loss = loss()
     loss.backward()
@@ -300,7 +313,9 @@ def first_moment_checkpoint(src, dst):
         f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
-def check_family(fam, plait, tmp, eval_tokens, step_tokens, results):
+def check_family(fam, plait, tmp, text, results):
+    eval_tokens = list(text[:fam.seq * fam.windows + 11])  # whole windows and a short one
+    step_tokens = list(text[5000:5000 + fam.seq + 1])  # one window: each sample of the step
     d = os.path.join(tmp, fam.name.split()[0].lower().replace(".", ""))
     os.makedirs(d)
     torch.manual_seed(1234)
@@ -315,7 +330,9 @@ def check_family(fam, plait, tmp, eval_tokens, step_tokens, results):
     tools = os.path.join(os.path.dirname(plait), "tools")
 
     def evaluate(model):  # transformers' loss on the file, as plait's --eval computes it
-        return hf_eval_masked(model, tools, eval_bin) if fam.masked else hf_eval(model, eval_tokens)
+        if fam.masked:
+            return hf_eval_masked(model, tools, eval_bin)
+        return hf_eval(model, eval_tokens, fam.seq)
 
     step_loss = (lambda: masked_step_loss(hf, tools, step_bin)) if fam.masked else None
     want32, count = evaluate(hf)
@@ -324,7 +341,8 @@ def check_family(fam, plait, tmp, eval_tokens, step_tokens, results):
     if fam.rotary:
         rotary_in_double(hf64)
     want64, _ = evaluate(hf64)
-    for layout, flags in LAYOUTS.items():
+    for layout in fam.layouts:
+        flags = LAYOUTS[layout]
         tag = "".join(c for c in layout if c.isalnum())
         flags = flags + BATCH
         prog, prog64 = os.path.join(d, "f32-" + tag), os.path.join(d, "f64-" + tag)
@@ -343,7 +361,8 @@ def check_family(fam, plait, tmp, eval_tokens, step_tokens, results):
         run(plait, "export", fam.model_file, os.path.join(d, tag + "-moments"), "-o", os.path.join(d, tag + "-moments.hf"),
             *sets)
         hf.train()
-        grad_err, grad_where = gradient_errors(hf, step_tokens, os.path.join(d, tag + "-moments.hf"), step_loss)
+        moments = os.path.join(d, tag + "-moments.hf")
+        grad_err, grad_where = gradient_errors(hf, step_tokens, fam.seq, moments, step_loss)
         hf.eval()
         # a model trained by plait, exported, read by transformers
         trained = os.path.join(d, tag + "-trained")
@@ -360,17 +379,15 @@ def main():
     build = sys.argv[1] if len(sys.argv) > 1 else "build"
     plait = os.path.join(ROOT, build, "plait")
     text = b"".join(open(os.path.join("/usr/share/common-licenses", f), "rb").read() for f in ("GPL-3", "Apache-2.0"))
-    eval_tokens = list(text[:SEQ * 8 + 11])  # eight whole windows and a short one
-    step_tokens = list(text[5000:5000 + SEQ + 1])  # one window: every sample of the step reads it
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         wanted = sys.argv[2:]  # names of families to check (all by default)
         for fam in FAMILIES:
             if not wanted or fam.name.split()[0] in wanted:
-                check_family(fam, plait, tmp, eval_tokens, step_tokens, results)
+                check_family(fam, plait, tmp, text, results)
     limits = (1e-6, 1e-12, 1e-5, 1e-6)
-    print("transformers %s, torch %s; %d tokens evaluated, windows of %d" % (transformers.__version__,
-          torch.__version__, len(eval_tokens) - 1, SEQ))
+    print("transformers %s, torch %s; %d tokens evaluated, windows of %d (Mistral-v0.2: 4210, 4200)"
+          % (transformers.__version__, torch.__version__, SEQ * 8 + 10, SEQ))
     print("| model | layout | loss (transformers) | --eval fp32 | --eval --double | step's gradient | exported, "
           "trained |")
     print("| --- | --- | --- | --- | --- | --- | --- |")

@@ -8,6 +8,7 @@
   st.py perhead CKPT HF LAYER HEADS  HF's c_attn weight of LAYER holds CKPT's q, k, v head by head
   st.py drop FILE NAME             rewrites FILE without tensor NAME
   st.py add FILE NAME              rewrites FILE with one more F32 tensor NAME of shape [2]
+  st.py rename FILE NAME NEW       rewrites FILE with tensor NAME (and its checksum) named NEW
   st.py cut FILE NAME ROWS         rewrites FILE with tensor NAME cut to its first ROWS rows
   st.py flip FILE NAME             flips the lowest bit of tensor NAME's first byte in place (metadata as it was)
   st.py nan FILE NAME INDEX        sets element INDEX of F32 tensor NAME to NaN in place (metadata as it was)
@@ -156,6 +157,10 @@ def main(argv):
         name = args[1]
         if command == "drop":
             del tensors[name]
+        elif command == "rename":
+            tensors[args[2]] = tensors.pop(name)
+            if "checksum." + name in meta:
+                meta["checksum." + args[2]] = meta.pop("checksum." + name)
         elif command == "add":
             tensors[name] = ("F32", [2], struct.pack("<2f", 1.0, 2.0))
         elif command == "meta":
