@@ -2,10 +2,11 @@
  * kernels), the mechanics. After autodiff the backward nodes of a stage read forward tensors;
  * memplan keeps each such tensor from the forward to the backward. A forward node may be
  * recomputed when it is memory-bound (elementwise chains, dropout masks drawn again from their
- * Philox keys, norms with their statistics, rope, split, concat, slice) and every input of it is
+ * Philox keys, norms with their statistics, rope, split, concat, slice) or a TP all-gather (a norm
+ * output gathered again under sequence parallelism, as Megatron-LM does), and every input of it is
  * a parameter, a constant, a kept tensor or made by a node recomputed too; GEMM outputs,
- * attention's output and log-sum-exp, collectives' outputs, the stage's output and the cross
- * entropy never are. Which of those nodes are recomputed is the caller's choice (the plan prices
+ * attention's output and log-sum-exp, all-reduces' and reduce-scatters' outputs, the stage's
+ * output and the cross entropy never are. Which of those nodes are recomputed is the caller's choice (the plan prices
  * them on the machine). Each recomputed node is copied into the backward, before the first
  * backward node that reads one of its outputs (its own recomputed inputs' copies first); backward
  * nodes then read the copies. The forward tensors are no longer read by the backward, so memplan
@@ -34,6 +35,7 @@ static int memory_bound(OpKind op) {
   case OP_SPLIT:
   case OP_CONCAT:
   case OP_SLICE:
+  case OP_ALLGATHER: /* gathered again over TP, as Megatron-LM does under sequence parallelism */
     return 1;
   case OP_MATMUL:
   case OP_REDUCE:
@@ -41,7 +43,6 @@ static int memory_bound(OpKind op) {
   case OP_EMBEDDING:
   case OP_XENT:
   case OP_ALLREDUCE:
-  case OP_ALLGATHER:
   case OP_REDUCESCATTER:
   case OP_NORM_BWD:
   case OP_ATTENTION_BWD:

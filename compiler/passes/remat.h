@@ -11,8 +11,8 @@ typedef struct {
   int count;
 } Remat;
 
-/* Is forward node i of g memory-bound (elementwise, norm, rope, split, concat, slice) and not
- * the stage's output: a node that may be recomputed? */
+/* Is forward node i of g memory-bound (elementwise, norm, rope, split, concat, slice) or a TP
+ * all-gather, and not the stage's output: a node that may be recomputed? */
 int remat_candidate(const Graph *g, int i);
 
 /* Can forward node i be recomputed in the backward, with the nodes marked in chosen recomputed
