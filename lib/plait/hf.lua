@@ -999,6 +999,16 @@ local function join_text(count, key, name)
   return string.format("the %d%s joined into the model's %s", count, from, name)
 end
 
+-- Why a join's count does not fit the model's tensor along its axis (of length size), or nil.
+local function join_misfit(j, count, axis, size)
+  if not size then return string.format("it has no axis %d", axis) end
+  if j.stack and size ~= count then return string.format("that axis must be %d long", count) end
+  if not j.stack and size % count ~= 0 then
+    return string.format("%d must divide that axis", count)
+  end
+  return nil
+end
+
 -- The links of a joined entry: Hugging Face tensor i holds block i of the model's tensor's `count`
 -- equal blocks along the join's axis (stacked: blocks of one, that axis absent from its shape).
 local function join_links(e, hf_names, name, model, links, problems)
@@ -1009,10 +1019,11 @@ local function join_links(e, hf_names, name, model, links, problems)
     return
   end
   local axis, size = j.axis or 0, shape[(j.axis or 0) + 1]
-  local fits = size and (j.stack and size == count or not j.stack and size % count == 0)
-  if not fits then
-    problems[#problems + 1] = string.format("%s %s %d along axis %d of the model's %s, of shape %s",
-      hf_names[1], j.stack and "stacks" or "joins", count, axis, name, show(shape))
+  local misfit = join_misfit(j, count, axis, size)
+  if misfit then
+    problems[#problems + 1] = string.format("%s %s %d tensors along axis %d of the model's %s, "
+      .. "of shape %s: %s", hf_names[1], j.stack and "stacks" or "joins", count, axis, name,
+      "[" .. table.concat(shape, ", ") .. "]", misfit)
     return
   end
   local block = { table.unpack(shape) }

@@ -123,3 +123,14 @@ damaged head_missing "$TMP/joined.hf"
 $ST drop "$TMP/head_missing.hf/model.safetensors" transformer.h.1.attn.c_proj.heads.0.weight
 refused head_missing "has no tensor transformer.h.1.attn.c_proj.heads.0.weight, index 0 of the 2 \
 \(heads\) joined into the model's layers.1.attn.proj.weight" $JOINED
+# a join declared wrong: a name without its index, a count that does not divide the axis
+BAD=tests/cli/models/family_bad_key.lua
+for bad in "join|family gpt2-join: tensors entry 2: 'transformer.wpe.weight' must hold \{t\} once" \
+           "join_count|transformer.wpe.\{t\}.weight joins 5 tensors along axis 0 of the model's \
+wpe, of shape \[16, 32\]: 5 must divide that axis"; do
+  # shellcheck disable=SC2086
+  expect_error "family_bad_${bad%%|*}" "${bad#*|}\$" \
+    $PLAIT export $BAD "$TMP/gpt.ckpt" -o "$TMP/bad.hf" --set "bad=${bad%%|*}"
+  if [ -e "$TMP/bad.hf" ]; then fail "family_bad_${bad%%|*}_wrote_nothing" "$TMP/bad.hf exists"
+  else pass "family_bad_${bad%%|*}_wrote_nothing"; fi
+done
