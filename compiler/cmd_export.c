@@ -38,6 +38,7 @@ typedef struct {
   int *shard;      /* per link: the shard it goes to */
   int nshards;
   int reported;    /* the problems were printed */
+  double *joined;  /* the tensor of the join being written, read at its first link */
 } Export;
 
 static int parse_dtype(const char *text, CkptDtype *out, Diag *d) {
@@ -124,6 +125,28 @@ static int write_text(const char *dir, const char *name, const char *text, Diag 
   return ok ? 0 : diag(d, "cannot write %s: %s", path, strerror(errno));
 }
 
+static int read_tensor(Export *e, const FamilyTensor *t, double *out, Diag *d) {
+  return ckpt_read(&e->ckpt, t->name, t->ndim, t->shape, out) ? diag(d, "%s", e->ckpt.error) : 0;
+}
+
+/* A part as its link moves it: the tensor read from the checkpoint, or a joined link's block of
+ * it (the tensor read once, at the join's first link, and let go at its last). */
+static int read_part(Export *e, const FamilyLink *l, const FamilyTensor *t, double *part,
+                     Diag *d) {
+  if (!l->join_count) return read_tensor(e, t, part, d);
+  if (l->join_index == 0) {
+    e->joined = malloc(sizeof *e->joined * (size_t)(family_tensor_elems(t) + 1));
+    if (read_tensor(e, t, e->joined, d)) return -1;
+  }
+  RelayoutBlock b = family_block(l, t);
+  relayout_take(&b, e->joined, part);
+  if (l->join_index == l->join_count - 1) {
+    free(e->joined);
+    e->joined = NULL;
+  }
+  return 0;
+}
+
 /* One link's Hugging Face tensor: its parts read from the checkpoint and joined. */
 static int write_link(Export *e, const Family *f, const FamilyLink *l, CkptWriter *w, Diag *d) {
   int64_t rows[FAMILY_MAX_PARTS], cols = family_link_cols(f, l), n = family_link_elems(l);
@@ -134,9 +157,8 @@ static int write_link(Export *e, const Family *f, const FamilyLink *l, CkptWrite
     const FamilyTensor *t = &f->tensors[l->parts[p]];
     rows[p] = family_part_rows(l, t);
     total_rows += rows[p];
-    parts[p] = malloc(sizeof **parts * (size_t)(family_tensor_elems(t) + 1));
-    if (status == 0 && ckpt_read(&e->ckpt, t->name, t->ndim, t->shape, parts[p]))
-      status = diag(d, "%s", e->ckpt.error);
+    parts[p] = malloc(sizeof **parts * (size_t)(family_part_elems(l, t) + 1));
+    if (status == 0) status = read_part(e, l, t, parts[p], d);
   }
   Relayout r = {l->nparts, rows, cols, l->groups, l->transpose, total_rows};
   if (status == 0) relayout_join(&r, (const double *const *)parts, hf);
@@ -324,6 +346,7 @@ static int export_model(lua_State *L, int model, const Model *m, void *ctx, Diag
            e->o->output, f.nlinks, ckpt_dtype_name(e->dtype), e->nshards,
            e->nshards == 1 ? "" : "s");
   if (opened) ckpt_close(&e->ckpt);
+  free(e->joined);
   free(e->shard);
   family_free(&f);
   diag_list_free(&problems);

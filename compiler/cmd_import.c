@@ -161,8 +161,12 @@ static void check_link(Source *s, const Family *f, const FamilyLink *l, DiagList
     for (int i = 0, n = 0; i < l->nalso; i++)
       n += snprintf(others + n, sizeof others - (size_t)n, "%s%s", i ? ", " : " (nor ", l->also[i]);
     if (l->nalso) strcat(others, ")");
-    diag_add(problems, "%s has no tensor %s%s, which the model's %s comes from", s->dir, l->name,
-             others, f->tensors[l->parts[0]].name);
+    if (l->join_count)
+      diag_add(problems, "%s has no tensor %s%s, index %d of %s; give a folder that holds all %d",
+               s->dir, l->name, others, l->join_index, l->join_text, l->join_count);
+    else
+      diag_add(problems, "%s has no tensor %s%s, which the model's %s comes from", s->dir, l->name,
+               others, f->tensors[l->parts[0]].name);
     return;
   }
   s->used[found.file][found.tensor - s->files[found.file].tensors] = 1;
@@ -177,32 +181,52 @@ static void check_link(Source *s, const Family *f, const FamilyLink *l, DiagList
              s->paths[found.file], l->name, ckpt_dtype_name(found.tensor->dtype));
 }
 
+/* A tensor of the checkpoint no link claims: a joined one's index beyond the model's count, or
+ * one the model has no place for. */
+static int add_extra(lua_State *L, int model, const Source *s, int file, const char *name,
+                     DiagList *problems, Diag *d) {
+  lua_pushvalue(L, model);
+  lua_pushstring(L, name);
+  if (family_call(L, "_beyond_join", 2, 1, d)) return -1;
+  if (lua_isstring(L, -1))
+    diag_add(problems,
+             "%s holds tensor %s, %s; give a folder whose tensors match its config.json, or a "
+             "family whose join takes it",
+             s->paths[file], name, lua_tostring(L, -1));
+  else
+    diag_add(problems,
+             "%s holds tensor %s, which the model has no place for; import it with a model of "
+             "its shape, or extend the model's family (plait.hf.extend)",
+             s->paths[file], name);
+  lua_pop(L, 1);
+  return 0;
+}
+
 /* Every tensor of the checkpoint is claimed by a link or passed over by the family. */
-static void check_extra(Source *s, const Family *f, DiagList *problems) {
+static int check_extra(lua_State *L, int model, Source *s, const Family *f, DiagList *problems,
+                       Diag *d) {
   char full[FAMILY_NAME_LEN + 64];
   for (int i = 0; i < s->nfiles; i++)
     for (int t = 0; t < s->files[i].ntensors; t++) {
       const char *name = s->files[i].tensors[t].name;
       snprintf(full, sizeof full, "%s%s", f->base_prefix, name);
       if (s->used[i][t] || family_ignores(f, name) || family_ignores(f, full)) continue;
-      diag_add(problems,
-               "%s holds tensor %s, which the model has no place for; import it with a model of "
-               "its shape, "
-               "or extend the model's family (plait.hf.extend)",
-               s->paths[i], name);
+      if (add_extra(L, model, s, i, name, problems, d)) return -1;
     }
+  return 0;
 }
 
 /* ---- writing
  * ------------------------------------------------------------------------------------ */
 
-/* The checkpoint's specs, in link order (each link's parts one after another), stored as F32, or
- * F64 where the source is F64. */
+/* The checkpoint's specs, in link order (each link's parts one after another; a joined tensor at
+ * its first link), stored as F32, or F64 where the source is F64. */
 static CkptSpec *specs_of(Source *s, const Family *f) {
   CkptSpec *specs = calloc((size_t)f->ntensors + 1, sizeof *specs);
   int n = 0;
   for (int i = 0; i < f->nlinks; i++) {
     const FamilyLink *l = &f->links[i];
+    if (l->join_index > 0) continue;
     CkptDtype source = find(s, f, l->name).tensor->dtype;
     for (int p = 0; p < l->nparts; p++) {
       const FamilyTensor *t = &f->tensors[l->parts[p]];
@@ -244,9 +268,25 @@ static CkptMeta *metadata(const Model *m, const char *source, char (*keys)[NAME_
   return meta;
 }
 
+/* A joined link's block goes into its tensor (*whole, made at the join's first link), which is
+ * handed to the writer once its last block is in. */
+static int write_block(const Family *f, const FamilyLink *l, const double *block, double **whole,
+                       CkptWriter *w, Diag *d) {
+  const FamilyTensor *t = &f->tensors[l->parts[0]];
+  if (l->join_index == 0) *whole = malloc(sizeof **whole * (size_t)(family_tensor_elems(t) + 1));
+  RelayoutBlock b = family_block(l, t);
+  relayout_put(&b, block, *whole);
+  if (l->join_index < l->join_count - 1) return 0;
+  int status = ckpt_write_data(w, *whole, family_tensor_elems(t)) ? diag(d, "%s", w->error) : 0;
+  free(*whole);
+  *whole = NULL;
+  return status;
+}
+
 /* A link's Hugging Face tensor read whole, split into its parts and handed to the writer in part
- * order. */
-static int write_link(Source *s, const Family *f, const FamilyLink *l, CkptWriter *w, Diag *d) {
+ * order, or for a joined link, put into its tensor (*whole). */
+static int write_link(Source *s, const Family *f, const FamilyLink *l, double **whole,
+                      CkptWriter *w, Diag *d) {
   Found found = find(s, f, l->name);
   Ckpt *c = &s->files[found.file];
   int64_t rows[FAMILY_MAX_PARTS], cols = family_link_cols(f, l), hf_elems = 1;
@@ -254,7 +294,8 @@ static int write_link(Source *s, const Family *f, const FamilyLink *l, CkptWrite
   double *hf = malloc(sizeof *hf * (size_t)(hf_elems + 1)), *parts[FAMILY_MAX_PARTS];
   for (int p = 0; p < l->nparts; p++) {
     rows[p] = family_part_rows(l, &f->tensors[l->parts[p]]);
-    parts[p] = malloc(sizeof **parts * (size_t)(family_tensor_elems(&f->tensors[l->parts[p]]) + 1));
+    int64_t elems = family_part_elems(l, &f->tensors[l->parts[p]]);
+    parts[p] = malloc(sizeof **parts * (size_t)(elems + 1));
   }
   int status = ckpt_read(c, found.tensor->name, found.tensor->ndim, found.tensor->shape, hf)
                    ? diag(d, "%s", c->error)
@@ -263,8 +304,9 @@ static int write_link(Source *s, const Family *f, const FamilyLink *l, CkptWrite
   Relayout r = {l->nparts, rows, cols, l->groups, l->transpose, hf_rows};
   if (status == 0) relayout_split(&r, hf, parts);
   for (int p = 0; p < l->nparts; p++) {
-    if (status == 0 && ckpt_write_data(w, parts[p], family_tensor_elems(&f->tensors[l->parts[p]])))
-      status = diag(d, "%s", w->error);
+    int64_t elems = family_tensor_elems(&f->tensors[l->parts[p]]);
+    if (status == 0 && l->join_count) status = write_block(f, l, parts[p], whole, w, d);
+    else if (status == 0 && ckpt_write_data(w, parts[p], elems)) status = diag(d, "%s", w->error);
     free(parts[p]);
   }
   free(hf);
@@ -348,7 +390,10 @@ static int write_checkpoint(Source *s, const Family *f, const Model *m, const Op
   status = ckpt_write_begin_as(&w, path, temp, specs, f->ntensors, meta, nmeta)
                ? diag(d, "%s", w.error)
                : 0;
-  for (int i = 0; i < f->nlinks && status == 0; i++) status = write_link(s, f, &f->links[i], &w, d);
+  double *whole = NULL; /* a joined tensor being filled */
+  for (int i = 0; i < f->nlinks && status == 0; i++)
+    status = write_link(s, f, &f->links[i], &whole, &w, d);
+  free(whole);
   if (status == 0 && ckpt_write_end(&w)) status = diag(d, "%s", w.error);
   if (status) ckpt_write_abort(&w);
   /* the folder this run made: a refused import leaves nothing */
@@ -397,7 +442,7 @@ static void check_source(lua_State *L, int model, Source *s, Family *f, DiagList
     take_name_held(s, f, &f->links[i]);
     check_link(s, f, &f->links[i], problems);
   }
-  check_extra(s, f, problems);
+  *status = check_extra(L, model, s, f, problems, d);
 }
 
 /* config.json against the model's config before the trace: a setting the model file would refuse

@@ -71,6 +71,21 @@ static int bool_field(lua_State *L, int table, const char *key) {
   return v;
 }
 
+/* A joined link's join = {axis, index, count, text}, where the link (at index t) has one. */
+static void read_join(lua_State *L, int t, FamilyLink *l) {
+  lua_getfield(L, t, "join");
+  if (lua_istable(L, -1)) {
+    int join = lua_gettop(L);
+    l->join_axis = int_field(L, join, "axis");
+    l->join_index = int_field(L, join, "index");
+    l->join_count = int_field(L, join, "count");
+    lua_getfield(L, join, "text");
+    snprintf(l->join_text, sizeof l->join_text, "%s", lua_tostring(L, -1));
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+}
+
 /* One link from its Lua table (at the top of the stack). */
 static int read_link(lua_State *L, const Family *f, FamilyLink *l, Diag *d) {
   int t = lua_gettop(L);
@@ -107,6 +122,7 @@ static int read_link(lua_State *L, const Family *f, FamilyLink *l, Diag *d) {
     lua_pop(L, 1);
   }
   lua_pop(L, 4);
+  read_join(L, t, l);
   l->transpose = bool_field(L, t, "transpose");
   l->at_least = bool_field(L, t, "at_least");
   l->groups = int_field(L, t, "groups");
@@ -183,12 +199,30 @@ static int64_t elems(int ndim, const int64_t *shape) {
 int64_t family_link_elems(const FamilyLink *l) { return elems(l->ndim, l->shape); }
 int64_t family_tensor_elems(const FamilyTensor *t) { return elems(t->ndim, t->shape); }
 
+int64_t family_part_elems(const FamilyLink *l, const FamilyTensor *t) {
+  return l->join_count ? family_link_elems(l) : family_tensor_elems(t);
+}
+
+RelayoutBlock family_block(const FamilyLink *l, const FamilyTensor *t) {
+  int a = l->join_axis;
+  return (RelayoutBlock){elems(a, t->shape), t->shape[a], elems(t->ndim - a - 1, t->shape + a + 1),
+                         l->join_index, l->join_count};
+}
+
+/* A joined link's block in the model's orientation: its Hugging Face shape, or that transposed. */
+static int64_t block_rows(const FamilyLink *l) {
+  if (l->ndim == 0) return 1;
+  return l->shape[l->transpose ? 1 : 0];
+}
+
 int64_t family_part_rows(const FamilyLink *l, const FamilyTensor *t) {
+  if (l->join_count) return block_rows(l);
   if (t->ndim < l->ndim || t->ndim == 0) return 1;
   return t->shape[0];
 }
 
 int64_t family_link_cols(const Family *f, const FamilyLink *l) {
+  if (l->join_count) return family_link_elems(l) / block_rows(l);
   const FamilyTensor *first = &f->tensors[l->parts[0]];
   if (first->ndim < l->ndim) return family_tensor_elems(first);
   return first->ndim ? elems(first->ndim - 1, first->shape + 1) : 1;

@@ -1,6 +1,7 @@
 /* family.h: a model's Hugging Face family (lib/plait/hf.lua) read into C for plait import and
  * plait export: the model's tensors by their checkpoint names, and for each Hugging Face tensor
- * the link to the model's tensors it holds (names, shapes, transpose, interleave). */
+ * the link to the model's tensors it holds (names, shapes, transpose, interleave, or a block of
+ * one of them where several Hugging Face tensors are joined into it). */
 #ifndef PLAIT_FAMILY_H
 #define PLAIT_FAMILY_H
 
@@ -8,6 +9,7 @@
 #include <stdint.h>
 
 #include "ckpt/safetensors.h"
+#include "front/relayout.h"
 #include "ir/diag.h"
 #include "ir/graph.h"
 
@@ -30,6 +32,10 @@ typedef struct {
   int transpose, groups, at_least;
   int nparts;
   int parts[FAMILY_MAX_PARTS];  /* indices into Family.tensors, in order along the first axis */
+  /* joined (join_count > 0): one of join_count Hugging Face tensors, block join_index along
+   * join_axis of its one part; the links of one join follow each other in index order */
+  int join_axis, join_index, join_count;
+  char join_text[FAMILY_NAME_LEN + 64]; /* "the 4 (heads) joined into the model's X" */
 } FamilyLink;
 
 typedef struct {
@@ -60,11 +66,15 @@ int family_ignores(const Family *f, const char *name);
 /* Elements of a link's Hugging Face tensor, and of one of the model's tensors. */
 int64_t family_link_elems(const FamilyLink *l);
 int64_t family_tensor_elems(const FamilyTensor *t);
+/* Elements of a part as its link moves it: the tensor's, or a joined link's block's. */
+int64_t family_part_elems(const FamilyLink *l, const FamilyTensor *t);
+/* A joined link's block of its tensor. */
+RelayoutBlock family_block(const FamilyLink *l, const FamilyTensor *t);
 /* A part's rows in its link's matrix: its first axis, or 1 for a vector kept as a row of a
- * matrix (a part of one axis fewer than its link). */
+ * matrix (a part of one axis fewer than its link), or a joined link's block's first axis. */
 int64_t family_part_rows(const FamilyLink *l, const FamilyTensor *t);
 /* The link's columns in the model's orientation: its first part's axes after the first (or, for
- * a vector kept as a row, all of them). */
+ * a vector kept as a row, all of them; for a joined link, its block's). */
 int64_t family_link_cols(const Family *f, const FamilyLink *l);
 
 #endif

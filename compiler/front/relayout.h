@@ -5,7 +5,7 @@
  * holds the b-th of g equal slices of every part in order (a fused QKV laid out per head). With
  * `transpose` the Hugging Face tensor stores that matrix transposed (cols × hf_rows). hf_rows
  * may exceed the parts' rows (positions beyond the model's sequence): import reads the first
- * ones. */
+ * ones. A joined link moves one block of its tensor that way (relayout_take, relayout_put). */
 #ifndef PLAIT_RELAYOUT_H
 #define PLAIT_RELAYOUT_H
 
@@ -18,6 +18,20 @@ typedef struct {
   int groups, transpose;
   int64_t hf_rows;     /* at least the sum of rows */
 } Relayout;
+
+/* A joined link's share of the model's tensor (one of several Hugging Face tensors joined into
+ * it: per-head norms, experts): block `index` of `count` equal blocks along one of its axes, the
+ * tensor seen as outer × size × inner (size: that axis's length, the axes before it making outer
+ * and those after it inner). A stacked join's blocks are one wide. */
+typedef struct {
+  int64_t outer, size, inner;
+  int index, count;
+} RelayoutBlock;
+
+/* Export: the block out of the whole tensor, in the whole's order. */
+void relayout_take(const RelayoutBlock *b, const double *whole, double *block);
+/* Import: the block into its place in the whole tensor. */
+void relayout_put(const RelayoutBlock *b, const double *block, double *whole);
 
 /* Export: the Hugging Face tensor from the parts (hf_rows equal to their rows' sum). */
 void relayout_join(const Relayout *r, const double *const *parts, double *hf);

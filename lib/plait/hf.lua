@@ -2,7 +2,8 @@
 -- A family names the architecture, maps config.json's keys to the model's config, and lists which
 -- Hugging Face tensor each of the model's tensors comes from: renamed, transposed (GPT-2's Conv1D
 -- weights are [in, out]), several of the model's tensors concatenated into one (a fused QKV), optionally
--- interleaved in blocks (per head), or longer than the model's (positions beyond its sequence).
+-- interleaved in blocks (per head), several Hugging Face tensors joined into one of the model's (a
+-- norm per head, experts), or longer than the model's (positions beyond its sequence).
 -- `plait import` and `plait export` read a model's family (plait.model{family = ...}: a name of the
 -- families below, or a family the model file declares or extends) and move the numbers; nothing in C
 -- knows a family.
@@ -43,6 +44,12 @@ local function fail(fmt, ...) error(string.format(fmt, ...), 0) end
 --     { hf = "transformer.h.%d.attn.c_attn.weight", plait = { "attn.q.weight", "attn.k.weight",
 --       "attn.v.weight" }, transpose = true, groups = 1 },
 --   },
+--   -- several Hugging Face tensors joined into one of the model's: {h} is each index 0 .. count-1
+--   -- (count: a key of the model's config, a number, or a function of the config)
+--   { hf = "model.layers.%d.self_attn.q_layernorm.norms.{h}.weight", plait = "attn.q_norm.weight",
+--     join = { index = "h", count = "heads" } },          -- blocks along axis 0, one after another
+--   { hf = "model.layers.%d.experts.{e}.w1.weight", plait = "experts.w1",
+--     join = { index = "e", count = "experts", stack = true } }, -- a new axis 0: [experts, ...]
 --   ignore = { "transformer.h.%d.attn.bias" },      -- Hugging Face tensors that import skips
 -- }
 --
@@ -57,7 +64,10 @@ local function fail(fmt, ...) error(string.format(fmt, ...), 0) end
 -- (each part's rows split in g, block b holding every part's b-th piece); transpose: the Hugging Face
 -- tensor is the transpose of that; rows = "at_least": it may have more rows than the model's (import
 -- takes the first). An entry none of whose plait tensors the model has is left out (biases of a model
--- without them, an untied head); one the model has only some of is an error.
+-- without them, an untied head); one the model has only some of is an error. join: tensor i of the
+-- entry's names ({index} = i) is block i of the model's tensor's count equal blocks along join.axis
+-- (0 by default); with stack = true the blocks are one wide there and the Hugging Face tensors lack
+-- that axis (experts stacked into [experts, ...]); with transpose each block is stored transposed.
 
 local family_fields = { name = "string", architecture = "string", model_type = "string", base_prefix = "string",
                         config = "table", tensors = "table", layer = "table", ignore = "table" }
@@ -65,7 +75,8 @@ local config_fields = { hf = "string", also = "table", plait = "string", default
                         when = "function", nullable = "boolean",
                         values = "table", at_least = "boolean", check = "boolean", derive = "function", value = true }
 local tensor_fields = { hf = true, plait = true, transpose = "boolean", groups = true,
-                        rows = "string", row = "boolean" }
+                        rows = "string", row = "boolean", join = "table" }
+local join_fields = { index = "string", count = true, axis = "number", stack = "boolean" }
 
 local function check_fields(t, fields, what)
   for k, v in pairs(t) do
@@ -81,6 +92,30 @@ local function check_names(names, what)
   local ok = type(names) == "table" and #names > 0
   for _, name in ipairs(ok and names or {}) do ok = ok and type(name) == "string" end
   if not ok then fail("%s: 'hf' must be a name or a list of names", what) end
+end
+
+-- A joined entry: one plait tensor, each hf name holding {index} once, count a config key, a
+-- number or a function of the config, axis one of the model's tensor's.
+local function check_join(e, what)
+  local j = e.join
+  check_fields(j, join_fields, what .. ": join")
+  if not j.index or not string.match(j.index, "^[%a_][%w_]*$") then
+    fail("%s: join needs an index, a name such as \"h\" that the hf name holds as {h}", what)
+  end
+  local count = type(j.count)
+  if count ~= "string" and count ~= "number" and count ~= "function" then
+    fail("%s: join needs a count: a key of the model's config, a number or a function", what)
+  end
+  if j.axis and (j.axis < 0 or j.axis % 1 ~= 0) then
+    fail("%s: join's axis must be a whole number from 0", what)
+  end
+  for _, name in ipairs(type(e.hf) == "table" and e.hf or { e.hf }) do
+    local _, n = string.gsub(name, "{" .. j.index .. "}", "")
+    if n ~= 1 then fail("%s: '%s' must hold {%s} once", what, name, j.index) end
+  end
+  if type(e.plait) ~= "string" or e.groups or e.rows or e.row then
+    fail("%s: a joined entry takes one plait tensor, without groups, rows or row", what)
+  end
 end
 
 local family_meta = { __name = "plait.hf.family" }
@@ -103,6 +138,7 @@ local function check_family(f)
       if not e.hf or not e.plait then fail("%s needs hf and plait", what) end
       check_names(e.hf, what)
       if e.rows and e.rows ~= "at_least" then fail("%s: rows must be \"at_least\"", what) end
+      if e.join then check_join(e, what) end
     end
   end
   for i, name in ipairs(f.ignore or {}) do
@@ -570,6 +606,69 @@ hf.families.phi = hf.family {
   ignore = { "model.layers.%d.self_attn.rotary_emb.inv_freq" },
 }
 
+-- StableLM-2 with per-head QK norms (StableLmForCausalLM, qk_layernorm true: StableLM-2-12B): layer
+-- norms with biases, rotary positions over a part of each head (partial_rotary_factor), q, k and v
+-- with biases where use_qkv_bias, a LayerNorm without bias per head of q and of k (norms.{h}:
+-- joined into the model's one weight of each), the parallel block where use_parallel_residual (then
+-- no post_attention_layernorm), SwiGLU, untied; the names follow models/stablelm2.lua.
+hf.families.stablelm2 = hf.family {
+  name = "stablelm2", architecture = "StableLmForCausalLM", model_type = "stablelm",
+  base_prefix = "model.",
+  config = {
+    { hf = "vocab_size", plait = "vocab", hf_default = 50304 },
+    { hf = "max_position_embeddings", plait = "seq", at_least = true, hf_default = 4096 },
+    { hf = "hidden_size", plait = "hidden", hf_default = 2560 },
+    { hf = "intermediate_size", plait = "ffn", hf_default = 6912 },
+    { hf = "num_hidden_layers", plait = "layers", hf_default = 32 },
+    { hf = "num_attention_heads", plait = "heads", hf_default = 32 },
+    { hf = "num_key_value_heads", plait = "kv_heads", hf_default = 32 },
+    { hf = "layer_norm_eps", plait = "norm_eps", default = 1e-5, hf_default = 1e-5 },
+    { hf = "rope_theta", also = { "rope_parameters.rope_theta" }, plait = "rope_theta",
+      default = 10000, hf_default = 10000 },
+    { hf = "partial_rotary_factor", also = { "rope_parameters.partial_rotary_factor" },
+      plait = "rotary_fraction", default = 1, hf_default = 0.25 },
+    { hf = "use_qkv_bias", plait = "qkv_bias", default = false, hf_default = false },
+    { hf = "use_parallel_residual", plait = "parallel", default = false, hf_default = false },
+    { hf = "tie_word_embeddings", plait = "tied", hf_default = false,
+      derive = function(model) return model.params["lm_head.weight"] == nil end },
+    { hf = "qk_layernorm", value = true, hf_default = false },
+    { hf = "hidden_act", value = "silu", hf_default = "silu" },
+    { hf = "rope_scaling", value = json.null, hf_default = json.null },
+    { hf = "rope_parameters.rope_type", value = "default", hf_default = "default" },
+    { hf = "hidden_dropout", plait = "dropout", default = 0, check = false },
+    { hf = "attention_dropout", value = 0.0, check = false },
+    { hf = "initializer_range", plait = "init_std", default = 0.02, check = false },
+    { plait = "positions", value = "rope", default = "learned" },
+  },
+  tensors = {
+    { hf = "model.embed_tokens.weight", plait = "wte" },
+    { hf = "model.norm.weight", plait = "ln_f.weight" },
+    { hf = "model.norm.bias", plait = "ln_f.bias" },
+    { hf = "lm_head.weight", plait = "lm_head.weight" },
+  },
+  layer = {
+    { hf = "model.layers.%d.input_layernorm.weight", plait = "attn_norm.weight" },
+    { hf = "model.layers.%d.input_layernorm.bias", plait = "attn_norm.bias" },
+    { hf = "model.layers.%d.self_attn.q_proj.weight", plait = "attn.q.weight" },
+    { hf = "model.layers.%d.self_attn.q_proj.bias", plait = "attn.q.bias" },
+    { hf = "model.layers.%d.self_attn.k_proj.weight", plait = "attn.k.weight" },
+    { hf = "model.layers.%d.self_attn.k_proj.bias", plait = "attn.k.bias" },
+    { hf = "model.layers.%d.self_attn.v_proj.weight", plait = "attn.v.weight" },
+    { hf = "model.layers.%d.self_attn.v_proj.bias", plait = "attn.v.bias" },
+    { hf = "model.layers.%d.self_attn.o_proj.weight", plait = "attn.proj.weight" },
+    { hf = "model.layers.%d.self_attn.q_layernorm.norms.{h}.weight", plait = "attn.q_norm.weight",
+      join = { index = "h", count = "heads" } },
+    { hf = "model.layers.%d.self_attn.k_layernorm.norms.{h}.weight", plait = "attn.k_norm.weight",
+      join = { index = "h", count = "kv_heads" } },
+    { hf = "model.layers.%d.post_attention_layernorm.weight", plait = "mlp_norm.weight" },
+    { hf = "model.layers.%d.post_attention_layernorm.bias", plait = "mlp_norm.bias" },
+    { hf = "model.layers.%d.mlp.gate_proj.weight", plait = "gate.weight" },
+    { hf = "model.layers.%d.mlp.up_proj.weight", plait = "up.weight" },
+    { hf = "model.layers.%d.mlp.down_proj.weight", plait = "down.weight" },
+  },
+  ignore = { "model.layers.%d.self_attn.rotary_emb.inv_freq" },
+}
+
 ---------------------------------------------------------------------------------------------------
 -- What import and export ask (called by the compiler with the model record and its tensors).
 
@@ -870,6 +969,81 @@ local function link_of(e, hf_name, names, model, problems)
            at_least = e.rows == "at_least", parts = names }
 end
 
+-- A joined entry's count for the model: the config's value of its key, the number, or the
+-- function's; also its key, where one gives it. For a count that is not a positive whole number:
+-- nil, nil and the problem.
+local function join_count(e, hf_name, model)
+  local count = e.join.count
+  local key = type(count) == "string" and count or nil
+  if key then count = model.config[key] else count = evaluate(count, model.config) end
+  if type(count) ~= "number" or count % 1 ~= 0 or count < 1 then
+    local given = key and string.format("%s = %s", key, show(count)) or show(count)
+    return nil, nil, string.format("%s joins %s of them, not a positive whole number; give the "
+                                   .. "join a count", hf_name, given)
+  end
+  return math.tointeger(count), key
+end
+
+-- The part of a joined entry's index i in the entry's names: {index} = i.
+local function joined_names(e, names, i)
+  local out = {}
+  for k, name in ipairs(names) do
+    out[k] = string.gsub(name, "{" .. e.join.index .. "}", tostring(i))
+  end
+  return out
+end
+
+-- What a joined entry's Hugging Face tensors are: "the 4 (heads) joined into the model's X".
+local function join_text(count, key, name)
+  local from = key and " (" .. key .. ")" or ""
+  return string.format("the %d%s joined into the model's %s", count, from, name)
+end
+
+-- Why a join's count does not fit the model's tensor along its axis (of length size), or nil.
+local function join_misfit(j, count, axis, size)
+  if not size then return string.format("it has no axis %d", axis) end
+  if j.stack and size ~= count then return string.format("that axis must be %d long", count) end
+  if not j.stack and size % count ~= 0 then
+    return string.format("%d must divide that axis", count)
+  end
+  return nil
+end
+
+-- The links of a joined entry: Hugging Face tensor i holds block i of the model's tensor's `count`
+-- equal blocks along the join's axis (stacked: blocks of one, that axis absent from its shape).
+local function join_links(e, hf_names, name, model, links, problems)
+  local j, shape = e.join, model.params[name]
+  local count, key, problem = join_count(e, hf_names[1], model)
+  if not count then
+    problems[#problems + 1] = problem
+    return
+  end
+  local axis, size = j.axis or 0, shape[(j.axis or 0) + 1]
+  local misfit = join_misfit(j, count, axis, size)
+  if misfit then
+    problems[#problems + 1] = string.format("%s %s %d tensors along axis %d of the model's %s, "
+      .. "of shape %s: %s", hf_names[1], j.stack and "stacks" or "joins", count, axis, name,
+      "[" .. table.concat(shape, ", ") .. "]", misfit)
+    return
+  end
+  local block = { table.unpack(shape) }
+  if j.stack then table.remove(block, axis + 1) else block[axis + 1] = size // count end
+  if e.transpose and #block ~= 2 then
+    problems[#problems + 1] = string.format("%s is a transpose, but its blocks of %s have %d axes",
+                                            hf_names[1], name, #block)
+    return
+  end
+  if e.transpose then block = { block[2], block[1] } end
+  local text = join_text(count, key, name)
+  for i = 0, count - 1 do
+    local names = joined_names(e, hf_names, i)
+    links[#links + 1] = { hf = names[1], also = { table.unpack(names, 2) }, shape = block,
+                          transpose = e.transpose or false, groups = 1, at_least = false,
+                          parts = { name },
+                          join = { axis = axis, index = i, count = count, text = text } }
+  end
+end
+
 local function add_entry(e, hf_names, prefix, model, links, owner, problems)
   local hf_name, names, have = hf_names[1], {}, 0
   for i, n in ipairs(as_list(e.plait)) do
@@ -892,6 +1066,7 @@ local function add_entry(e, hf_names, prefix, model, links, owner, problems)
     end
     owner[n] = hf_name
   end
+  if e.join then return join_links(e, hf_names, names[1], model, links, problems) end
   local link = link_of(e, hf_name, names, model, problems)
   if link then link.also = { table.unpack(hf_names, 2) } end -- other names import reads it by
   links[#links + 1] = link
@@ -934,6 +1109,42 @@ function hf._links(model, params)
     problems[#problems + 1] = line
   end
   return links, problems
+end
+
+-- A Lua pattern of a joined entry's name: matches it whatever its index, which it captures.
+local function join_pattern(e, name)
+  local escaped = string.gsub(name, "[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0")
+  return "^" .. string.gsub(escaped, "{" .. e.join.index .. "}", "(%%d+)") .. "$"
+end
+
+-- Where a Hugging Face tensor that import found no place for is named as a joined entry's with an
+-- index beyond its count: what it is beyond ("index 4 beyond the 4 (heads) joined into the model's
+-- layers.0.attn.q_norm.weight"); else nil.
+function hf._beyond_join(model, name)
+  local f = hf._family(model)
+  local function beyond(e, layer)
+    local plait_name = (layer and string.format("layers.%d.", layer) or "") .. e.plait
+    if not model.params[plait_name] then return nil end
+    for _, hf_name in ipairs(hf_names(e, layer)) do
+      local pattern = join_pattern(e, hf_name)
+      local index = string.match(name, pattern) or string.match(f.base_prefix .. name, pattern)
+      local count, key = join_count(e, hf_name, model)
+      if index and count and tonumber(index) >= count then
+        return string.format("index %s beyond %s", index, join_text(count, key, plait_name))
+      end
+    end
+  end
+  for _, e in ipairs(f.tensors) do
+    local text = e.join and beyond(e)
+    if text then return text end
+  end
+  for layer = 0, model.layers - 1 do
+    for _, e in ipairs(f.layer) do
+      local text = e.join and beyond(e, layer)
+      if text then return text end
+    end
+  end
+  return nil
 end
 
 -- The Hugging Face tensors import passes over (the family's ignore list, every layer's), and the base

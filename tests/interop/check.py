@@ -12,8 +12,8 @@ downloaded) and saved with save_pretrained; then, for plait's programs at one ra
 It needs torch, transformers and safetensors (pip install torch transformers safetensors); without them
 it says so in one line and exits 0. Usage: check.py BUILD_DIR [FAMILY...] (the folder holding plait, and
 the families to check by their first word, GPT-2 Llama Gemma OLMo-2 Qwen2 Mistral Mistral-v0.2 Qwen3
-Phi-2; all by default). Mistral-v0.2 (sliding_window null: no window) is checked over windows of
-4200 tokens, at one rank.
+Phi-2 StableLM-2 StableLM-2-12B; all by default). Mistral-v0.2 (sliding_window null: no window) is
+checked over windows of 4200 tokens, at one rank.
 """
 import json
 import math
@@ -47,13 +47,22 @@ class Family:
     """A small configuration of one family: transformers' model and plait's model file with --set."""
 
     def __init__(self, name, model_class, model_file, config, sets, rotary, attention="sdpa",
-                 masked=False, seq=SEQ, windows=8, layouts=tuple(LAYOUTS)):
+                 masked=False, seq=SEQ, windows=8, layouts=tuple(LAYOUTS), random_norms=False):
         self.name, self.model_class, self.model_file, self.config = name, model_class, model_file, config
         self.sets, self.rotary, self.attention = sets, rotary, attention  # attention: transformers' kernel
         self.masked = masked  # a masked-LM model: plait's masks (tests/tools/mlm_batch) fed to transformers
+        # norms' weights and biases drawn at random rather than transformers' ones and zeros, so
+        # that a norm per head read into the wrong head shows
+        self.random_norms = random_norms
         # evaluated over `windows` windows of seq tokens and a short one, at the layouts named
         self.seq, self.windows, self.layouts = seq, windows, layouts
 
+
+STABLELM2_SIZES = dict(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                       qk_layernorm=True)
+STABLELM2_SETS = ["layers=2", "hidden=64", "heads=4", "kv_heads=2", "ffn=96", "seq=%d" % SEQ,
+                  "vocab=256"]
 
 FAMILIES = [
     Family("GPT-2", transformers.GPT2LMHeadModel, "models/gpt2.lua",
@@ -129,6 +138,16 @@ FAMILIES = [
                                   num_attention_heads=4, max_position_embeddings=64, partial_rotary_factor=0.4,
                                   resid_pdrop=0.0, embd_pdrop=0.0),
            ["layers=2", "hidden=80", "heads=4", "ffn=160", "seq=%d" % SEQ, "vocab=256"], rotary=True),
+    # StableLM-2's layer norm per head of q and k (qk_layernorm), sequential block, q, k, v biases
+    Family("StableLM-2", transformers.StableLmForCausalLM, "models/stablelm2.lua",
+           transformers.StableLmConfig(**STABLELM2_SIZES, use_qkv_bias=True,
+                                       use_parallel_residual=False),
+           STABLELM2_SETS + ["parallel=false", "qkv_bias=true"], rotary=True, random_norms=True),
+    # StableLM-2-12B's shape: the parallel block, no biases on q, k and v
+    Family("StableLM-2-12B", transformers.StableLmForCausalLM, "models/stablelm2.lua",
+           transformers.StableLmConfig(**STABLELM2_SIZES, use_qkv_bias=False,
+                                       use_parallel_residual=True),
+           STABLELM2_SETS, rotary=True, random_norms=True),
 ]
 
 
@@ -321,6 +340,11 @@ def check_family(fam, plait, tmp, text, results):
     torch.manual_seed(1234)
     model_class = fam.model_class
     hf = model_class(fam.config).eval()
+    if fam.random_norms:
+        with torch.no_grad():
+            for name, p in hf.named_parameters():
+                if "norm" in name:
+                    p.copy_(torch.randn_like(p) * 0.1 + (1.0 if name.endswith("weight") else 0.0))
     hf.save_pretrained(os.path.join(d, "hf"))
     sets = ["--set"] + fam.sets
     run(plait, "import", fam.model_file, os.path.join(d, "hf"), "-o", os.path.join(d, "imported"), *sets)

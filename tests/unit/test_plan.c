@@ -104,6 +104,8 @@ static void family_parameter_counts(void) {
       {"models/mistral.lua", "Mistral-7B-v0.1", 7241732096LL},
       {"models/qwen3.lua", "Qwen3-8B", 8190735360LL},
       {"models/phi2.lua", "Phi-2", 2779683840LL},
+      /* transformers' StableLmForCausalLM of its config; the model card says 12,143,605,760 */
+      {"models/stablelm2.lua", "StableLM-2-12B", 12143185920LL},
       {"models/gemma2.lua", "Gemma-2-9B", 9241705984LL},
       {"models/bert.lua", "BERT-large", 335174458LL - 1024},
   };

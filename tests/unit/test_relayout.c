@@ -1,6 +1,7 @@
 /* test_relayout.c: a Hugging Face tensor and the model's tensors it holds: parts one after another, in
  * interleaved blocks (per head), transposed (Conv1D), with more rows than the model's (positions), each
- * against the layout written out by hand; and import undoing export for random shapes. */
+ * against the layout written out by hand; and import undoing export for random shapes; a joined
+ * link's blocks along each axis of a tensor. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,10 +75,42 @@ static void test_split_undoes_join(void) {
   for (int p = 0; p < 3; p++) free(parts[p]), free(back[p]);
 }
 
+/* A [2, 4, 3] tensor of elements 0..23 in blocks along each axis: stacked along axis 0 (two
+ * blocks of [4, 3]), joined along axis 1 (two of [2, 2, 3]) and along axis 2 (three of [2, 4, 1]),
+ * each block against the elements written out by hand, and the blocks put back giving the whole. */
+static void test_blocks(void) {
+  double whole[24], back[24], block[12];
+  for (int i = 0; i < 24; i++) whole[i] = i;
+  const struct {
+    RelayoutBlock b;
+    double first, second, last; /* the block's elements 0, 1 and its last */
+    int n;
+  } cases[] = {
+      {{1, 2, 12, 1, 2}, 12, 13, 23, 12},  /* stacked: the second of two [4, 3] */
+      {{2, 4, 3, 1, 2}, 6, 7, 23, 12},     /* rows 2 and 3 of each of the two [4, 3] */
+      {{8, 3, 1, 2, 3}, 2, 5, 23, 8},      /* column 2 of every row */
+  };
+  for (unsigned c = 0; c < sizeof cases / sizeof *cases; c++) {
+    relayout_take(&cases[c].b, whole, block);
+    CHECK(block[0] == cases[c].first && block[1] == cases[c].second &&
+              block[cases[c].n - 1] == cases[c].last,
+          "case %u: block %g %g .. %g", c, block[0], block[1], block[cases[c].n - 1]);
+    memset(back, 0, sizeof back);
+    for (int i = 0; i < cases[c].b.count; i++) {
+      RelayoutBlock b = cases[c].b;
+      b.index = i;
+      relayout_take(&b, whole, block);
+      relayout_put(&b, block, back);
+    }
+    CHECK(memcmp(whole, back, sizeof whole) == 0, "case %u: the blocks put back are the whole", c);
+  }
+}
+
 int main(void) {
   RUN(test_interleave_per_head);
   RUN(test_transpose);
   RUN(test_longer_source);
   RUN(test_split_undoes_join);
+  RUN(test_blocks);
   TEST_EXIT();
 }
