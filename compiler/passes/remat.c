@@ -6,12 +6,12 @@
  * output gathered again under sequence parallelism, as Megatron-LM does), and every input of it is
  * a parameter, a constant, a kept tensor or made by a node recomputed too; GEMM outputs,
  * attention's output and log-sum-exp, all-reduces' and reduce-scatters' outputs, the stage's
- * output and the cross entropy never are. Which of those nodes are recomputed is the caller's choice (the plan prices
- * them on the machine). Each recomputed node is copied into the backward, before the first
- * backward node that reads one of its outputs (its own recomputed inputs' copies first); backward
- * nodes then read the copies. The forward tensors are no longer read by the backward, so memplan
- * keeps them no longer, and the fuse pass merges the elementwise copies into the backward kernels
- * that read them. */
+ * output and the cross entropy never are. Which of those nodes are recomputed is the caller's
+ * choice (the plan prices them on the machine). Each recomputed node is copied into the backward,
+ * before the first backward node that reads one of its outputs (its own recomputed inputs' copies
+ * first); backward nodes then read the copies. The forward tensors are no longer read by the
+ * backward, so memplan keeps them no longer, and the fuse pass merges the elementwise copies into
+ * the backward kernels that read them. */
 #include "passes/remat.h"
 
 #include <stdlib.h>

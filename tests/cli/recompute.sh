@@ -209,8 +209,8 @@ done
 
 # under sequence parallelism an all-gathered norm output may be gathered again in the backward, as
 # Megatron-LM does, where the machine prices it within the budget: on a machine of fast links the
-# tiny model re-gathers (both a layer, the head's too), trains bit for bit as none, and the plan's TP bytes grow; on the A100 the
-# 22B GPT's re-gathers (2.2% of a layer each) are priced and kept
+# tiny model re-gathers (both a layer, the head's too), trains bit for bit as none, and the plan's
+# TP bytes grow; on the A100 the 22B GPT's re-gathers (2.2% of a layer each) are priced and kept
 sed 's/link_bandwidth = 5e9/link_bandwidth = 5e13/; s/name = "cpu"/name = "cpu-fast-links"/' \
   lib/plait/machines/cpu.lua >"$TMP/fast.lua"
 SP="--tp 2 --sequence-parallel --machine $TMP/fast.lua"
