@@ -606,6 +606,332 @@ hf.families.phi = hf.family {
   ignore = { "model.layers.%d.self_attn.rotary_emb.inv_freq" },
 }
 
+-- Settings that transformers' rotary models take as rope_parameters: no scaling.
+local function unscaled_rope()
+  return {
+    { hf = "rope_scaling", value = json.null, hf_default = json.null },
+    { hf = "rope_parameters.rope_type", value = "default", hf_default = "default" },
+  }
+end
+
+-- Entries and lists of entries as one list (an entry has no first element; a list has).
+local function flat(items, out)
+  out = out or {}
+  for _, item in ipairs(items) do
+    if item[1] ~= nil then flat(item, out) else out[#out + 1] = item end
+  end
+  return out
+end
+
+-- The entries of a weight and its bias (a layer norm's, or a linear layer's with a bias).
+local function with_bias(hf_name, plait_name)
+  return { { hf = hf_name .. ".weight", plait = plait_name .. ".weight" },
+           { hf = hf_name .. ".bias", plait = plait_name .. ".bias" } }
+end
+
+-- The settings every causal model with rotary positions and layer norms fixes.
+local rotary_layernorm = {
+  { plait = "positions", value = "rope", default = "learned" },
+  { plait = "norm", value = "layernorm", default = "layernorm" },
+  { plait = "causal", value = true, default = true },
+}
+
+local function untied(model) return model.params["lm_head.weight"] == nil end
+
+-- GPT-NeoX (GPTNeoXForCausalLM, Pythia): a parallel block (use_parallel_residual; sequential when
+-- false) with a layer norm per branch, rotary positions over a part of each head (rotary_pct), a
+-- fused query_key_value laid out head by head (q, k and v of head 0, then head 1's, ...), biases
+-- everywhere, the exact GeLU and an untied output layer (embed_out); the names follow
+-- models/pythia.lua.
+local function per_head(c) return c.heads end
+
+hf.families.gpt_neox = hf.family {
+  name = "gpt_neox", architecture = "GPTNeoXForCausalLM", model_type = "gpt_neox",
+  base_prefix = "gpt_neox.",
+  config = flat { {
+    { hf = "vocab_size", plait = "vocab", hf_default = 50432 },
+    { hf = "max_position_embeddings", plait = "seq", at_least = true, hf_default = 2048 },
+    { hf = "hidden_size", plait = "hidden", hf_default = 6144 },
+    { hf = "intermediate_size", plait = "ffn", hf_default = 24576 },
+    { hf = "num_hidden_layers", plait = "layers", hf_default = 44 },
+    { hf = "num_attention_heads", plait = "heads", hf_default = 64 },
+    { hf = "layer_norm_eps", plait = "norm_eps", default = 1e-5, hf_default = 1e-5 },
+    -- transformers 5 reads a top-level theta of GPT-NeoX's only as rotary_emb_base
+    { hf = "rotary_emb_base", also = { "rope_parameters.rope_theta", "rope_theta" },
+      plait = "rope_theta", default = 10000, hf_default = 10000 },
+    { hf = "rotary_pct", plait = "rotary_fraction", default = 1, hf_default = 0.25,
+      also = { "rope_parameters.partial_rotary_factor", "partial_rotary_factor" } },
+    { hf = "hidden_act", plait = "activation", default = "gelu", hf_default = "gelu",
+      values = { gelu_exact = "gelu", gelu = { "gelu_new", "gelu_pytorch_tanh", "gelu_fast" } } },
+    { hf = "use_parallel_residual", plait = "parallel", default = false, hf_default = true },
+    { hf = "tie_word_embeddings", plait = "tied", hf_default = false, derive = untied },
+    { hf = "attention_bias", value = true, hf_default = true },
+    { hf = "hidden_dropout", plait = "dropout", default = 0, check = false },
+    { hf = "attention_dropout", value = 0.0, check = false },
+    { hf = "initializer_range", plait = "init_std", default = 0.02, check = false },
+    { plait = "bias", value = true, default = true },
+  }, unscaled_rope(), rotary_layernorm },
+  tensors = flat {
+    { hf = "gpt_neox.embed_in.weight", plait = "wte" },
+    with_bias("gpt_neox.final_layer_norm", "ln_f"),
+    -- saved as embed_out; transformers 5 holds it as lm_head
+    { hf = { "embed_out.weight", "lm_head.weight" }, plait = "lm_head.weight" },
+  },
+  layer = flat {
+    with_bias("gpt_neox.layers.%d.input_layernorm", "ln_1"),
+    { hf = "gpt_neox.layers.%d.attention.query_key_value.weight",
+      plait = { "attn.q.weight", "attn.k.weight", "attn.v.weight" }, groups = per_head },
+    { hf = "gpt_neox.layers.%d.attention.query_key_value.bias",
+      plait = { "attn.q.bias", "attn.k.bias", "attn.v.bias" }, groups = per_head },
+    with_bias("gpt_neox.layers.%d.attention.dense", "attn.proj"),
+    with_bias("gpt_neox.layers.%d.post_attention_layernorm", "ln_2"),
+    with_bias("gpt_neox.layers.%d.mlp.dense_h_to_4h", "mlp.fc"),
+    with_bias("gpt_neox.layers.%d.mlp.dense_4h_to_h", "mlp.proj"),
+  },
+  -- the causal mask buffers and rotary frequencies older checkpoints hold
+  ignore = { "gpt_neox.layers.%d.attention.bias", "gpt_neox.layers.%d.attention.masked_bias",
+             "gpt_neox.layers.%d.attention.rotary_emb.inv_freq" },
+}
+
+-- GPT-J (GPTJForCausalLM): a parallel block with one layer norm (ln_1), rotary positions over the
+-- first rotary_dim dims of each head in interleaved pairs (2i, 2i + 1: rotate_every_two, which
+-- plait's rope computes with rope_interleaved), q, k, v and out_proj without biases, an MLP of
+-- fc_in and fc_out with biases and the tanh GeLU, an untied output layer with a bias; the names
+-- follow models/gptj.lua.
+hf.families.gptj = hf.family {
+  name = "gptj", architecture = "GPTJForCausalLM", model_type = "gptj",
+  base_prefix = "transformer.",
+  config = flat { {
+    { hf = "vocab_size", plait = "vocab", hf_default = 50400 },
+    { hf = "n_positions", plait = "seq", at_least = true, hf_default = 2048 },
+    { hf = "n_embd", plait = "hidden", hf_default = 4096 },
+    { hf = "n_layer", plait = "layers", hf_default = 28 },
+    { hf = "n_head", plait = "heads", hf_default = 16 },
+    { hf = "n_inner", plait = "ffn", default = function(c) return 4 * c.hidden end,
+      hf_default = function(c) return 4 * (c.n_embd or 4096) end },
+    { hf = "rotary_dim", plait = "rotary", hf_default = 64 },
+    { hf = "layer_norm_epsilon", plait = "norm_eps", default = 1e-5, hf_default = 1e-5 },
+    { hf = "activation_function", plait = "activation", default = "gelu", hf_default = "gelu_new",
+      values = { gelu = { "gelu_new", "gelu_pytorch_tanh" }, gelu_exact = "gelu" } },
+    { hf = "tie_word_embeddings", plait = "tied", hf_default = false, derive = untied },
+    { hf = "resid_pdrop", plait = "dropout", default = 0, check = false },
+    { hf = "embd_pdrop", plait = "dropout", default = 0, check = false },
+    { hf = "attn_pdrop", value = 0.0, check = false },
+    { hf = "initializer_range", plait = "init_std", default = 0.02, check = false },
+    { plait = "rope_theta", value = 10000, default = 10000 },
+    { plait = "rope_interleaved", value = true, default = false },
+    { plait = "bias", value = true, default = true },
+    { plait = "qkv_bias", value = false, default = function(c) return c.bias ~= false end },
+    { plait = "proj_bias", value = false, default = function(c) return c.bias ~= false end },
+    { plait = "head_bias", value = true, default = false },
+  }, rotary_layernorm },
+  tensors = flat {
+    { hf = "transformer.wte.weight", plait = "wte" },
+    with_bias("transformer.ln_f", "ln_f"),
+    with_bias("lm_head", "lm_head"),
+  },
+  layer = flat {
+    with_bias("transformer.h.%d.ln_1", "ln_1"),
+    { hf = "transformer.h.%d.attn.q_proj.weight", plait = "attn.q.weight" },
+    { hf = "transformer.h.%d.attn.k_proj.weight", plait = "attn.k.weight" },
+    { hf = "transformer.h.%d.attn.v_proj.weight", plait = "attn.v.weight" },
+    { hf = "transformer.h.%d.attn.out_proj.weight", plait = "attn.proj.weight" },
+    with_bias("transformer.h.%d.mlp.fc_in", "mlp.fc"),
+    with_bias("transformer.h.%d.mlp.fc_out", "mlp.proj"),
+  },
+  -- the causal mask buffers and sin/cos tables older checkpoints hold
+  ignore = { "transformer.h.%d.attn.bias", "transformer.h.%d.attn.masked_bias",
+             "transformer.h.%d.attn.embed_positions" },
+}
+
+-- Falcon (FalconForCausalLM): a parallel block with rotary positions, the exact GeLU, biases or
+-- none (bias) and the embedding tied by default. Falcon-7B's layout (new_decoder_architecture
+-- false): one layer norm (input_layernorm), one key/value head (multi_query) or one per head; the
+-- new decoder architecture (Falcon-40B's): a layer norm per branch (ln_attn, ln_mlp) and
+-- num_kv_heads. The fused query_key_value holds, for each key/value head, the queries that share
+-- it, then its key and value: groups = kv_heads (one group of all queries, k and v for
+-- multi-query; q, k, v head by head when each head has its own). The names follow
+-- models/falcon.lua.
+local function falcon_new(c) return c.new_decoder_architecture == true end
+local function falcon_old(c) return not falcon_new(c) end
+local function kv_groups(c) return c.kv_heads end
+
+hf.families.falcon = hf.family {
+  name = "falcon", architecture = "FalconForCausalLM", model_type = "falcon",
+  base_prefix = "transformer.",
+  config = flat { {
+    { hf = "vocab_size", plait = "vocab", hf_default = 65024 },
+    { hf = "max_position_embeddings", plait = "seq", at_least = true, hf_default = 2048 },
+    { hf = "hidden_size", plait = "hidden", hf_default = 4544 },
+    { hf = "ffn_hidden_size", plait = "ffn", default = function(c) return 4 * c.hidden end,
+      hf_default = function(c) return 4 * (c.hidden_size or 4544) end },
+    { hf = "num_hidden_layers", plait = "layers", hf_default = 32 },
+    { hf = "num_attention_heads", plait = "heads", hf_default = 71 },
+    { hf = "new_decoder_architecture", plait = "new_decoder_architecture", default = false,
+      hf_default = false },
+    { hf = "num_kv_heads", plait = "kv_heads", default = function(c) return c.heads end,
+      hf_default = function(c) return c.num_attention_heads or 71 end, when = falcon_new },
+    { hf = "multi_query", value = function(c) return c.kv_heads == 1 end, hf_default = true,
+      when = falcon_old },
+    { hf = "num_ln_in_parallel_attn",
+      value = function(c) return falcon_new(c) and 2 or json.null end },
+    { hf = "layer_norm_epsilon", plait = "norm_eps", default = 1e-5, hf_default = 1e-5 },
+    { hf = "rope_theta", also = { "rope_parameters.rope_theta" }, plait = "rope_theta",
+      default = 10000, hf_default = 10000 },
+    { hf = "activation", plait = "activation", default = "gelu", hf_default = "gelu",
+      values = { gelu_exact = "gelu", gelu = { "gelu_new", "gelu_pytorch_tanh" } } },
+    { hf = "bias", plait = "bias", default = true, hf_default = false },
+    { hf = "tie_word_embeddings", plait = "tied", hf_default = true, derive = untied },
+    { hf = "parallel_attn", value = true, hf_default = true },
+    { hf = "alibi", value = false, hf_default = false },
+    { hf = "hidden_dropout", plait = "dropout", default = 0, check = false },
+    { hf = "attention_dropout", value = 0.0, check = false },
+    { hf = "initializer_range", plait = "init_std", default = 0.02, check = false },
+  }, unscaled_rope(), rotary_layernorm },
+  tensors = flat {
+    { hf = "transformer.word_embeddings.weight", plait = "wte" },
+    with_bias("transformer.ln_f", "ln_f"),
+    { hf = "lm_head.weight", plait = "lm_head.weight" },
+  },
+  layer = flat {
+    with_bias("transformer.h.%d.input_layernorm", "ln"),
+    with_bias("transformer.h.%d.ln_attn", "ln_attn"),
+    with_bias("transformer.h.%d.ln_mlp", "ln_mlp"),
+    { hf = "transformer.h.%d.self_attention.query_key_value.weight",
+      plait = { "attn.q.weight", "attn.k.weight", "attn.v.weight" }, groups = kv_groups },
+    { hf = "transformer.h.%d.self_attention.query_key_value.bias",
+      plait = { "attn.q.bias", "attn.k.bias", "attn.v.bias" }, groups = kv_groups },
+    with_bias("transformer.h.%d.self_attention.dense", "attn.proj"),
+    with_bias("transformer.h.%d.mlp.dense_h_to_4h", "mlp.fc"),
+    with_bias("transformer.h.%d.mlp.dense_4h_to_h", "mlp.proj"),
+  },
+  ignore = { "lm_head.weight" },  -- a tied head's copy of the embedding
+}
+
+-- StableLM (StableLmForCausalLM: StableLM-3B-4E1T, StableLM-2 without per-head norms): Llama's
+-- tensors with layer norms (weight and bias), rotary positions over a part of each head
+-- (partial_rotary_factor), biases on q, k and v with use_qkv_bias and none elsewhere, sequential
+-- blocks (use_parallel_residual false) and no QK-norm (qk_layernorm false).
+hf.families.stablelm = hf.extend("llama", {
+  name = "stablelm", architecture = "StableLmForCausalLM", model_type = "stablelm",
+  drop = { "attention_bias", "mlp_bias", "pretraining_tp", "head_dim", "rms_norm_eps" },
+  config = llama_sizes({ vocab = 50304, seq = 4096, hidden = 2560, ffn = 6912, layers = 32,
+                         heads = 32 }, {
+    { hf = "layer_norm_eps", plait = "norm_eps", default = 1e-5, hf_default = 1e-5 },
+    { hf = "partial_rotary_factor", also = { "rope_parameters.partial_rotary_factor" },
+      plait = "rotary_fraction", default = 1, hf_default = 0.25 },
+    { hf = "use_qkv_bias", plait = "qkv_bias", default = function(c) return c.bias ~= false end,
+      hf_default = false },
+    { hf = "qk_layernorm", value = false, hf_default = false },
+    { hf = "use_parallel_residual", value = false, hf_default = false },
+    { hf = "hidden_dropout", plait = "dropout", default = 0, check = false },
+    { plait = "norm", value = "layernorm", default = "layernorm" },
+    { plait = "bias", value = false, default = true },
+  }),
+  tensors = {
+    { hf = "model.norm.bias", plait = "ln_f.bias" },
+  },
+  layer = {
+    { hf = "model.layers.%d.input_layernorm.bias", plait = "attn_norm.bias" },
+    { hf = "model.layers.%d.post_attention_layernorm.bias", plait = "mlp_norm.bias" },
+  },
+})
+
+-- StarCoder2 (Starcoder2ForCausalLM): pre-LayerNorm blocks with grouped-query attention over a
+-- sliding window (null: none), rotary positions, biases everywhere (use_bias), an MLP of c_fc and
+-- c_proj with the tanh GeLU, the embedding tied by default; the names follow
+-- models/starcoder2.lua.
+hf.families.starcoder2 = hf.family {
+  name = "starcoder2", architecture = "Starcoder2ForCausalLM", model_type = "starcoder2",
+  base_prefix = "model.",
+  config = flat { {
+    { hf = "vocab_size", plait = "vocab", hf_default = 49152 },
+    { hf = "max_position_embeddings", plait = "seq", at_least = true, hf_default = 4096 },
+    { hf = "hidden_size", plait = "hidden", hf_default = 3072 },
+    { hf = "intermediate_size", plait = "ffn", hf_default = 12288 },
+    { hf = "num_hidden_layers", plait = "layers", hf_default = 30 },
+    { hf = "num_attention_heads", plait = "heads", hf_default = 24 },
+    { hf = "num_key_value_heads", plait = "kv_heads", default = function(c) return c.heads end,
+      hf_default = 2 },
+    { hf = "norm_epsilon", plait = "norm_eps", default = 1e-5, hf_default = 1e-5 },
+    { hf = "rope_theta", also = { "rope_parameters.rope_theta" }, plait = "rope_theta",
+      default = 10000, hf_default = 10000 },
+    { hf = "sliding_window", plait = "sliding_window", nullable = true, hf_default = json.null },
+    { hf = "hidden_act", plait = "activation", default = "gelu", hf_default = "gelu_pytorch_tanh",
+      values = { gelu = { "gelu_pytorch_tanh", "gelu_new" }, gelu_exact = "gelu" } },
+    { hf = "use_bias", plait = "bias", default = true, hf_default = true },
+    { hf = "tie_word_embeddings", plait = "tied", hf_default = true, derive = untied },
+    { hf = "residual_dropout", plait = "dropout", default = 0, check = false },
+    { hf = "embedding_dropout", plait = "dropout", default = 0, check = false },
+    { hf = "attention_dropout", value = 0.0, check = false },
+    { hf = "initializer_range", plait = "init_std", default = 0.02, check = false },
+  }, unscaled_rope(), rotary_layernorm },
+  tensors = flat {
+    { hf = "model.embed_tokens.weight", plait = "wte" },
+    with_bias("model.norm", "ln_f"),
+    { hf = "lm_head.weight", plait = "lm_head.weight" },
+  },
+  layer = flat {
+    with_bias("model.layers.%d.input_layernorm", "ln_1"),
+    with_bias("model.layers.%d.self_attn.q_proj", "attn.q"),
+    with_bias("model.layers.%d.self_attn.k_proj", "attn.k"),
+    with_bias("model.layers.%d.self_attn.v_proj", "attn.v"),
+    with_bias("model.layers.%d.self_attn.o_proj", "attn.proj"),
+    with_bias("model.layers.%d.post_attention_layernorm", "ln_2"),
+    with_bias("model.layers.%d.mlp.c_fc", "mlp.fc"),
+    with_bias("model.layers.%d.mlp.c_proj", "mlp.proj"),
+  },
+  ignore = { "lm_head.weight" },  -- a tied head's copy of the embedding
+}
+
+-- Cohere (CohereForCausalLM, Command-R): a parallel block with one layer norm without a bias
+-- (input_layernorm), rotary positions in interleaved pairs (2i, 2i + 1, as GPT-J's), a SwiGLU MLP,
+-- no biases (attention_bias), the embedding tied by default and the logits multiplied by
+-- logit_scale; no QK-norm (use_qk_norm false). The names follow models/cohere.lua.
+hf.families.cohere = hf.family {
+  name = "cohere", architecture = "CohereForCausalLM", model_type = "cohere",
+  base_prefix = "model.",
+  config = flat { {
+    { hf = "vocab_size", plait = "vocab", hf_default = 256000 },
+    { hf = "max_position_embeddings", plait = "seq", at_least = true, hf_default = 8192 },
+    { hf = "hidden_size", plait = "hidden", hf_default = 8192 },
+    { hf = "intermediate_size", plait = "ffn", hf_default = 22528 },
+    { hf = "num_hidden_layers", plait = "layers", hf_default = 40 },
+    { hf = "num_attention_heads", plait = "heads", hf_default = 64 },
+    { hf = "num_key_value_heads", plait = "kv_heads", default = function(c) return c.heads end,
+      hf_default = function(c) return c.num_attention_heads or 64 end },
+    { hf = "layer_norm_eps", plait = "norm_eps", default = 1e-5, hf_default = 1e-5 },
+    { hf = "rope_theta", also = { "rope_parameters.rope_theta" }, plait = "rope_theta",
+      default = 10000, hf_default = 500000 },
+    { hf = "logit_scale", plait = "logit_scale", default = 1, hf_default = 0.0625 },
+    { hf = "hidden_act", plait = "activation", default = "gelu", hf_default = "silu",
+      values = { swiglu = "silu" } },
+    { hf = "attention_bias", value = false, hf_default = false },
+    { hf = "tie_word_embeddings", plait = "tied", hf_default = true, derive = untied },
+    { hf = "use_qk_norm", value = false, hf_default = false },
+    { hf = "attention_dropout", value = 0.0, check = false },
+    { hf = "initializer_range", plait = "init_std", default = 0.02, check = false },
+    { plait = "rope_interleaved", value = true, default = false },
+    { plait = "norm_bias", value = false, default = true },
+    { plait = "bias", value = false, default = true },
+  }, unscaled_rope(), rotary_layernorm },
+  tensors = flat {
+    { hf = "model.embed_tokens.weight", plait = "wte" },
+    { hf = "model.norm.weight", plait = "ln_f.weight" },
+    { hf = "lm_head.weight", plait = "lm_head.weight" },
+  },
+  layer = flat {
+    { hf = "model.layers.%d.input_layernorm.weight", plait = "ln.weight" },
+    { hf = "model.layers.%d.self_attn.q_proj.weight", plait = "attn.q.weight" },
+    { hf = "model.layers.%d.self_attn.k_proj.weight", plait = "attn.k.weight" },
+    { hf = "model.layers.%d.self_attn.v_proj.weight", plait = "attn.v.weight" },
+    { hf = "model.layers.%d.self_attn.o_proj.weight", plait = "attn.proj.weight" },
+    { hf = "model.layers.%d.mlp.gate_proj.weight", plait = "mlp.gate.weight" },
+    { hf = "model.layers.%d.mlp.up_proj.weight", plait = "mlp.up.weight" },
+    { hf = "model.layers.%d.mlp.down_proj.weight", plait = "mlp.proj.weight" },
+  },
+  ignore = { "lm_head.weight", "model.layers.%d.self_attn.rotary_emb.inv_freq" },
+
 -- StableLM-2 with per-head QK norms (StableLmForCausalLM, qk_layernorm true: StableLM-2-12B): layer
 -- norms with biases, rotary positions over a part of each head (partial_rotary_factor), q, k and v
 -- with biases where use_qkv_bias, a LayerNorm without bias per head of q and of k (norms.{h}:

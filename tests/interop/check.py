@@ -12,8 +12,9 @@ downloaded) and saved with save_pretrained; then, for plait's programs at one ra
 It needs torch, transformers and safetensors (pip install torch transformers safetensors); without them
 it says so in one line and exits 0. Usage: check.py BUILD_DIR [FAMILY...] (the folder holding plait, and
 the families to check by their first word, GPT-2 Llama Gemma OLMo-2 Qwen2 Mistral Mistral-v0.2 Qwen3
-Phi-2 StableLM-2 StableLM-2-12B; all by default). Mistral-v0.2 (sliding_window null: no window) is
-checked over windows of 4200 tokens, at one rank.
+Phi-2 GPT-NeoX GPT-J Falcon-7B Falcon-40B StableLM StarCoder2 Cohere StableLM-2 StableLM-2-12B; all by
+default). Mistral-v0.2 (sliding_window null: no window) is checked over windows of 4200 tokens, at one
+rank; Falcon-7B (one key/value head) at tp 4 too.
 """
 import json
 import math
@@ -38,7 +39,9 @@ except ImportError as missing:
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEQ = 32
 LAYOUTS = {"one rank": [], "tp 2": ["--tp", "2"], "pp 2": ["--pp", "2"],
-           "tp 2 · pp 2 · dp 2, sp": ["--tp", "2", "--pp", "2", "--dp", "2", "--sequence-parallel"]}
+           "tp 2 · pp 2 · dp 2, sp": ["--tp", "2", "--pp", "2", "--dp", "2", "--sequence-parallel"],
+           "tp 4": ["--tp", "4"]}
+FOUR = ("one rank", "tp 2", "pp 2", "tp 2 · pp 2 · dp 2, sp")  # every family's layouts
 BATCH = ["--mbs", "1", "--gbs", "4"]
 BETA1 = float(np.float32(1) - np.float32(0.9))  # plait's (1 - beta1) in float, as the optimizer computes it
 
@@ -47,7 +50,7 @@ class Family:
     """A small configuration of one family: transformers' model and plait's model file with --set."""
 
     def __init__(self, name, model_class, model_file, config, sets, rotary, attention="sdpa",
-                 masked=False, seq=SEQ, windows=8, layouts=tuple(LAYOUTS), random_norms=False):
+                 masked=False, seq=SEQ, windows=8, layouts=FOUR, random_norms=False):
         self.name, self.model_class, self.model_file, self.config = name, model_class, model_file, config
         self.sets, self.rotary, self.attention = sets, rotary, attention  # attention: transformers' kernel
         self.masked = masked  # a masked-LM model: plait's masks (tests/tools/mlm_batch) fed to transformers
@@ -57,6 +60,11 @@ class Family:
         # evaluated over `windows` windows of seq tokens and a short one, at the layouts named
         self.seq, self.windows, self.layouts = seq, windows, layouts
 
+
+# the sizes of the families added last: transformers' keys and plait's --set
+SMALL = dict(vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+             max_position_embeddings=64)
+SMALL_SETS = ["layers=2", "hidden=64", "heads=4", "seq=%d" % SEQ, "vocab=256"]
 
 STABLELM2_SIZES = dict(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
@@ -138,6 +146,42 @@ FAMILIES = [
                                   num_attention_heads=4, max_position_embeddings=64, partial_rotary_factor=0.4,
                                   resid_pdrop=0.0, embd_pdrop=0.0),
            ["layers=2", "hidden=80", "heads=4", "ffn=160", "seq=%d" % SEQ, "vocab=256"], rotary=True),
+    Family("GPT-NeoX", transformers.GPTNeoXForCausalLM, "models/pythia.lua",
+           transformers.GPTNeoXConfig(**SMALL, intermediate_size=128, rotary_pct=0.25,
+                                      rotary_emb_base=20000.0, hidden_dropout=0.0,
+                                      attention_dropout=0.0),
+           SMALL_SETS + ["ffn=128", "rope_theta=20000"], rotary=True),
+    Family("GPT-J", transformers.GPTJForCausalLM, "models/gptj.lua",
+           transformers.GPTJConfig(vocab_size=256, n_positions=64, n_embd=64, n_layer=2, n_head=4,
+                                   rotary_dim=8, n_inner=128, resid_pdrop=0.0, embd_pdrop=0.0,
+                                   attn_pdrop=0.0),
+           SMALL_SETS + ["ffn=128", "rotary=8"], rotary=True),
+    # Falcon-7B's layout: one key/value head (multi-query), also at tp 4, each rank holding it
+    Family("Falcon-7B", transformers.FalconForCausalLM, "models/falcon.lua",
+           transformers.FalconConfig(**SMALL, multi_query=True),
+           SMALL_SETS + ["kv_heads=1", "ffn=256"], rotary=True, layouts=FOUR + ("tp 4",)),
+    # the new decoder architecture (Falcon-40B's): two norms, grouped-query attention; with biases
+    Family("Falcon-40B", transformers.FalconForCausalLM, "models/falcon.lua",
+           transformers.FalconConfig(**SMALL, new_decoder_architecture=True, num_kv_heads=2,
+                                     bias=True),
+           SMALL_SETS + ["kv_heads=2", "ffn=256", "new_decoder_architecture=true", "bias=true"],
+           rotary=True),
+    Family("StableLM", transformers.StableLmForCausalLM, "models/stablelm.lua",
+           transformers.StableLmConfig(**SMALL, intermediate_size=96, num_key_value_heads=2,
+                                       partial_rotary_factor=0.25, use_qkv_bias=True),
+           SMALL_SETS + ["kv_heads=2", "ffn=96", "qkv_bias=true"], rotary=True),
+    Family("StarCoder2", transformers.Starcoder2ForCausalLM, "models/starcoder2.lua",
+           transformers.Starcoder2Config(**SMALL, intermediate_size=128, num_key_value_heads=2,
+                                         sliding_window=12, residual_dropout=0.0,
+                                         embedding_dropout=0.0, bos_token_id=0, eos_token_id=0),
+           SMALL_SETS + ["kv_heads=2", "ffn=128", "sliding_window=12", "rope_theta=10000"],
+           rotary=True),
+    Family("Cohere", transformers.CohereForCausalLM, "models/cohere.lua",
+           transformers.CohereConfig(**SMALL, intermediate_size=96, num_key_value_heads=2,
+                                     logit_scale=0.25, pad_token_id=0, bos_token_id=1,
+                                     eos_token_id=2),
+           SMALL_SETS + ["kv_heads=2", "ffn=96", "logit_scale=0.25", "rope_theta=500000"],
+           rotary=True),
     # StableLM-2's layer norm per head of q and k (qk_layernorm), sequential block, q, k, v biases
     Family("StableLM-2", transformers.StableLmForCausalLM, "models/stablelm2.lua",
            transformers.StableLmConfig(**STABLELM2_SIZES, use_qkv_bias=True,
@@ -176,8 +220,9 @@ def plait_eval(train, ckpt_flag, ckpt, eval_bin, log):
 
 def rotary_in_double(model):
     """transformers' Llama-like models compute their rotary tables and their RMS norms in float32 even in a
-    float64 model, Gemma keeps its embedding scale √hidden as a float32 number, and the eager attention
-    (Gemma-2's) takes its softmax in float32; plait's double build computes everything in double. For the
+    float64 model (GPT-J its sin and cos table, Cohere its layer norms and its rotation of q and k),
+    Gemma keeps its embedding scale √hidden as a float32 number, and the eager attention (Gemma-2's)
+    takes its softmax in float32; plait's double build computes everything in double. For the
     float64 comparison these are computed in float64 here (the formulas as transformers writes them, in
     the input's dtype)."""
     def llama3(inv_freq, p):  # Llama 3.1's scaled frequencies, by wavelength
@@ -196,8 +241,22 @@ def rotary_in_double(model):
         if params.get("rope_type") == "llama3":
             inv_freq = llama3(inv_freq, params)
         freqs = position_ids[..., None].double() * inv_freq
-        emb = torch.cat((freqs, freqs), dim=-1)
+        if type(self).__name__.startswith("Cohere"):  # interleaved pairs: each frequency twice
+            emb = torch.repeat_interleave(freqs, 2, dim=-1)
+        else:
+            emb = torch.cat((freqs, freqs), dim=-1)
         return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+    def gptj_table(self):  # GPT-J's sin and cos table, in float64
+        dim = self.pos_embd_dim
+        inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+        angles = torch.arange(self.max_positions, dtype=torch.float64)[:, None] * inv_freq
+        self.embed_positions = torch.cat((torch.sin(angles), torch.cos(angles)), dim=1)
+
+    def cohere_norm(self, x):  # a layer norm without bias, in the input's dtype
+        centred = x - x.mean(-1, keepdim=True)
+        variance = centred.pow(2).mean(-1, keepdim=True)
+        return self.weight * (centred * torch.rsqrt(variance + self.variance_epsilon))
 
     def rms_norm(self, x):
         variance = x.pow(2).mean(-1, keepdim=True)
@@ -219,12 +278,28 @@ def rotary_in_double(model):
         eager_in_input_dtype.in_input_dtype = True
         module.eager_attention_forward = eager_in_input_dtype
 
-    model.model.rotary_emb.forward = rotary.__get__(model.model.rotary_emb)
+    cohere = type(model).__name__.startswith("Cohere")
+    if cohere and not getattr(module, "rotates_in_input_dtype", False):
+        rotate_half = module.rotate_half  # interleaved pairs
+
+        def rotate_in_input_dtype(q, k, cos, sin, unsqueeze_dim=1):  # Cohere's, without float32
+            cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+            return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        module.apply_rotary_pos_emb = rotate_in_input_dtype
+        module.rotates_in_input_dtype = True
+
     for module in model.modules():
         name = type(module).__name__
         if name.endswith("RMSNorm"):
             module.forward = (gemma_norm if name.startswith("Gemma") else rms_norm).__get__(module)
-    scale = getattr(model.model.embed_tokens, "embed_scale", None)
+        elif name == "CohereLayerNorm":
+            module.forward = cohere_norm.__get__(module)
+        elif name == "GPTJRotaryEmbedding":
+            gptj_table(module)
+        elif name.endswith("RotaryEmbedding"):
+            module.forward = rotary.__get__(module)
+    embed = getattr(getattr(model, "model", None), "embed_tokens", None)
+    scale = getattr(embed, "embed_scale", None)
     if scale is not None:
         scale.fill_(model.config.hidden_size ** 0.5)
 
@@ -280,6 +355,10 @@ def masked_step_loss(model, tools, step_bin):
     return torch.nn.functional.cross_entropy(logits, torch.tensor(targets), ignore_index=-1)
 
 
+# tensors transformers keeps under another name than its files give them (GPT-NeoX's output layer)
+IN_MEMORY = {"embed_out.weight": "lm_head.weight"}
+
+
 def gradient_errors(model, tokens, seq, exported, loss=None):
     """The step's gradient in transformers (mean loss over the window, or the given loss; clipped at norm 1
     as plait clips) against plait's first moment, exported under transformers' names: the largest
@@ -301,7 +380,8 @@ def gradient_errors(model, tokens, seq, exported, loss=None):
     # a whole row) is measured against a millionth of the whole clipped gradient instead of its own noise
     floor = 1e-6 * norm * coef
     for name, m in moments.items():
-        g = grads[name][:m.shape[0]] * coef  # positions beyond the model's sequence have no place in plait
+        # positions beyond the model's sequence have no place in plait
+        g = grads[IN_MEMORY.get(name, name)][:m.shape[0]] * coef
         err = ((m.double() / BETA1 - g).norm() / max(g.norm().item(), floor)).item()
         if err > worst:
             worst, where = err, name

@@ -108,6 +108,17 @@ static void family_parameter_counts(void) {
       {"models/stablelm2.lua", "StableLM-2-12B", 12143185920LL},
       {"models/gemma2.lua", "Gemma-2-9B", 9241705984LL},
       {"models/bert.lua", "BERT-large", 335174458LL - 1024},
+      {"models/pythia.lua", "Pythia-6.9B", 6857302016LL},
+      /* GPT-J-6B's card says 6,053,381,344: transformers' 6,050,882,784 (plait's) plus what a sum
+       * over mesh-transformer-jax's 8 shards adds, 7 more copies of each layer norm, fc_out bias
+       * and the final norm (7 × 352,256) and an embedding bias of 4096 per shard, which the
+       * conversion folds into wte. */
+      {"models/gptj.lua", "GPT-J-6B", 6053381344LL - 7 * 352256LL - 8 * 4096LL},
+      {"models/falcon.lua", "Falcon-7B", 6921720704LL},
+      {"models/stablelm.lua", "StableLM-3B-4E1T", 2795443200LL},
+      /* the cards say 3B and 35B: transformers' counts of the published configs */
+      {"models/starcoder2.lua", "StarCoder2-3B", 3030371328LL},
+      {"models/cohere.lua", "Command-R v01", 34980831232LL},
   };
   for (unsigned i = 0; i < sizeof families / sizeof *families; i++) {
     Plan p;
