@@ -931,6 +931,7 @@ hf.families.cohere = hf.family {
     { hf = "model.layers.%d.mlp.down_proj.weight", plait = "mlp.proj.weight" },
   },
   ignore = { "lm_head.weight", "model.layers.%d.self_attn.rotary_emb.inv_freq" },
+}
 
 -- StableLM-2 with per-head QK norms (StableLmForCausalLM, qk_layernorm true: StableLM-2-12B): layer
 -- norms with biases, rotary positions over a part of each head (partial_rotary_factor), q, k and v
