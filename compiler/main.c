@@ -42,7 +42,9 @@ static const Command commands[] = {
      "[--unit-costs]\n"
      "           [--format report|text|csv|trace|svg] [-o FILE]"},
     {"data", cmd_data,
-     "plait data --bytes FILE... -o OUT.bin [--val-fraction F]   (validation part: OUT.val.bin)"},
+     "plait data --bytes FILE... -o OUT.bin [--val-fraction F]   (validation part: OUT.val.bin)\n"
+     "           [--format megatron]   (-o OUT writes Megatron-LM's OUT.bin and OUT.idx, a "
+     "document a file)"},
     {"plot", cmd_plot,
      "plait plot LOG.json... -o CURVE.svg [--x steps|tokens] [--lr] [--grad-norm]   (training "
      "logs of\n"
