@@ -179,6 +179,7 @@ demo: all
 	$(B)/plait data --bytes $$(ls /usr/share/games/fortunes/* | grep -v -e '\.dat$$' -e '\.u8$$') -o $(B)/demo/fortunes.bin
 	$(B)/demo/tiny/train --data $(B)/demo/fortunes.bin --steps 1500 --lr 3e-3 --warmup 50 --eval-every 250 \
 	  --sample 400 --log-json $(B)/demo/log.json
+	$(B)/plait plot $(B)/demo/log.json -o $(B)/demo/curve.svg
 
 # ---- fuzzing: the schedule readers under libFuzzer (clang); `make fuzz FUZZ_SECONDS=N` -----------
 FUZZ_SECONDS ?= 180

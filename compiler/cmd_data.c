@@ -1,10 +1,15 @@
-/* cmd_data.c: `plait data --bytes FILE... -o OUT.bin [--val-fraction F]`: text to byte-level
- * token files.
+/* cmd_data.c: `plait data --bytes FILE... -o OUT.bin [--val-fraction F] [--format
+ * llmc|megatron]`: text to byte-level token files.
  *
  * The files' bytes, concatenated in the order given, are the tokens (0..255). The last F of them
  * (default 0.1, rounded to the nearest token) go to the validation file, the rest to OUT.bin.
  * The validation file is OUT.bin with its ".bin" replaced by ".val.bin" (OUT.val.bin; a name
- * without ".bin" gets ".val.bin" appended). With F = 0 no validation file is written. */
+ * without ".bin" gets ".val.bin" appended). With F = 0 no validation file is written.
+ *
+ * --format megatron writes Megatron-LM indexed datasets instead (indexfile.h): -o names the
+ * prefix OUT of OUT.bin and OUT.idx, the validation part is OUT.val.bin and OUT.val.idx, and each
+ * input file is one document (the file the split falls in ends one part's last document and
+ * begins the other's first). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -15,6 +20,7 @@
 #include "commands.h"
 #include "ir/diag.h"
 #include "infile.h"
+#include "indexfile.h"
 #include "outfile.h"
 #include "tokenfile.h"
 
@@ -23,8 +29,47 @@ typedef struct {
   int ninputs;
   const char *output;
   double val_fraction;
+  int megatron; /* --format megatron */
   char val_output[4096];
 } DataArgs;
+
+/* Where one part's tokens go: a token file, or an indexed dataset. */
+typedef struct {
+  int megatron;
+  TokenWriter tokens;
+  IndexWriter index;
+} Sink;
+
+static int sink_begin(Sink *s, int megatron, const char *path, Diag *d) {
+  s->megatron = megatron;
+  return megatron ? indexfile_begin(&s->index, path, d) : tokenfile_begin(&s->tokens, path, d);
+}
+
+static int sink_write(Sink *s, const uint16_t *tokens, int64_t n, Diag *d) {
+  return s->megatron ? indexfile_write(&s->index, tokens, n, d)
+                     : tokenfile_write(&s->tokens, tokens, n, d);
+}
+
+static int sink_end_document(Sink *s, Diag *d) {
+  return s->megatron ? indexfile_end_document(&s->index, d) : 0;
+}
+
+static int sink_finish(Sink *s, Diag *d) {
+  return s->megatron ? indexfile_finish(&s->index, d) : tokenfile_finish(&s->tokens, d);
+}
+
+static void sink_abort(Sink *s) {
+  if (s->megatron) indexfile_abort(&s->index);
+  else tokenfile_abort(&s->tokens);
+}
+
+/* "OUT: N tokens" or, for an indexed dataset, "OUT.bin and OUT.idx: N tokens in D documents". */
+static void sink_report(const Sink *s, const char *path, int64_t tokens) {
+  if (s->megatron)
+    printf("%s.bin and %s.idx: %lld tokens in %lld document%s", path, path, (long long)tokens,
+           (long long)s->index.documents, s->index.documents == 1 ? "" : "s");
+  else printf("%s: %lld tokens", path, (long long)tokens);
+}
 
 /* --bytes takes every following word that is not a flag. */
 static int parse_bytes(int argc, char **argv, int *i, DataArgs *a, Diag *d) {
@@ -56,6 +101,11 @@ static int parse_args(int argc, char **argv, DataArgs *a, Diag *d) {
     } else if (strcmp(arg, "-o") == 0) {
       if (!value) return diag(d, "-o takes the output file, as in -o data.bin");
       a->output = argv[++i];
+    } else if (strcmp(arg, "--format") == 0) {
+      if (!value || (strcmp(value, "llmc") != 0 && strcmp(value, "megatron") != 0))
+        return diag(d, "--format takes llmc or megatron, as in --format megatron");
+      a->megatron = strcmp(value, "megatron") == 0;
+      i++;
     } else if (strcmp(arg, "--val-fraction") == 0) {
       if (parse_fraction(value, &a->val_fraction, d)) return -1;
       i++;
@@ -71,14 +121,29 @@ static int parse_args(int argc, char **argv, DataArgs *a, Diag *d) {
   return 0;
 }
 
-/* OUT.bin -> OUT.val.bin; any other name gets ".val.bin" appended. */
+/* OUT.bin -> OUT.val.bin; any other name gets ".val.bin" appended. An indexed dataset's prefix
+ * OUT (which must not end in .bin or .idx) gets ".val". */
 static int val_name(DataArgs *a, Diag *d) {
   size_t n = strlen(a->output);
-  int stem = n > 4 && strcmp(a->output + n - 4, ".bin") == 0 ? (int)(n - 4) : (int)n;
-  if (snprintf(a->val_output, sizeof a->val_output, "%.*s.val.bin", stem, a->output) >=
-      (int)sizeof a->val_output)
+  int bin = n > 4 && strcmp(a->output + n - 4, ".bin") == 0;
+  if (a->megatron && (bin || (n > 4 && strcmp(a->output + n - 4, ".idx") == 0)))
+    return diag(d, "with --format megatron, -o takes the prefix: -o %.*s writes %.*s.bin and "
+                "%.*s.idx", (int)(n - 4), a->output, (int)(n - 4), a->output, (int)(n - 4),
+                a->output);
+  int stem = bin && !a->megatron ? (int)(n - 4) : (int)n;
+  if (snprintf(a->val_output, sizeof a->val_output, "%.*s%s", stem, a->output,
+               a->megatron ? ".val" : ".val.bin") >= (int)sizeof a->val_output)
     return diag(d, "-o %s: the name is too long", a->output);
   return 0;
+}
+
+/* The output (an indexed dataset's .bin and .idx) may not replace an input. */
+static int check_output(const DataArgs *a, const char *path, Diag *d) {
+  char bin[INDEXFILE_PATH], idx[INDEXFILE_PATH];
+  if (!a->megatron) return outfile_check("-o", path, a->inputs, a->ninputs, d);
+  if (indexfile_paths(path, bin, idx, d)) return -1;
+  if (outfile_check("-o", bin, a->inputs, a->ninputs, d)) return -1;
+  return outfile_check("-o", idx, a->inputs, a->ninputs, d);
 }
 
 /* The total size of the inputs; each must be a readable regular file. */
@@ -103,18 +168,18 @@ static int input_bytes(const DataArgs *a, int64_t *total, Diag *d) {
 
 /* Sends the tokens at global positions [pos, pos + n) to the training file below `split`, the
  * validation file from it on. */
-static int route(TokenWriter *train, TokenWriter *val, int64_t split, int64_t pos,
-                 const uint16_t *tokens, int64_t n, Diag *d) {
+static int route(Sink *train, Sink *val, int64_t split, int64_t pos, const uint16_t *tokens,
+                 int64_t n, Diag *d) {
   int64_t to_train = pos >= split ? 0 : split - pos < n ? split - pos : n;
-  if (to_train > 0 && tokenfile_write(train, tokens, to_train, d)) return -1;
-  if (n > to_train && tokenfile_write(val, tokens + to_train, n - to_train, d)) return -1;
+  if (to_train > 0 && sink_write(train, tokens, to_train, d)) return -1;
+  if (n > to_train && sink_write(val, tokens + to_train, n - to_train, d)) return -1;
   return 0;
 }
 
-/* Streams one input through route(), from global position *pos; refuses a file that grew past
- * `total`. */
-static int copy_file(const char *path, TokenWriter *train, TokenWriter *val, int64_t split,
-                     int64_t total, int64_t *pos, Diag *d) {
+/* Streams one input through route(), from global position *pos, and ends its document; refuses
+ * a file that grew past `total`. */
+static int copy_file(const char *path, Sink *train, Sink *val, int64_t split, int64_t total,
+                     int64_t *pos, Diag *d) {
   unsigned char bytes[65536];
   uint16_t tokens[sizeof bytes];
   char why[512];
@@ -134,11 +199,13 @@ static int copy_file(const char *path, TokenWriter *train, TokenWriter *val, int
   if (rc == 0 && ferror(f))
     rc = diag(d, "cannot read '%s' (%s); check the file", path, strerror(errno));
   fclose(f);
+  if (rc == 0) rc = sink_end_document(train, d);
+  if (rc == 0) rc = sink_end_document(val, d);
   return rc;
 }
 
-static int copy_inputs(const DataArgs *a, TokenWriter *train, TokenWriter *val, int64_t split,
-                       int64_t total, Diag *d) {
+static int copy_inputs(const DataArgs *a, Sink *train, Sink *val, int64_t split, int64_t total,
+                       Diag *d) {
   int64_t pos = 0;
   for (int i = 0; i < a->ninputs; i++)
     if (copy_file(a->inputs[i], train, val, split, total, &pos, d)) return -1;
@@ -155,24 +222,25 @@ static int write_outputs(const DataArgs *a, int64_t total, Diag *d) {
                 "%lld bytes split with --val-fraction %g leave a part empty; give more text or "
                 "change --val-fraction",
                 (long long)total, a->val_fraction);
-  TokenWriter train, val;
+  Sink train, val;
+  memset(&train, 0, sizeof train);
   memset(&val, 0, sizeof val);
-  int rc = outfile_check("-o", a->output, a->inputs, a->ninputs, d);
-  if (rc == 0 && val_count > 0) rc = outfile_check("-o", a->val_output, a->inputs, a->ninputs, d);
+  val.megatron = a->megatron;
+  int rc = check_output(a, a->output, d);
+  if (rc == 0 && val_count > 0) rc = check_output(a, a->val_output, d);
   if (rc) return rc;
-  rc = tokenfile_begin(&train, a->output, d);
-  if (rc == 0 && val_count > 0) rc = tokenfile_begin(&val, a->val_output, d);
+  rc = sink_begin(&train, a->megatron, a->output, d);
+  if (rc == 0 && val_count > 0) rc = sink_begin(&val, a->megatron, a->val_output, d);
   if (rc == 0) rc = copy_inputs(a, &train, &val, split, total, d);
-  if (rc == 0 && val_count > 0) rc = tokenfile_finish(&val, d);
-  if (rc == 0) rc = tokenfile_finish(&train, d);
-  tokenfile_abort(&train);
-  tokenfile_abort(&val);
-  if (rc == 0 && val_count > 0)
-    printf("%s: %lld tokens; %s: %lld tokens\n", a->output, (long long)split, a->val_output,
-           (long long)val_count);
-  else if (rc == 0)
-    printf("%s: %lld tokens\n", a->output, (long long)split);
-  return rc;
+  if (rc == 0 && val_count > 0) rc = sink_finish(&val, d);
+  if (rc == 0) rc = sink_finish(&train, d);
+  sink_abort(&train);
+  sink_abort(&val);
+  if (rc) return rc;
+  sink_report(&train, a->output, split);
+  if (val_count > 0) printf("; "), sink_report(&val, a->val_output, val_count);
+  printf("\n");
+  return 0;
 }
 
 int cmd_data(int argc, char **argv) {

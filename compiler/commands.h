@@ -9,6 +9,7 @@ int cmd_calibrate(int argc, char **argv);
 int cmd_build(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_data(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 

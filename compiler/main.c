@@ -1,5 +1,5 @@
-/* main.c: the plait command: dispatches to plan, tune, calibrate, build, check, data, import and
- * export. */
+/* main.c: the plait command: dispatches to plan, tune, calibrate, build, check, data, plot,
+ * import and export. */
 #include <stdio.h>
 #include <string.h>
 
@@ -42,7 +42,13 @@ static const Command commands[] = {
      "[--unit-costs]\n"
      "           [--format report|text|csv|trace|svg] [-o FILE]"},
     {"data", cmd_data,
-     "plait data --bytes FILE... -o OUT.bin [--val-fraction F]   (validation part: OUT.val.bin)"},
+     "plait data --bytes FILE... -o OUT.bin [--val-fraction F]   (validation part: OUT.val.bin)\n"
+     "           [--format megatron]   (-o OUT writes Megatron-LM's OUT.bin and OUT.idx, a "
+     "document a file)"},
+    {"plot", cmd_plot,
+     "plait plot LOG.json... -o CURVE.svg [--x steps|tokens] [--lr] [--grad-norm]   (training "
+     "logs of\n"
+     "           train --log-json: loss curves, one colour a run)"},
     {"import", cmd_import,
      "plait import MODEL.lua HF_DIR -o CKPT_DIR [--set key=value ...] [--force]   (a Hugging Face "
      "checkpoint: weights\n"

@@ -34,20 +34,25 @@ int tokenfile_begin(TokenWriter *w, const char *path, Diag *d) {
   return write_header(w, d); /* a placeholder until the count is known */
 }
 
-int tokenfile_write(TokenWriter *w, const uint16_t *tokens, int64_t n, Diag *d) {
+int tokenfile_put(OutFile *out, const uint16_t *tokens, int64_t n) {
   unsigned char bytes[2 * CHUNK];
+  for (int64_t done = 0; done < n; done += CHUNK) {
+    int64_t k = n - done < CHUNK ? n - done : CHUNK;
+    for (int64_t i = 0; i < k; i++) {
+      bytes[2 * i] = (unsigned char)tokens[done + i];
+      bytes[2 * i + 1] = (unsigned char)(tokens[done + i] >> 8);
+    }
+    if (fwrite(bytes, 2, (size_t)k, out->file) != (size_t)k) return -1;
+  }
+  return 0;
+}
+
+int tokenfile_write(TokenWriter *w, const uint16_t *tokens, int64_t n, Diag *d) {
   if (w->count + n > TOKENFILE_MAX_TOKENS)
     return diag(
         d, "'%s' would hold more than %d tokens, the most a token file can count; split the input",
         w->path, TOKENFILE_MAX_TOKENS);
-  for (int64_t done = 0; done < n; done += CHUNK) {
-    int64_t k = n - done < CHUNK ? n - done : CHUNK;
-    for (int64_t i = 0; i < k; i++) { /* little-endian uint16 */
-      bytes[2 * i] = (unsigned char)tokens[done + i];
-      bytes[2 * i + 1] = (unsigned char)(tokens[done + i] >> 8);
-    }
-    if (fwrite(bytes, 2, (size_t)k, w->out.file) != (size_t)k) return write_failed(w, d);
-  }
+  if (tokenfile_put(&w->out, tokens, n)) return write_failed(w, d);
   w->count += n;
   return 0;
 }

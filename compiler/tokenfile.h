@@ -22,6 +22,9 @@ typedef struct {
   int64_t count;
 } TokenWriter;
 
+/* Writes n tokens to out as little-endian uint16; 0, or -1 (errno says why). */
+int tokenfile_put(OutFile *out, const uint16_t *tokens, int64_t n);
+
 /* Each returns 0, or -1 with the reason in d; after a failure, call tokenfile_abort. */
 int tokenfile_begin(TokenWriter *w, const char *path, Diag *d);
 int tokenfile_write(TokenWriter *w, const uint16_t *tokens, int64_t n, Diag *d);

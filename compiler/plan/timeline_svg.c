@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "schedule/simulate.h"
+#include "svg.h"
 
 enum { LEFT = 64, RIGHT = 24, TOP = 44, LANE = 30, LANE_GAP = 6, AXIS = 38, LEGEND_ROW = 22 };
 
@@ -14,21 +15,6 @@ typedef struct {
   double width; /* of the plot area */
   const char *unit;
 } Frame;
-
-/* An sRGB colour from hue (degrees), saturation and lightness in [0, 1]. */
-static void hsl_colour(double hue, double saturation, double lightness, char out[8]) {
-  double c = (1 - fabs(2 * lightness - 1)) * saturation, h = hue / 60,
-         x = c * (1 - fabs(fmod(h, 2) - 1));
-  double r = 0, g = 0, b = 0, m = lightness - c / 2;
-  if (h < 1) r = c, g = x;
-  else if (h < 2) r = x, g = c;
-  else if (h < 3) g = c, b = x;
-  else if (h < 4) g = x, b = c;
-  else if (h < 5) r = x, b = c;
-  else r = c, b = x;
-  snprintf(out, 8, "#%02x%02x%02x", (int)lround((r + m) * 255), (int)lround((g + m) * 255),
-           (int)lround((b + m) * 255));
-}
 
 /* Chunk c of vpp: the first chunk darkest, the last lightest. */
 static double chunk_lightness(int chunk, int vpp) {
@@ -41,8 +27,8 @@ static void fill_of(const Schedule *s, const Action *a, char out[8]) {
     return;
   }
   int chunk = a->stage / s->pp;
-  if (a->kind == ACTION_B) hsl_colour(135, 0.45, chunk_lightness(chunk, s->vpp), out);
-  else if (a->kind == ACTION_F) hsl_colour(212, 0.65, chunk_lightness(chunk, s->vpp), out);
+  if (a->kind == ACTION_B) svg_hsl_colour(135, 0.45, chunk_lightness(chunk, s->vpp), out);
+  else if (a->kind == ACTION_F) svg_hsl_colour(212, 0.65, chunk_lightness(chunk, s->vpp), out);
   else snprintf(out, 8, "#e08a2c");
 }
 
@@ -69,17 +55,8 @@ static void draw_box(const Schedule *s, const Frame *fr, int rank, const Action 
           light > 0.6 ? "#1a1a1a" : "#ffffff", a->microbatch);
 }
 
-/* A step of 1, 2 or 5 times a power of ten giving about ten ticks. */
-static double tick_step(double span) {
-  double raw = span / 10, power = pow(10, floor(log10(raw > 0 ? raw : 1))), step = power;
-  if (raw / power > 5) step = 10 * power;
-  else if (raw / power > 2) step = 5 * power;
-  else if (raw / power > 1) step = 2 * power;
-  return step;
-}
-
 static void draw_axis(const Schedule *s, const Frame *fr, double end, FILE *f) {
-  double y = lane_top(s->pp) + 4, step = tick_step(end);
+  double y = lane_top(s->pp) + 4, step = svg_tick_step(end);
   fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" stroke=\"#444\"/>\n", LEFT, y,
           LEFT + fr->width, y);
   for (double t = 0; t <= end * (1 + 1e-9); t += step) {
@@ -90,15 +67,6 @@ static void draw_axis(const Schedule *s, const Frame *fr, double end, FILE *f) {
   }
   fprintf(f, "<text x=\"%.2f\" y=\"%.1f\" fill=\"#333\">time (%s)</text>\n", LEFT + fr->width / 2,
           y + 30, fr->unit);
-}
-
-static void legend_entry(double x, double y, const char *fill, const char *label, FILE *f) {
-  fprintf(f,
-          "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"14\" fill=\"%s\" stroke=\"#888\" "
-          "stroke-width=\"0.6\"/>\n",
-          x, y, fill);
-  fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#333\" text-anchor=\"start\">%s</text>\n", x + 19,
-          y + 11.5, label);
 }
 
 static int any_gather(const Schedule *s, const Timeline *t) {
@@ -118,12 +86,12 @@ static void draw_legend(const Schedule *s, const Timeline *t, double y, FILE *f)
       if (s->vpp > 1)
         snprintf(label, sizeof label, "%s, chunk %d", pass ? "backward" : "forward", c);
       else snprintf(label, sizeof label, "%s", pass ? "backward" : "forward");
-      legend_entry(x, y, fill, label, f);
+      svg_legend_entry(x, y, fill, label, f);
     }
-  legend_entry(x, y, "#9e9e9e", "optimizer step", f);
+  svg_legend_entry(x, y, "#9e9e9e", "optimizer step", f);
   x += 120;
-  if (any_gather(s, t)) legend_entry(x, y, GATHER_FILL, "all-gather", f), x += 100;
-  legend_entry(x, y, "#ffffff", "idle (bubble)", f);
+  if (any_gather(s, t)) svg_legend_entry(x, y, GATHER_FILL, "all-gather", f), x += 100;
+  svg_legend_entry(x, y, "#ffffff", "idle (bubble)", f);
 }
 
 void timeline_svg_write(const Schedule *s, const Timeline *t, FILE *f) {
@@ -132,12 +100,7 @@ void timeline_svg_write(const Schedule *s, const Timeline *t, FILE *f) {
   fr.width = end * 28 < 640 ? 640 : end * 28 > 1600 ? 1600 : end * 28;
   fr.scale = fr.width / end;
   double legend_y = lane_top(s->pp) + AXIS + 8, height = legend_y + LEGEND_ROW + 8;
-  fprintf(f,
-          "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 "
-          "%.0f %.0f\" "
-          "font-family=\"Helvetica, Arial, sans-serif\" font-size=\"11\" text-anchor=\"middle\">\n",
-          LEFT + fr.width + RIGHT, height, LEFT + fr.width + RIGHT, height);
-  fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"#ffffff\"/>\n");
+  svg_open(LEFT + fr.width + RIGHT, height, f);
   fprintf(f,
           "<text x=\"%d\" y=\"22\" font-size=\"13\" text-anchor=\"start\" fill=\"#222\">pp %d, vpp "
           "%d, %d microbatches: "

@@ -8,6 +8,7 @@
 
 #include "message.h"
 #include "philox.h"
+#include "train/indexed.h"
 
 static int data_fail(TokenFile *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -56,7 +57,8 @@ static int data_check_header(TokenFile *f) {
                      "damaged, remake it with plait data",
                      (long long)count, (long long)expected, (long long)f->file.size);
   f->count = count;
-  f->tokens = (const uint16_t *)(f->file.data + DATA_HEADER_BYTES);
+  f->tokens = f->file.data + DATA_HEADER_BYTES;
+  f->token_bytes = 2;
   return 0;
 }
 
@@ -73,13 +75,20 @@ static int data_check_tokens(TokenFile *f, int64_t seq, DataUse use) {
   if (f->count < data_needed(seq, use))
     return data_fail(f, "%lld tokens, fewer than the %lld %s", (long long)f->count,
                      (long long)data_needed(seq, use), data_need_text(use));
-  for (int64_t i = 0; i < f->count; i++)
-    if (f->tokens[i] >= f->vocab)
+  for (int64_t i = 0; i < f->count; i++) {
+    int64_t token = data_token(f, i);
+    if (token >= f->vocab)
       return data_fail(f,
-                       "token %d at position %lld is not below the model's vocabulary size %lld; "
+                       "token %lld at position %lld is not below the model's vocabulary size %lld; "
                        "use a file made "
                        "with this model's tokenizer",
-                       f->tokens[i], (long long)i, (long long)f->vocab);
+                       (long long)token, (long long)i, (long long)f->vocab);
+    if (token < 0)
+      return data_fail(f,
+                       "token %lld at position %lld is negative; use a file made with this model's "
+                       "tokenizer",
+                       (long long)token, (long long)i);
+  }
   return 0;
 }
 
@@ -87,8 +96,8 @@ int data_open(TokenFile *f, const char *path, int64_t vocab, int64_t seq, DataUs
   memset(f, 0, sizeof *f);
   f->path = path;
   f->vocab = vocab;
-  if (data_map(f) != 0 || data_check_header(f) != 0 || data_check_tokens(f, seq, use) != 0)
-    return -1;
+  int opened = indexed_present(path) ? indexed_open(f) : data_map(f) || data_check_header(f);
+  if (opened != 0 || data_check_tokens(f, seq, use) != 0) return -1;
   return 0;
 }
 
@@ -104,12 +113,12 @@ int64_t data_window_start(const TokenFile *f, uint64_t seed, int64_t step, const
                                (uint64_t)(f->count - s->seq));
 }
 
-/* inputs[t] = window[t], targets[t] = window[t + 1] for t < seq. */
-static void data_copy_window(const uint16_t *window, int64_t seq, int32_t *inputs,
+/* inputs[t] = token start + t, targets[t] = token start + t + 1 for t < seq. */
+static void data_copy_window(const TokenFile *f, int64_t start, int64_t seq, int32_t *inputs,
                              int32_t *targets) {
   for (int64_t t = 0; t < seq; t++) {
-    inputs[t] = window[t];
-    targets[t] = window[t + 1];
+    inputs[t] = (int32_t)data_token(f, start + t);
+    targets[t] = (int32_t)data_token(f, start + t + 1);
   }
 }
 
@@ -117,7 +126,7 @@ void data_train_batch(const TokenFile *f, uint64_t seed, int64_t step, const Dat
                       int32_t *inputs, int32_t *targets) {
   for (int64_t i = 0; i < s->count; i++) {
     int64_t start = data_window_start(f, seed, step, s, s->first + i);
-    data_copy_window(f->tokens + start, s->seq, inputs + i * s->seq, targets + i * s->seq);
+    data_copy_window(f, start, s->seq, inputs + i * s->seq, targets + i * s->seq);
   }
 }
 
@@ -126,7 +135,7 @@ void data_val_batch(const TokenFile *f, int64_t batch, const DataSlice *s, int32
   int64_t windows = (f->count - 1) / s->seq;
   for (int64_t i = 0; i < s->count; i++) {
     int64_t k = (batch * s->global_batch + s->first + i) % windows;
-    data_copy_window(f->tokens + k * s->seq, s->seq, inputs + i * s->seq, targets + i * s->seq);
+    data_copy_window(f, k * s->seq, s->seq, inputs + i * s->seq, targets + i * s->seq);
   }
 }
 
@@ -141,8 +150,8 @@ void data_eval_batch(const TokenFile *f, int64_t batch, const DataSlice *s, int3
     int64_t start = (batch * s->global_batch + s->first + i) * s->seq;
     for (int64_t t = 0; t < s->seq; t++) {
       int64_t at = start + t, inside = at + 1 < f->count;
-      inputs[i * s->seq + t] = inside ? f->tokens[at] : 0;
-      targets[i * s->seq + t] = inside ? f->tokens[at + 1] : -1;
+      inputs[i * s->seq + t] = inside ? (int32_t)data_token(f, at) : 0;
+      targets[i * s->seq + t] = inside ? (int32_t)data_token(f, at + 1) : -1;
     }
   }
 }
@@ -168,10 +177,11 @@ void data_mlm_batch(const TokenFile *f, uint64_t seed, int64_t step, const DataS
   uint64_t stream = philox_stream_of("mlm");
   for (int64_t i = 0; i < s->count; i++) {
     int64_t sample = s->first + i;
-    const uint16_t *window = f->tokens + data_window_start(f, seed, step, s, sample);
+    int64_t start = data_window_start(f, seed, step, s, sample);
     uint64_t base = (uint64_t)((step * s->global_batch + sample) * s->seq);
     for (int64_t t = 0; t < s->seq; t++)
-      data_mlm_position(philox_words(seed, stream, base + (uint64_t)t), window[t], mask_id,
+      data_mlm_position(philox_words(seed, stream, base + (uint64_t)t),
+                        (int32_t)data_token(f, start + t), mask_id,
                         f->vocab, inputs + i * s->seq + t, targets + i * s->seq + t);
   }
 }
@@ -184,7 +194,8 @@ void data_mlm_eval_batch(const TokenFile *f, uint64_t seed, int64_t batch, const
     for (int64_t t = 0; t < s->seq; t++) {
       int64_t at = start + t, n = i * s->seq + t;
       if (at < f->count)
-        data_mlm_position(philox_words(seed, stream, (uint64_t)at), f->tokens[at], mask_id,
+        data_mlm_position(philox_words(seed, stream, (uint64_t)at), (int32_t)data_token(f, at),
+                          mask_id,
                           f->vocab, inputs + n, targets + n);
       else
         inputs[n] = 0, targets[n] = -1;

@@ -1,5 +1,5 @@
-/* data.h: token files (llm.c's format) and the batches training, validation and evaluation read
- * from them. */
+/* data.h: token files (llm.c's format, or Megatron-LM's indexed datasets: indexed.h) and the
+ * batches training, validation and evaluation read from them. */
 #ifndef PLAIT_DATA_H
 #define PLAIT_DATA_H
 
@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "mapped.h"
 #include "message.h"
@@ -24,8 +25,9 @@
 #define DATA_HEADER_BYTES (DATA_HEADER_INTS * 4)
 
 typedef struct {
-  const char *path;
-  const uint16_t *tokens; /* count tokens, mapped from the file */
+  const char *path; /* a token file, or an indexed dataset's prefix */
+  const unsigned char *tokens; /* count tokens, mapped from the file, little-endian */
+  int token_bytes;             /* 2: uint16 (token files, indexed uint16), 4: int32 */
   int64_t count;
   int64_t vocab; /* every token is below it */
   Mapped file;   /* the whole file, mapped read-only */
@@ -46,9 +48,22 @@ typedef enum {
   DATA_EVAL   /* --eval: every token but the first predicted once, so at least 2 */
 } DataUse;
 
-/* Maps and checks the file: the header, the size against the count, enough tokens for its use
- * (seq + 1 to train on, 2 to evaluate), every token below vocab. Returns 0, or -1 with f->error
- * set (and nothing to close). path must outlive f. */
+/* Token i of the file. */
+static inline int64_t data_token(const TokenFile *f, int64_t i) {
+  if (f->token_bytes == 4) {
+    int32_t t;
+    memcpy(&t, f->tokens + 4 * i, 4);
+    return t;
+  }
+  uint16_t t;
+  memcpy(&t, f->tokens + 2 * i, 2);
+  return t;
+}
+
+/* Maps and checks the file (an indexed dataset, PATH.bin and PATH.idx, where PATH.idx exists):
+ * the header, the size against the count, enough tokens for its use (seq + 1 to train on, 2 to
+ * evaluate), every token in [0, vocab). Returns 0, or -1 with f->error set (and nothing to
+ * close). path must outlive f. */
 int data_open(TokenFile *f, const char *path, int64_t vocab, int64_t seq, DataUse use);
 void data_close(TokenFile *f);
 

@@ -81,10 +81,11 @@ void log_step(Trainer *t, double loss, double seconds) {
     fprintf(t->log_json->file,
             "{\"step\": %lld, \"loss\": %.17g, \"lr\": %.17g, \"grad_norm\": %.17g, \"ms\": %.17g, "
             "\"tokens_per_s\": %.17g, \"mfu\": %.17g, \"dp_buckets\": %d, "
-            "\"dp_buckets_during_backward\": %d, \"pp_bytes_across_nodes\": %.0f}\n",
+            "\"dp_buckets_during_backward\": %d, \"pp_bytes_across_nodes\": %.0f, "
+            "\"tokens\": %.0f}\n",
             (long long)t->step + 1, loss, t->lr, t->grad_norm, seconds * 1e3, tokens / seconds,
             mfu(t, seconds), t->exec.buckets, t->exec.buckets_during_backward,
-            t->exec.bytes_across_nodes);
+            t->exec.bytes_across_nodes, tokens * (double)(t->step + 1));
     json_written(t);
   }
 }

@@ -124,7 +124,7 @@ if $PLAIT build models/tiny.lua --set layers=1 hidden=32 heads=2 ffn=64 seq=16 -
   fi
   # --log-json: every step's keys in order, the printed loss; the validation and memory lines
   keys=$(sed 's/: [^,}]*//g' "$TMP/small.json" | LC_ALL=C sort | uniq -c | sed 's/^ *//' | tr '\n' ';')
-  want='1 {"peak_resident_bytes", "planned_bytes"};50 {"step", "loss", "lr", "grad_norm", "ms", "tokens_per_s", "mfu", "dp_buckets", "dp_buckets_during_backward", "pp_bytes_across_nodes"};2 {"step", "val_loss"};'
+  want='1 {"peak_resident_bytes", "planned_bytes"};50 {"step", "loss", "lr", "grad_norm", "ms", "tokens_per_s", "mfu", "dp_buckets", "dp_buckets_during_backward", "pp_bytes_across_nodes", "tokens"};2 {"step", "val_loss"};'
   loss50=$(sed -n 's/^{"step": 50, "loss": \([0-9.]*\),.*/\1/p' "$TMP/small.json" | awk '{ printf "%.6f", $1 }')
   if [ "$keys" = "$want" ] && grep -q "^step 50 | loss $loss50 |" "$TMP/small.out"; then
     pass log_json_keys

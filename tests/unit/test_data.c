@@ -53,7 +53,7 @@ static void test_open_reads_tokens(void) {
   CHECK(data_open(&f, path, 30000, 64, DATA_TRAIN) == 0, "open: %s", f.error);
   CHECK(f.count == 5000, "count %lld", (long long)f.count);
   int bad = 0;
-  for (int64_t i = 0; i < f.count; i++) bad += f.tokens[i] != token_mixed(i);
+  for (int64_t i = 0; i < f.count; i++) bad += data_token(&f, i) != token_mixed(i);
   CHECK(bad == 0, "%d tokens differ", bad);
   data_close(&f);
 }
@@ -122,7 +122,8 @@ static void test_train_windows(void) {
       CHECK(start >= 0 && start + 64 < f.count, "start %lld out of range", (long long)start);
       int bad = 0;
       for (int t = 0; t < 64; t++)
-        bad += in[j * 64 + t] != f.tokens[start + t] || tg[j * 64 + t] != f.tokens[start + t + 1];
+        bad += in[j * 64 + t] != data_token(&f, start + t) ||
+               tg[j * 64 + t] != data_token(&f, start + t + 1);
       CHECK(bad == 0, "step %d sample %d: %d positions are not the window at %lld", step, j, bad, (long long)start);
     }
   }
@@ -184,18 +185,18 @@ static void test_mlm(void) {
   for (int step = 0; step < 20; step++) {
     data_mlm_batch(&f, 5, step, &s, MASK, in, tg);
     for (int j = 0; j < G; j++) {
-      const uint16_t *window = f.tokens + data_window_start(&f, 5, step, &s, j);
+      int64_t start = data_window_start(&f, 5, step, &s, j);
       for (int t = 0; t < T; t++, positions++) {
         int32_t x = in[j * T + t], y = tg[j * T + t];
         if (y == -1) {
-          wrong += x != window[t];
+          wrong += x != data_token(&f, start + t);
           continue;
         }
         marked++;
-        wrong += y != window[t];
+        wrong += y != data_token(&f, start + t);
         if (x == MASK)
           masked++;
-        else if (x == window[t])
+        else if (x == data_token(&f, start + t))
           unchanged++;
         else
           random++, wrong += x < 0 || x >= 30000;
@@ -268,7 +269,7 @@ static void test_mlm_eval(void) {
       continue;
     }
     targets += tg[n] >= 0;
-    wrong += tg[n] >= 0 ? tg[n] != f.tokens[n] : in[n] != f.tokens[n] || tg[n] != -1;
+    wrong += tg[n] >= 0 ? tg[n] != data_token(&f, n) : in[n] != data_token(&f, n) || tg[n] != -1;
   }
   CHECK(wrong == 0, "%lld positions are wrong", (long long)wrong);
   CHECK(targets > 110 && targets < 190, "%lld targets of 1000 tokens", (long long)targets);
