@@ -69,10 +69,15 @@ static void draw_axis(const Schedule *s, const Frame *fr, double end, FILE *f) {
           y + 30, fr->unit);
 }
 
-static int any_gather(const Schedule *s, const Timeline *t) {
+/* Does any action draw an optimizer step (step 1), or an all-gather at its end (0)? */
+static int any_drawn(const Schedule *s, const Timeline *t, int step) {
   for (int r = 0; r < s->pp; r++)
-    for (int i = 0; i < s->rank[r].count; i++)
-      if (t->span[r][i].gather > 0) return 1;
+    for (int i = 0; i < s->rank[r].count; i++) {
+      const Span *span = &t->span[r][i];
+      if (step ? s->rank[r].action[i].kind == ACTION_STEP && span->end > span->start
+               : span->gather > 0)
+        return 1;
+    }
   return 0;
 }
 
@@ -88,9 +93,8 @@ static void draw_legend(const Schedule *s, const Timeline *t, double y, FILE *f)
       else snprintf(label, sizeof label, "%s", pass ? "backward" : "forward");
       svg_legend_entry(x, y, fill, label, f);
     }
-  svg_legend_entry(x, y, "#9e9e9e", "optimizer step", f);
-  x += 120;
-  if (any_gather(s, t)) svg_legend_entry(x, y, GATHER_FILL, "all-gather", f), x += 100;
+  if (any_drawn(s, t, 1)) svg_legend_entry(x, y, "#9e9e9e", "optimizer step", f), x += 120;
+  if (any_drawn(s, t, 0)) svg_legend_entry(x, y, GATHER_FILL, "all-gather", f), x += 100;
   svg_legend_entry(x, y, "#ffffff", "idle (bubble)", f);
 }
 

@@ -14,7 +14,8 @@ it says so in one line and exits 0. Usage: check.py BUILD_DIR [FAMILY...] (the f
 the families to check by their first word, GPT-2 Llama Gemma OLMo-2 Qwen2 Mistral Mistral-v0.2 Qwen3
 Phi-2 GPT-NeoX GPT-J Falcon-7B Falcon-40B StableLM StarCoder2 Cohere StableLM-2 StableLM-2-12B; all
 by default). Mistral-v0.2 (sliding_window null: no window) is checked over windows of 4200 tokens,
-at one rank; Falcon-7B (one key/value head) at tp 4 too.
+at one rank; Falcon-7B (one key/value head) at tp 4 too; Llama-kv2-tp8 and Falcon-7B-tp8 (eight
+query heads over two and one key/value heads) at tp 4 and tp 8.
 """
 import json
 import math
@@ -40,7 +41,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SEQ = 32
 LAYOUTS = {"one rank": [], "tp 2": ["--tp", "2"], "pp 2": ["--pp", "2"],
            "tp 2 · pp 2 · dp 2, sp": ["--tp", "2", "--pp", "2", "--dp", "2", "--sequence-parallel"],
-           "tp 4": ["--tp", "4"]}
+           "tp 4": ["--tp", "4"], "tp 8": ["--tp", "8"]}
 FOUR = ("one rank", "tp 2", "pp 2", "tp 2 · pp 2 · dp 2, sp")  # every family's layouts
 BATCH = ["--mbs", "1", "--gbs", "4"]
 BETA1 = float(np.float32(1) - np.float32(0.9))  # plait's (1 - beta1) in float, as the optimizer computes it
@@ -82,6 +83,12 @@ FAMILIES = [
                                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
                                     rms_norm_eps=1e-5, rope_theta=10000.0),
            ["layers=2", "hidden=64", "heads=4", "kv_heads=2", "ffn=96", "seq=%d" % SEQ, "vocab=256"], rotary=True),
+    # two key/value heads for eight query heads at tp 4 and tp 8: each held by two or four ranks
+    Family("Llama-kv2-tp8", transformers.LlamaForCausalLM, "models/llama.lua",
+           transformers.LlamaConfig(**dict(SMALL, num_attention_heads=8), intermediate_size=96,
+                                    num_key_value_heads=2, rms_norm_eps=1e-5, rope_theta=10000.0),
+           SMALL_SETS[:2] + ["heads=8"] + SMALL_SETS[3:] + ["kv_heads=2", "ffn=96"], rotary=True,
+           layouts=("one rank", "tp 4", "tp 8")),
     Family("Llama-3.1", transformers.LlamaForCausalLM, "models/llama.lua",
            transformers.LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
@@ -160,6 +167,11 @@ FAMILIES = [
     Family("Falcon-7B", transformers.FalconForCausalLM, "models/falcon.lua",
            transformers.FalconConfig(**SMALL, multi_query=True),
            SMALL_SETS + ["kv_heads=1", "ffn=256"], rotary=True, layouts=FOUR + ("tp 4",)),
+    # multi-query with eight query heads: the one key/value head held by every rank at tp 8
+    Family("Falcon-7B-tp8", transformers.FalconForCausalLM, "models/falcon.lua",
+           transformers.FalconConfig(**dict(SMALL, num_attention_heads=8), multi_query=True),
+           SMALL_SETS[:2] + ["heads=8"] + SMALL_SETS[3:] + ["kv_heads=1", "ffn=256"], rotary=True,
+           layouts=("one rank", "tp 4", "tp 8")),
     # the new decoder architecture (Falcon-40B's): two norms, grouped-query attention; with biases
     Family("Falcon-40B", transformers.FalconForCausalLM, "models/falcon.lua",
            transformers.FalconConfig(**SMALL, new_decoder_architecture=True, num_kv_heads=2,
