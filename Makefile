@@ -45,10 +45,11 @@ COMPILER_C   := $(filter-out compiler/main.c,$(wildcard compiler/*.c)) \
                 $(foreach g,$(COMPILER_GROUPS),$(wildcard compiler/$(g)/*.c))
 COMPILER_RE  := $(wildcard compiler/schedule/*.re)
 # The runtime files the compiler links: plait import and export read and write checkpoints with the
-# runtime's own reader and writer, in double; plans print memory with the runtime's byte formatter.
-COMPILER_RT  := bytes ckpt/safetensors ckpt/safetensors_hash ckpt/safetensors_header \
-                ckpt/safetensors_meta ckpt/safetensors_model escape half infile mapped own_folder \
-                write_place
+# runtime's own reader and writer, in double; plans print memory with the runtime's byte formatter;
+# plait build writes constants.bin with the writer DIR/train reads it with.
+COMPILER_RT  := bytes constants_file ckpt/safetensors ckpt/safetensors_hash \
+                ckpt/safetensors_header ckpt/safetensors_meta ckpt/safetensors_model escape half \
+                infile mapped own_folder write_place
 COMPILER_OBJ := $(COMPILER_C:compiler/%.c=$(B)/compiler/%.o) $(COMPILER_RE:compiler/%.re=$(B)/compiler/%.o) \
                 $(B)/compiler/lualib.o $(COMPILER_RT:%=$(B)/compiler/rt/%.o)
 LUA_SOURCES  := $(wildcard lib/plait/*.lua lib/plait/machines/*.lua)

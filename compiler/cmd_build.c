@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "constants_file.h"
 #include "emit/emit.h"
 #include "options.h"
 #include "outfile.h"
@@ -25,9 +26,11 @@ const char *const build_flags[] = {OPTIONS_LAYOUT, "--set", "--machine", "-o", "
                                    "--double", "--backend", "--lua-instructions", "--lua-memory",
                                    "--separate-gemms", NULL};
 
-/* What plait build writes into DIR, a program's folder of its own. */
+/* What plait build writes into DIR, a program's folder of its own; the last, constants.bin, only
+ * for a model with constants too large for model.c (one left by an earlier build is removed). */
 static const char *const program_files[] = {"model.c", "fused.h", "fused.c", "fused_cuda.c",
-                                            "train"};
+                                            "train",   CONSTANTS_FILE_NAME};
+enum { PROGRAM_FILES = sizeof program_files / sizeof *program_files };
 
 /* A new temporary of DIR for the program the compiler writes (its name in temp). */
 static int program_temp(const OwnFolder *dir, char *temp, size_t len, Diag *d) {
@@ -156,8 +159,12 @@ static int run(const Options *o, Diag *d) {
   if (status == 0 && cuda) status = check_cuda_attention(&p.model, d);
   if (status == 0)
     status = own_folder_claim(&dir, "-o", o->output, FOLDER_PROGRAM, program_files,
-                              sizeof program_files / sizeof *program_files, d->msg, sizeof d->msg);
+                              PROGRAM_FILES, d->msg, sizeof d->msg);
   if (status == 0) status = emit_program(&p, &dir, d);
+  if (status == 0)
+    status = own_folder_settle(&dir, program_files,
+                               PROGRAM_FILES - !emit_has_constants_file(&p.model), d->msg,
+                               sizeof d->msg);
   plan_free(&p);
   if (status == 0 && !o->emit_only) status = cuda ? compile_cuda(&dir, d) : compile_cpu(o, &dir, d);
   own_folder_free(&dir);

@@ -39,7 +39,7 @@ typedef struct {
 typedef struct {
   const char *name;
   int64_t count;
-  const double *values;
+  const double *values; /* NULL: in constants.bin beside the program (constants_file.h) */
 } ConstantSpec;
 
 typedef struct Run Run;

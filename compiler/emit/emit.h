@@ -91,5 +91,7 @@ int64_t emit_local_elems(const Plan *p, const Tensor *t);
 /* Writes every source into DIR, a program's folder the caller claimed (own_folder.h); returns 0
  * or -1 with the reason in d. */
 int emit_program(const Plan *p, const OwnFolder *dir, Diag *d);
+/* Whether emit_program writes DIR/constants.bin: m has a constant past CONSTANT_INLINE_ELEMS. */
+int emit_has_constants_file(const Model *m);
 
 #endif

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "constants_file.h"
 #include "emit/emit.h"
 #include "escape.h"
 #include "outfile.h"
@@ -35,16 +36,22 @@ static void constant_enum(const Model *m, FILE *f) {
   fprintf(f, "\n};\n\n");
 }
 
-/* Each constant's values as the model file computed them (shortest round-trip spelling), and the
- * table. */
+static int in_file(const Constant *k) { return k->count > CONSTANT_INLINE_ELEMS; }
+
+/* Each constant's values as the model file computed them (shortest round-trip spelling), or,
+ * past CONSTANT_INLINE_ELEMS, a NULL that sends the runtime to constants.bin; and the table. */
 static void constant_tables(const Model *m, FILE *f) {
   for (int c = 0; c < m->nconstants; c++) {
     const Constant *k = &m->constants[c];
     char shape[200], name[ESCAPED_SIZE(NAME_LEN)], where[ESCAPED_SIZE(WHERE_LEN)];
     shape_string(m, k->ndim, k->dims, shape, sizeof shape);
-    fprintf(f, "/* %s %s (%s) */\nstatic const double constant_%d[%lld] = {",
-            escape(ESC_C_COMMENT, k->name, name, sizeof name), shape,
-            escape(ESC_C_COMMENT, k->where, where, sizeof where), c, (long long)k->count);
+    fprintf(f, "/* %s %s (%s)", escape(ESC_C_COMMENT, k->name, name, sizeof name), shape,
+            escape(ESC_C_COMMENT, k->where, where, sizeof where));
+    if (in_file(k)) {
+      fprintf(f, ": its %lld values in " CONSTANTS_FILE_NAME " */\n\n", (long long)k->count);
+      continue;
+    }
+    fprintf(f, " */\nstatic const double constant_%d[%lld] = {", c, (long long)k->count);
     for (int64_t i = 0; i < k->count; i++) {
       char number[32];
       expr_number_text(k->values[i], number, sizeof number);
@@ -54,12 +61,35 @@ static void constant_tables(const Model *m, FILE *f) {
   }
   fprintf(f, "static const ConstantSpec constants[] = {\n");
   for (int c = 0; c < m->nconstants; c++) {
-    char name[ESCAPED_SIZE(NAME_LEN)];
-    fprintf(f, "  {%s, %lld, constant_%d},\n",
-            escape(ESC_C_STRING, m->constants[c].name, name, sizeof name),
-            (long long)m->constants[c].count, c);
+    char name[ESCAPED_SIZE(NAME_LEN)], values[32] = "NULL";
+    if (!in_file(&m->constants[c])) snprintf(values, sizeof values, "constant_%d", c);
+    fprintf(f, "  {%s, %lld, %s},\n", escape(ESC_C_STRING, m->constants[c].name, name, sizeof name),
+            (long long)m->constants[c].count, values);
   }
   fprintf(f, "  {NULL, 0, NULL},\n};\n\n");
+}
+
+/* DIR/constants.bin: the values of the constants past CONSTANT_INLINE_ELEMS (constants_file.h). */
+static int constants_bin(const Model *m, const OwnFolder *dir, Diag *d) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%s", dir->path, CONSTANTS_FILE_NAME);
+  const char *inputs[] = {m->file};
+  OutFile out;
+  if (outfile_check("-o", path, inputs, 1, d) ||
+      outfile_open_in(&out, dir, CONSTANTS_FILE_NAME, path, sizeof path, d))
+    return -1;
+  int status = constants_file_begin(out.file);
+  for (int c = 0; c < m->nconstants && status == 0; c++) {
+    const Constant *k = &m->constants[c];
+    if (in_file(k)) status = constants_file_put(out.file, k->name, k->count, k->values);
+  }
+  return outfile_close(&out, d);
+}
+
+int emit_has_constants_file(const Model *m) {
+  for (int c = 0; c < m->nconstants; c++)
+    if (in_file(&m->constants[c])) return 1;
+  return 0;
 }
 
 /* Which stages read a model-scope parameter. */
@@ -489,6 +519,7 @@ int emit_program(const Plan *p, const OwnFolder *dir, Diag *d) {
   if (status == 0) status = write_file(&e, dir, "fused.h", emit_kernels_h, d);
   if (status == 0) status = write_file(&e, dir, "fused.c", emit_kernels_c, d);
   if (status == 0) status = write_file(&e, dir, "fused_cuda.c", emit_kernels_cuda, d);
+  if (status == 0 && emit_has_constants_file(&p->model)) status = constants_bin(&p->model, dir, d);
   free(e.dim_constant);
   emit_free_kernels(&e.kernels);
   return status;

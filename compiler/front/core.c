@@ -296,13 +296,57 @@ static int constant_tensor(lua_State *L, Builder *b, int c) {
   return leaf_tensor(L, b, T_CONST, c, k->ndim, k->dims, k->name);
 }
 
+/* The count of values of a constant of these dims (past CONSTANT_MAX_ELEMS: that plus one). */
+static int64_t constant_count(const Model *m, int ndim, const int *dims) {
+  int64_t count = 1;
+  for (int i = 0; i < ndim; i++) {
+    int64_t size = m->dims[dims[i]].size;
+    if (size > 0 && count > CONSTANT_MAX_ELEMS / size) return CONSTANT_MAX_ELEMS + 1;
+    count *= size;
+  }
+  return count;
+}
+
+/* Pushes value i of the constant: the list's at `arg`, or what its function returns for the
+ * row-major (0-based) indices of i. Returns the status of the call. */
+static int push_value(lua_State *L, const Model *m, const Constant *k, int arg, int64_t i) {
+  if (lua_type(L, arg) == LUA_TTABLE) {
+    lua_rawgeti(L, arg, i + 1);
+    return LUA_OK;
+  }
+  lua_pushvalue(L, arg);
+  int64_t index[MAX_DIMS];
+  for (int d = k->ndim - 1; d >= 0; d--) {
+    int64_t size = m->dims[k->dims[d]].size;
+    index[d] = i % size, i /= size;
+  }
+  for (int d = 0; d < k->ndim; d++) lua_pushinteger(L, index[d]);
+  return lua_pcall(L, k->ndim, 1, 0);
+}
+
+/* k's values from `arg`, into k->values (count of them); on an error the values are freed and
+ * the error raised. */
+static void fill_values(lua_State *L, const Model *m, Constant *k, int arg) {
+  size_t bytes = (size_t)k->count * sizeof(double);
+  for (int64_t i = 0; i < k->count; i++) {
+    int status = push_value(L, m, k, arg, i), isnum = 0;
+    if (status == LUA_OK) k->values[i] = lua_tonumberx(L, -1, &isnum);
+    if (status == LUA_OK && isnum && isfinite(k->values[i])) {
+      lua_pop(L, 1);
+      continue;
+    }
+    budget_realloc(m->budget, k->values, bytes, 0);
+    if (status != LUA_OK) lua_error(L);
+    fail(L, "constant '%s': value %lld is not a finite number", k->name, (long long)i + 1);
+  }
+}
+
 /* The constant named `name`, or a new one from the values at stack index `arg` (a list of
- * numbers). */
+ * numbers in row-major order, or a function of the indices). */
 static int find_or_make_constant(lua_State *L, Builder *b, const char *name, int ndim,
                                  const int *dims, int arg) {
   Model *m = b->model;
-  int64_t count = 1;
-  for (int i = 0; i < ndim; i++) count *= m->dims[dims[i]].size;
+  int64_t count = constant_count(m, ndim, dims);
   int found = name_index_find(&b->constant_index, name, constant_name, m);
   if (found >= 0) {
     if (m->constants[found].count != count)
@@ -311,11 +355,10 @@ static int find_or_make_constant(lua_State *L, Builder *b, const char *name, int
   }
   if (count > CONSTANT_MAX_ELEMS)
     return fail(L,
-                "constant '%s' has %lld elements; a program carries at most %d: compute it from "
-                "primitives, or make "
-                "it a parameter with trainable = false",
-                name, (long long)count, CONSTANT_MAX_ELEMS);
-  if ((int64_t)lua_rawlen(L, arg) != count)
+                "constant '%s' has more than %d elements, the most a program carries: compute "
+                "it from primitives, or make it a parameter with trainable = false",
+                name, CONSTANT_MAX_ELEMS);
+  if (lua_type(L, arg) == LUA_TTABLE && (int64_t)lua_rawlen(L, arg) != count)
     return fail(L, "constant '%s' has %lld values for a shape of %lld elements", name,
                 (long long)lua_rawlen(L, arg), (long long)count);
   size_t bytes = (size_t)count * sizeof(double);
@@ -324,16 +367,7 @@ static int find_or_make_constant(lua_State *L, Builder *b, const char *name, int
   snprintf(k.name, sizeof k.name, "%s", name);
   memcpy(k.dims, dims, sizeof k.dims);
   core_user_where(L, k.where, sizeof k.where);
-  for (int64_t i = 0; i < count; i++) {
-    lua_rawgeti(L, arg, i + 1);
-    int isnum;
-    k.values[i] = lua_tonumberx(L, -1, &isnum);
-    lua_pop(L, 1);
-    if (!isnum || !isfinite(k.values[i])) {
-      budget_realloc(m->budget, k.values, bytes, 0);
-      return fail(L, "constant '%s': value %lld is not a finite number", name, (long long)i + 1);
-    }
-  }
+  fill_values(L, m, &k, arg);
   int c = model_constant(m, &k);
   if (c < 0) budget_realloc(m->budget, k.values, bytes, 0);
   added(L, c);
@@ -349,13 +383,14 @@ static int l_dim_size(lua_State *L) {
   return 1;
 }
 
-/* core.constant(name, dims, values): a constant tensor of the model, computed by the model file. */
+/* core.constant(name, dims, values): a constant tensor of the model, computed by the model file
+ * (values: a list, or a function of the indices that is called for each value). */
 static int l_constant(lua_State *L) {
   Builder *b = builder(L);
   check_graph(L, b);
   const char *name = plain_name_arg(L, 1, "constant");
   int dims[MAX_DIMS], ndim = dims_arg(L, b, 2, dims);
-  luaL_checktype(L, 3, LUA_TTABLE);
+  if (lua_type(L, 3) != LUA_TFUNCTION) luaL_checktype(L, 3, LUA_TTABLE);
   int c = find_or_make_constant(L, b, name, ndim, dims, 3);
   lua_pushinteger(L, constant_tensor(L, b, c));
   return 1;

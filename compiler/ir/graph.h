@@ -236,9 +236,9 @@ typedef struct {
 } ConfigEntry;
 
 /* A tensor of values the model file computed when plait built it: not trained, not saved; the
- * program carries the values (at most CONSTANT_MAX_ELEMS of them) and every rank holds all of
- * them. */
-enum { CONSTANT_MAX_ELEMS = 65536 };
+ * program carries the values (at most CONSTANT_MAX_ELEMS of them, 2 GiB as doubles: model.c up to
+ * CONSTANT_INLINE_ELEMS, constants.bin beyond) and every rank holds all of them. */
+enum { CONSTANT_MAX_ELEMS = 1 << 28 };
 typedef struct {
   char name[NAME_LEN];
   int ndim, dims[MAX_DIMS];

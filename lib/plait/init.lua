@@ -383,27 +383,17 @@ function Scope:param(name, shape, opts)
 end
 
 -- A constant of the model: values the model file computes when plait builds the program, not trained and
--- not saved in checkpoints (a mask, a fixed position table); every rank holds all of it (at most 65536
--- values). values: a function of the (0-based) indices, or a flat list in row-major order. The same name
+-- not saved in checkpoints (a mask, a fixed position table); every rank holds all of it (at most 2^28
+-- values: those over 65536 go into DIR/constants.bin beside the program). values: a function of the
+-- (0-based) indices, called for each value in turn, or a flat list in row-major order. The same name
 -- gives the same constant wherever it is used.
 function plait.constant(name, shape, values)
   if type(name) ~= "string" then fail("plait.constant takes a name first, got %s", type(name)) end
   if type(shape) ~= "table" or #shape == 0 then fail("plait.constant: the shape is a list of dims") end
-  local dims = dims_of(shape)
-  if type(values) == "function" then
-    local sizes, flat, index, total = {}, {}, {}, 1
-    for i, d in ipairs(dims) do sizes[i] = core.dim_size(d); total = total * sizes[i] end
-    if total > 65536 then fail("constant '%s' has %d elements; a program carries at most 65536", name, total) end
-    for k = 0, total - 1 do
-      local rest = k
-      for i = #sizes, 1, -1 do index[i] = rest % sizes[i]; rest = rest // sizes[i] end
-      flat[k + 1] = values(table.unpack(index))
-    end
-    values = flat
-  elseif type(values) ~= "table" then
+  if type(values) ~= "function" and type(values) ~= "table" then
     fail("plait.constant: values are a function of the indices or a list of numbers, got %s", type(values))
   end
-  return wrap(core.constant(name, dims, values))
+  return wrap(core.constant(name, dims_of(shape), values))
 end
 
 -- A parameter made at model scope by another stage (the embedding table, for a tied head).

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "train/args.h"
+#include "constants.h"
 #include "device.h"
 #include "escape.h"
 #include "train/flags.h"
@@ -68,6 +69,7 @@ static int check(TrainArgs *a, Refusal *r) {
     return refuse(r, "--attention cudnn: %s", error);
   if (a->save && save_folder_check(a->save, a->init, error, sizeof error))
     return refuse(r, "%s", error);
+  if (constants_check(p, error, sizeof error)) return refuse(r, "%s", error);
   return 0;
 }
 

@@ -90,8 +90,8 @@ expect_error split_groups_vs_tp "^plait: tests/cli/models/fused_qkv.lua:[0-9]+: 
 expect_error concat_groups_vs_tp "^plait: tests/cli/models/fused_qkv.lua:[0-9]+: .*from a split or concat, which tp = 2 cannot divide" \
   $PLAIT plan tests/cli/models/fused_qkv.lua --set concat_groups=1 --tp 2
 # a constant beyond what a program carries
-expect_error constant_too_large "^plait: tests/cli/models/constants.lua:[0-9]+: constant 'positions' has 131072 elements; a program carries at most 65536" \
-  $PLAIT plan tests/cli/models/constants.lua --set seq=4096
+expect_error constant_too_large "^plait: tests/cli/models/constants.lua:[0-9]+: constant 'positions' has more than 268435456 elements, the most a program carries" \
+  $PLAIT plan tests/cli/models/constants.lua --set seq=8388608 hidden=64
 # a FIFO (or a device) where plait reads a file is refused at once, never waited on
 mkfifo "$TMP/fifo.lua" "$TMP/fifo.txt" "$TMP/fifo.json"
 within fifo_machine_ends 10 expect_error fifo_machine "^plait: --machine .*fifo.lua: cannot read the machine file: not a regular file \(a FIFO\)" \
