@@ -103,6 +103,19 @@ static void iteration_time(const Plan *p, FILE *f) {
   fprintf(f, "},\n  \"flops_per_device\": %.17g,\n", plan_device_flops(p));
 }
 
+/* Key/value heads fewer than tp (only then): the ranks holding each, the parameters that adds a layer
+ * per rank, and the bytes of their gradients' all-reduce a layer per rank. */
+static void kv_copies(const Plan *p, FILE *f) {
+  const GraphCost *b = &p->cost.block;
+  int copies = p->model.tp_copies;
+  if (copies <= 1 || b->params_copied_local == 0) return;
+  fprintf(f,
+          "  \"kv_head_copies\": {\"ranks_per_head\": %d, \"params_per_layer\": %lld, "
+          "\"allreduce_bytes_per_layer\": %.17g},\n",
+          copies, (long long)(b->params_copied_local - b->params_copied_local / copies),
+          cost_ring_allreduce((double)b->copies_summed_bytes, copies));
+}
+
 void plan_write_json(const Plan *p, FILE *f) {
   const ModelCost *c = &p->cost;
   fprintf(f, "{\n");
@@ -119,6 +132,7 @@ void plan_write_json(const Plan *p, FILE *f) {
   if (!p->unit_costs) iteration_time(p, f);
   fprintf(f, "  \"params_total\": %lld,\n  \"params_padded\": %lld,\n", (long long)c->params_total,
           (long long)c->params_padded);
+  kv_copies(p, f);
   fprintf(
       f,
       "  \"flops_per_iteration\": %.17g,\n  \"flops\": {\"forward\": %.17g, \"backward\": %.17g, "

@@ -92,7 +92,11 @@ else fail kv_checkpoint "a run failed: $(tail -c 300 "$TMP/tp1_from_tp4.log")"; 
 # the plan: the copies, their parameters and their gradients' all-reduce
 $PLAIT plan models/llama.lua --set kv_heads=2 --tp 8 >"$TMP/plan.txt" 2>&1
 held="each key/value head held by 4 of the 8 TP ranks: +786432 parameters a layer"
-if grep -q "^kv heads    $held" "$TMP/plan.txt"; then pass kv_plan
+$PLAIT plan models/llama.lua --set kv_heads=2 --tp 8 --format json >"$TMP/plan.json" 2>&1
+copies='"kv_head_copies": {"ranks_per_head": 4, "params_per_layer": 786432, '
+if grep -q "^kv heads    $held" "$TMP/plan.txt" && grep -q "^  $copies" "$TMP/plan.json" &&
+   ! $PLAIT plan models/llama.lua --set kv_heads=8 --tp 8 --format json | grep -q kv_head_copies
+then pass kv_plan
 else fail kv_plan "$(grep -e '^kv' -e '^traffic' "$TMP/plan.txt" | head -c 400)"; fi
 
 expect_error kv_refused "key/value heads .* tp = 3 .*choose a tp that divides 2 or is a multiple" \
