@@ -201,6 +201,7 @@ bench: all $(B)/tools/membw $(B)/tools/llmc_checkpoint $(B)/tools/attention_benc
 # (needs pip install torch transformers safetensors; says so and passes without them; not part of test).
 interop-check: all $(B)/tools/mlm_batch
 	@python3 tests/interop/check.py $(B)
+	@python3 tests/interop/hf_defaults.py
 
 clean:
 	rm -rf $(B)

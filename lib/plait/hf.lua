@@ -13,6 +13,9 @@ local readonly = require "plait.readonly"
 
 local hf = {}
 
+-- transformers' defaults per model_type: hf.defaults.llama.rms_norm_eps is 1e-6.
+hf.defaults = require "plait.hf_defaults"
+
 local function fail(fmt, ...) error(string.format(fmt, ...), 0) end
 
 ---------------------------------------------------------------------------------------------------
@@ -54,7 +57,8 @@ local function fail(fmt, ...) error(string.format(fmt, ...), 0) end
 -- }
 --
 -- default: the model's value when its config has no such key (what plait.nn assumes); hf_default:
--- config.json's when it has none (what transformers assumes); either may be a function (of the
+-- config.json's when it has none (what transformers assumes; without it, hf.defaults' for the
+-- family's model_type); either may be a function (of the
 -- model's config, or of config.json's table). values: the model's value to config.json's (a list: all
 -- are read, the first is written). nullable: config.json's null is a value of its own, none,
 -- which the model's false (--set key=none) or missing value stands for; without it, null reads as
@@ -244,38 +248,23 @@ hf.families = {}
 local function scaled(c) return c.rope_scaling ~= nil and c.rope_scaling ~= "none" end
 local function llama3_scaled(c) return c.rope_scaling == "llama3" end
 
--- The size settings of the Llama-like configs, with transformers' defaults d (one family's differ from
--- another's), followed by `more` entries.
-local function llama_sizes(d, more)
-  local out = {
-    { hf = "vocab_size", plait = "vocab", hf_default = d.vocab },
-    { hf = "max_position_embeddings", plait = "seq", at_least = true, hf_default = d.seq },
-    { hf = "hidden_size", plait = "hidden", hf_default = d.hidden },
-    { hf = "intermediate_size", plait = "ffn", hf_default = d.ffn },
-    { hf = "num_hidden_layers", plait = "layers", hf_default = d.layers },
-    { hf = "num_attention_heads", plait = "heads", hf_default = d.heads },
-  }
-  for _, e in ipairs(more) do out[#out + 1] = e end
-  return out
-end
-
 -- GPT-2 (GPT2LMHeadModel): learned positions, pre-LayerNorm blocks, GeLU (tanh) MLP, biases everywhere,
 -- tied embeddings; attention and MLP weights are Conv1D, stored [in, out], and c_attn is q, k and v
 -- side by side. Also the family of models/gpt.lua and models/tiny.lua.
 hf.families.gpt2 = hf.family {
   name = "gpt2", architecture = "GPT2LMHeadModel", model_type = "gpt2", base_prefix = "transformer.",
   config = {
-    { hf = "vocab_size", plait = "vocab", hf_default = 50257 },
-    { hf = "n_positions", plait = "seq", at_least = true, hf_default = 1024 },
-    { hf = "n_embd", plait = "hidden", hf_default = 768 },
-    { hf = "n_layer", plait = "layers", hf_default = 12 },
-    { hf = "n_head", plait = "heads", hf_default = 12 },
+    { hf = "vocab_size", plait = "vocab" },
+    { hf = "n_positions", plait = "seq", at_least = true },
+    { hf = "n_embd", plait = "hidden" },
+    { hf = "n_layer", plait = "layers" },
+    { hf = "n_head", plait = "heads" },
     { hf = "n_inner", plait = "ffn", default = function(c) return 4 * c.hidden end,
       hf_default = function(c) return 4 * (c.n_embd or 768) end },
-    { hf = "layer_norm_epsilon", plait = "norm_eps", default = 1e-5, hf_default = 1e-5 },
-    { hf = "activation_function", plait = "activation", default = "gelu", hf_default = "gelu_new",
+    { hf = "layer_norm_epsilon", plait = "norm_eps", default = 1e-5 },
+    { hf = "activation_function", plait = "activation", default = "gelu",
       values = { gelu = { "gelu_new", "gelu_pytorch_tanh" }, relu = "relu" } },
-    { hf = "tie_word_embeddings", plait = "tied", hf_default = true,
+    { hf = "tie_word_embeddings", plait = "tied",
       derive = function(model) return model.params["lm_head.weight"] == nil end },
     { hf = "resid_pdrop", plait = "dropout", default = 0, check = false },
     { hf = "embd_pdrop", plait = "dropout", default = 0, check = false },
@@ -283,9 +272,9 @@ hf.families.gpt2 = hf.family {
     { hf = "initializer_range", plait = "init_std", default = 0.02, check = false },
     { hf = "bos_token_id", value = function(c) return c.vocab - 1 end, check = false },  -- GPT-2's end of text
     { hf = "eos_token_id", value = function(c) return c.vocab - 1 end, check = false },  -- is its last token
-    { hf = "scale_attn_weights", value = true, hf_default = true },
-    { hf = "scale_attn_by_inverse_layer_idx", value = false, hf_default = false },
-    { hf = "add_cross_attention", value = false, hf_default = false },
+    { hf = "scale_attn_weights", value = true },
+    { hf = "scale_attn_by_inverse_layer_idx", value = false },
+    { hf = "add_cross_attention", value = false },
     { plait = "positions", value = "learned", default = "learned" },
     { plait = "norm", value = "layernorm", default = "layernorm" },
     { plait = "bias", value = true, default = true },
@@ -322,21 +311,27 @@ hf.families.gpt2 = hf.family {
 -- models/llama.lua's block.
 hf.families.llama = hf.family {
   name = "llama", architecture = "LlamaForCausalLM", model_type = "llama", base_prefix = "model.",
-  config = llama_sizes({ vocab = 32000, seq = 2048, hidden = 4096, ffn = 11008, layers = 32, heads = 32 }, {
+  config = {
+    { hf = "vocab_size", plait = "vocab" },
+    { hf = "max_position_embeddings", plait = "seq", at_least = true },
+    { hf = "hidden_size", plait = "hidden" },
+    { hf = "intermediate_size", plait = "ffn" },
+    { hf = "num_hidden_layers", plait = "layers" },
+    { hf = "num_attention_heads", plait = "heads" },
     { hf = "num_key_value_heads", plait = "kv_heads", default = function(c) return c.heads end,
       hf_default = function(c) return c.num_attention_heads or 32 end },
-    { hf = "rms_norm_eps", plait = "norm_eps", default = 1e-5, hf_default = 1e-6 },
+    { hf = "rms_norm_eps", plait = "norm_eps", default = 1e-5 },
     { hf = "rope_theta", also = { "rope_parameters.rope_theta" }, plait = "rope_theta", default = 10000,
       hf_default = 10000 },
-    { hf = "hidden_act", plait = "activation", default = "gelu", hf_default = "silu", values = { swiglu = "silu" } },
-    { hf = "tie_word_embeddings", plait = "tied", hf_default = false,
+    { hf = "hidden_act", plait = "activation", default = "gelu", values = { swiglu = "silu" } },
+    { hf = "tie_word_embeddings", plait = "tied",
       derive = function(model) return model.params["lm_head.weight"] == nil end },
-    { hf = "attention_bias", plait = "bias", default = true, hf_default = false },
-    { hf = "mlp_bias", plait = "bias", default = true, hf_default = false },
+    { hf = "attention_bias", plait = "bias", default = true },
+    { hf = "mlp_bias", plait = "bias", default = true },
     { hf = "head_dim", plait = "head_dim", default = function(c) return c.hidden // c.heads end,
       hf_default = function(c) return (c.hidden_size or 4096) // (c.num_attention_heads or 32) end },
     { hf = "rope_parameters.rope_type", also = { "rope_scaling.rope_type", "rope_scaling.type" }, plait = "rope_scaling",
-      default = "none", hf_default = "default", values = { none = "default", linear = "linear", llama3 = "llama3" } },
+      default = "none", values = { none = "default", linear = "linear", llama3 = "llama3" } },
     { hf = "rope_parameters.factor", also = { "rope_scaling.factor" }, plait = "rope_factor", when = scaled },
     { hf = "rope_parameters.low_freq_factor", also = { "rope_scaling.low_freq_factor" }, plait = "rope_low_freq_factor",
       when = llama3_scaled },
@@ -344,13 +339,13 @@ hf.families.llama = hf.family {
       plait = "rope_high_freq_factor", when = llama3_scaled },
     { hf = "rope_parameters.original_max_position_embeddings", also = { "rope_scaling.original_max_position_embeddings" },
       plait = "rope_original_positions", when = llama3_scaled },
-    { hf = "pretraining_tp", value = 1, hf_default = 1, check = false },
+    { hf = "pretraining_tp", value = 1, check = false },
     { hf = "attention_dropout", value = 0.0, check = false },
     { hf = "initializer_range", plait = "init_std", default = 0.02, check = false },
     { plait = "positions", value = "rope", default = "learned" },
     { plait = "norm", value = "rmsnorm", default = "layernorm" },
     { plait = "causal", value = true, default = true },
-  }),
+  },
   tensors = {
     { hf = "model.embed_tokens.weight", plait = "wte" },
     { hf = "model.norm.weight", plait = "ln_f.weight" },
@@ -383,11 +378,11 @@ hf.families.llama = hf.family {
 hf.families.qwen2 = hf.extend("llama", {
   name = "qwen2", architecture = "Qwen2ForCausalLM", model_type = "qwen2",
   drop = { "attention_bias", "mlp_bias", "pretraining_tp" },
-  config = llama_sizes({ vocab = 151936, seq = 32768, hidden = 4096, ffn = 22016, layers = 32, heads = 32 }, {
+  config = {
     { plait = "qkv_bias", value = true, default = function(c) return c.bias ~= false end },
     { plait = "bias", value = false, default = true },
-    { hf = "use_sliding_window", value = false, hf_default = false },
-  }),
+    { hf = "use_sliding_window", value = false },
+  },
 })
 
 -- Gemma (GemmaForCausalLM): Llama's tensors (no biases, tied by default) with heads of head_dim wide, RMS
@@ -396,16 +391,16 @@ hf.families.qwen2 = hf.extend("llama", {
 hf.families.gemma = hf.extend("llama", {
   name = "gemma", architecture = "GemmaForCausalLM", model_type = "gemma",
   drop = { "mlp_bias", "pretraining_tp" },
-  config = llama_sizes({ vocab = 256000, seq = 8192, hidden = 3072, ffn = 24576, layers = 28, heads = 16 }, {
-    { hf = "head_dim", plait = "head_dim", default = function(c) return c.hidden // c.heads end, hf_default = 256 },
+  config = {
+    { hf = "head_dim", plait = "head_dim", default = function(c) return c.hidden // c.heads end },
     { hf = "hidden_act", also = { "hidden_activation" }, plait = "activation", default = "gelu",
-      hf_default = "gelu_pytorch_tanh", values = { geglu = { "gelu_pytorch_tanh", "gelu" } } },
-    { hf = "tie_word_embeddings", plait = "tied", hf_default = true,
+      values = { geglu = { "gelu_pytorch_tanh", "gelu" } } },
+    { hf = "tie_word_embeddings", plait = "tied",
       derive = function(model) return model.params["lm_head.weight"] == nil end },
     { hf = "use_bidirectional_attention", value = false, hf_default = false },
     { plait = "norm_offset", value = 1 },
     { plait = "scale_embedding", value = true, default = false },
-  }),
+  },
 })
 
 -- Gemma-2 (Gemma2ForCausalLM): Gemma's tensors with a norm after the attention (post_attention_layernorm)
@@ -421,13 +416,13 @@ end
 hf.families.gemma2 = hf.extend("gemma", {
   name = "gemma2", architecture = "Gemma2ForCausalLM", model_type = "gemma2",
   drop = { "use_bidirectional_attention", "model.layers.%d.post_attention_layernorm.weight" },
-  config = llama_sizes({ vocab = 256000, seq = 8192, hidden = 2304, ffn = 9216, layers = 26, heads = 8 }, {
-    { hf = "query_pre_attn_scalar", plait = "query_pre_attn_scalar", hf_default = 256 },
+  config = {
+    { hf = "query_pre_attn_scalar", plait = "query_pre_attn_scalar" },
     { hf = "attn_logit_softcapping", plait = "attn_softcap", hf_default = 50 },
     { hf = "final_logit_softcapping", plait = "logit_softcap", hf_default = 30 },
-    { hf = "sliding_window", plait = "sliding_window", hf_default = 4096 },
+    { hf = "sliding_window", plait = "sliding_window" },
     { hf = "layer_types", value = gemma2_layer_types, hf_default = gemma2_layer_types },
-  }),
+  },
   layer = {
     { hf = "model.layers.%d.post_attention_layernorm.weight", plait = "attn_post_norm.weight" },
     { hf = "model.layers.%d.pre_feedforward_layernorm.weight", plait = "mlp_norm.weight" },
@@ -442,9 +437,9 @@ hf.families.olmo2 = hf.extend("llama", {
   name = "olmo2", architecture = "Olmo2ForCausalLM", model_type = "olmo2",
   drop = { "mlp_bias", "pretraining_tp", "head_dim", "model.layers.%d.input_layernorm.weight",
            "model.layers.%d.post_attention_layernorm.weight" },
-  config = llama_sizes({ vocab = 50304, seq = 2048, hidden = 4096, ffn = 11008, layers = 32, heads = 32 }, {
-    { hf = "rms_norm_eps", plait = "norm_eps", default = 1e-5, hf_default = 1e-5 },
-  }),
+  config = {
+    { hf = "rms_norm_eps", plait = "norm_eps", default = 1e-5 },
+  },
   layer = {
     { hf = "model.layers.%d.self_attn.q_norm.weight", plait = "attn.q_norm.weight" },
     { hf = "model.layers.%d.self_attn.k_norm.weight", plait = "attn.k_norm.weight" },
@@ -459,19 +454,19 @@ hf.families.olmo2 = hf.extend("llama", {
 hf.families.bert = hf.family {
   name = "bert", architecture = "BertForMaskedLM", model_type = "bert", base_prefix = "bert.",
   config = {
-    { hf = "vocab_size", plait = "vocab", hf_default = 30522 },
-    { hf = "max_position_embeddings", plait = "seq", at_least = true, hf_default = 512 },
-    { hf = "hidden_size", plait = "hidden", hf_default = 768 },
-    { hf = "num_hidden_layers", plait = "layers", hf_default = 12 },
-    { hf = "num_attention_heads", plait = "heads", hf_default = 12 },
-    { hf = "intermediate_size", plait = "ffn", default = function(c) return 4 * c.hidden end, hf_default = 3072 },
-    { hf = "hidden_act", plait = "activation", default = "gelu", hf_default = "gelu",
+    { hf = "vocab_size", plait = "vocab" },
+    { hf = "max_position_embeddings", plait = "seq", at_least = true },
+    { hf = "hidden_size", plait = "hidden" },
+    { hf = "num_hidden_layers", plait = "layers" },
+    { hf = "num_attention_heads", plait = "heads" },
+    { hf = "intermediate_size", plait = "ffn", default = function(c) return 4 * c.hidden end },
+    { hf = "hidden_act", plait = "activation", default = "gelu",
       values = { gelu_exact = "gelu", gelu = { "gelu_new", "gelu_pytorch_tanh" }, relu = "relu" } },
-    { hf = "layer_norm_eps", plait = "norm_eps", default = 1e-5, hf_default = 1e-12 },
+    { hf = "layer_norm_eps", plait = "norm_eps", default = 1e-5 },
     { hf = "type_vocab_size", value = 1, check = false },
-    { hf = "tie_word_embeddings", value = true, hf_default = true },
-    { hf = "is_decoder", value = false, hf_default = false },
-    { hf = "add_cross_attention", value = false, hf_default = false },
+    { hf = "tie_word_embeddings", value = true },
+    { hf = "is_decoder", value = false },
+    { hf = "add_cross_attention", value = false },
     { hf = "hidden_dropout_prob", plait = "dropout", default = 0, check = false },
     { hf = "attention_probs_dropout_prob", value = 0.0, check = false },
     { hf = "initializer_range", plait = "init_std", default = 0.02, check = false },
@@ -518,13 +513,13 @@ hf.families.bert = hf.family {
 hf.families.mistral = hf.extend("llama", {
   name = "mistral", architecture = "MistralForCausalLM", model_type = "mistral",
   drop = { "attention_bias", "mlp_bias", "pretraining_tp" },
-  config = llama_sizes({ vocab = 32000, seq = 131072, hidden = 4096, ffn = 14336, layers = 32, heads = 32 }, {
-    { hf = "sliding_window", plait = "sliding_window", nullable = true, hf_default = 4096 },
-    { hf = "num_key_value_heads", plait = "kv_heads", default = function(c) return c.heads end, hf_default = 8 },
+  config = {
+    { hf = "sliding_window", plait = "sliding_window", nullable = true },
+    { hf = "num_key_value_heads", plait = "kv_heads", default = function(c) return c.heads end },
     { hf = "head_dim", plait = "head_dim", default = function(c) return c.hidden // c.heads end,
       hf_default = function(c) return (c.hidden_size or 4096) // (c.num_attention_heads or 32) end },
     { plait = "bias", value = false, default = true },
-  }),
+  },
 })
 
 -- Qwen3 (Qwen3ForCausalLM): Llama's tensors with RMS norms of each head of q and k (q_norm, k_norm,
@@ -532,11 +527,11 @@ hf.families.mistral = hf.extend("llama", {
 hf.families.qwen3 = hf.extend("llama", {
   name = "qwen3", architecture = "Qwen3ForCausalLM", model_type = "qwen3",
   drop = { "mlp_bias", "pretraining_tp" },
-  config = llama_sizes({ vocab = 151936, seq = 32768, hidden = 4096, ffn = 22016, layers = 32, heads = 32 }, {
-    { hf = "head_dim", plait = "head_dim", default = function(c) return c.hidden // c.heads end, hf_default = 128 },
-    { hf = "use_sliding_window", value = false, hf_default = false },
+  config = {
+    { hf = "head_dim", plait = "head_dim", default = function(c) return c.hidden // c.heads end },
+    { hf = "use_sliding_window", value = false },
     { plait = "qk_norm", value = true, default = false },
-  }),
+  },
   layer = {
     { hf = "model.layers.%d.self_attn.q_norm.weight", plait = "attn.q_norm.weight" },
     { hf = "model.layers.%d.self_attn.k_norm.weight", plait = "attn.k_norm.weight" },
@@ -550,26 +545,26 @@ hf.families.qwen3 = hf.extend("llama", {
 hf.families.phi = hf.family {
   name = "phi", architecture = "PhiForCausalLM", model_type = "phi", base_prefix = "model.",
   config = {
-    { hf = "vocab_size", plait = "vocab", hf_default = 51200 },
-    { hf = "max_position_embeddings", plait = "seq", at_least = true, hf_default = 2048 },
-    { hf = "hidden_size", plait = "hidden", hf_default = 2048 },
-    { hf = "intermediate_size", plait = "ffn", hf_default = 8192 },
-    { hf = "num_hidden_layers", plait = "layers", hf_default = 24 },
-    { hf = "num_attention_heads", plait = "heads", hf_default = 32 },
+    { hf = "vocab_size", plait = "vocab" },
+    { hf = "max_position_embeddings", plait = "seq", at_least = true },
+    { hf = "hidden_size", plait = "hidden" },
+    { hf = "intermediate_size", plait = "ffn" },
+    { hf = "num_hidden_layers", plait = "layers" },
+    { hf = "num_attention_heads", plait = "heads" },
     { hf = "num_key_value_heads", plait = "kv_heads", default = function(c) return c.heads end,
       hf_default = function(c) return c.num_attention_heads or 32 end },
-    { hf = "layer_norm_eps", plait = "norm_eps", default = 1e-5, hf_default = 1e-5 },
+    { hf = "layer_norm_eps", plait = "norm_eps", default = 1e-5 },
     { hf = "rope_theta", also = { "rope_parameters.rope_theta" }, plait = "rope_theta", default = 10000,
       hf_default = 10000 },
     { hf = "partial_rotary_factor", also = { "rope_parameters.partial_rotary_factor" }, plait = "rotary_fraction",
-      default = 1, hf_default = 0.5 },
-    { hf = "hidden_act", plait = "activation", default = "gelu", hf_default = "gelu_new",
+      default = 1 },
+    { hf = "hidden_act", plait = "activation", default = "gelu",
       values = { gelu = { "gelu_new", "gelu_pytorch_tanh" } } },
-    { hf = "tie_word_embeddings", plait = "tied", hf_default = false,
+    { hf = "tie_word_embeddings", plait = "tied",
       derive = function(model) return model.params["lm_head.weight"] == nil end },
-    { hf = "qk_layernorm", value = false, hf_default = false },
+    { hf = "qk_layernorm", value = false },
     { hf = "rope_scaling", value = json.null, hf_default = json.null },
-    { hf = "rope_parameters.rope_type", value = "default", hf_default = "default" },
+    { hf = "rope_parameters.rope_type", value = "default" },
     { hf = "resid_pdrop", plait = "dropout", default = 0, check = false },
     { hf = "embd_pdrop", plait = "dropout", default = 0, check = false },
     { hf = "attention_dropout", value = 0.0, check = false },
@@ -610,7 +605,7 @@ hf.families.phi = hf.family {
 local function unscaled_rope()
   return {
     { hf = "rope_scaling", value = json.null, hf_default = json.null },
-    { hf = "rope_parameters.rope_type", value = "default", hf_default = "default" },
+    { hf = "rope_parameters.rope_type", value = "default" },
   }
 end
 
@@ -649,23 +644,23 @@ hf.families.gpt_neox = hf.family {
   name = "gpt_neox", architecture = "GPTNeoXForCausalLM", model_type = "gpt_neox",
   base_prefix = "gpt_neox.",
   config = flat { {
-    { hf = "vocab_size", plait = "vocab", hf_default = 50432 },
-    { hf = "max_position_embeddings", plait = "seq", at_least = true, hf_default = 2048 },
-    { hf = "hidden_size", plait = "hidden", hf_default = 6144 },
-    { hf = "intermediate_size", plait = "ffn", hf_default = 24576 },
-    { hf = "num_hidden_layers", plait = "layers", hf_default = 44 },
-    { hf = "num_attention_heads", plait = "heads", hf_default = 64 },
-    { hf = "layer_norm_eps", plait = "norm_eps", default = 1e-5, hf_default = 1e-5 },
+    { hf = "vocab_size", plait = "vocab" },
+    { hf = "max_position_embeddings", plait = "seq", at_least = true },
+    { hf = "hidden_size", plait = "hidden" },
+    { hf = "intermediate_size", plait = "ffn" },
+    { hf = "num_hidden_layers", plait = "layers" },
+    { hf = "num_attention_heads", plait = "heads" },
+    { hf = "layer_norm_eps", plait = "norm_eps", default = 1e-5 },
     -- transformers 5 reads a top-level theta of GPT-NeoX's only as rotary_emb_base
     { hf = "rotary_emb_base", also = { "rope_parameters.rope_theta", "rope_theta" },
       plait = "rope_theta", default = 10000, hf_default = 10000 },
-    { hf = "rotary_pct", plait = "rotary_fraction", default = 1, hf_default = 0.25,
+    { hf = "rotary_pct", plait = "rotary_fraction", default = 1,
       also = { "rope_parameters.partial_rotary_factor", "partial_rotary_factor" } },
-    { hf = "hidden_act", plait = "activation", default = "gelu", hf_default = "gelu",
+    { hf = "hidden_act", plait = "activation", default = "gelu",
       values = { gelu_exact = "gelu", gelu = { "gelu_new", "gelu_pytorch_tanh", "gelu_fast" } } },
-    { hf = "use_parallel_residual", plait = "parallel", default = false, hf_default = true },
-    { hf = "tie_word_embeddings", plait = "tied", hf_default = false, derive = untied },
-    { hf = "attention_bias", value = true, hf_default = true },
+    { hf = "use_parallel_residual", plait = "parallel", default = false },
+    { hf = "tie_word_embeddings", plait = "tied", derive = untied },
+    { hf = "attention_bias", value = true },
     { hf = "hidden_dropout", plait = "dropout", default = 0, check = false },
     { hf = "attention_dropout", value = 0.0, check = false },
     { hf = "initializer_range", plait = "init_std", default = 0.02, check = false },
@@ -702,18 +697,18 @@ hf.families.gptj = hf.family {
   name = "gptj", architecture = "GPTJForCausalLM", model_type = "gptj",
   base_prefix = "transformer.",
   config = flat { {
-    { hf = "vocab_size", plait = "vocab", hf_default = 50400 },
-    { hf = "n_positions", plait = "seq", at_least = true, hf_default = 2048 },
-    { hf = "n_embd", plait = "hidden", hf_default = 4096 },
-    { hf = "n_layer", plait = "layers", hf_default = 28 },
-    { hf = "n_head", plait = "heads", hf_default = 16 },
+    { hf = "vocab_size", plait = "vocab" },
+    { hf = "n_positions", plait = "seq", at_least = true },
+    { hf = "n_embd", plait = "hidden" },
+    { hf = "n_layer", plait = "layers" },
+    { hf = "n_head", plait = "heads" },
     { hf = "n_inner", plait = "ffn", default = function(c) return 4 * c.hidden end,
       hf_default = function(c) return 4 * (c.n_embd or 4096) end },
-    { hf = "rotary_dim", plait = "rotary", hf_default = 64 },
-    { hf = "layer_norm_epsilon", plait = "norm_eps", default = 1e-5, hf_default = 1e-5 },
-    { hf = "activation_function", plait = "activation", default = "gelu", hf_default = "gelu_new",
+    { hf = "rotary_dim", plait = "rotary" },
+    { hf = "layer_norm_epsilon", plait = "norm_eps", default = 1e-5 },
+    { hf = "activation_function", plait = "activation", default = "gelu",
       values = { gelu = { "gelu_new", "gelu_pytorch_tanh" }, gelu_exact = "gelu" } },
-    { hf = "tie_word_embeddings", plait = "tied", hf_default = false, derive = untied },
+    { hf = "tie_word_embeddings", plait = "tied", derive = untied },
     { hf = "resid_pdrop", plait = "dropout", default = 0, check = false },
     { hf = "embd_pdrop", plait = "dropout", default = 0, check = false },
     { hf = "attn_pdrop", value = 0.0, check = false },
@@ -760,30 +755,29 @@ hf.families.falcon = hf.family {
   name = "falcon", architecture = "FalconForCausalLM", model_type = "falcon",
   base_prefix = "transformer.",
   config = flat { {
-    { hf = "vocab_size", plait = "vocab", hf_default = 65024 },
-    { hf = "max_position_embeddings", plait = "seq", at_least = true, hf_default = 2048 },
-    { hf = "hidden_size", plait = "hidden", hf_default = 4544 },
+    { hf = "vocab_size", plait = "vocab" },
+    { hf = "max_position_embeddings", plait = "seq", at_least = true },
+    { hf = "hidden_size", plait = "hidden" },
     { hf = "ffn_hidden_size", plait = "ffn", default = function(c) return 4 * c.hidden end,
       hf_default = function(c) return 4 * (c.hidden_size or 4544) end },
-    { hf = "num_hidden_layers", plait = "layers", hf_default = 32 },
-    { hf = "num_attention_heads", plait = "heads", hf_default = 71 },
-    { hf = "new_decoder_architecture", plait = "new_decoder_architecture", default = false,
-      hf_default = false },
+    { hf = "num_hidden_layers", plait = "layers" },
+    { hf = "num_attention_heads", plait = "heads" },
+    { hf = "new_decoder_architecture", plait = "new_decoder_architecture", default = false },
     { hf = "num_kv_heads", plait = "kv_heads", default = function(c) return c.heads end,
       hf_default = function(c) return c.num_attention_heads or 71 end, when = falcon_new },
-    { hf = "multi_query", value = function(c) return c.kv_heads == 1 end, hf_default = true,
-      when = falcon_old },
-    { hf = "num_ln_in_parallel_attn",
-      value = function(c) return falcon_new(c) and 2 or json.null end },
-    { hf = "layer_norm_epsilon", plait = "norm_eps", default = 1e-5, hf_default = 1e-5 },
+    { hf = "multi_query", value = function(c) return c.kv_heads == 1 end, when = falcon_old },
+    { hf = "num_ln_in_parallel_attn",   -- transformers' null: 2 in a new decoder
+      value = function(c) return falcon_new(c) and 2 or json.null end,
+      hf_default = function(c) return falcon_new(c) and 2 or json.null end },
+    { hf = "layer_norm_epsilon", plait = "norm_eps", default = 1e-5 },
     { hf = "rope_theta", also = { "rope_parameters.rope_theta" }, plait = "rope_theta",
       default = 10000, hf_default = 10000 },
-    { hf = "activation", plait = "activation", default = "gelu", hf_default = "gelu",
+    { hf = "activation", plait = "activation", default = "gelu",
       values = { gelu_exact = "gelu", gelu = { "gelu_new", "gelu_pytorch_tanh" } } },
-    { hf = "bias", plait = "bias", default = true, hf_default = false },
-    { hf = "tie_word_embeddings", plait = "tied", hf_default = true, derive = untied },
-    { hf = "parallel_attn", value = true, hf_default = true },
-    { hf = "alibi", value = false, hf_default = false },
+    { hf = "bias", plait = "bias", default = true },
+    { hf = "tie_word_embeddings", plait = "tied", derive = untied },
+    { hf = "parallel_attn", value = true },
+    { hf = "alibi", value = false },
     { hf = "hidden_dropout", plait = "dropout", default = 0, check = false },
     { hf = "attention_dropout", value = 0.0, check = false },
     { hf = "initializer_range", plait = "init_std", default = 0.02, check = false },
@@ -815,19 +809,17 @@ hf.families.falcon = hf.family {
 hf.families.stablelm = hf.extend("llama", {
   name = "stablelm", architecture = "StableLmForCausalLM", model_type = "stablelm",
   drop = { "attention_bias", "mlp_bias", "pretraining_tp", "head_dim", "rms_norm_eps" },
-  config = llama_sizes({ vocab = 50304, seq = 4096, hidden = 2560, ffn = 6912, layers = 32,
-                         heads = 32 }, {
-    { hf = "layer_norm_eps", plait = "norm_eps", default = 1e-5, hf_default = 1e-5 },
+  config = {
+    { hf = "layer_norm_eps", plait = "norm_eps", default = 1e-5 },
     { hf = "partial_rotary_factor", also = { "rope_parameters.partial_rotary_factor" },
-      plait = "rotary_fraction", default = 1, hf_default = 0.25 },
-    { hf = "use_qkv_bias", plait = "qkv_bias", default = function(c) return c.bias ~= false end,
-      hf_default = false },
-    { hf = "qk_layernorm", value = false, hf_default = false },
-    { hf = "use_parallel_residual", value = false, hf_default = false },
+      plait = "rotary_fraction", default = 1 },
+    { hf = "use_qkv_bias", plait = "qkv_bias", default = function(c) return c.bias ~= false end },
+    { hf = "qk_layernorm", value = false },
+    { hf = "use_parallel_residual", value = false },
     { hf = "hidden_dropout", plait = "dropout", default = 0, check = false },
     { plait = "norm", value = "layernorm", default = "layernorm" },
     { plait = "bias", value = false, default = true },
-  }),
+  },
   tensors = {
     { hf = "model.norm.bias", plait = "ln_f.bias" },
   },
@@ -845,22 +837,21 @@ hf.families.starcoder2 = hf.family {
   name = "starcoder2", architecture = "Starcoder2ForCausalLM", model_type = "starcoder2",
   base_prefix = "model.",
   config = flat { {
-    { hf = "vocab_size", plait = "vocab", hf_default = 49152 },
-    { hf = "max_position_embeddings", plait = "seq", at_least = true, hf_default = 4096 },
-    { hf = "hidden_size", plait = "hidden", hf_default = 3072 },
-    { hf = "intermediate_size", plait = "ffn", hf_default = 12288 },
-    { hf = "num_hidden_layers", plait = "layers", hf_default = 30 },
-    { hf = "num_attention_heads", plait = "heads", hf_default = 24 },
-    { hf = "num_key_value_heads", plait = "kv_heads", default = function(c) return c.heads end,
-      hf_default = 2 },
-    { hf = "norm_epsilon", plait = "norm_eps", default = 1e-5, hf_default = 1e-5 },
+    { hf = "vocab_size", plait = "vocab" },
+    { hf = "max_position_embeddings", plait = "seq", at_least = true },
+    { hf = "hidden_size", plait = "hidden" },
+    { hf = "intermediate_size", plait = "ffn" },
+    { hf = "num_hidden_layers", plait = "layers" },
+    { hf = "num_attention_heads", plait = "heads" },
+    { hf = "num_key_value_heads", plait = "kv_heads", default = function(c) return c.heads end },
+    { hf = "norm_epsilon", plait = "norm_eps", default = 1e-5 },
     { hf = "rope_theta", also = { "rope_parameters.rope_theta" }, plait = "rope_theta",
       default = 10000, hf_default = 10000 },
-    { hf = "sliding_window", plait = "sliding_window", nullable = true, hf_default = json.null },
-    { hf = "hidden_act", plait = "activation", default = "gelu", hf_default = "gelu_pytorch_tanh",
+    { hf = "sliding_window", plait = "sliding_window", nullable = true },
+    { hf = "hidden_act", plait = "activation", default = "gelu",
       values = { gelu = { "gelu_pytorch_tanh", "gelu_new" }, gelu_exact = "gelu" } },
-    { hf = "use_bias", plait = "bias", default = true, hf_default = true },
-    { hf = "tie_word_embeddings", plait = "tied", hf_default = true, derive = untied },
+    { hf = "use_bias", plait = "bias", default = true },
+    { hf = "tie_word_embeddings", plait = "tied", derive = untied },
     { hf = "residual_dropout", plait = "dropout", default = 0, check = false },
     { hf = "embedding_dropout", plait = "dropout", default = 0, check = false },
     { hf = "attention_dropout", value = 0.0, check = false },
@@ -892,23 +883,23 @@ hf.families.cohere = hf.family {
   name = "cohere", architecture = "CohereForCausalLM", model_type = "cohere",
   base_prefix = "model.",
   config = flat { {
-    { hf = "vocab_size", plait = "vocab", hf_default = 256000 },
-    { hf = "max_position_embeddings", plait = "seq", at_least = true, hf_default = 8192 },
-    { hf = "hidden_size", plait = "hidden", hf_default = 8192 },
-    { hf = "intermediate_size", plait = "ffn", hf_default = 22528 },
-    { hf = "num_hidden_layers", plait = "layers", hf_default = 40 },
-    { hf = "num_attention_heads", plait = "heads", hf_default = 64 },
+    { hf = "vocab_size", plait = "vocab" },
+    { hf = "max_position_embeddings", plait = "seq", at_least = true },
+    { hf = "hidden_size", plait = "hidden" },
+    { hf = "intermediate_size", plait = "ffn" },
+    { hf = "num_hidden_layers", plait = "layers" },
+    { hf = "num_attention_heads", plait = "heads" },
     { hf = "num_key_value_heads", plait = "kv_heads", default = function(c) return c.heads end,
       hf_default = function(c) return c.num_attention_heads or 64 end },
-    { hf = "layer_norm_eps", plait = "norm_eps", default = 1e-5, hf_default = 1e-5 },
+    { hf = "layer_norm_eps", plait = "norm_eps", default = 1e-5 },
     { hf = "rope_theta", also = { "rope_parameters.rope_theta" }, plait = "rope_theta",
       default = 10000, hf_default = 500000 },
-    { hf = "logit_scale", plait = "logit_scale", default = 1, hf_default = 0.0625 },
-    { hf = "hidden_act", plait = "activation", default = "gelu", hf_default = "silu",
+    { hf = "logit_scale", plait = "logit_scale", default = 1 },
+    { hf = "hidden_act", plait = "activation", default = "gelu",
       values = { swiglu = "silu" } },
-    { hf = "attention_bias", value = false, hf_default = false },
-    { hf = "tie_word_embeddings", plait = "tied", hf_default = true, derive = untied },
-    { hf = "use_qk_norm", value = false, hf_default = false },
+    { hf = "attention_bias", value = false },
+    { hf = "tie_word_embeddings", plait = "tied", derive = untied },
+    { hf = "use_qk_norm", value = false },
     { hf = "attention_dropout", value = 0.0, check = false },
     { hf = "initializer_range", plait = "init_std", default = 0.02, check = false },
     { plait = "rope_interleaved", value = true, default = false },
@@ -942,26 +933,26 @@ hf.families.stablelm2 = hf.family {
   name = "stablelm2", architecture = "StableLmForCausalLM", model_type = "stablelm",
   base_prefix = "model.",
   config = {
-    { hf = "vocab_size", plait = "vocab", hf_default = 50304 },
-    { hf = "max_position_embeddings", plait = "seq", at_least = true, hf_default = 4096 },
-    { hf = "hidden_size", plait = "hidden", hf_default = 2560 },
-    { hf = "intermediate_size", plait = "ffn", hf_default = 6912 },
-    { hf = "num_hidden_layers", plait = "layers", hf_default = 32 },
-    { hf = "num_attention_heads", plait = "heads", hf_default = 32 },
-    { hf = "num_key_value_heads", plait = "kv_heads", hf_default = 32 },
-    { hf = "layer_norm_eps", plait = "norm_eps", default = 1e-5, hf_default = 1e-5 },
+    { hf = "vocab_size", plait = "vocab" },
+    { hf = "max_position_embeddings", plait = "seq", at_least = true },
+    { hf = "hidden_size", plait = "hidden" },
+    { hf = "intermediate_size", plait = "ffn" },
+    { hf = "num_hidden_layers", plait = "layers" },
+    { hf = "num_attention_heads", plait = "heads" },
+    { hf = "num_key_value_heads", plait = "kv_heads" },
+    { hf = "layer_norm_eps", plait = "norm_eps", default = 1e-5 },
     { hf = "rope_theta", also = { "rope_parameters.rope_theta" }, plait = "rope_theta",
       default = 10000, hf_default = 10000 },
     { hf = "partial_rotary_factor", also = { "rope_parameters.partial_rotary_factor" },
-      plait = "rotary_fraction", default = 1, hf_default = 0.25 },
-    { hf = "use_qkv_bias", plait = "qkv_bias", default = false, hf_default = false },
-    { hf = "use_parallel_residual", plait = "parallel", default = false, hf_default = false },
-    { hf = "tie_word_embeddings", plait = "tied", hf_default = false,
+      plait = "rotary_fraction", default = 1 },
+    { hf = "use_qkv_bias", plait = "qkv_bias", default = false },
+    { hf = "use_parallel_residual", plait = "parallel", default = false },
+    { hf = "tie_word_embeddings", plait = "tied",
       derive = function(model) return model.params["lm_head.weight"] == nil end },
-    { hf = "qk_layernorm", value = true, hf_default = false },
-    { hf = "hidden_act", value = "silu", hf_default = "silu" },
+    { hf = "qk_layernorm", value = true },
+    { hf = "hidden_act", value = "silu" },
     { hf = "rope_scaling", value = json.null, hf_default = json.null },
-    { hf = "rope_parameters.rope_type", value = "default", hf_default = "default" },
+    { hf = "rope_parameters.rope_type", value = "default" },
     { hf = "hidden_dropout", plait = "dropout", default = 0, check = false },
     { hf = "attention_dropout", value = 0.0, check = false },
     { hf = "initializer_range", plait = "init_std", default = 0.02, check = false },
@@ -1114,24 +1105,40 @@ local function set_path(t, path, value)
   t[keys[#keys]] = value
 end
 
+-- The value transformers takes where config.json lacks a setting: the entry's hf_default, else
+-- the one in `defaults` (transformers', of the family's model_type) at its key or its other keys.
+local function default_value(e, hc, defaults)
+  if e.hf_default ~= nil then return evaluate(e.hf_default, hc) end
+  local v = get_path(defaults, e.hf)
+  for _, key in ipairs(e.also or {}) do
+    if v == nil then v = get_path(defaults, key) end
+  end
+  return v
+end
+
 -- config.json's value of a setting: its key, else the first of its other keys that is there, else the
 -- default transformers takes.
-local function hf_value(e, hc)
+local function hf_value(e, hc, defaults)
   local v = get_path(hc, e.hf)
   for _, key in ipairs(e.also or {}) do
     if v == nil or v == json.null then v = get_path(hc, key) end
   end
-  if v == nil or (v == json.null and not e.nullable) then v = evaluate(e.hf_default, hc) end
+  if v == nil or (v == json.null and not e.nullable) then v = default_value(e, hc, defaults) end
   return v
 end
 
 -- One line for a disagreement of a mapped setting, or nil.
-local function check_mapped(e, model, hc)
+local function check_mapped(e, model, hc, defaults)
   local pv = plait_value(e, model)
   if pv == nil then
     return string.format("the model's config has no %s, which config.json's %s gives", e.plait, e.hf)
   end
-  local hv = hf_value(e, hc)
+  local hv = hf_value(e, hc, defaults)
+  if hv == nil then
+    return string.format("config.json has no %s, and neither the %s family nor transformers' "
+                         .. "defaults of its model_type give one; add it to config.json", e.hf,
+                         model.family_name)
+  end
   local wanted = hf_values(e, pv)
   if not wanted then
     return string.format("the model has %s = %s, which the %s family has no %s for", e.plait, show(pv),
@@ -1149,9 +1156,11 @@ local function check_mapped(e, model, hc)
                        e.plait, pv == json.null and "none" or show(pv), hint(e, model, hv))
 end
 
-local function check_fixed(e, model, hc)
+local function check_fixed(e, model, hc, defaults)
   local want, hv = evaluate(e.value, model.config), get_path(hc, e.hf)
-  if hv == nil or (hv == json.null and want ~= json.null) then hv = evaluate(e.hf_default, hc) end
+  if hv == nil or (hv == json.null and want ~= json.null) then
+    hv = default_value(e, hc, defaults)
+  end
   if hv == nil or same(hv, want) then return nil end
   return string.format("config.json has %s = %s, which plait does not compute (the %s family takes %s)", e.hf,
                        show(hv), model.family_name, show(want))
@@ -1208,12 +1217,12 @@ function hf._check_config(model, dir, traced)
   local hc = read_json(dir .. "/config.json")
   local other = check_architecture(f, hc, dir)
   if other then return { other } end
-  local problems = {}
+  local problems, defaults = {}, hf.defaults[f.model_type] or {}
   local function add(line) if line then problems[#problems + 1] = line end end
   for _, e in ipairs(f.config) do
     if e.check ~= false and (not e.when or e.when(model.config)) and (traced or not e.derive) then
-      if e.hf and e.plait then add(check_mapped(e, model, hc))
-      elseif e.hf then add(check_fixed(e, model, hc))
+      if e.hf and e.plait then add(check_mapped(e, model, hc, defaults))
+      elseif e.hf then add(check_fixed(e, model, hc, defaults))
       else add(check_required(e, model)) end
     end
   end

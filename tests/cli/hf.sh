@@ -307,6 +307,19 @@ expect_error hint_not_the_same_value \
   "config.json has n_embd = \"32\", the model has hidden = 32; no --set hidden gives the model config.json's \"32\": $HINT_NONE" \
   $PLAIT import models/tiny.lua "$TMP/hint_same.hf" -o "$TMP/out.ckpt" --set $G
 nothing_written hint_not_the_same_value "$TMP/out.ckpt"
+# a key config.json lacks is transformers' default for its model_type (plait.hf.defaults: GPT-2's
+# n_embd is 768); a family of a model_type transformers does not know has none, and import says so
+broken no_n_embd
+sed -i '/"n_embd"/d' "$TMP/no_n_embd.hf/config.json"
+# shellcheck disable=SC2086
+expect_error missing_key_takes_transformers_default \
+  "config.json has n_embd = 768, the model has hidden = 32; import it with --set hidden=768" \
+  $PLAIT import models/tiny.lua "$TMP/no_n_embd.hf" -o "$TMP/out.ckpt" --set $G
+# shellcheck disable=SC2086
+expect_error missing_key_without_default \
+  "config.json has no n_embd, and neither the gpt2-own-type family nor transformers' defaults of its" \
+  $PLAIT import tests/cli/models/tiny_own_type.lua "$TMP/no_n_embd.hf" -o "$TMP/out.ckpt"
+nothing_written missing_key_without_default "$TMP/out.ckpt"
 # shellcheck disable=SC2086
 expect_error another_architecture "config.json is of LlamaForCausalLM \\(model_type llama\\), the model.s family gpt2 reads GPT2LMHeadModel" \
   $PLAIT import models/tiny.lua "$TMP/llama.hf" -o "$TMP/out.ckpt" --set $G
