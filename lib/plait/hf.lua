@@ -407,11 +407,14 @@ hf.families.gemma = hf.extend("llama", {
 -- and around the MLP (pre_ and post_feedforward_layernorm), scores scaled by query_pre_attn_scalar^−½
 -- and capped (attn_logit_softcapping), final logits capped (final_logit_softcapping), a sliding window on
 -- even layers (layer_types); the names follow models/gemma2.lua.
-local function gemma2_layer_types(c)
+-- Gemma-2's layers alternate: even ones slide, odd ones see everything.
+local function alternating_layers(n)
   local types = {}
-  for i = 0, c.layers - 1 do types[#types + 1] = i % 2 == 0 and "sliding_attention" or "full_attention" end
+  for i = 0, n - 1 do types[#types + 1] = i % 2 == 0 and "sliding_attention" or "full_attention" end
   return json.array(types)
 end
+local function gemma2_layer_types(c) return alternating_layers(c.layers) end
+local function gemma2_hf_layer_types(hc) return alternating_layers(hc.num_hidden_layers or 26) end
 
 hf.families.gemma2 = hf.extend("gemma", {
   name = "gemma2", architecture = "Gemma2ForCausalLM", model_type = "gemma2",
@@ -421,7 +424,7 @@ hf.families.gemma2 = hf.extend("gemma", {
     { hf = "attn_logit_softcapping", plait = "attn_softcap", hf_default = 50 },
     { hf = "final_logit_softcapping", plait = "logit_softcap", hf_default = 30 },
     { hf = "sliding_window", plait = "sliding_window" },
-    { hf = "layer_types", value = gemma2_layer_types, hf_default = gemma2_layer_types },
+    { hf = "layer_types", value = gemma2_layer_types, hf_default = gemma2_hf_layer_types },
   },
   layer = {
     { hf = "model.layers.%d.post_attention_layernorm.weight", plait = "attn_post_norm.weight" },

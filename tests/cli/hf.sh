@@ -453,3 +453,16 @@ $ST unsum "$TMP/huge.ckpt/model.safetensors"
 $ST fill "$TMP/huge.ckpt/model.safetensors" layers.0.ln_1.weight 3e38
 expect_error eval_refuses_a_nan_loss "text.bin: the loss is NaN: the weights overflow on this data" \
   "$TMP/gpt/train" --eval "$TMP/text.bin" --init "$TMP/huge.ckpt"
+
+# a Gemma-2 config.json without layer_types takes transformers' alternating layers for its own
+# number of layers (num_hidden_layers), as transformers does
+G2="layers=2 hidden=32 heads=2 kv_heads=1 head_dim=16 ffn=64 seq=16 vocab=256 sliding_window=8"
+# shellcheck disable=SC2086
+if $PLAIT build models/gemma2.lua --set $G2 -o "$TMP/g2" >/dev/null 2>&1 &&
+   "$TMP/g2/train" --data "$TMP/text.bin" --steps 1 --save "$TMP/g2.ckpt" >/dev/null 2>&1 &&
+   $PLAIT export models/gemma2.lua "$TMP/g2.ckpt" -o "$TMP/g2.hf" --set $G2 >/dev/null 2>&1 &&
+   python3 -c 'import json, sys; p = sys.argv[1]; c = json.load(open(p)); c.pop("layer_types")
+json.dump(c, open(p, "w"))' "$TMP/g2.hf/config.json" &&
+   $PLAIT import models/gemma2.lua "$TMP/g2.hf" -o "$TMP/g2.back" --set $G2 >"$TMP/g2.out" 2>&1
+then pass gemma2_layer_types_from_layers
+else fail gemma2_layer_types_from_layers "$(tail -c 300 "$TMP/g2.out" 2>/dev/null)"; fi
