@@ -103,8 +103,8 @@ static void iteration_time(const Plan *p, FILE *f) {
   fprintf(f, "},\n  \"flops_per_device\": %.17g,\n", plan_device_flops(p));
 }
 
-/* Key/value heads fewer than tp (only then): the ranks holding each, the parameters that adds a layer
- * per rank, and the bytes of their gradients' all-reduce a layer per rank. */
+/* Key/value heads fewer than tp (only then): the ranks holding each, the parameters that adds a
+ * layer per rank, and the bytes of their gradients' all-reduce a layer per rank. */
 static void kv_copies(const Plan *p, FILE *f) {
   const GraphCost *b = &p->cost.block;
   int copies = p->model.tp_copies;
