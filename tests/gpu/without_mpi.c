@@ -4,9 +4,9 @@
 
 #include <stdio.h>
 
-int comm_mpi_launch(int tp, int pp, int dp, double timeout, int world, const char *launcher, RankMain fn,
+int comm_mpi_launch(const CommGrid *grid, double timeout, int world, const char *launcher, RankMain fn,
                     void *arg) {
-  (void)tp, (void)pp, (void)dp, (void)timeout, (void)fn, (void)arg;
+  (void)grid, (void)timeout, (void)fn, (void)arg;
   fprintf(stderr, "plait: started by %s %d but this reference program was built without MPI; run it alone\n", launcher,
           world);
   return 1;
