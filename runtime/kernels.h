@@ -106,6 +106,36 @@ void k_rope(const RopeShape *s, const act_t *x, act_t *y);
 void k_split(int64_t rows, int64_t groups, int nparts, const int64_t *sizes, int part, const act_t *x, act_t *y);
 void k_concat(int64_t rows, int64_t groups, int nparts, const int64_t *sizes, const act_t *const *parts, act_t *y);
 
+/* Mixture of experts (runtime/cpu/moe.c; the CUDA backend refuses them at build time). Each of T
+ * tokens picks k of E experts; its k routed rows lie at slots[t·k + j] of T·k rows grouped by
+ * expert (stable: by expert, then token order), counts[e] of them for expert e. k_topk: values and
+ * indices of the k largest of each row of x [rows, n], largest first, a tie to the lower index (as
+ * torch.topk on the CPU). k_topk_backward: dx [rows, n] = dvalues at the indices, 0 elsewhere. */
+void k_topk(int64_t rows, int64_t n, int k, const act_t *x, act_t *values, int32_t *indices);
+void k_topk_backward(int64_t rows, int64_t n, int k, const int32_t *indices, const act_t *dvalues,
+                     act_t *dx);
+/* slots [T, k] and counts [E] of the experts' indices [T, k] (each in [0, E)). */
+void k_moe_route(int64_t T, int64_t k, int64_t E, const int32_t *indices, int32_t *slots,
+                 int32_t *counts);
+/* rows[slots[t, j]] = x[t] for each of its k slots (rows [T·k, D]). */
+void k_moe_dispatch(int64_t T, int64_t k, int64_t D, const act_t *x, const int32_t *slots,
+                    act_t *rows);
+/* out[t] = Σ_j weights[t, j]·rows[slots[t, j]], j in order (weights NULL: each 1). */
+void k_moe_combine(int64_t T, int64_t k, int64_t D, const act_t *rows, const int32_t *slots,
+                   const act_t *weights, act_t *out);
+/* drows[slots[t, j]] = weights[t, j]·dout[t]; dweights[t, j] = rows[slots[t, j]]·dout[t]. */
+void k_moe_combine_backward(int64_t T, int64_t k, int64_t D, const act_t *rows,
+                            const int32_t *slots, const act_t *weights, const act_t *dout,
+                            act_t *drows, act_t *dweights);
+/* C [rows, N] = A [rows, K] · op(W[e]) over each expert's rows (counts, in expert order, summing to
+ * rows): W [E, K, N], or [E, N, K] when trans_b. An expert of no rows is skipped. */
+void k_grouped_gemm(int trans_b, int64_t E, const int32_t *counts, int64_t rows, int64_t N,
+                    int64_t K, const act_t *A, const act_t *W, act_t *C);
+/* C[e] [M, N] += A_eᵀ·B_e over expert e's rows of A [rows, M] and B [rows, N] (its weight
+ * gradient). */
+void k_grouped_gemm_grad(int64_t E, const int32_t *counts, int64_t rows, int64_t M, int64_t N,
+                         const act_t *A, const act_t *B, real *C);
+
 /* Embedding over a shard of the table holding rows [row0, row0 + rows) of the whole vocabulary:
  * out[n, :] = table[ids[n] - row0, :] for ids in the shard, 0 for the others (summed over the shards
  * by an all-reduce). */

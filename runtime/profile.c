@@ -8,7 +8,8 @@
 
 static const char *const kind_names[PROFILE_KINDS] = {
     "gemm",      "attention", "norm", "elementwise", "rope",      "split_concat",
-    "bias_sums", "embedding", "xent", "optimizer",   "grad_norm", "comm"};
+    "bias_sums", "embedding", "xent", "optimizer",   "grad_norm", "comm",
+    "routing"};
 
 /* Work the device may still be running is finished before the clock is read (a no-op on the CPU). */
 static double now(void) {

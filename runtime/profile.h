@@ -1,9 +1,9 @@
 /* profile.h: DIR/train --profile: the time, FLOPs and bytes of a step by kind of work (GEMMs,
- * attention, norms, fused elementwise kernels, rotary positions, splits and concats of fused
- * GEMMs' outputs, cross entropy, the optimizer, the gradient norm, communication), summed over the
- * steps after the first. Stage code's kernels are counted through profiled.h; the plan's walk and
- * the optimizer count their own. Bytes are the tensors a kernel must read and write once (its
- * floor's traffic), not what the caches make of them. */
+ * attention, norms, fused elementwise kernels, rotary positions, splits and concats of fused GEMMs'
+ * outputs, cross entropy, the optimizer, the gradient norm, communication, a mixture of experts'
+ * routing), summed over the steps after the first. Stage code's kernels are counted through
+ * profiled.h; the plan's walk and the optimizer count their own. Bytes are the tensors a kernel
+ * must read and write once (its floor's traffic), not what the caches make of them. */
 #ifndef PLAIT_PROFILE_H
 #define PLAIT_PROFILE_H
 
@@ -25,6 +25,7 @@ typedef enum {
   PROFILE_OPTIMIZER,
   PROFILE_GRAD_NORM,
   PROFILE_COMM,
+  PROFILE_ROUTING, /* a mixture of experts' top-k, routes, dispatches and combines */
   PROFILE_KINDS
 } ProfileKind;
 

@@ -55,6 +55,34 @@
   PROFILED(PROFILE_SPLIT_CONCAT, 0, profile_split_bytes(__VA_ARGS__), k_split(__VA_ARGS__))
 #define k_concat(...) \
   PROFILED(PROFILE_SPLIT_CONCAT, 0, profile_concat_bytes(__VA_ARGS__), k_concat(__VA_ARGS__))
+/* A GEMM per expert: 2·rows·N·K in all; the rows, the experts' matrices and the result once. */
+#define k_grouped_gemm(tb, E, counts, rows, N, K, A, W, C)                                  \
+  PROFILED(PROFILE_GEMM, 2.0 * (rows) * (N) * (K),                                         \
+           PROFILE_ACT((double)(rows) * (K) + (double)(E) * (K) * (N) +                     \
+                       (double)(rows) * (N)),                                               \
+           k_grouped_gemm(tb, E, counts, rows, N, K, A, W, C))
+#define k_grouped_gemm_grad(E, counts, rows, M, N, A, B, C)                                 \
+  PROFILED(PROFILE_GEMM, 2.0 * (rows) * (M) * (N),                                         \
+           PROFILE_ACT((double)(rows) * ((M) + (N))) + 2.0 * (E) * (M) * (N) * sizeof(real), \
+           k_grouped_gemm_grad(E, counts, rows, M, N, A, B, C))
+/* Routing: each row of scores (or rows of width D) read once and its result written once. */
+#define k_topk(rows, n, k, x, values, indices)                                   \
+  PROFILED(PROFILE_ROUTING, 0, PROFILE_ACT((double)(rows) * ((n) + 2 * (k))), \
+           k_topk(rows, n, k, x, values, indices))
+#define k_topk_backward(rows, n, k, indices, dvalues, dx)                        \
+  PROFILED(PROFILE_ROUTING, 0, PROFILE_ACT((double)(rows) * ((n) + 2 * (k))), \
+           k_topk_backward(rows, n, k, indices, dvalues, dx))
+#define k_moe_route(T, k, E, indices, slots, counts) \
+  PROFILED(PROFILE_ROUTING, 0, 8.0 * (T) * (k), k_moe_route(T, k, E, indices, slots, counts))
+#define k_moe_dispatch(T, k, D, x, slots, rows)                                     \
+  PROFILED(PROFILE_ROUTING, 0, PROFILE_ACT((double)(T) * (D) * (1 + (k))), \
+           k_moe_dispatch(T, k, D, x, slots, rows))
+#define k_moe_combine(T, k, D, rows, slots, weights, out)                 \
+  PROFILED(PROFILE_ROUTING, 0, PROFILE_ACT((double)(T) * (D) * (1 + (k))), \
+           k_moe_combine(T, k, D, rows, slots, weights, out))
+#define k_moe_combine_backward(T, k, D, rows, slots, weights, dout, drows, dweights) \
+  PROFILED(PROFILE_ROUTING, 0, PROFILE_ACT((double)(T) * (D) * (1 + 2 * (k))),       \
+           k_moe_combine_backward(T, k, D, rows, slots, weights, dout, drows, dweights))
 #define k_sum_rows(rows, C, x, out) \
   PROFILED(PROFILE_BIAS_SUMS, 0, PROFILE_ACT((double)(rows) * (C)), k_sum_rows(rows, C, x, out))
 #define k_sum_rows_act(rows, C, x, out) \

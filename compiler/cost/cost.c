@@ -29,6 +29,28 @@ static double matmul_flops(const Model *m, const Graph *g, const Node *n) {
   return 2.0 * elems(m, g, n->out[0]) * k;
 }
 
+/* A GEMM per expert over its rows: 2·rows·N·K over the routed rows (each token's k), whatever
+ * the experts; with trans_a (a weight's gradient) the rows are the contraction. */
+static double grouped_matmul_flops(const Model *m, const Graph *g, const Node *n) {
+  const Tensor *a = &g->tensors[n->in[0]], *b = &g->tensors[n->in[1]];
+  if (n->a.moe.trans_a)
+    return 2.0 * elems(m, g, n->in[0]) * (double)m->dims[b->dims[b->ndim - 1]].size;
+  return 2.0 * elems(m, g, n->out[0]) * (double)m->dims[a->dims[a->ndim - 1]].size;
+}
+
+/* The share of a parameter a token computes with: k/E for the experts' weights of a grouped
+ * matmul (its counts from a route of a topk's indices), else 1. */
+static double active_share(const Graph *g, int t) {
+  for (int i = 0; i < g->nforward; i++) {
+    const Node *n = &g->nodes[i];
+    if (n->op != OP_GROUPED_MATMUL || n->in[1] != t) continue;
+    const Node *route = &g->nodes[g->tensors[n->in[2]].producer];
+    const Node *topk = &g->nodes[g->tensors[route->in[0]].producer];
+    return (double)topk->a.moe.topk / topk->a.moe.experts;
+  }
+  return 1;
+}
+
 /* q·kᵀ and p·v: 2·b·s²·width each, the causal half counted in full as Megatron's formula does;
  * the backward pass counts twice the forward. */
 static double attention_flops(const Model *m, const Graph *g, const Node *n) {
@@ -80,11 +102,12 @@ static void count_nodes(const Model *m, const Graph *g, int tp, int act_bytes, G
     const Node *n = &g->nodes[i];
     int pass = n->backward ? PASS_BACKWARD : PASS_FORWARD;
     if (n->op == OP_MATMUL) s->flops[pass] += matmul_flops(m, g, n);
+    else if (n->op == OP_GROUPED_MATMUL) s->flops[pass] += grouped_matmul_flops(m, g, n);
     else if (n->op == OP_ATTENTION) s->flops[pass] += attention_flops(m, g, n);
     else if (n->op == OP_ATTENTION_BWD) s->flops[pass] += 2 * attention_flops(m, g, n);
     else if (op_is_collective(n->op)) count_collective(m, g, n, tp, act_bytes, s);
     if (n->op == OP_XENT) count_xent(m, g, n, tp, s);
-    if (n->op != OP_MATMUL && !op_is_collective(n->op))
+    if (n->op != OP_MATMUL && n->op != OP_GROUPED_MATMUL && !op_is_collective(n->op))
       s->bytes[pass] += node_bytes(m, g, n, tp, act_bytes);
   }
 }
@@ -102,6 +125,7 @@ static void count_params(const Model *m, const Graph *g, const char *seen, int t
       s->copies_summed_bytes += 4 * param_local_elems(m, p, tp);
     if (seen[t->param]) continue;
     s->params += param_unpadded_elems(m, p);
+    s->params_active += (int64_t)((double)param_unpadded_elems(m, p) * active_share(g, i) + 0.5);
     s->params_padded += param_elems(m, p);
     s->params_local += param_local_elems(m, p, tp);
     if (layout_copies(p->layout) > 1) s->params_copied_local += param_local_elems(m, p, tp);
@@ -130,6 +154,7 @@ void cost_model(const Model *m, const Parallel *par, int activation_bytes, Model
   int L = m->layers;
   free(seen);
   c->params_total = c->embed.params + L * c->block.params + c->head.params;
+  c->params_active = c->embed.params_active + L * c->block.params_active + c->head.params_active;
   c->params_padded = c->embed.params_padded + L * c->block.params_padded + c->head.params_padded;
   double microbatches = (double)par->gbs / par->mbs;
   c->flops_forward = microbatches * (c->embed.flops[0] + L * c->block.flops[0] + c->head.flops[0]);

@@ -22,6 +22,8 @@ typedef struct {
   double tp_bytes[PASSES];
   /* parameters the stage makes (the block: one layer), padding excluded */
   int64_t params;
+  /* those a token computes with: an expert's share of a mixture's, k of E experts */
+  int64_t params_active;
   int64_t params_padded;         /* the same with padding (the vocabulary rounded up) */
   int64_t params_local;          /* the shares one TP rank holds */
   /* the shares of every parameter the stage uses, shared ones too (the tied embedding in the
@@ -39,6 +41,7 @@ typedef struct {
 typedef struct {
   GraphCost embed, block, head; /* block: one layer */
   int64_t params_total;          /* the model, padding excluded (what a checkpoint stores) */
+  int64_t params_active;         /* those a token computes with; params_total without experts */
   int64_t params_padded;
   double flops_forward, flops_backward, flops_recompute, flops_per_iteration; /* the global batch */
   /* the tied embedding's gradient, reduced between first and last stage */

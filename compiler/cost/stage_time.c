@@ -71,6 +71,19 @@ static void matmul(Walk *w, int i) {
   add(w, i, NULL, kernel_gemm(w->mc, 1, M, N, K, c_bytes));
 }
 
+/* A GEMM per expert, timed as one GEMM over all the routed rows: M the rows, or with trans_a (a
+ * weight's gradient) the rows the contraction. */
+static void grouped_matmul(Walk *w, int i) {
+  const Node *n = &w->g->nodes[i];
+  const Tensor *a = tensor(w, n->in[0]), *b = tensor(w, n->in[1]), *c = tensor(w, n->out[0]);
+  double rows = local_dim(w, a, 0), a_last = local_dim(w, a, a->ndim - 1);
+  double N = local_dim(w, c, c->ndim - 1);
+  double c_bytes = c->kind == T_PARAM_GRAD ? 8 : w->mc->activation_bytes;
+  if (n->a.moe.trans_a)
+    add(w, i, NULL, kernel_gemm(w->mc, 1, a_last, local_dim(w, b, b->ndim - 1), rows, c_bytes));
+  else add(w, i, NULL, kernel_gemm(w->mc, 1, rows, N, a_last, c_bytes));
+}
+
 typedef struct {
   double heads, seq, head_dim; /* heads: batch × local heads */
 } AttentionShape;
@@ -243,6 +256,7 @@ static void attention(Walk *w, int i, int backward) {
 static void node(Walk *w, int i) {
   const Node *n = &w->g->nodes[i];
   if (n->op == OP_MATMUL) matmul(w, i);
+  else if (n->op == OP_GROUPED_MATMUL) grouped_matmul(w, i);
   else if (n->op == OP_ATTENTION || n->op == OP_ATTENTION_BWD)
     attention(w, i, n->op == OP_ATTENTION_BWD);
   else if (op_is_collective(n->op)) collective(w, i);

@@ -130,6 +130,9 @@ static const char *role(const Namer *w, const Node *n, int index, int k) {
   case OP_NORM: return norm_roles[n->a.norm.kind == NORM_LAYER ? k : 2 * k];
   case OP_ATTENTION: return k ? "_lse" : "";
   case OP_EMBEDDING: return "_rows";
+  case OP_TOPK: return k ? "_indices" : "_values";
+  case OP_ROUTE: return k ? "_counts" : "_slots";
+  case OP_DISPATCH: return "_rows";
   case OP_EW: return w->e->kernels.kernels[w->e->kernels.kernel_of[w->stage][index]].role;
   case OP_MATMUL:
   case OP_REDUCE:
@@ -144,7 +147,11 @@ static const char *role(const Namer *w, const Node *n, int index, int k) {
   case OP_NORM_BWD:
   case OP_ATTENTION_BWD:
   case OP_EMBEDDING_BWD:
-  case OP_XENT_BWD: return "";
+  case OP_XENT_BWD:
+  case OP_GROUPED_MATMUL:
+  case OP_COMBINE:
+  case OP_TOPK_BWD:
+  case OP_COMBINE_BWD: return "";
   }
   return "";
 }

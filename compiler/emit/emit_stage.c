@@ -55,8 +55,10 @@ static void declare(const StageWriter *w, int first, int last) {
     if ((r != REGION_SAVED && r != REGION_SCRATCH) || !used_in(w->g, t, first, last)) continue;
     char shape[300];
     shape_comment(w, &w->g->tensors[t], shape, sizeof shape);
-    if (w->g->tensors[t].dtype == DT_STATS)
-      fprintf(w->f, "  real *%s = (real *)(%s + %lld); /* %s */\n", w->name[t],
+    if (w->g->tensors[t].dtype != DT_REAL)
+      fprintf(w->f, "  %s *%s = (%s *)(%s + %lld); /* %s */\n",
+              w->g->tensors[t].dtype == DT_INT ? "int32_t" : "real", w->name[t],
+              w->g->tensors[t].dtype == DT_INT ? "int32_t" : "real",
               r == REGION_SAVED ? "saved" : "tmp", (long long)w->mem->offset[t], shape);
     else
       fprintf(w->f, "  act_t *%s = %s + %lld; /* %s */\n", w->name[t],
@@ -413,6 +415,67 @@ static void allreduce(const StageWriter *w, const Node *n) {
           all_axes(w, n->out[0]).text);
 }
 
+/* ---- mixture of experts --------------------------------------------------------------------- */
+
+/* The k largest of each row of the input (forward), or their gradient put back (backward). */
+static void topk(const StageWriter *w, const Node *n, int backward) {
+  int whole = backward ? n->out[0] : n->in[0];
+  if (backward)
+    fprintf(w->f, "  k_topk_backward(%s, %s, %d, %s, %s, %s);", leading_axes(w, whole).text,
+            last_axis(w, whole).text, n->a.moe.topk, in(w, n, 0), in(w, n, 1), out(w, n, 0));
+  else
+    fprintf(w->f, "  k_topk(%s, %s, %d, %s, %s, %s);", leading_axes(w, whole).text,
+            last_axis(w, whole).text, n->a.moe.topk, in(w, n, 0), out(w, n, 0), out(w, n, 1));
+}
+
+/* "tokens, k": the slots' (input `slots`) leading axes and their last. */
+static void routing_arguments(const StageWriter *w, int slots) {
+  fprintf(w->f, "%s, %s", leading_axes(w, slots).text, last_axis(w, slots).text);
+}
+
+static void route(const StageWriter *w, const Node *n) {
+  fprintf(w->f, "  k_moe_route(");
+  routing_arguments(w, n->in[0]);
+  fprintf(w->f, ", %s, %s, %s, %s);", all_axes(w, n->out[1]).text, in(w, n, 0), out(w, n, 0),
+          out(w, n, 1));
+}
+
+static void dispatch(const StageWriter *w, const Node *n) {
+  fprintf(w->f, "  k_moe_dispatch(");
+  routing_arguments(w, n->in[1]);
+  fprintf(w->f, ", %s, %s, %s, %s);", last_axis(w, n->in[0]).text, in(w, n, 0), in(w, n, 1),
+          out(w, n, 0));
+}
+
+/* Rows back to their tokens, weighted (forward) or summed (a dispatch's gradient). */
+static void combine(const StageWriter *w, const Node *n) {
+  fprintf(w->f, "  k_moe_combine(");
+  routing_arguments(w, n->in[1]);
+  fprintf(w->f, ", %s, %s, %s, %s, %s);", last_axis(w, n->in[0]).text, in(w, n, 0), in(w, n, 1),
+          n->nin > 2 ? in(w, n, 2) : "NULL", out(w, n, 0));
+}
+
+static void combine_backward(const StageWriter *w, const Node *n) {
+  fprintf(w->f, "  k_moe_combine_backward(");
+  routing_arguments(w, n->in[1]);
+  fprintf(w->f, ", %s, %s, %s, %s, %s, %s, %s);", last_axis(w, n->in[0]).text, in(w, n, 0),
+          in(w, n, 1), in(w, n, 2), in(w, n, 3), out(w, n, 0), out(w, n, 1));
+}
+
+/* One GEMM per expert over its rows; with trans_a, into each expert's weight gradient. */
+static void grouped_matmul(const StageWriter *w, const Node *n) {
+  Size experts = all_axes(w, n->in[2]), rows = axes(w, n->in[0], 0, 1);
+  if (n->a.moe.trans_a)
+    fprintf(w->f, "  k_grouped_gemm_grad(%s, %s, %s, %s, %s, %s, %s, %s);", experts.text,
+            in(w, n, 2), rows.text, last_axis(w, n->in[0]).text, last_axis(w, n->in[1]).text,
+            in(w, n, 0), in(w, n, 1), out(w, n, 0));
+  else
+    fprintf(w->f, "  k_grouped_gemm(%s, %s, %s, %s, %s, %s, %s, %s, %s);",
+            n->a.moe.trans_b ? "GEMM_T" : "GEMM_N", experts.text, in(w, n, 2), rows.text,
+            last_axis(w, n->out[0]).text, last_axis(w, n->in[0]).text, in(w, n, 0), in(w, n, 1),
+            out(w, n, 0));
+}
+
 static void node(const StageWriter *w, int index) {
   const Node *n = &w->g->nodes[index];
   switch (n->op) {
@@ -434,6 +497,13 @@ static void node(const StageWriter *w, int index) {
   case OP_ALLGATHER: collective(w, n, "rt_allgather", n->in[0]); break;
   case OP_REDUCESCATTER: collective(w, n, "rt_reducescatter", n->out[0]); break;
   case OP_SLICE: collective(w, n, "rt_slice", n->out[0]); break;
+  case OP_TOPK: topk(w, n, 0); break;
+  case OP_TOPK_BWD: topk(w, n, 1); break;
+  case OP_ROUTE: route(w, n); break;
+  case OP_DISPATCH: dispatch(w, n); break;
+  case OP_GROUPED_MATMUL: grouped_matmul(w, n); break;
+  case OP_COMBINE: combine(w, n); break;
+  case OP_COMBINE_BWD: combine_backward(w, n); break;
   }
   char where[ESCAPED_SIZE(WHERE_LEN)];
   fprintf(w->f, n->op == OP_EW || !has_source_line(n) ? "\n" : " /* %s */\n",

@@ -648,6 +648,47 @@ static int l_concat(lua_State *L) {
   return add_node(L, b, &n);
 }
 
+/* core.topk(x, k, k_dim): the k largest of x's last dim and where they are (k_dim: k's dim). */
+static int l_topk(lua_State *L) {
+  Builder *b = builder(L);
+  int in = tensor_arg(L, b, 1);
+  Node n = node_new(OP_TOPK, 1, &in);
+  n.a.moe.topk = int_arg(L, 2, 0, 0);
+  n.a.moe.k_dim = dim_arg(L, b, luaL_checkstring(L, 3));
+  n.a.moe.experts = (int)last_dim(L, b, in, "topk")->size;
+  if (n.a.moe.topk < 1 || n.a.moe.topk > n.a.moe.experts)
+    return fail(L, "topk: k = %d must be from 1 to the last dim's %d", n.a.moe.topk,
+                n.a.moe.experts);
+  add_node(L, b, &n);
+  lua_pushinteger(L, n.out[1]);
+  return 2;
+}
+
+/* A node of op over the tensors at arguments 1..count; its first output pushed, or with
+ * `both`, its first two. */
+static int moe_node(lua_State *L, OpKind op, int count, int both, MoeAttr attr) {
+  Builder *b = builder(L);
+  int in[MAX_INPUTS];
+  for (int i = 0; i < count; i++) in[i] = tensor_arg(L, b, i + 1);
+  Node n = node_new(op, count, in);
+  n.a.moe = attr;
+  add_node(L, b, &n);
+  if (!both) return 1;
+  lua_pushinteger(L, n.out[1]);
+  return 2;
+}
+
+/* core.route(indices): the slots and per-expert counts of a topk's indices. */
+static int l_route(lua_State *L) { return moe_node(L, OP_ROUTE, 1, 1, (MoeAttr){0}); }
+/* core.dispatch(x, slots): each token's row at its slots. */
+static int l_dispatch(lua_State *L) { return moe_node(L, OP_DISPATCH, 2, 0, (MoeAttr){0}); }
+/* core.grouped_matmul(rows, w, counts, transpose): each expert's rows by its matrix. */
+static int l_grouped_matmul(lua_State *L) {
+  return moe_node(L, OP_GROUPED_MATMUL, 3, 0, (MoeAttr){.trans_b = lua_toboolean(L, 4)});
+}
+/* core.combine(rows, slots, weights): the rows at each token's slots, weighted and summed. */
+static int l_combine(lua_State *L) { return moe_node(L, OP_COMBINE, 3, 0, (MoeAttr){0}); }
+
 static int l_embedding(lua_State *L) {
   Builder *b = builder(L);
   int in[2] = {tensor_arg(L, b, 1), tensor_arg(L, b, 2)};
@@ -947,6 +988,11 @@ static const luaL_Reg core_functions[] = {
     {"dim_size", l_dim_size},
     {"split", l_split},
     {"concat", l_concat},
+    {"topk", l_topk},
+    {"route", l_route},
+    {"dispatch", l_dispatch},
+    {"grouped_matmul", l_grouped_matmul},
+    {"combine", l_combine},
     {"variant_output", l_variant_output},
     {"variant_done", l_variant_done},
     {"shape", l_shape},

@@ -83,6 +83,15 @@ typedef struct {
   X(OP_SPLIT, "split") /* one part of each group of the last dim (a fused q, k, v taken apart) */  \
   /* parts joined group by group along the last dim (the inverse of OP_SPLIT) */                   \
   X(OP_CONCAT, "concat")                                                                           \
+  /* a mixture of experts: the k largest of the last dim (values, DT_INT indices); where           \
+   * each routed row goes (DT_INT slots like the indices) and the rows per expert; the             \
+   * tokens' rows copied to their slots; a GEMM per expert over its rows (see MoeAttr); the        \
+   * rows weighted and summed back per token (in rows, slots, [weights]) */                        \
+  X(OP_TOPK, "topk")                                                                               \
+  X(OP_ROUTE, "route")                                                                             \
+  X(OP_DISPATCH, "dispatch")                                                                       \
+  X(OP_GROUPED_MATMUL, "grouped_matmul")                                                           \
+  X(OP_COMBINE, "combine")                                                                         \
   /* collectives over the tensor-parallel group, and the local slice */                            \
   X(OP_ALLREDUCE, "allreduce") /* P -> R */                                                        \
   X(OP_ALLGATHER, "allgather") /* S(axis) -> R */                                                  \
@@ -92,7 +101,11 @@ typedef struct {
   X(OP_NORM_BWD, "norm_bwd") /* in x, w, [mean,] rstd, dy -> dx, dw (+=), [db (+=)] */             \
   X(OP_ATTENTION_BWD, "attention_bwd") /* in q, k, v, o, lse, do -> dq, dk, dv */                  \
   X(OP_EMBEDDING_BWD, "embedding_bwd") /* in ids, dy -> dW (+=) */                                 \
-  X(OP_XENT_BWD, "xent_bwd") /* in logits, targets, lse -> dlogits (written over the logits) */
+  X(OP_XENT_BWD, "xent_bwd") /* in logits, targets, lse -> dlogits (written over the logits) */   \
+  /* in indices, dvalues -> dx: the values' gradients at the indices, zeros elsewhere */           \
+  X(OP_TOPK_BWD, "topk_bwd")                                                                       \
+  /* in rows, slots, weights, dout -> drows (dout weighted, at the slots), dweights */             \
+  X(OP_COMBINE_BWD, "combine_bwd")
 
 #define GRAPH_OP_ENUMERATOR(op, name) op,
 #define GRAPH_OP_ONE(op, name) +1
@@ -160,6 +173,17 @@ typedef struct {
 
 typedef struct { int axis; } CollAttr;
 
+/* A mixture of experts' nodes: `experts` experts, each token routed to `topk` of them. A grouped
+ * matmul's rows are grouped by expert (the route's counts, its third input, say how many each):
+ * rows [n, K] · op(W[e]) with W [experts, K, N] (or [experts, N, K] when trans_b) -> [n, N];
+ * with trans_a (a weight's gradient) A [n, M] and B [n, N] give [experts, M, N], each expert's
+ * A_eᵀ·B_e. */
+typedef struct {
+  int experts, topk;
+  int trans_a, trans_b;
+  int k_dim; /* OP_TOPK: the model's dim of its k values */
+} MoeAttr;
+
 typedef struct {
   OpKind op;
   int nin, in[MAX_INPUTS];
@@ -172,6 +196,7 @@ typedef struct {
     PartAttr parts;
     XentAttr xent;
     CollAttr coll;
+    MoeAttr moe;
   } a;
   Expr expr;      /* OP_EW: the expression over in[0..nin) */
   /* the first output reuses the buffer of this input (-1: none); the input dies here */

@@ -233,6 +233,113 @@ static int infer_concat(Model *m, const Graph *g, const Node *n, Shapes *s, Diag
   return 0;
 }
 
+/* The node that made tensor t when it is output `k` of an `op` node, else NULL. */
+static const Node *made_by(const Graph *g, int t, OpKind op, int k) {
+  int p = g->tensors[t].producer;
+  if (p < 0 || g->nodes[p].op != op || g->nodes[p].nout <= k || g->nodes[p].out[k] != t)
+    return NULL;
+  return &g->nodes[p];
+}
+
+static int same_leading(const Model *m, const Tensor *a, const Tensor *b) {
+  if (a->ndim != b->ndim) return 0;
+  for (int i = 0; i + 1 < a->ndim; i++)
+    if (dim_size(m, a->dims[i]) != dim_size(m, b->dims[i])) return 0;
+  return 1;
+}
+
+/* x [.., E] -> values [.., k] (real), indices [.., k] (int), k's dim the node's k_dim. */
+static int infer_topk(Model *m, const Graph *g, const Node *n, Shapes *s, Diag *d) {
+  const Tensor *x = input(g, n, 0);
+  if (x->ndim < 1 || x->dtype != DT_REAL)
+    return diag(d, "%s: topk takes a real tensor of at least one axis", n->where);
+  int k_dim = n->a.moe.k_dim;
+  if (k_dim < 0 || k_dim >= m->ndims || dim_size(m, k_dim) != n->a.moe.topk ||
+      n->a.moe.topk < 1 || n->a.moe.topk > dim_size(m, last(x)))
+    return diag(d, "%s: topk: k = %d must be from 1 to the last dim's %lld", n->where,
+                n->a.moe.topk, (long long)dim_size(m, last(x)));
+  int dims[MAX_DIMS];
+  memcpy(dims, x->dims, sizeof dims);
+  dims[x->ndim - 1] = k_dim;
+  set_out(s, 0, x->ndim, dims, DT_REAL);
+  set_out(s, 1, x->ndim, dims, DT_INT);
+  return 0;
+}
+
+/* The dim of the routed rows: every token's k of them, "routed_<k's dim>". */
+static int routed_dim(Model *m, const Tensor *slots) {
+  char name[NAME_LEN];
+  int64_t rows = 1;
+  for (int i = 0; i < slots->ndim; i++) rows *= dim_size(m, slots->dims[i]);
+  snprintf(name, sizeof name, "routed_%.50s", m->dims[last(slots)].name);
+  return model_dim(m, name, rows, 1);
+}
+
+/* indices [.., k] of a topk over E experts -> slots like them (int), counts [E] (int). */
+static int infer_route(Model *m, const Graph *g, const Node *n, Shapes *s, Diag *d) {
+  const Node *topk = made_by(g, n->in[0], OP_TOPK, 1);
+  if (!topk) return diag(d, "%s: route takes the indices a plait.topk gave", n->where);
+  const Tensor *x = input(g, n, 0), *scores = &g->tensors[topk->in[0]];
+  set_out(s, 0, x->ndim, x->dims, DT_INT);
+  set_out(s, 1, 1, &scores->dims[scores->ndim - 1], DT_INT);
+  return routed_dim(m, x) < 0
+             ? diag(d, "%s: route: a dim named like its rows already has another size", n->where)
+             : 0;
+}
+
+/* The route that made slots (its input 1 here), or NULL after a diag naming `what`. */
+static const Node *route_of(const Graph *g, const Node *n, int input, const char *what, Diag *d) {
+  const Node *r = made_by(g, n->in[input], OP_ROUTE, input == 1 ? 0 : 1);
+  if (!r) diag(d, "%s: %s takes the %s a plait.route gave", n->where, what,
+               input == 1 ? "slots" : "counts");
+  return r;
+}
+
+/* x [.., D], slots [.., k] -> rows [routed, D]. */
+static int infer_dispatch(Model *m, const Graph *g, const Node *n, Shapes *s, Diag *d) {
+  if (!route_of(g, n, 1, "dispatch", d)) return -1;
+  const Tensor *x = input(g, n, 0), *slots = input(g, n, 1);
+  if (x->dtype != DT_REAL || !same_leading(m, x, slots))
+    return mismatch(m, g, n, 0, 1, "dispatch: x [tokens.., width] and slots [tokens.., k]", d);
+  int dims[2] = {routed_dim(m, slots), last(x)};
+  set_out(s, 0, 2, dims, DT_REAL);
+  return 0;
+}
+
+/* rows [routed, K] · W [E, K, N] (or [E, N, K]) with counts [E] -> [routed, N]; W a parameter. */
+static int infer_grouped_matmul(Model *m, const Graph *g, const Node *n, Shapes *s, Diag *d) {
+  if (!route_of(g, n, 2, "grouped_matmul", d)) return -1;
+  const Tensor *a = input(g, n, 0), *w = input(g, n, 1), *counts = input(g, n, 2);
+  int tb = n->a.moe.trans_b;
+  if (w->kind != T_PARAM || w->ndim != 3 || a->ndim != 2)
+    return mismatch(m, g, n, 0, 1, "grouped_matmul: rows [routed, in] and a parameter [experts, "
+                    "in, out] ([experts, out, in] with transpose)", d);
+  if (dim_size(m, w->dims[0]) != dim_size(m, counts->dims[0]))
+    return mismatch(m, g, n, 1, 2, "grouped_matmul: one matrix per expert", d);
+  if (dim_size(m, last(a)) != dim_size(m, w->dims[tb ? 2 : 1]))
+    return mismatch(m, g, n, 0, 1, "inner dims differ", d);
+  int dims[2] = {a->dims[0], w->dims[tb ? 1 : 2]};
+  set_out(s, 0, 2, dims, DT_REAL);
+  return 0;
+}
+
+/* rows [routed, D], slots [.., k], weights [.., k] -> [.., D]. */
+static int infer_combine(Model *m, const Graph *g, const Node *n, Shapes *s, Diag *d) {
+  if (!route_of(g, n, 1, "combine", d)) return -1;
+  const Tensor *rows = input(g, n, 0), *slots = input(g, n, 1);
+  if (rows->ndim != 2 || rows->dtype != DT_REAL ||
+      dim_size(m, rows->dims[0]) != tensor_elems(m, slots))
+    return mismatch(m, g, n, 0, 1, "combine: rows [routed, width] of the route's slots", d);
+  if (n->nin > 2 && (input(g, n, 2)->dtype != DT_REAL || input(g, n, 2)->ndim != slots->ndim ||
+                     tensor_elems(m, input(g, n, 2)) != tensor_elems(m, slots)))
+    return mismatch(m, g, n, 1, 2, "combine: a weight for each slot", d);
+  int dims[MAX_DIMS];
+  memcpy(dims, slots->dims, sizeof dims);
+  dims[slots->ndim - 1] = last(rows);
+  set_out(s, 0, slots->ndim, dims, DT_REAL);
+  return 0;
+}
+
 static int infer_embedding(Model *m, const Graph *g, const Node *n, Shapes *s, Diag *d) {
   const Tensor *ids = input(g, n, 0), *table = input(g, n, 1);
   if (ids->dtype != DT_INT) return mismatch(m, g, n, 0, 1, "ids must be integer tokens", d);
@@ -271,6 +378,11 @@ int shape_infer(Model *m, const Graph *g, const Node *n, Shapes *out, Diag *d) {
   case OP_SPLIT: return infer_split(m, g, n, out, d);
   case OP_CONCAT: return infer_concat(m, g, n, out, d);
   case OP_XENT: return infer_xent(m, g, n, out, d);
+  case OP_TOPK: return infer_topk(m, g, n, out, d);
+  case OP_ROUTE: return infer_route(m, g, n, out, d);
+  case OP_DISPATCH: return infer_dispatch(m, g, n, out, d);
+  case OP_GROUPED_MATMUL: return infer_grouped_matmul(m, g, n, out, d);
+  case OP_COMBINE: return infer_combine(m, g, n, out, d);
   case OP_ALLREDUCE: case OP_ALLGATHER: case OP_REDUCESCATTER: case OP_SLICE: {
     const Tensor *x = input(g, n, 0);
     set_out(out, 0, x->ndim, x->dims, x->dtype);
@@ -281,6 +393,8 @@ int shape_infer(Model *m, const Graph *g, const Node *n, Shapes *out, Diag *d) {
   case OP_ATTENTION_BWD:
   case OP_EMBEDDING_BWD:
   case OP_XENT_BWD:
+  case OP_TOPK_BWD:
+  case OP_COMBINE_BWD:
     break;
   }
   return diag(d, "%s: shape inference does not cover %s", n->where, op_name(n->op));

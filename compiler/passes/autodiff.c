@@ -417,6 +417,75 @@ static int concat_backward(Grad *c, const Node *n, const int *dy) {
   return 0;
 }
 
+/* The values' gradient goes back to where they were taken from; zeros elsewhere. */
+static int topk_backward(Grad *c, const Node *n, const int *dy) {
+  if (dy[0] < 0 || !c->needs_grad[n->in[0]]) return 0;
+  int in[2] = {n->out[1], dy[0]};
+  Node b = node_new(OP_TOPK_BWD, 2, in);
+  b.a.moe = n->a.moe;
+  b.nout = 1;
+  b.out[0] = new_grad(c, n->in[0], layout_r());
+  if (emit(c, &b)) return -1;
+  return add_contrib(c, n->in[0], b.out[0]);
+}
+
+/* A node of `op` over `count` inputs into a new gradient of forward tensor `of`, contributed. */
+static int moe_grad_node(Grad *c, OpKind op, const int *in, int count, int of, MoeAttr attr) {
+  Node b = node_new(op, count, in);
+  b.a.moe = attr;
+  b.nout = 1;
+  b.out[0] = new_grad(c, of, layout_r());
+  return emit(c, &b) || add_contrib(c, of, b.out[0]);
+}
+
+/* Dispatch copies each token's row to its slots: its adjoint sums the slots' rows back (an
+ * unweighted combine). */
+static int dispatch_backward(Grad *c, const Node *n, const int *dy) {
+  if (!c->needs_grad[n->in[0]]) return 0;
+  int in[2] = {dy[0], n->in[1]};
+  return moe_grad_node(c, OP_COMBINE, in, 2, n->in[0], n->a.moe);
+}
+
+/* Without weights a combine is dispatch's adjoint, and dispatch is its own; with them, the rows'
+ * gradient is the output's, weighted, at the slots, and each weight's the dot product of its row
+ * with the output's gradient. */
+static int combine_backward(Grad *c, const Node *n, const int *dy) {
+  if (n->nin == 2) {
+    if (!c->needs_grad[n->in[0]]) return 0;
+    int in[2] = {dy[0], n->in[1]};
+    return moe_grad_node(c, OP_DISPATCH, in, 2, n->in[0], n->a.moe);
+  }
+  int in[4] = {n->in[0], n->in[1], n->in[2], dy[0]};
+  Node b = node_new(OP_COMBINE_BWD, 4, in);
+  b.a.moe = n->a.moe;
+  b.nout = 2;
+  b.out[0] = new_grad(c, n->in[0], layout_r());
+  b.out[1] = new_grad(c, n->in[2], layout_r());
+  if (emit(c, &b)) return -1;
+  if (c->needs_grad[n->in[0]] && add_contrib(c, n->in[0], b.out[0])) return -1;
+  return c->needs_grad[n->in[2]] ? add_contrib(c, n->in[2], b.out[1]) : 0;
+}
+
+/* Y = A·op(W[e]) per expert: dA = dY·op(W[e])ᵀ per expert; dW[e] (+=) = A_eᵀ·dY_e, or dY_eᵀ·A_e
+ * when W was transposed. */
+static int grouped_matmul_backward(Grad *c, const Node *n, const int *dy) {
+  int a = n->in[0], w = n->in[1], counts = n->in[2], tb = n->a.moe.trans_b;
+  if (c->needs_grad[a]) {
+    int in[3] = {dy[0], w, counts};
+    MoeAttr attr = n->a.moe;
+    attr.trans_b = !tb;
+    if (moe_grad_node(c, OP_GROUPED_MATMUL, in, 3, a, attr)) return -1;
+  }
+  if (!c->needs_grad[w]) return 0;
+  int in[3] = {tb ? dy[0] : a, tb ? a : dy[0], counts};
+  Node b = node_new(OP_GROUPED_MATMUL, 3, in);
+  b.a.moe = n->a.moe;
+  b.a.moe.trans_a = 1, b.a.moe.trans_b = 0;
+  b.nout = 1;
+  b.out[0] = param_grad(c, w);
+  return emit(c, &b);
+}
+
 static int embedding_backward(Grad *c, const Node *n, const int *dy) {
   if (!c->needs_grad[n->in[1]]) return 0;
   int in[2] = {n->in[0], dy[0]};
@@ -481,6 +550,11 @@ static int backward_node(Grad *c, const Node *n, int is_loss) {
   case OP_ROPE: return rope_backward(c, n, dy);
   case OP_SPLIT: return split_backward(c, n, dy);
   case OP_CONCAT: return concat_backward(c, n, dy);
+  case OP_TOPK: return topk_backward(c, n, dy);
+  case OP_DISPATCH: return dispatch_backward(c, n, dy);
+  case OP_COMBINE: return combine_backward(c, n, dy);
+  case OP_GROUPED_MATMUL: return grouped_matmul_backward(c, n, dy);
+  case OP_ROUTE: return 0; /* integers: nothing flows back */
   case OP_ALLREDUCE:
   case OP_ALLGATHER:
   case OP_REDUCESCATTER:
@@ -492,6 +566,8 @@ static int backward_node(Grad *c, const Node *n, int is_loss) {
   case OP_ATTENTION_BWD:
   case OP_EMBEDDING_BWD:
   case OP_XENT_BWD:
+  case OP_TOPK_BWD:
+  case OP_COMBINE_BWD:
     break;
   }
   return diag(c->d, "autodiff: no backward rule for %s", op_name(n->op));

@@ -6,13 +6,13 @@
 
 #include "passes/autodiff.h"
 
-/* a statistic (real) takes up to two activation elements (bf16) */
+/* a statistic (real) or an integer of a route takes up to two activation elements (bf16) */
 enum { ALIGN = 16, STATS_UNITS = 2 };
 
 static int64_t aligned(int64_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
 int64_t memplan_room(const Model *m, const Tensor *t, int tp) {
-  return aligned(tensor_local_elems(m, t, tp) * (t->dtype == DT_STATS ? STATS_UNITS : 1));
+  return aligned(tensor_local_elems(m, t, tp) * (t->dtype != DT_REAL ? STATS_UNITS : 1));
 }
 
 /* Which region holds tensor t; -1 for tensors the plan places (saved or scratch). */
@@ -21,7 +21,7 @@ static int fixed_region(const Graph *g, int t) {
   if (x->kind == T_PARAM) return REGION_PARAM;
   if (x->kind == T_CONST) return REGION_CONST;
   if (x->kind == T_PARAM_GRAD) return REGION_PARAM_GRAD;
-  if (x->dtype == DT_INT) return REGION_DATA;
+  if (x->dtype == DT_INT && x->kind == T_INPUT) return REGION_DATA;
   if (t == g->grad_output) return REGION_GRAD_OUT;
   if (t == g->grad_input) return REGION_GRAD_IN;
   if (x->kind == T_INPUT) return REGION_INPUT;

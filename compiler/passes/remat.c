@@ -48,6 +48,13 @@ static int memory_bound(OpKind op) {
   case OP_ATTENTION_BWD:
   case OP_EMBEDDING_BWD:
   case OP_XENT_BWD:
+  case OP_TOPK:
+  case OP_ROUTE:
+  case OP_DISPATCH:
+  case OP_GROUPED_MATMUL:
+  case OP_COMBINE:
+  case OP_TOPK_BWD:
+  case OP_COMBINE_BWD:
     return 0;
   }
   return 0;

@@ -125,6 +125,10 @@ int shard_output_layouts(const Model *m, const Graph *g, const Node *n, Layout *
     return 0;
   case OP_EMBEDDING_BWD: out[0] = tensor_layout(g, n->out[0]); return 0;
   case OP_XENT_BWD: out[0] = x; return 0;
+  case OP_TOPK: case OP_ROUTE: case OP_DISPATCH: case OP_GROUPED_MATMUL: case OP_COMBINE:
+  case OP_TOPK_BWD: case OP_COMBINE_BWD: /* one rank (check_experts): each whole */
+    for (int k = 0; k < n->nout; k++) out[k] = layout_r();
+    return 0;
   }
   return -1;
 }
@@ -284,7 +288,11 @@ static void input_needs(const Shard *c, const Graph *g, const Node *n, Layout *n
   case OP_SLICE:
   case OP_NORM_BWD:
   case OP_ATTENTION_BWD: case OP_EMBEDDING_BWD: case OP_XENT_BWD:
+  case OP_TOPK_BWD: case OP_COMBINE_BWD:
     break; /* each input as it is laid out */
+  case OP_TOPK: case OP_ROUTE: case OP_DISPATCH: case OP_GROUPED_MATMUL: case OP_COMBINE:
+    for (int i = 0; i < n->nin; i++) need[i] = layout_r();
+    break;
   }
 }
 
@@ -407,6 +415,18 @@ static int check_parts(const Shard *c, const Graph *g, const Node *n) {
       "groups = heads, as Megatron lays it out) or choose a tp that divides %d",
       n->where, op_name(n->op), n->a.parts.groups, n->a.parts.groups == 1 ? "" : "s", pieces,
       n->a.parts.groups);
+}
+
+/* A mixture of experts runs whole on each rank of one: its experts are neither split over tp nor
+ * spread over ranks yet. */
+static int check_experts(const Shard *c, const Node *n) {
+  int moe = n->op == OP_ROUTE || n->op == OP_DISPATCH || n->op == OP_GROUPED_MATMUL ||
+            n->op == OP_COMBINE;
+  if (!moe || c->par->tp == 1) return 0;
+  return diag(c->d,
+              "%s: %s: mixture-of-experts layers run with tp = 1 only (not %d) so far; train "
+              "them with --tp 1 and data or pipeline parallelism",
+              n->where, op_name(n->op), c->par->tp);
 }
 
 /* ---- partial sums kept partial -------------------------------------------------------------- */
@@ -577,7 +597,7 @@ static int emit_node(Shard *c, Graph *g, Node n) {
     n.in[i] = shard_convert(c->m, g, n.in[i], need[i], 0, n.where);
     if (check_split(c, &g->tensors[n.in[i]], g->tensors[n.in[i]].name, n.where)) return -1;
   }
-  if (check_parts(c, g, &n)) return -1;
+  if (check_parts(c, g, &n) || check_experts(c, &n)) return -1;
   if (shard_output_layouts(c->m, g, &n, out))
     return diag(c->d, "%s: %s: no tensor-parallel layout fits its inputs", n.where, op_name(n.op));
   if (check_copies_summed(c, g, &n, out)) return -1;

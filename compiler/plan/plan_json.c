@@ -132,6 +132,8 @@ void plan_write_json(const Plan *p, FILE *f) {
   if (!p->unit_costs) iteration_time(p, f);
   fprintf(f, "  \"params_total\": %lld,\n  \"params_padded\": %lld,\n", (long long)c->params_total,
           (long long)c->params_padded);
+  if (c->params_active != c->params_total)
+    fprintf(f, "  \"params_active\": %lld,\n", (long long)c->params_active);
   kv_copies(p, f);
   fprintf(
       f,

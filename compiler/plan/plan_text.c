@@ -99,8 +99,13 @@ static void print_layout(const Plan *p, FILE *f) {
 
 static void print_costs(const Plan *p, FILE *f) {
   const ModelCost *c = &p->cost;
-  fprintf(f, "parameters  %lld (%lld with padding)\n", (long long)c->params_total,
+  fprintf(f, "parameters  %lld (%lld with padding)", (long long)c->params_total,
           (long long)c->params_padded);
+  if (c->params_active != c->params_total) /* a mixture of experts: its experts' k of E */
+    fprintf(f, ", %lld active per token", (long long)c->params_active);
+  if (c->params_active != c->params_total && c->params_active >= 1000000000)
+    fprintf(f, " (%.3gB)", (double)c->params_active / 1e9);
+  fprintf(f, "\n");
   fprintf(f,
           "FLOPs       %.4g per iteration = forward %.4g + backward %.4g + recompute %.4g (GEMMs "
           "and attention)\n",

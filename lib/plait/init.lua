@@ -223,6 +223,48 @@ function plait.attention(q, k, v, opts)
     opts.window and math.tointeger(opts.window) or nil, opts.softcap or nil, opts.scale or nil, opts.alibi and true or false))
 end
 
+-- The k largest along the last axis, largest first: values [.., k] and their indices [.., k]
+-- (integers), a tie going to the lower index (as torch.topk does on the CPU). The values' gradient
+-- goes back to where they were taken from; at a tie between the k-th and the next the choice, and
+-- so the gradient, jumps.
+function plait.topk(x, k)
+  operand(x, "topk")
+  if type(k) ~= "number" or k < 1 or k ~= math.floor(k) then
+    fail("topk: k must be a positive whole number, got %s", tostring(k))
+  end
+  if k > x:size(-1) then fail("topk: k = %d is more than the last axis's %d", k, x:size(-1)) end
+  k = math.tointeger(k)
+  local values, indices = core.topk(x, k, plait.dim(k, "top" .. k))
+  return wrap(values), wrap(indices)
+end
+
+-- A mixture of experts with static shapes: each of the tokens picks k experts (plait.topk's indices
+-- over E expert scores), so that tokens·k rows are routed whatever the choice; how many each expert
+-- gets is known when the program runs. plait.route(indices) gives the slots (integers like the
+-- indices: where each token's k rows lie among the routed rows, grouped by expert, then in token
+-- order) and the counts [E] of rows per expert; plait.dispatch(x, slots) copies each token's row x
+-- [tokens.., width] to its slots: rows [routed, width]; plait.grouped_matmul(rows, w, counts, opts)
+-- multiplies each expert's rows by its matrix of the parameter w [E, in, out] (with { transpose =
+-- true }, w [E, out, in]: rows·w[e]ᵀ); plait.combine(rows, slots, weights) sums each token's rows
+-- back, weighted by weights [tokens.., k]. Dispatch's derivative is an unweighted combine and the
+-- combine's a weighted dispatch: both exact.
+function plait.route(indices)
+  local slots, counts = core.route(operand(indices, "route"))
+  return wrap(slots), wrap(counts)
+end
+function plait.dispatch(x, slots)
+  return wrap(core.dispatch(operand(x, "dispatch"), operand(slots, "dispatch")))
+end
+function plait.grouped_matmul(rows, w, counts, opts)
+  local what = "grouped_matmul"
+  return wrap(core.grouped_matmul(operand(rows, what), operand(w, what), operand(counts, what),
+                                  opts and opts.transpose and true or false))
+end
+function plait.combine(rows, slots, weights)
+  local what = "combine"
+  return wrap(core.combine(operand(rows, what), operand(slots, what), operand(weights, what)))
+end
+
 function plait.embedding(ids, table_) return wrap(core.embedding(ids, table_)) end
 
 -- Softmax cross entropy of logits against integer targets, averaged over the global batch's counted targets.

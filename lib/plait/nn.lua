@@ -195,6 +195,96 @@ function nn.mlp(S, ...)
   return plait.dropout(y, setting(opts, S, "dropout", 0))
 end
 
+-- A constant of ones [rows, cols] (dims named), for sums over the last axis and spreads over it as
+-- products.
+local function ones(rows, cols)
+  return plait.constant("ones." .. rows .. "x" .. cols, { rows, cols }, function() return 1 end)
+end
+
+-- log Σ exp over the last axis of x [.., n], its largest m [.., 1] taken out first (stable).
+local function logsumexp(x, m)
+  local n, one = x:dim(-1), plait.dim(1, "one")
+  local e = plait.exp(x - plait.matmul(m, ones(one, n)))
+  return m + plait.log(plait.matmul(e, ones(n, one)))
+end
+
+-- The routing weights of the top-k scores (values [.., k], largest first) of logits [.., E]:
+-- softmax over the experts, taken at the top k (OLMoE; Qwen2-MoE without norm_topk_prob), or
+-- renormalised over the top k (Mixtral, whose softmax over the top-k logits is the same).
+local function routing_weights(logits, values, renormalize)
+  local k = values:size(-1)
+  local max = k == 1 and values or plait.split(values, -1, { 1, k - 1 })
+  local lse = logsumexp(renormalize and values or logits, max)
+  return plait.exp(values - plait.matmul(lse, ones(plait.dim(1, "one"), values:dim(-1))))
+end
+
+local function whole_number(v, what, least)
+  if type(v) ~= "number" or v < least or v ~= math.floor(v) then
+    fail("nn.moe: %s must be a whole number of at least %d, got %s", what, least, tostring(v))
+  end
+  return math.tointeger(v)
+end
+
+-- The experts' SwiGLU over their routed rows, as Mixtral's: w1 (gate) and w3 (up) [E, ffn, hidden],
+-- w2 (down) [E, hidden, ffn].
+local function experts_mlp(s, rows, counts, E, ffn, S, opts)
+  local hidden, std = rows:dim(-1), setting(opts, S, "init_std", 0.02)
+  local w1 = s:param("experts.w1", { E, ffn, hidden }, { std = std })
+  local w3 = s:param("experts.w3", { E, ffn, hidden }, { std = std })
+  local w2 = s:param("experts.w2", { E, hidden, ffn }, { std = std / math.sqrt(2 * S.layers) })
+  local t = { transpose = true }
+  local gate = plait.grouped_matmul(rows, w1, counts, t)
+  local h = plait.silu(gate) * plait.grouped_matmul(rows, w3, counts, t)
+  return plait.grouped_matmul(h, w2, counts, t)
+end
+
+-- Qwen2-MoE's shared expert: a dense SwiGLU of width opts.shared_ffn ("shared_expert": gate_proj,
+-- up_proj, down_proj) scaled by sigmoid(x·gᵀ) ("shared_expert_gate", one output).
+local function shared_expert(s, x, shared_ffn)
+  local e = s:sub("shared_expert")
+  local lopts = { bias = false }
+  local gate = nn.linear(e, "gate_proj", x, shared_ffn, nil, lopts)
+  local h = plait.silu(gate) * nn.linear(e, "up_proj", x, shared_ffn, nil, lopts)
+  local y = nn.linear(e, "down_proj", h, x:size(-1), nil, { bias = false, residual = true })
+  local gate = plait.sigmoid(nn.linear(s, "shared_expert_gate", x, plait.dim(1, "one"), nil, lopts))
+  return y * plait.matmul(gate, ones(plait.dim(1, "one"), x:dim(-1)))
+end
+
+-- A mixture of experts (dropless, static shapes): a router "gate.weight" [experts, hidden] (no
+-- bias) scores each token; its opts.topk (config.topk, default 2) best of opts.experts
+-- (config.experts) experts each run a SwiGLU MLP of width opts.expert_ffn (config.expert_ffn, else
+-- config.ffn) on it, summed with the routing weights: the softmax over the experts at the top k,
+-- renormalised over them when opts.renormalize (config.renormalize, default true: Mixtral). With
+-- opts.shared_ffn (config.shared_ffn; 0 or false: none) a shared expert is added (Qwen2-MoE). The
+-- router starts with std opts.router_std (config.router_std, else init_std). One tensor-parallel
+-- rank only (tp = 1) so far; no auxiliary load-balancing loss (a block returns its output alone).
+function nn.moe(S, ...)
+  local name, x, opts = named(...)
+  check_tensor(x, "nn.moe")
+  local s = S:child(name, "moe")
+  local experts = whole_number(setting(opts, S, "experts"), "experts", 1)
+  local topk = whole_number(setting(opts, S, "topk", 2), "topk", 1)
+  if topk > experts then
+    fail("nn.moe: topk = %d is more than the %d experts; choose topk from 1 to %d", topk, experts,
+         experts)
+  end
+  local ffn = whole_number(setting(opts, S, "expert_ffn", setting(opts, S, "ffn")), "expert_ffn", 1)
+  local E = plait.dim(experts, "experts")
+  local router_std = setting(opts, S, "router_std", setting(opts, S, "init_std", 0.02))
+  local router = s:param("gate.weight", { E, x:dim(-1) }, { std = router_std })
+  local logits = plait.matmul(x, router, { transpose = true })
+  local values, indices = plait.topk(logits, topk)
+  local weights = routing_weights(logits, values, setting(opts, S, "renormalize", true))
+  local slots, counts = plait.route(indices)
+  local rows = experts_mlp(s, plait.dispatch(x, slots), counts, E, plait.dim(ffn), S, opts)
+  local y = plait.combine(rows, slots, weights)
+  local shared = setting(opts, S, "shared_ffn")
+  if shared and shared ~= 0 then
+    y = y + shared_expert(s, x, plait.dim(whole_number(shared, "shared_ffn", 1)))
+  end
+  return y
+end
+
 function nn.dropout(S, x, p)
   return plait.dropout(x, p or setting(nil, S, "dropout", 0))
 end

@@ -741,6 +741,46 @@ static void test_expf(void) {
   CHECK(cpu_expf(0) == 1, "e^0 = %g", cpu_expf(0));
 }
 
+/* Top-k: largest first, a tie to the lower index (torch.topk on the CPU: [1, 3, 3, 0] -> 3 at 1, 3
+ * at 2); its backward puts the values' gradient back where they came from. */
+static void test_topk(void) {
+  const real x[8] = {1, 3, 3, 0, -2, 5, -2, 4};
+  real values[4], dx[8];
+  int32_t indices[4];
+  k_topk(2, 4, 2, x, values, indices);
+  CHECK(indices[0] == 1 && indices[1] == 2 && values[0] == 3 && values[1] == 3, "row 0: %d %d",
+        indices[0], indices[1]);
+  CHECK(indices[2] == 1 && indices[3] == 3 && values[2] == 5 && values[3] == 4, "row 1: %d %d",
+        indices[2], indices[3]);
+  const real dvalues[4] = {10, 20, 30, 40};
+  k_topk_backward(2, 4, 2, indices, dvalues, dx);
+  const real want[8] = {0, 10, 20, 0, 0, 30, 0, 40};
+  CHECK(memcmp(dx, want, sizeof dx) == 0, "dx: %g %g %g %g", dx[0], dx[1], dx[2], dx[3]);
+}
+
+/* Routing 3 tokens, 2 experts each, over 4 experts (expert 3 gets none): rows grouped by expert,
+ * then by token; dispatch and combine move rows there and back; one GEMM per expert, the empty one
+ * skipped. */
+static void test_moe_routing(void) {
+  const int32_t indices[6] = {2, 0, 0, 1, 2, 1};
+  int32_t slots[6], counts[4];
+  k_moe_route(3, 2, 4, indices, slots, counts);
+  const int32_t want_slots[6] = {4, 0, 1, 2, 5, 3}, want_counts[4] = {2, 2, 2, 0};
+  CHECK(memcmp(slots, want_slots, sizeof slots) == 0 &&
+            memcmp(counts, want_counts, sizeof counts) == 0,
+        "slots %d %d %d %d %d %d", slots[0], slots[1], slots[2], slots[3], slots[4], slots[5]);
+  const real x[6] = {1, 2, 3, 4, 5, 6}, weights[6] = {0.5, 0.25, 1, 2, -1, 3};
+  real rows[12], out[6], w[4 * 2 * 2], expert_rows[12];
+  k_moe_dispatch(3, 2, 2, x, slots, rows);
+  CHECK(rows[0] == 1 && rows[2] == 3 && rows[8] == 1 && rows[10] == 5, "rows %g %g %g %g", rows[0],
+        rows[2], rows[8], rows[10]);
+  for (int i = 0; i < 16; i++) w[i] = i / 4 + 1; /* expert e's matrix is (e + 1) everywhere */
+  k_grouped_gemm(GEMM_N, 4, counts, 6, 2, 2, rows, w, expert_rows);
+  k_moe_combine(3, 2, 2, expert_rows, slots, weights, out);
+  /* token 0: 0.5·3·(1+2) + 0.25·1·(1+2); token 2: -1·3·(5+6) + 3·2·(5+6) */
+  CHECK(fabs(out[0] - 5.25) < 1e-12 && fabs(out[4] - 33) < 1e-12, "out %g %g", out[0], out[4]);
+}
+
 int main(void) {
   rng_state = 20240520;
   RUN(test_peak_leaves_no_threads);
@@ -760,5 +800,7 @@ int main(void) {
   RUN(test_xent_threads);
   RUN(test_xent_forward_grad);
   RUN(test_expf);
+  RUN(test_topk);
+  RUN(test_moe_routing);
   TEST_EXIT();
 }

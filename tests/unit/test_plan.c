@@ -119,6 +119,8 @@ static void family_parameter_counts(void) {
       /* the cards say 3B and 35B: transformers' counts of the published configs */
       {"models/starcoder2.lua", "StarCoder2-3B", 3030371328LL},
       {"models/cohere.lua", "Command-R v01", 34980831232LL},
+      /* every expert counted: transformers' MixtralForCausalLM of Mixtral-8x7B-v0.1's config */
+      {"models/mixtral.lua", "Mixtral-8x7B", 46702792704LL},
   };
   for (unsigned i = 0; i < sizeof families / sizeof *families; i++) {
     Plan p;
@@ -131,6 +133,27 @@ static void family_parameter_counts(void) {
           (long long)p.cost.params_total, families[i].want);
     plan_free(&p);
   }
+}
+
+/* Mixtral-8x7B: a token computes with 2 of each layer's 8 experts, 12,879,925,248 parameters (the
+ * "12.9B active"); its experts' GEMMs count the routed rows (tokens·2), not tokens·8. */
+static void experts_active_parameters(void) {
+  Plan p, q;
+  Diag d;
+  if (plan_of("models/mixtral.lua --set layers=1", &p, &d) ||
+      plan_of("models/mixtral.lua --set layers=1 experts=2 topk=2", &q, &d)) {
+    CHECK(0, "%s", d.msg);
+    return;
+  }
+  int64_t experts = 3LL * 4096 * 14336;
+  CHECK(p.cost.params_active == p.cost.params_total - 6 * experts, "%lld active of %lld",
+        (long long)p.cost.params_active, (long long)p.cost.params_total);
+  CHECK(q.cost.params_active == q.cost.params_total, "2 of 2 experts: all active");
+  CHECK(fabs(p.cost.block.flops[0] - q.cost.block.flops[0]) < 2 * 4096 * 6 * 4096.0 + 1,
+        "top-2 of 8 and of 2 compute alike but for the router: %g, %g", p.cost.block.flops[0],
+        q.cost.block.flops[0]);
+  plan_free(&p);
+  plan_free(&q);
 }
 
 /* Eq. 3: F = 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)) with recomputation, 72·...·(1 + s/(6h) + V/(12·l·h))
@@ -356,6 +379,7 @@ int main(void) {
   RUN(gpt_parameters_eq2);
   RUN(reference_parameter_counts);
   RUN(family_parameter_counts);
+  RUN(experts_active_parameters);
   RUN(gpt_flops_eq3);
   RUN(tp_summed_gradients);
   RUN(every_parameter_has_a_gradient);
