@@ -27,6 +27,8 @@ MPI_LIB  := $(shell mpicc --showme:link 2>/dev/null)
 # pthread build's threads spin against OpenMP's on a small machine).
 OPENBLAS := /usr/lib/$(MULTIARCH)/openblas-openmp/libopenblas.a
 RT_LIBS  := $(OPENBLAS) $(MPI_LIB) -fopenmp -lpthread -lm
+# PCRE2 (its JIT) runs the tokenizer's pre-tokenizer in plait data; training programs never link it.
+PCRE2_LIB := $(shell pkg-config --libs libpcre2-8)
 
 B := build
 
@@ -49,7 +51,8 @@ COMPILER_RE  := $(wildcard compiler/schedule/*.re)
 # plait build writes constants.bin with the writer DIR/train reads it with.
 COMPILER_RT  := bytes constants_file ckpt/safetensors ckpt/safetensors_hash \
                 ckpt/safetensors_header ckpt/safetensors_meta ckpt/safetensors_model escape half \
-                infile mapped own_folder write_place
+                infile mapped own_folder write_place text/json text/tokenizer text/tokenizer_json \
+                text/utf8
 COMPILER_OBJ := $(COMPILER_C:compiler/%.c=$(B)/compiler/%.o) $(COMPILER_RE:compiler/%.re=$(B)/compiler/%.o) \
                 $(B)/compiler/lualib.o $(COMPILER_RT:%=$(B)/compiler/rt/%.o)
 LUA_SOURCES  := $(wildcard lib/plait/*.lua lib/plait/machines/*.lua)
@@ -59,9 +62,10 @@ COMPILER_WARN := -Wswitch-enum
 
 # ---- the runtime (CPU; fp32 for programs, fp64 for gradient checks) -----------------------------
 # runtime/ runs a plan (ranks, collectives, the kernels' interface, the headers generated programs
-# include); ckpt/ the safetensors format (the compiler links it too); train/ DIR/train's main, its
-# loop, flags, data and files; cpu/ and cuda/ the kernels.
-RT_SHARED_C := $(wildcard runtime/*.c runtime/ckpt/*.c runtime/train/*.c)
+# include); ckpt/ the safetensors format and text/ the tokenizer's reading and decoding (both
+# linked by the compiler too); train/ DIR/train's main, its loop, flags, data and files; cpu/ and
+# cuda/ the kernels.
+RT_SHARED_C := $(wildcard runtime/*.c runtime/ckpt/*.c runtime/text/*.c runtime/train/*.c)
 RT_C     := $(RT_SHARED_C) $(wildcard runtime/cpu/*.c)
 RT32_OBJ := $(RT_C:runtime/%.c=$(B)/rt32/%.o)
 RT64_OBJ := $(RT_C:runtime/%.c=$(B)/rt64/%.o)
@@ -81,7 +85,7 @@ TOOL_BIN := $(TOOL_C:tests/tools/%.c=$(B)/tools/%)
 all: $(B)/plait $(B)/libplait_rt.a $(B)/libplait_rt64.a $(B)/plait-probe
 
 $(B)/plait: $(B)/compiler/main.o $(B)/libplaitc.a
-	$(CC) $(CFLAGS) -o $@ $^ $(LUA_LIB) -lm -ldl
+	$(CC) $(CFLAGS) -o $@ $^ $(LUA_LIB) $(PCRE2_LIB) -lpthread -lm -ldl
 
 $(B)/libplaitc.a: $(COMPILER_OBJ)
 	@rm -f $@
@@ -156,7 +160,7 @@ $(B)/plait-probe: runtime/probe/probe.c $(B)/libplait_rt.a
 $(B)/tests/%: tests/unit/%.c tests/unit/check.h $(B)/libplaitc.a $(B)/libplait_rt64.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -fopenmp $(LUA_INC) $(MPI_INC) -DPLAIT_REAL_DOUBLE -Icompiler -Iruntime -Iruntime/cpu -Itests/unit \
-	  -o $@ $< $(B)/libplaitc.a $(B)/libplait_rt64.a $(LUA_LIB) $(RT_LIBS) -ldl
+	  -o $@ $< $(B)/libplaitc.a $(B)/libplait_rt64.a $(LUA_LIB) $(PCRE2_LIB) $(RT_LIBS) -ldl
 
 # Programs the command-line tests use (fp32 runtime, as generated programs).
 $(B)/tools/%: tests/tools/%.c $(B)/libplait_rt.a

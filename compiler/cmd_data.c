@@ -1,7 +1,10 @@
 /* cmd_data.c: `plait data --bytes FILE... -o OUT.bin [--val-fraction F] [--format
- * llmc|megatron]`: text to byte-level token files.
+ * llmc|megatron]`: text to byte-level token files; and `plait data --tokenizer T.json [--merges
+ * merges.txt] [--eot TOKEN] [--workers N] FILE... -o OUT.bin ...`: text to BPE token files.
  *
- * The files' bytes, concatenated in the order given, are the tokens (0..255). The last F of them
+ * With --bytes, the files' bytes, concatenated in the order given, are the tokens (0..255). With
+ * --tokenizer, each file is a document: its end-of-text token, then its text's ids (data_text.h);
+ * the ids are written as uint16 when the vocabulary fits, else as 32-bit tokens. The last F of them
  * (default 0.1, rounded to the nearest token) go to the validation file, the rest to OUT.bin.
  * The validation file is OUT.bin with its ".bin" replaced by ".val.bin" (OUT.val.bin; a name
  * without ".bin" gets ".val.bin" appended). With F = 0 no validation file is written.
@@ -18,6 +21,7 @@
 #include <sys/stat.h>
 
 #include "commands.h"
+#include "data_text.h"
 #include "ir/diag.h"
 #include "infile.h"
 #include "indexfile.h"
@@ -25,8 +29,11 @@
 #include "tokenfile.h"
 
 typedef struct {
-  const char **inputs; /* the files after --bytes */
+  const char **inputs; /* the files after --bytes, or the words that are not flags */
   int ninputs;
+  int bytes;            /* --bytes given */
+  const char *stray;    /* the first word outside --bytes */
+  TextJob text;         /* --tokenizer, --merges, --eot, --workers */
   const char *output;
   double val_fraction;
   int megatron; /* --format megatron */
@@ -40,12 +47,13 @@ typedef struct {
   IndexWriter index;
 } Sink;
 
-static int sink_begin(Sink *s, int megatron, const char *path, Diag *d) {
+static int sink_begin(Sink *s, int megatron, const char *path, int token_bytes, Diag *d) {
   s->megatron = megatron;
-  return megatron ? indexfile_begin(&s->index, path, d) : tokenfile_begin(&s->tokens, path, d);
+  return megatron ? indexfile_begin(&s->index, path, token_bytes, d)
+                  : tokenfile_begin(&s->tokens, path, token_bytes, d);
 }
 
-static int sink_write(Sink *s, const uint16_t *tokens, int64_t n, Diag *d) {
+static int sink_write(Sink *s, const uint32_t *tokens, int64_t n, Diag *d) {
   return s->megatron ? indexfile_write(&s->index, tokens, n, d)
                      : tokenfile_write(&s->tokens, tokens, n, d);
 }
@@ -74,10 +82,36 @@ static void sink_report(const Sink *s, const char *path, int64_t tokens) {
 /* --bytes takes every following word that is not a flag. */
 static int parse_bytes(int argc, char **argv, int *i, DataArgs *a, Diag *d) {
   int start = a->ninputs;
+  a->bytes = 1;
   while (*i + 1 < argc && argv[*i + 1][0] != '-') a->inputs[a->ninputs++] = argv[++*i];
   return a->ninputs == start
              ? diag(d, "--bytes takes one or more text files, as in --bytes book.txt")
              : 0;
+}
+
+static int parse_workers(const char *text, int *out, Diag *d) {
+  char *end;
+  long n = text ? strtol(text, &end, 10) : 0;
+  if (!text || end == text || *end || n < 1 || n > 256)
+    return diag(d, "--workers takes a whole number from 1 to 256, as in --workers 4; not '%s'",
+                text ? text : "");
+  *out = (int)n;
+  return 0;
+}
+
+/* --tokenizer, --merges, --eot, --workers: each takes one value; 1 when arg is none of them. */
+static int parse_text_flag(const char *arg, const char *value, DataArgs *a, Diag *d) {
+  static const char *const flags[] = {"--tokenizer", "--merges", "--eot", "--workers"};
+  static const char *const examples[] = {"tokenizer.json", "merges.txt", "'<|endoftext|>'", "4"};
+  for (int k = 0; k < 4; k++) {
+    if (strcmp(arg, flags[k]) != 0) continue;
+    if (!value) return diag(d, "%s takes a value, as in %s %s", arg, arg, examples[k]);
+    if (k == 0) a->text.tokenizer = value;
+    if (k == 1) a->text.merges = value;
+    if (k == 2) a->text.eot = value;
+    return k == 3 ? parse_workers(value, &a->text.workers, d) : 0;
+  }
+  return 1;
 }
 
 static int parse_fraction(const char *text, double *out, Diag *d) {
@@ -90,6 +124,24 @@ static int parse_fraction(const char *text, double *out, Diag *d) {
                 "--val-fraction 0.1; not '%s'",
                 text ? text : "");
   *out = f;
+  return 0;
+}
+
+/* Either --bytes FILE... or --tokenizer T FILE...; the rest only with --tokenizer. */
+static int check_args(const DataArgs *a, Diag *d) {
+  if (a->bytes && a->text.tokenizer)
+    return diag(d, "--bytes and --tokenizer do not go together: choose byte tokens or the "
+                "tokenizer's");
+  if (!a->text.tokenizer && a->stray)
+    return diag(d, "unexpected argument '%s'; input files follow --bytes", a->stray);
+  if (!a->text.tokenizer && (a->text.merges || a->text.eot))
+    return diag(d, "%s goes with --tokenizer; add --tokenizer FILE",
+                a->text.merges ? "--merges" : "--eot");
+  if (a->ninputs == 0)
+    return diag(d, a->text.tokenizer
+                       ? "data needs input files: plait data --tokenizer T.json FILE... -o OUT.bin"
+                       : "data needs input files: plait data --bytes FILE... -o OUT.bin");
+  if (!a->output) return diag(d, "data needs an output file: add -o OUT.bin");
   return 0;
 }
 
@@ -110,15 +162,16 @@ static int parse_args(int argc, char **argv, DataArgs *a, Diag *d) {
       if (parse_fraction(value, &a->val_fraction, d)) return -1;
       i++;
     } else if (arg[0] == '-') {
-      return diag(d, "unknown flag %s; see plait help", arg);
+      int rc = parse_text_flag(arg, value, a, d);
+      if (rc < 0) return -1;
+      if (rc > 0) return diag(d, "unknown flag %s; see plait help", arg);
+      i++;
     } else {
-      return diag(d, "unexpected argument '%s'; input files follow --bytes", arg);
+      if (!a->stray) a->stray = arg;
+      a->inputs[a->ninputs++] = arg;
     }
   }
-  if (a->ninputs == 0)
-    return diag(d, "data needs input files: plait data --bytes FILE... -o OUT.bin");
-  if (!a->output) return diag(d, "data needs an output file: add -o OUT.bin");
-  return 0;
+  return check_args(a, d);
 }
 
 /* OUT.bin -> OUT.val.bin; any other name gets ".val.bin" appended. An indexed dataset's prefix
@@ -146,7 +199,8 @@ static int check_output(const DataArgs *a, const char *path, Diag *d) {
   return outfile_check("-o", idx, a->inputs, a->ninputs, d);
 }
 
-/* The total size of the inputs; each must be a readable regular file. */
+/* The total size of the inputs; each must be a readable regular file (with --bytes, not all
+ * empty). */
 static int input_bytes(const DataArgs *a, int64_t *total, Diag *d) {
   *total = 0;
   for (int i = 0; i < a->ninputs; i++) {
@@ -154,10 +208,12 @@ static int input_bytes(const DataArgs *a, int64_t *total, Diag *d) {
     if (stat(a->inputs[i], &st) != 0)
       return diag(d, "cannot read '%s' (%s); check the path", a->inputs[i], strerror(errno));
     if (!S_ISREG(st.st_mode))
-      return diag(d, "'%s' is not a regular file; give text files after --bytes", a->inputs[i]);
-    *total += st.st_size;
+      return diag(d, "'%s' is not a regular file; give text files%s", a->inputs[i],
+                  a->bytes ? " after --bytes" : "");
+    *total += a->bytes ? st.st_size : 0;
   }
-  if (*total == 0) return diag(d, "the input holds no bytes; give text files that are not empty");
+  if (a->bytes && *total == 0)
+    return diag(d, "the input holds no bytes; give text files that are not empty");
   if (*total > TOKENFILE_MAX_TOKENS)
     return diag(d,
                 "the input holds %lld bytes, more than the %d tokens a token file can count; give "
@@ -168,7 +224,7 @@ static int input_bytes(const DataArgs *a, int64_t *total, Diag *d) {
 
 /* Sends the tokens at global positions [pos, pos + n) to the training file below `split`, the
  * validation file from it on. */
-static int route(Sink *train, Sink *val, int64_t split, int64_t pos, const uint16_t *tokens,
+static int route(Sink *train, Sink *val, int64_t split, int64_t pos, const uint32_t *tokens,
                  int64_t n, Diag *d) {
   int64_t to_train = pos >= split ? 0 : split - pos < n ? split - pos : n;
   if (to_train > 0 && sink_write(train, tokens, to_train, d)) return -1;
@@ -181,7 +237,7 @@ static int route(Sink *train, Sink *val, int64_t split, int64_t pos, const uint1
 static int copy_file(const char *path, Sink *train, Sink *val, int64_t split, int64_t total,
                      int64_t *pos, Diag *d) {
   unsigned char bytes[65536];
-  uint16_t tokens[sizeof bytes];
+  uint32_t tokens[sizeof bytes];
   char why[512];
   FILE *f = infile_open(path, why, sizeof why);
   if (!f) return diag(d, "'%s': %s; give text files after --bytes", path, why);
@@ -204,24 +260,35 @@ static int copy_file(const char *path, Sink *train, Sink *val, int64_t split, in
   return rc;
 }
 
-static int copy_inputs(const DataArgs *a, Sink *train, Sink *val, int64_t split, int64_t total,
-                       Diag *d) {
+/* The byte files, or the tokenizer's documents, through route(). */
+static int copy_inputs(const DataArgs *a, const TextTokens *text, Sink *train, Sink *val,
+                       int64_t split, int64_t total, Diag *d) {
   int64_t pos = 0;
-  for (int i = 0; i < a->ninputs; i++)
-    if (copy_file(a->inputs[i], train, val, split, total, &pos, d)) return -1;
+  for (int i = 0; i < a->ninputs; i++) {
+    if (!text) {
+      if (copy_file(a->inputs[i], train, val, split, total, &pos, d)) return -1;
+      continue;
+    }
+    const IdList *doc = &text->documents[i];
+    if (route(train, val, split, pos, doc->ids, doc->count, d) || sink_end_document(train, d) ||
+        sink_end_document(val, d))
+      return -1;
+    pos += doc->count;
+  }
   if (pos != total)
     return diag(d, "the inputs shrank while they were copied; run plait data again");
   return 0;
 }
 
-static int write_outputs(const DataArgs *a, int64_t total, Diag *d) {
+static int write_outputs(const DataArgs *a, const TextTokens *text, int64_t total, Diag *d) {
   int64_t val_count = a->val_fraction > 0 ? llround((double)total * a->val_fraction) : 0;
   int64_t split = total - val_count;
+  int token_bytes = text ? text->token_bytes : 2;
   if (a->val_fraction > 0 && (val_count == 0 || split == 0))
     return diag(d,
-                "%lld bytes split with --val-fraction %g leave a part empty; give more text or "
+                "%lld %s split with --val-fraction %g leave a part empty; give more text or "
                 "change --val-fraction",
-                (long long)total, a->val_fraction);
+                (long long)total, text ? "tokens" : "bytes", a->val_fraction);
   Sink train, val;
   memset(&train, 0, sizeof train);
   memset(&val, 0, sizeof val);
@@ -229,9 +296,9 @@ static int write_outputs(const DataArgs *a, int64_t total, Diag *d) {
   int rc = check_output(a, a->output, d);
   if (rc == 0 && val_count > 0) rc = check_output(a, a->val_output, d);
   if (rc) return rc;
-  rc = sink_begin(&train, a->megatron, a->output, d);
-  if (rc == 0 && val_count > 0) rc = sink_begin(&val, a->megatron, a->val_output, d);
-  if (rc == 0) rc = copy_inputs(a, &train, &val, split, total, d);
+  rc = sink_begin(&train, a->megatron, a->output, token_bytes, d);
+  if (rc == 0 && val_count > 0) rc = sink_begin(&val, a->megatron, a->val_output, token_bytes, d);
+  if (rc == 0) rc = copy_inputs(a, text, &train, &val, split, total, d);
   if (rc == 0 && val_count > 0) rc = sink_finish(&val, d);
   if (rc == 0) rc = sink_finish(&train, d);
   sink_abort(&train);
@@ -243,15 +310,29 @@ static int write_outputs(const DataArgs *a, int64_t total, Diag *d) {
   return 0;
 }
 
+/* The tokenizer's ids of every document, then the files; refuses more tokens than a file counts. */
+static int write_text(DataArgs *a, Diag *d) {
+  TextTokens text;
+  a->text.inputs = a->inputs, a->text.ninputs = a->ninputs;
+  if (data_text_encode(&a->text, &text, d)) return -1;
+  int rc = text.tokens > TOKENFILE_MAX_TOKENS
+               ? diag(d, "the input makes %lld tokens, more than the %d a token file can count; "
+                      "give less text", (long long)text.tokens, TOKENFILE_MAX_TOKENS)
+               : write_outputs(a, &text, text.tokens, d);
+  data_text_free(&text, a->ninputs);
+  return rc;
+}
+
 int cmd_data(int argc, char **argv) {
   Diag d;
-  DataArgs a = {.inputs = malloc(sizeof(char *) * (size_t)argc), .val_fraction = 0.1};
+  DataArgs a = {.inputs = malloc(sizeof(char *) * (size_t)argc), .val_fraction = 0.1,
+                .text = {.workers = 1}};
   int64_t total;
   int rc = a.inputs ? 0 : diag(&d, "out of memory");
   if (rc == 0) rc = parse_args(argc, argv, &a, &d);
   if (rc == 0) rc = val_name(&a, &d);
   if (rc == 0) rc = input_bytes(&a, &total, &d);
-  if (rc == 0) rc = write_outputs(&a, total, &d);
+  if (rc == 0) rc = a.bytes ? write_outputs(&a, NULL, total, &d) : write_text(&a, &d);
   free(a.inputs);
   if (rc == 0) return 0;
   diag_print(d.msg);

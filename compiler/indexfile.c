@@ -11,7 +11,7 @@
 
 #include "tokenfile.h"
 
-enum { DTYPE_UINT16 = 8 };
+enum { DTYPE_UINT16 = 8, DTYPE_INT32 = 4 };
 
 static int write_failed(IndexWriter *w, const char *path, Diag *d) {
   int saved = errno;
@@ -27,18 +27,19 @@ int indexfile_paths(const char *prefix, char *bin, char *idx, Diag *d) {
   return 0;
 }
 
-int indexfile_begin(IndexWriter *w, const char *prefix, Diag *d) {
+int indexfile_begin(IndexWriter *w, const char *prefix, int token_bytes, Diag *d) {
   memset(w, 0, sizeof *w);
+  w->token_bytes = token_bytes;
   if (indexfile_paths(prefix, w->bin_path, w->idx_path, d)) return -1;
   if (outfile_open(&w->bin, w->bin_path, d)) return -1;
   return outfile_open(&w->idx, w->idx_path, d);
 }
 
-int indexfile_write(IndexWriter *w, const uint16_t *tokens, int64_t n, Diag *d) {
+int indexfile_write(IndexWriter *w, const uint32_t *tokens, int64_t n, Diag *d) {
   if (w->open_tokens + n > INT32_MAX)
     return diag(d, "'%s': a document of more than %d tokens, the most an index can size; split "
                 "the input file", w->bin_path, INT32_MAX);
-  if (tokenfile_put(&w->bin, tokens, n)) return write_failed(w, w->bin_path, d);
+  if (tokenfile_put(&w->bin, tokens, n, w->token_bytes)) return write_failed(w, w->bin_path, d);
   w->open_tokens += n;
   return 0;
 }
@@ -69,13 +70,14 @@ static int put(IndexWriter *w, uint64_t v, int bytes) {
 /* Header, sizes, pointers (each document's first byte), document indices 0..documents. */
 static int write_index(IndexWriter *w) {
   int rc = fwrite("MMIDIDX\0\0", 1, 9, w->idx.file) == 9 ? 0 : -1;
-  rc |= put(w, 1, 8) | put(w, DTYPE_UINT16, 1) | put(w, (uint64_t)w->documents, 8);
+  rc |= put(w, 1, 8) | put(w, w->token_bytes == 4 ? DTYPE_INT32 : DTYPE_UINT16, 1);
+  rc |= put(w, (uint64_t)w->documents, 8);
   rc |= put(w, (uint64_t)w->documents + 1, 8);
   for (int64_t i = 0; i < w->documents; i++) rc |= put(w, (uint32_t)w->sizes[i], 4);
   uint64_t pointer = 0;
   for (int64_t i = 0; i < w->documents; i++) {
     rc |= put(w, pointer, 8);
-    pointer += 2 * (uint64_t)w->sizes[i];
+    pointer += (uint64_t)w->token_bytes * (uint32_t)w->sizes[i];
   }
   for (int64_t i = 0; i <= w->documents; i++) rc |= put(w, (uint64_t)i, 8);
   return rc;

@@ -11,6 +11,7 @@ enum { GIVEN_SEED = 1, GIVEN_LR = 2, GIVEN_WARMUP = 4, GIVEN_WEIGHT_DECAY = 8 };
 
 typedef struct {
   const char *data, *val_data, *save, *load, *init, *eval, *log_json, *trace;
+  const char *tokenizer; /* --tokenizer: decodes --sample's text (text/tokenizer.h) */
   int64_t steps, warmup, decay_steps, save_every, eval_every, eval_batches, sample, gradcheck;
   uint64_t seed;
   double lr, grad_clip, weight_decay;

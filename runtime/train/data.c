@@ -36,20 +36,24 @@ static int data_map(TokenFile *f) {
   return 0;
 }
 
+/* llm.c's two kinds: uint16 tokens (magic 20240520, version 1) and uint32 (20240801, version 7). */
 static int data_check_header(TokenFile *f) {
   int32_t header[DATA_HEADER_INTS];
   memcpy(header, f->file.data, sizeof header);
-  if (header[0] != DATA_MAGIC)
+  int wide = header[0] == DATA_MAGIC32;
+  if (header[0] != DATA_MAGIC && !wide)
     return data_fail(f,
-                     "bad magic %d (a token file starts with %d); this is not a token file, make "
-                     "one with plait data",
-                     header[0], DATA_MAGIC);
-  if (header[1] != DATA_VERSION)
+                     "bad magic %d (a token file starts with %d or %d); this is not a token file, "
+                     "make one with plait data",
+                     header[0], DATA_MAGIC, DATA_MAGIC32);
+  if (header[1] != (wide ? DATA_VERSION32 : DATA_VERSION))
     return data_fail(f,
-                     "token file version %d, but only version %d (uint16 tokens) is read; remake "
-                     "it with plait data",
-                     header[1], DATA_VERSION);
-  int64_t count = header[2], expected = DATA_HEADER_BYTES + 2 * count;
+                     "token file version %d under magic %d, but only version %d (%s tokens) is "
+                     "read there; remake it with plait data",
+                     header[1], header[0], wide ? DATA_VERSION32 : DATA_VERSION,
+                     wide ? "uint32" : "uint16");
+  f->token_bytes = wide ? 4 : 2;
+  int64_t count = header[2], expected = DATA_HEADER_BYTES + f->token_bytes * count;
   if (count < 0 || (int64_t)f->file.size != expected)
     return data_fail(f,
                      "the header counts %lld tokens (%lld bytes) but the file has %lld bytes; the "
@@ -58,7 +62,6 @@ static int data_check_header(TokenFile *f) {
                      (long long)count, (long long)expected, (long long)f->file.size);
   f->count = count;
   f->tokens = f->file.data + DATA_HEADER_BYTES;
-  f->token_bytes = 2;
   return 0;
 }
 

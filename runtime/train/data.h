@@ -4,8 +4,9 @@
 #define PLAIT_DATA_H
 
 /* A token file: a header of 256 little-endian int32 (DATA_MAGIC, DATA_VERSION, the token count,
- * the rest 0), then the tokens as uint16; its size is 1024 + 2·count bytes. `plait data` writes
- * them.
+ * the rest 0), then the tokens as uint16; its size is 1024 + 2·count bytes. Under DATA_MAGIC32
+ * and DATA_VERSION32 (llm.c's files for large vocabularies) the tokens are uint32 and the size
+ * 1024 + 4·count. `plait data` writes both.
  *
  * A sample is a window of seq + 1 consecutive tokens: inputs are its first seq tokens, targets
  * its last seq (int32). Samples are numbered globally within a step, 0..global_batch-1, and each
@@ -21,13 +22,15 @@
 
 #define DATA_MAGIC 20240520
 #define DATA_VERSION 1
+#define DATA_MAGIC32 20240801
+#define DATA_VERSION32 7
 #define DATA_HEADER_INTS 256
 #define DATA_HEADER_BYTES (DATA_HEADER_INTS * 4)
 
 typedef struct {
   const char *path; /* a token file, or an indexed dataset's prefix */
   const unsigned char *tokens; /* count tokens, mapped from the file, little-endian */
-  int token_bytes;             /* 2: uint16 (token files, indexed uint16), 4: int32 */
+  int token_bytes;             /* 2: uint16 (token files, indexed uint16), 4: uint32 or int32 */
   int64_t count;
   int64_t vocab; /* every token is below it */
   Mapped file;   /* the whole file, mapped read-only */

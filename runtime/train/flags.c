@@ -14,7 +14,8 @@ const char *const flags_usage =
     "[--weight-decay X] [--grad-clip X] "
     "[--save DIR] [--save-every N] [--load DIR [--override-schedule] | --init DIR] [--eval-every "
     "N] [--eval-batches N] "
-    "[--val FILE] [--eval FILE] [--log-json FILE] [--sample N] [--trace FILE] [--gradcheck N] "
+    "[--val FILE] [--eval FILE] [--log-json FILE] [--sample N [--tokenizer FILE]] [--trace FILE] "
+    "[--gradcheck N] "
     "[--profile] "
     "[--attention auto|cudnn|plait]; "
     "or train --eval FILE [--load DIR | --init DIR] [--log-json FILE]";
@@ -62,6 +63,7 @@ static const TrainFlag train_flags[] = {
     {"--init", FLAG_PATH, FIELD(init), "a directory", 0, 0, 0, 0, AGREE_VALUE},
     {"--log-json", FLAG_PATH, FIELD(log_json), "a file", 0, 0, 0, 0, AGREE_NONE},
     {"--trace", FLAG_PATH, FIELD(trace), "a file", 0, 0, 0, 0, AGREE_PRESENCE},
+    {"--tokenizer", FLAG_PATH, FIELD(tokenizer), "a file", 0, 0, 0, 0, AGREE_VALUE},
     {"--steps", FLAG_WHOLE, FIELD(steps), "", 0, MOST_STEPS, 0, 0, AGREE_VALUE},
     {"--warmup", FLAG_WHOLE, FIELD(warmup), "", 0, MOST_STEPS, 0, GIVEN_WARMUP, AGREE_VALUE},
     {"--decay-steps", FLAG_WHOLE, FIELD(decay_steps), "", 1, MOST_STEPS, 0, 0, AGREE_VALUE},

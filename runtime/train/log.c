@@ -126,15 +126,36 @@ void log_validation(Trainer *t, double loss) {
   }
 }
 
+/* --tokenizer's file name without its folders, or NULL. */
+static const char *tokenizer_name(const Trainer *t) {
+  const char *path = t->args->tokenizer, *slash = path ? strrchr(path, '/') : NULL;
+  return slash ? slash + 1 : path;
+}
+
 void log_eval(Trainer *t, const char *path, double loss, int64_t tokens) {
-  printf("eval %s | loss %.6f | tokens %lld | perplexity %.2f\n", path, loss, (long long)tokens,
+  const char *tokenizer = tokenizer_name(t);
+  printf("eval %s | loss %.6f | tokens %lld | perplexity %.2f", path, loss, (long long)tokens,
          exp(loss));
+  if (tokenizer) printf(" | tokenizer "), escape_write(ESC_TEXT, tokenizer, stdout);
+  printf("\n");
   fflush(stdout);
   if (t->log_json) {
     fprintf(t->log_json->file, "{\"eval\": ");
     escape_write(ESC_JSON, path, t->log_json->file);
-    fprintf(t->log_json->file, ", \"loss\": %.17g, \"tokens\": %lld, \"perplexity\": %.17g}\n",
+    fprintf(t->log_json->file, ", \"loss\": %.17g, \"tokens\": %lld, \"perplexity\": %.17g",
             loss, (long long)tokens, exp(loss));
+    if (tokenizer) fprintf(t->log_json->file, ", \"tokenizer\": ");
+    if (tokenizer) escape_write(ESC_JSON, tokenizer, t->log_json->file);
+    fprintf(t->log_json->file, "}\n");
     json_written(t);
   }
+}
+
+void log_sample_tokenizer(Trainer *t) {
+  const char *tokenizer = tokenizer_name(t);
+  if (!t->log_json || !tokenizer) return;
+  fprintf(t->log_json->file, "{\"sample_tokenizer\": ");
+  escape_write(ESC_JSON, tokenizer, t->log_json->file);
+  fprintf(t->log_json->file, "}\n");
+  json_written(t);
 }

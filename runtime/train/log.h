@@ -21,6 +21,8 @@ void log_validation(Trainer *t, double loss);
 /* "eval FILE | loss X | tokens N | perplexity X": the mean loss over N predictions, and exp of
  * it. */
 void log_eval(Trainer *t, const char *path, double loss, int64_t tokens);
+/* With --tokenizer and --log-json: the line {"sample_tokenizer": NAME} (the file's base name). */
+void log_sample_tokenizer(Trainer *t);
 /* The run's end: the process's peak resident memory (all ranks that are its threads). */
 void log_finish(Trainer *t);
 

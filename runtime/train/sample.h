@@ -4,8 +4,15 @@
 
 #include "train/batch.h"
 
-/* Generates n tokens after a newline (pp = 1; every TP rank takes part) and prints them as bytes on
- * rank 0. Tokens are drawn from the softmax at temperature 1 with Philox (seed, "sample", i). */
+/* Generates n tokens (pp = 1; every TP rank takes part) and prints them on rank 0. Tokens are
+ * drawn from the softmax at temperature 1 with Philox (seed, "sample", i). Without --tokenizer
+ * the text starts after a newline and each token is printed as its byte; with it, the text
+ * starts after the tokenizer's document-start token and each token is printed as the bytes it
+ * decodes to. */
 void sample_text(Trainer *t, int64_t n);
+
+/* --tokenizer's file read and held against a model of `vocab` tokens: every id the model can
+ * give must decode. 0, or -1 with why (one line naming the file). */
+int sample_tokenizer_check(const char *path, int64_t vocab, char *why, size_t size);
 
 #endif

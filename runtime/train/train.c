@@ -16,6 +16,7 @@
 #include "kernels.h"
 #include "message.h"
 #include "train/preflight.h"
+#include "train/sample.h"
 #include "train/save_folder.h"
 #include "train/trainer.h"
 #include "train/wait_policy.h"
@@ -58,6 +59,12 @@ static int check(TrainArgs *a, Refusal *r) {
   if (a->sample && p->pp != 1)
     return refuse(r, "--sample runs on one pipeline stage (pp = 1); this program has pp = %d",
                   p->pp);
+  if (a->tokenizer && !a->sample && !a->eval)
+    return refuse(r, "--tokenizer %s decodes --sample's text; give --sample N (or --eval FILE)",
+                  a->tokenizer);
+  char why[MESSAGE_TEXT];
+  if (a->tokenizer && sample_tokenizer_check(a->tokenizer, p->vocab, why, sizeof why))
+    return refuse(r, "%s", why);
   if (a->gradcheck && p->tp * p->pp * p->dp != 1)
     return refuse(r, "--gradcheck runs on one rank; this program has %d", p->tp * p->pp * p->dp);
   if (a->gradcheck && strcmp(REAL_NAME, "f64") != 0)

@@ -76,11 +76,22 @@ static void test_open_errors(void) {
   write_file("magic.bin", 12345, DATA_VERSION, 100, 100, token_position, 0);
   expect_open_error(
       256, 8, DATA_TRAIN,
-      "bad magic 12345 (a token file starts with 20240520); this is not a token file, make one with plait data");
+      "bad magic 12345 (a token file starts with 20240520 or 20240801); this is not a token file, "
+      "make one with plait data");
 
   write_file("version.bin", DATA_MAGIC, 2, 100, 100, token_position, 0);
   expect_open_error(256, 8, DATA_TRAIN,
-                    "token file version 2, but only version 1 (uint16 tokens) is read; remake it with plait data");
+                    "token file version 2 under magic 20240520, but only version 1 (uint16 "
+                    "tokens) is read there; remake it with plait data");
+  write_file("wide_version.bin", DATA_MAGIC32, 1, 100, 100, token_position, 0);
+  expect_open_error(256, 8, DATA_TRAIN,
+                    "token file version 1 under magic 20240801, but only version 7 (uint32 "
+                    "tokens) is read there; remake it with plait data");
+  /* uint32 tokens: 100 of them take 400 bytes, not the 200 of uint16 ones */
+  write_file("wide.bin", DATA_MAGIC32, DATA_VERSION32, 100, 100, token_position, 0);
+  expect_open_error(256, 8, DATA_TRAIN,
+                    "the header counts 100 tokens (1424 bytes) but the file has 1224 bytes; the "
+                    "file is truncated or damaged, remake it with plait data");
 
   write_file("cut.bin", DATA_MAGIC, DATA_VERSION, 100, 100, token_position, -3);
   expect_open_error(256, 8, DATA_TRAIN,
