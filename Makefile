@@ -202,9 +202,11 @@ bench: all $(B)/tools/membw $(B)/tools/llmc_checkpoint $(B)/tools/attention_benc
 	@sh tests/bench/bench.sh
 
 # plait against transformers on the same weights and tokens: import, --eval, one step's gradients, export
-# (needs pip install torch transformers safetensors; says so and passes without them; not part of test).
-interop-check: all $(B)/tools/mlm_batch
+# and plait data --tokenizer against Hugging Face tokenizers on the machine's text (needs pip install
+# torch transformers safetensors tokenizers; says so and passes without them; not part of test).
+interop-check: all $(B)/tools/mlm_batch $(B)/tools/decode_tokens
 	@python3 tests/interop/check.py $(B)
+	@python3 tests/interop/tokenizers_check.py $(B)
 	@python3 tests/interop/hf_defaults.py
 
 clean:

@@ -6,6 +6,7 @@
 #   GPT-2-shaped model (threads and mpirun) the plan's iteration time against DIR/train's (median of steps
 #   after the first), the error per layout, and the pairs the plan orders otherwise than measured; tune's
 #   first choice for tiny on 2 ranks against the measured fastest of its top five.
+#   Tokenizing 100 MB of text on one core: plait data --tokenizer beside Hugging Face tokenizers.
 #   The machine: its single-precision GEMM rate (measured by each program at start-up) and its memory
 #   bandwidth (build/tools/membw: a STREAM-like triad, an Adam-like pass over seven streams).
 #   GPT-2 124M at B=4, T=64 (llm.c's CPU reference configuration): the step against its floor (its GEMM
@@ -391,3 +392,10 @@ awk -v m="$measured" -v p="$predicted" -v cores="$(nproc)" 'BEGIN {
   printf "  papers (pp-1)/m                  %8.3f\n", 1 / 8
   printf "  measured (last iteration)        %8.3f   (2 ranks as threads on %d cores)\n", m, cores
 }'
+
+echo "== tokenizing 100 MB of text on one core: plait data --tokenizer against Hugging Face tokenizers"
+if python3 -c 'import tokenizers' 2>/dev/null; then
+  python3 tests/bench/tokenize_bench.py "$root/build" 100 || exit 1
+else
+  echo "  (skipped: pip install tokenizers to compare)"
+fi
