@@ -2,7 +2,7 @@
 
 Usage: python3 tests/bench/tokenize_bench.py BUILD [MEGABYTES]
 
-MEGABYTES (default 100) of the machine's text (tests/interop/tokenizers_check.py's collection), a
+MEGABYTES (default 100; the machine may hold less) of the machine's text (tests/interop/tokenizers_check.py's collection), a
 GPT-2-style and a Llama-3-style tokenizer trained by `tokenizers` on its first 10 MB; then each
 encodes all of it on one core: `plait data --workers 1` (reading the files and writing the token
 file included) and `tokenizers`' encode of each file's text (already in memory; RAYON_NUM_THREADS=1).
@@ -41,7 +41,9 @@ def main():
             cmd = [os.path.join(build, "plait"), "data", "--tokenizer", path, "--eot", eot]
             cmd += [p for p, _ in files] + ["-o", out, "--val-fraction", "0", "--workers", "1"]
             start = time.time()
-            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+            run = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            if run.returncode != 0:
+                sys.exit(run.stderr.strip().splitlines()[-1])
             plait_s = time.time() - start
             want, eot_id = [], tok.token_to_id(eot)
             start = time.time()
