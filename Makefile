@@ -27,8 +27,9 @@ MPI_LIB  := $(shell mpicc --showme:link 2>/dev/null)
 # pthread build's threads spin against OpenMP's on a small machine).
 OPENBLAS := /usr/lib/$(MULTIARCH)/openblas-openmp/libopenblas.a
 RT_LIBS  := $(OPENBLAS) $(MPI_LIB) -fopenmp -lpthread -lm
-# PCRE2 (its JIT) runs the tokenizer's pre-tokenizer in plait data; training programs never link it.
-PCRE2_LIB := $(shell pkg-config --libs libpcre2-8)
+# PCRE2 (its JIT) runs the tokenizer's pre-tokenizer in plait data and utf8proc its normalizer;
+# training programs never link them.
+TEXT_LIBS := $(shell pkg-config --libs libpcre2-8) -lutf8proc
 
 B := build
 
@@ -85,7 +86,7 @@ TOOL_BIN := $(TOOL_C:tests/tools/%.c=$(B)/tools/%)
 all: $(B)/plait $(B)/libplait_rt.a $(B)/libplait_rt64.a $(B)/plait-probe
 
 $(B)/plait: $(B)/compiler/main.o $(B)/libplaitc.a
-	$(CC) $(CFLAGS) -o $@ $^ $(LUA_LIB) $(PCRE2_LIB) -lpthread -lm -ldl
+	$(CC) $(CFLAGS) -o $@ $^ $(LUA_LIB) $(TEXT_LIBS) -lpthread -lm -ldl
 
 $(B)/libplaitc.a: $(COMPILER_OBJ)
 	@rm -f $@
@@ -160,7 +161,7 @@ $(B)/plait-probe: runtime/probe/probe.c $(B)/libplait_rt.a
 $(B)/tests/%: tests/unit/%.c tests/unit/check.h $(B)/libplaitc.a $(B)/libplait_rt64.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -fopenmp $(LUA_INC) $(MPI_INC) -DPLAIT_REAL_DOUBLE -Icompiler -Iruntime -Iruntime/cpu -Itests/unit \
-	  -o $@ $< $(B)/libplaitc.a $(B)/libplait_rt64.a $(LUA_LIB) $(PCRE2_LIB) $(RT_LIBS) -ldl
+	  -o $@ $< $(B)/libplaitc.a $(B)/libplait_rt64.a $(LUA_LIB) $(TEXT_LIBS) $(RT_LIBS) -ldl
 
 # Programs the command-line tests use (fp32 runtime, as generated programs).
 $(B)/tools/%: tests/tools/%.c $(B)/libplait_rt.a

@@ -1,4 +1,5 @@
-/* encode.c: the encoder's steps before the merges: UTF-8 repair, added tokens, pre-tokenizer. */
+/* encode.c: the encoder's steps before the merges: UTF-8 repair, added tokens, normalizer,
+ * pre-tokenizer. */
 #include "encode.h"
 
 #include <stdio.h>
@@ -34,19 +35,31 @@ static int32_t trie_step(AddedTrie *trie, int32_t node, unsigned char byte) {
   return made;
 }
 
-static int build_tries(Encoder *e) {
+/* Puts added token i into its trie: a normalized token as the normalizer writes it. */
+static int trie_add(Encoder *e, NormalizeBuffer *b, int32_t i) {
   const Tokenizer *t = e->tok;
-  for (int k = 0; k < 2; k++) memset(e->trie[k].root, 0xff, sizeof e->trie[k].root);
-  for (int32_t i = 0; i < t->nadded; i++) {
-    AddedTrie *trie = &e->trie[t->added[i].normalized ? 1 : 0];
-    const unsigned char *s = (const unsigned char *)text_at(t, t->added[i].id);
-    int32_t node = -1;
-    for (uint32_t k = 0; k < t->text[t->added[i].id].len && (k == 0 || node >= 0); k++)
-      node = trie_step(trie, node, s[k]);
-    if (node < 0) return -1;
-    trie->nodes[node].added = i;
-  }
+  int normalized = t->added[i].normalized;
+  AddedTrie *trie = &e->trie[normalized];
+  const unsigned char *s;
+  size_t len;
+  if (normalize_text(b, normalized ? t->normal_form : UNICODE_FORM_NONE,
+                     (const unsigned char *)text_at(t, t->added[i].id), t->text[t->added[i].id].len,
+                     &s, &len))
+    return -1;
+  int32_t node = -1;
+  for (size_t k = 0; k < len && (k == 0 || node >= 0); k++) node = trie_step(trie, node, s[k]);
+  if (node < 0) return -1;
+  trie->nodes[node].added = i;
   return 0;
+}
+
+static int build_tries(Encoder *e) {
+  NormalizeBuffer b = {0};
+  int rc = 0;
+  for (int k = 0; k < 2; k++) memset(e->trie[k].root, 0xff, sizeof e->trie[k].root);
+  for (int32_t i = 0; i < e->tok->nadded && rc == 0; i++) rc = trie_add(e, &b, i);
+  normalize_free(&b);
+  return rc;
 }
 
 int encoder_build(Encoder *e, const Tokenizer *t, const char *path, char *why, size_t size) {
@@ -94,6 +107,7 @@ int encode_worker_init(EncodeWorker *w, const Encoder *e) {
 
 void encode_worker_free(EncodeWorker *w) {
   bpe_worker_free(&w->bpe);
+  normalize_free(&w->normalized);
   pcre2_match_data_free(w->match);
   pcre2_match_context_free(w->context);
   pcre2_jit_stack_free(w->stack);
@@ -199,11 +213,14 @@ static size_t space_run(const unsigned char *s, size_t len) {
 }
 
 /* Pass k of the added tokens over s[0..len): matches become their ids, the text between them
- * goes to pass k + 1, and after the last pass to the pre-tokenizer. */
+ * goes to pass k + 1, and after the last pass to the pre-tokenizer. The normalized tokens' pass
+ * reads the text as the normalizer writes it. */
 static int split_added(EncodeWorker *w, int k, const unsigned char *s, size_t len, IdList *out) {
+  const Tokenizer *t = w->e->tok;
+  if (k == 1 && normalize_text(&w->normalized, t->normal_form, s, len, &s, &len))
+    return fail(w, "out of memory");
   if (k == 2 || !w->e->trie[k].nodes) return k == 2 ? run_steps(w, 0, s, len, out)
                                                      : split_added(w, k + 1, s, len, out);
-  const Tokenizer *t = w->e->tok;
   size_t done = 0;
   for (size_t at = 0; at < len;) {
     size_t n;

@@ -1,7 +1,8 @@
 /* encode.h: text to token ids with a byte-level BPE tokenizer, as Hugging Face tokenizers'
  * encode(text, add_special_tokens=False) gives them: bytes that are not UTF-8 are first replaced
  * (each maximal ill-formed part by U+FFFD, what Python's decode(errors="replace") gives the
- * tokenizer); added tokens are split out (those not normalized first, then the others; the
+ * tokenizer); added tokens are split out (those not normalized first, then, in the text between
+ * them put through the normalizer (normalize.h), the others as the normalizer writes them; the
  * leftmost, then longest, match; lstrip and rstrip take the white space beside them); each piece
  * between them goes through the pre-tokenizer's steps (PCRE2 with its JIT, UTF and Unicode
  * properties) and each pre-token through the BPE merges (bpe.h). */
@@ -12,6 +13,7 @@
 #include <pcre2.h>
 
 #include "bpe.h"
+#include "normalize.h"
 #include "text/tokenizer.h"
 
 /* A byte trie of added tokens' texts (root children in a table, the rest in sibling lists). */
@@ -29,7 +31,7 @@ typedef struct {
   const Tokenizer *tok;
   BpeModel bpe;
   pcre2_code *step_re[TOKENIZER_MAX_STEPS]; /* NULL: a ByteLevel step without its regex */
-  AddedTrie trie[2];                        /* added tokens not normalized, then normalized */
+  AddedTrie trie[2]; /* added tokens not normalized, then normalized (their normalizer's text) */
 } Encoder;
 
 /* Compiles the patterns; -1 with why (naming path) when one does not compile. */
@@ -40,6 +42,7 @@ void encoder_free(Encoder *e);
 typedef struct {
   const Encoder *e;
   BpeWorker bpe;
+  NormalizeBuffer normalized;
   pcre2_match_data *match;
   pcre2_match_context *context;
   pcre2_jit_stack *stack;

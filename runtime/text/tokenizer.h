@@ -1,9 +1,10 @@
 /* tokenizer.h: a byte-level BPE tokenizer as read from a file: Hugging Face's tokenizer.json
  * (model "BPE", pre-tokenizer ByteLevel or Sequence[Split(Regex, Isolated)..., ByteLevel], no
- * normalizer, decoder ByteLevel, added tokens) or GPT-2's vocab.json with its merges.txt. What is
- * read here needs no regular-expression library: the vocabulary, the added tokens, the merges
- * resolved to ids, the pre-tokenizer's steps (their patterns as text) and each id's decoded bytes.
- * Training programs decode with it; plait's encoder (compiler/encode.h) builds on it. */
+ * normalizer or a Unicode form's, decoder ByteLevel, added tokens) or GPT-2's vocab.json with its
+ * merges.txt. What is read here needs no regular-expression nor Unicode library: the vocabulary,
+ * the added tokens, the merges resolved to ids, the pre-tokenizer's steps (their patterns as
+ * text), the normalizer's form and each id's decoded bytes. Training programs decode with it;
+ * plait's encoder (compiler/encode.h) builds on it. */
 #ifndef PLAIT_TEXT_TOKENIZER_H
 #define PLAIT_TEXT_TOKENIZER_H
 
@@ -18,6 +19,18 @@ enum {
   TOKENIZER_MAX_DEPTH = 32,       /* JSON nesting */
   TOKENIZER_MAX_STEPS = 8,        /* pre-tokenizer steps */
 };
+
+/* The normalizer's Unicode normalization form, built of two choices: compatibility mappings or not,
+ * composed or not. */
+typedef enum {
+  UNICODE_FORM_NONE = 0,
+  UNICODE_COMPOSE = 2, /* the bits within a form */
+  UNICODE_COMPAT = 4,
+  UNICODE_NFD = 1,
+  UNICODE_NFC = 1 | UNICODE_COMPOSE,
+  UNICODE_NFKD = 1 | UNICODE_COMPAT,
+  UNICODE_NFKC = 1 | UNICODE_COMPAT | UNICODE_COMPOSE,
+} UnicodeForm;
 
 typedef struct {
   uint32_t off, len; /* bytes in the tokenizer's pool; len UINT32_MAX: no token */
@@ -60,6 +73,7 @@ typedef struct {
   PreStep steps[TOKENIZER_MAX_STEPS];
   int nsteps;
   int ignore_merges;
+  UnicodeForm normal_form; /* applied to the text outside added tokens before the pre-tokenizer */
   int32_t byte_id[256];  /* the token of each byte's character */
   TextRef *decoded;      /* each id's decoded bytes, in decoded_pool */
   unsigned char *decoded_pool;

@@ -13,8 +13,9 @@
 static const char GPT2_PATTERN[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+"
                                    "| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 static const char SUPPORTED[] = "plait reads byte-level BPE tokenizers (model BPE, pre_tokenizer "
-                                "ByteLevel or Sequence of Split and ByteLevel, no normalizer, "
-                                "decoder ByteLevel: GPT-2, Llama 3 and their kind)";
+                                "ByteLevel or Sequence of Split and ByteLevel, normalizer null, "
+                                "NFC, NFD, NFKC, NFKD or a Sequence of them, decoder ByteLevel: "
+                                "GPT-2, Llama 3, Qwen2 and their kind)";
 
 /* The whole file, at most TOKENIZER_MAX_FILE bytes, NUL-terminated. */
 static char *read_whole(const TokenizerSource *src, size_t *len) {
@@ -251,13 +252,43 @@ static int read_added(Tokenizer *t, const Json *j, const TokenizerSource *src, i
   return 0;
 }
 
-/* normalizer null, decoder ByteLevel. */
-static int check_ends(const Json *j, const TokenizerSource *src, int32_t root) {
-  int32_t normalizer = json_member(j, root, "normalizer");
+/* The form of a Unicode normalizer (NFC, NFD, NFKC, NFKD); UNICODE_FORM_NONE for another. */
+static UnicodeForm unicode_form(const Json *j, int32_t n) {
+  static const struct {
+    const char *type;
+    UnicodeForm form;
+  } forms[] = {{"NFC", UNICODE_NFC}, {"NFD", UNICODE_NFD}, {"NFKC", UNICODE_NFKC},
+               {"NFKD", UNICODE_NFKD}};
+  for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++)
+    if (is_type(j, n, forms[i].type)) return forms[i].form;
+  return UNICODE_FORM_NONE;
+}
+
+/* null, a Unicode normalizer, or a Sequence of them. The forms of a sequence, applied in turn, are
+ * one form: with compatibility mappings when one has them, composed when the last composes. */
+static int read_normalizer(Tokenizer *t, const Json *j, const TokenizerSource *src, int32_t root) {
+  int32_t n, list;
+  if (member(j, src, root, "the file", "normalizer", JSON_OBJECT, 1, &n)) return -1;
+  if (n < 0) return 0;
+  if (!is_type(j, n, "Sequence")) {
+    t->normal_form = unicode_form(j, n);
+    return t->normal_form ? 0 : tokenizer_fail(src, "normalizer %s is not supported; %s",
+                                               type_of(j, n), SUPPORTED);
+  }
+  if (member(j, src, n, "normalizer", "normalizers", JSON_ARRAY, 0, &list)) return -1;
+  for (int32_t c = j->nodes[list].first; c >= 0; c = j->nodes[c].next) {
+    UnicodeForm form = unicode_form(j, c);
+    if (!form)
+      return tokenizer_fail(src, "normalizer step %s is not supported; %s", type_of(j, c),
+                            SUPPORTED);
+    t->normal_form = (UnicodeForm)(UNICODE_NFD | (form & UNICODE_COMPOSE) |
+                                   ((form | t->normal_form) & UNICODE_COMPAT));
+  }
+  return 0;
+}
+
+static int check_decoder(const Json *j, const TokenizerSource *src, int32_t root) {
   int32_t decoder = json_member(j, root, "decoder");
-  if (normalizer >= 0 && j->nodes[normalizer].kind != JSON_NULL)
-    return tokenizer_fail(src, "normalizer %s is not supported (plait reads normalizer null); %s",
-                          type_of(j, normalizer), SUPPORTED);
   if (decoder < 0 || !is_type(j, decoder, "ByteLevel"))
     return tokenizer_fail(src, "decoder %s is not supported; %s",
                           decoder < 0 ? "(none)" : type_of(j, decoder), SUPPORTED);
@@ -271,7 +302,8 @@ int tokenizer_read_hf(Tokenizer *t, const TokenizerSource *src) {
            : tokenizer_fail(src, "the file is %s, not an object; give a tokenizer.json",
                             json_kind_name(j.nodes[0].kind));
   if (rc == 0) rc = read_model(t, &j, src, 0);
-  if (rc == 0) rc = check_ends(&j, src, 0);
+  if (rc == 0) rc = read_normalizer(t, &j, src, 0);
+  if (rc == 0) rc = check_decoder(&j, src, 0);
   if (rc == 0) rc = read_pre_tokenizer(t, &j, src, 0);
   if (rc == 0) rc = read_added(t, &j, src, 0);
   json_free(&j);

@@ -1,6 +1,7 @@
 # tokenizer.sh: `plait data --tokenizer`: byte-level BPE ids against an independent reference
-# (tests/tools/bpe_reference.py, standard library only), 32-bit files, --workers, the GPT-2 pair
-# of files, decoding through the runtime alone, --sample --tokenizer, and the refusals.
+# (tests/tools/bpe_reference.py, standard library only), the Unicode normalizers, 32-bit files,
+# --workers, the GPT-2 pair of files, decoding through the runtime alone, --sample --tokenizer,
+# and the refusals.
 . "$(dirname "$0")/lib.sh"
 REF="python3 $PLAIT_ROOT/tests/tools/bpe_reference.py"
 DECODE="$PLAIT_ROOT/build/tools/decode_tokens"
@@ -42,6 +43,23 @@ for t in ascii special; do
 done
 same_ids "ignore_merges" "$TMP/ignore.json" "$TMP/ascii.txt"
 
+# Normalizers (Qwen2's NFC, the other Unicode forms, a Sequence of them) against Python's
+# unicodedata: decomposed accents, Hangul jamo, ANGSTROM SIGN (U+212B, whose NFC is U+00C5),
+# compatibility characters, and the normalized token <|U+212B|> met in either spelling.
+python3 - "$TMP/unicode.txt" <<'PY'
+import sys
+open(sys.argv[1], "w", encoding="utf-8").write(
+    "cafe\u0301 cafe\u0301 caf\u00e9 Mu\u0308nchen \u212b \u00c5 A\u030a "
+    "\u1100\u1161\u11a8 \u1112\u1161\u11ab\u1100\u116e\u11a8 \ud55c\uad6d "
+    "x<|endoftext|>e\u0301<|\u212b|> <|\u00c5|> <|sep|>\u0301 \ufb01 \u2460 \u00bd "
+    "\u1e9b\u0323 o\u0323\u031b\n")
+PY
+same_ids "no normalizer: unicode" "$TMP/split.json" "$TMP/unicode.txt"
+for form in NFC NFD NFKC NFKD NFKD,NFC; do
+  $REF make "$TMP/form.json" --normalizer "$form"
+  same_ids "normalizer $form" "$TMP/form.json" "$TMP/unicode.txt"
+done
+
 # GPT-2's vocab.json + merges.txt read as its tokenizer.json reads.
 python3 - "$TMP/gpt2.json" "$TMP/vocab.json" "$TMP/merges.txt" <<'PY'
 import json, sys
@@ -78,9 +96,9 @@ for tok in split big; do
   "$DECODE" "$TMP/$tok.json" "$TMP/rt.bin" >"$TMP/decoded"
   agree "round trip ($tok)" "$TMP/decoded" "$TMP/expected"
 done
-if nm "$PLAIT_ROOT/build/libplait_rt.a" 2>/dev/null | grep -q pcre2
-then fail "runtime without PCRE2" "libplait_rt.a refers to pcre2"
-else pass "runtime without PCRE2"; fi
+if nm "$PLAIT_ROOT/build/libplait_rt.a" 2>/dev/null | grep -q 'pcre2\|utf8proc'
+then fail "runtime without PCRE2 and utf8proc" "libplait_rt.a refers to them"
+else pass "runtime without PCRE2 and utf8proc"; fi
 
 # --workers: the same files for 1 and 3 threads; the validation split as with --bytes.
 for i in 0 1 2 3 4 5 6; do sed "s/fox/fox $i/" "$TMP/mixed.txt" >"$TMP/doc$i.txt"; done
@@ -122,7 +140,10 @@ m="t['model']" pre="t['pre_tokenizer']"
 broken "unigram" "model type Unigram is not supported; plait reads byte-level BPE" \
   "$m['type'] = 'Unigram'"
 broken "wordpiece" "model type WordPiece is not supported" "$m['type'] = 'WordPiece'"
-broken "normalizer" "normalizer NFC is not supported" "t['normalizer'] = {'type': 'NFC'}"
+broken "normalizer" "normalizer Lowercase is not supported; plait reads byte-level BPE" \
+  "t['normalizer'] = {'type': 'Lowercase'}"
+broken "normalizer in a sequence" "normalizer step Strip is not supported" \
+  "t['normalizer'] = {'type': 'Sequence', 'normalizers': [{'type': 'NFC'}, {'type': 'Strip'}]}"
 broken "metaspace" "pre_tokenizer Metaspace is not supported" "$pre = {'type': 'Metaspace'}"
 broken "unknown merge token" "merge 1 \('h' 'zz'\) names 'zz', which is not in the vocabulary" \
   "$m['merges'][0] = 'h zz'"

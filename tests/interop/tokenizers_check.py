@@ -3,13 +3,16 @@
 Usage: python3 tests/interop/tokenizers_check.py BUILD [MEGABYTES]
 
 Collects MEGABYTES (default 10) of the machine's text (README files, fortunes, manual pages in
-English and in the translations Debian ships: only files that are valid UTF-8), trains two byte-level BPE tokenizers on it with `tokenizers` itself (no
-download): one as GPT-2's (the ByteLevel pre-tokenizer with GPT-2's pattern, 50,257 ids) and one as
-Llama 3's (its split pattern, then ByteLevel without a pattern, ignore_merges, more ids than 16 bits
-hold), then checks that `plait data --tokenizer` writes, for every file in order, the end-of-text id
-followed by exactly the ids `tokenizers` gives, every id in order (GPT-2's also from vocab.json and
-merges.txt), and that the training programs' decoder (build/tools/decode_tokens) gives every byte
-back. Prints one line a check and a summary; exits 1 on any difference.
+English and in the translations Debian ships: only files that are valid UTF-8), trains three
+byte-level BPE tokenizers on it with `tokenizers` itself (no download): one as GPT-2's (the
+ByteLevel pre-tokenizer with GPT-2's pattern, 50,257 ids), one as Llama 3's (its split pattern, then
+ByteLevel without a pattern, ignore_merges, more ids than 16 bits hold) and one as Qwen2's (the NFC
+normalizer, its split pattern, then ByteLevel without a pattern), then checks that `plait data
+--tokenizer` writes, for every file in order, the end-of-text id followed by exactly the ids
+`tokenizers` gives, every id in order (GPT-2's also from vocab.json and merges.txt; Qwen2's also for
+one more file, the text beyond ASCII in NFD), and that the training programs' decoder
+(build/tools/decode_tokens) gives every byte back (as the normalizer writes it). Prints one line a
+check and a summary; exits 1 on any difference.
 """
 import gzip
 import json
@@ -19,15 +22,19 @@ import subprocess
 import sys
 import tempfile
 import time
+import unicodedata
 
 try:
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 except ImportError:
-    print("tokenizers_check: skipped (pip install tokenizers to compare with Hugging Face tokenizers)")
+    print("tokenizers_check: skipped (pip install tokenizers to compare with Hugging Face "
+          "tokenizers)")
     sys.exit(0)
 
 LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
                   r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
+                 r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 LLMC_FILES = {20240520: (1, "H"), 20240801: (7, "I")}  # magic: (version, ids' struct code)
 
 
@@ -41,7 +48,8 @@ def text_files():
     fortunes = sorted(os.path.join(games, f) for f in os.listdir(games)
                       if not f.endswith((".dat", ".u8")))
     root = "/usr/share/man"
-    languages = [sorted(os.path.join(d, f) for d, _, fs in os.walk(os.path.join(root, lang)) for f in fs)
+    languages = [sorted(os.path.join(d, f)
+                        for d, _, fs in os.walk(os.path.join(root, lang)) for f in fs)
                  for lang in sorted(os.listdir(root)) if not lang.startswith("man")]
     return in_turn([docs, fortunes, man, in_turn(languages)])
 
@@ -80,18 +88,42 @@ def collect(folder, megabytes):
     return out
 
 
+def decomposed(files, folder):
+    """One more file: the text of FILES that goes beyond ASCII (up to 1 MB) in NFD, which NFC
+    composes back."""
+    parts, total = [], 0
+    for _, text in files:
+        if total < 1e6 and any(ord(c) > 127 for c in text):
+            parts.append(text)
+            total += len(text.encode("utf-8"))
+    text = unicodedata.normalize("NFD", "".join(parts))
+    path = os.path.join(folder, "decomposed.txt")
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+    return path, text
+
+
+def split_then_byte_level(pattern):
+    return pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+
+
 def train(kind, texts, folder):
-    """A tokenizer of KIND (gpt2 or llama3) trained on TEXTS, saved as FOLDER/KIND.json."""
+    """A tokenizer of KIND (gpt2, llama3 or qwen2) trained on TEXTS, saved as FOLDER/KIND.json."""
     if kind == "gpt2":
         tok = Tokenizer(models.BPE())
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         specials, size = ["<|endoftext|>"], 50257
-    else:
+    elif kind == "llama3":
         tok = Tokenizer(models.BPE(ignore_merges=True))
-        tok.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(LLAMA3_PATTERN), behavior="isolated", invert=False),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        tok.pre_tokenizer = split_then_byte_level(LLAMA3_PATTERN)
         specials, size = ["<|begin_of_text|>", "<|end_of_text|>"], 72000
+    else:
+        tok = Tokenizer(models.BPE())
+        tok.normalizer = normalizers.NFC()
+        tok.pre_tokenizer = split_then_byte_level(QWEN2_PATTERN)
+        specials, size = ["<|endoftext|>"], 60000
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=size, special_tokens=specials, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
@@ -107,7 +139,8 @@ def read_tokens(path):
         data = f.read()
     magic, version, count = struct.unpack_from("<3i", data, 0)
     if LLMC_FILES.get(magic, (None,))[0] != version:
-        raise ValueError("%s: not an llm.c token file (magic %d, version %d)" % (path, magic, version))
+        raise ValueError("%s: not an llm.c token file (magic %d, version %d)"
+                         % (path, magic, version))
     ids = struct.unpack_from("<%d%s" % (count, LLMC_FILES[magic][1]), data, 1024)
     return list(ids), version
 
@@ -121,8 +154,8 @@ def first_difference(a, b):
 
 def compare(name, got, want, version, seconds, nbytes):
     if got == want:
-        print("PASS %s: %d ids equal, every one in order (token file version %d; plait data %.1f MB/s)"
-              % (name, len(want), version, nbytes / 1e6 / seconds))
+        print("PASS %s: %d ids equal, every one in order (token file version %d; "
+              "plait data %.1f MB/s)" % (name, len(want), version, nbytes / 1e6 / seconds))
         return True
     i = first_difference(got, want)
     print("FAIL %s: %d ids against tokenizers' %d; first difference at %d: %s against %s"
@@ -157,7 +190,8 @@ def check(build, kind, tok, tokenizer_args, eot, files, folder):
     nbytes = sum(len(t.encode("utf-8")) for _, t in files)
     ok = compare(kind, got, want, version, seconds, nbytes)
     decoded = plait_decode(build, tokenizer_args, out)
-    text = b"".join(eot.encode("utf-8") + t.encode("utf-8") for _, t in files)
+    normal = tok.normalizer.normalize_str if tok.normalizer else (lambda t: t)
+    text = b"".join(eot.encode("utf-8") + normal(t).encode("utf-8") for _, t in files)
     if decoded == text:
         print("PASS %s_decode: plait's decoder gives the %d bytes back" % (kind, len(text)))
     else:
@@ -178,8 +212,8 @@ def main():
         files = collect(texts, megabytes)
         size = sum(len(t.encode("utf-8")) for _, t in files)
         wide = sum(1 for _, t in files for c in t if ord(c) > 127)
-        print("text: %d files, %.1f MB of README files, fortunes and manual pages (%d characters beyond ASCII)"
-              % (len(files), size / 1e6, wide))
+        print("text: %d files, %.1f MB of README files, fortunes and manual pages "
+              "(%d characters beyond ASCII)" % (len(files), size / 1e6, wide))
         sample = [t for _, t in files]
         gpt2, gpt2_json = train("gpt2", sample, folder)
         ok &= check(build, "gpt2", gpt2, ["--tokenizer", gpt2_json], "<|endoftext|>", files, folder)
@@ -188,7 +222,15 @@ def main():
                     "<|endoftext|>", files, folder)
         llama, llama_json = train("llama3", sample, folder)
         print("llama3-style vocabulary: %d ids" % llama.get_vocab_size())
-        ok &= check(build, "llama3", llama, ["--tokenizer", llama_json], "<|end_of_text|>", files, folder)
+        ok &= check(build, "llama3", llama, ["--tokenizer", llama_json], "<|end_of_text|>", files,
+                    folder)
+        qwen2, qwen2_json = train("qwen2", sample, folder)
+        nfd = decomposed(files, texts)
+        composed = len(unicodedata.normalize("NFC", nfd[1]))
+        print("qwen2-style vocabulary: %d ids; the NFD file: %d characters, %d in NFC"
+              % (qwen2.get_vocab_size(), len(nfd[1]), composed))
+        ok &= check(build, "qwen2", qwen2, ["--tokenizer", qwen2_json], "<|endoftext|>",
+                    files + [nfd], folder)
     print("tokenizers: all equal" if ok else "tokenizers: DIFFERENCES")
     return 0 if ok else 1
 

@@ -1,18 +1,22 @@
 #!/usr/bin/env python3
 """bpe_reference.py: a small byte-level BPE tokenizer for the tests, in the standard library only.
 
-  bpe_reference.py make OUT.json [--gpt2] [--big-id N] [--ignore-merges]
+  bpe_reference.py make OUT.json [--gpt2] [--big-id N] [--ignore-merges] [--normalizer FORMS]
       trains about 300 merges on a fixed text and writes a Hugging Face tokenizer.json: a Split on
       an ASCII pattern then ByteLevel (or, with --gpt2, ByteLevel with GPT-2's own pattern), the
       added tokens <|endoftext|> (special) and <|sep|> (normalized, lstrip), and with --big-id an
-      added token <|big|> of id N (past 65535: 32-bit token files).
+      added token <|big|> of id N (past 65535: 32-bit token files). --normalizer NFC (NFD, NFKC,
+      NFKD) gives the tokenizer that normalizer, "NFKD,NFC" a Sequence of them, and adds the
+      normalized token <|\u212b|> (ANGSTROM SIGN, whose NFC is U+00C5).
   bpe_reference.py encode TOKENIZER.json TEXTFILE
       prints the ids the same rules give (EOT first), one per line: an independent encoder built
-      from the definitions (pattern, bytes_char, merges by rank), not from plait's code.
+      from the definitions (pattern, bytes_char, merges by rank, unicodedata's normalization
+      forms), not from plait's code.
 """
 import json
 import re
 import sys
+import unicodedata
 
 ASCII_PATTERN = r"'s|'t|'re| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+"
 
@@ -91,7 +95,22 @@ def train(merges_wanted):
     return vocab, merges
 
 
-def make(path, gpt2, big_id, ignore_merges):
+def normalizer(forms):
+    steps = [{"type": f} for f in forms.split(",") if f]
+    if len(steps) < 2:
+        return steps[0] if steps else None
+    return {"type": "Sequence", "normalizers": steps}
+
+
+def normalize(tok, text):
+    """The normalizer's forms, in turn."""
+    n = tok["normalizer"]
+    for step in (n["normalizers"] if n and n["type"] == "Sequence" else [n] if n else []):
+        text = unicodedata.normalize(step["type"], text)
+    return text
+
+
+def make(path, gpt2, big_id, ignore_merges, forms):
     vocab, merges = train(300)
     ids = {t: i for i, t in enumerate(vocab)}
     added = [{"id": len(vocab), "content": "<|endoftext|>", "single_word": False, "lstrip": False,
@@ -101,6 +120,9 @@ def make(path, gpt2, big_id, ignore_merges):
     if big_id:
         added.append({"id": big_id, "content": "<|big|>", "single_word": False, "lstrip": False,
                       "rstrip": False, "normalized": False, "special": True})
+    if forms:
+        added.append({"id": len(vocab) + 2, "content": "<|\u212b|>", "single_word": False,
+                      "lstrip": False, "rstrip": False, "normalized": True, "special": False})
     if gpt2:
         pre = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
                "use_regex": True}
@@ -111,7 +133,7 @@ def make(path, gpt2, big_id, ignore_merges):
             {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
              "use_regex": False}]}
     doc = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
-           "normalizer": None, "pre_tokenizer": pre, "post_processor": None,
+           "normalizer": normalizer(forms), "pre_tokenizer": pre, "post_processor": None,
            "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
                        "use_regex": True},
            "model": {"type": "BPE", "dropout": None, "unk_token": None,
@@ -173,9 +195,11 @@ def encode(tok_path, text_path):
     text = open(text_path, "rb").read().decode("utf-8", errors="replace")
     ids = [next(t["id"] for t in tok["added_tokens"] if t["content"] == "<|endoftext|>")]
     plain = [t for t in tok["added_tokens"] if not t["normalized"]]
-    normalized = [t for t in tok["added_tokens"] if t["normalized"]]
+    normalized = [dict(t, content=normalize(tok, t["content"])) for t in tok["added_tokens"]
+                  if t["normalized"]]
     for part in split_added(text, plain):
-        for piece in ([part] if isinstance(part, int) else split_added(part, normalized)):
+        for piece in ([part] if isinstance(part, int)
+                      else split_added(normalize(tok, part), normalized)):
             if isinstance(piece, int):
                 ids.append(piece)
                 continue
@@ -189,6 +213,7 @@ if __name__ == "__main__":
     if sys.argv[1] == "make":
         args = sys.argv[3:]
         big = int(args[args.index("--big-id") + 1]) if "--big-id" in args else 0
-        make(sys.argv[2], "--gpt2" in args, big, "--ignore-merges" in args)
+        forms = args[args.index("--normalizer") + 1] if "--normalizer" in args else ""
+        make(sys.argv[2], "--gpt2" in args, big, "--ignore-merges" in args, forms)
     else:
         encode(sys.argv[2], sys.argv[3])
