@@ -125,7 +125,8 @@ int64_t tensor_local_elems(const Model *m, const Tensor *t, int tp) {
 int64_t param_elems(const Model *m, const Param *p) { return dims_elems(m, p->ndim, p->dims); }
 
 int64_t param_local_elems(const Model *m, const Param *p, int tp) {
-  return local_elems(m, p->ndim, p->dims, p->layout, tp);
+  int spread = p->ep_split && m->ep > 1 ? m->ep : 1;
+  return local_elems(m, p->ndim, p->dims, p->layout, tp) / spread;
 }
 
 /* The parameter's size with padded dims counted at their real size (what a checkpoint stores). */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "passes/autodiff.h"
+#include "passes/experts.h"
 #include "passes/fuse.h"
 #include "front/host.h"
 #include "ir/shape.h"
@@ -223,7 +224,7 @@ static void rank_traffic(Plan *p, int rank) {
 static int model_passes(const Options *o, Plan *p, FILE *out, Diag *d) {
   Model *m = &p->model;
   if (printing(o, "shapes")) return shape_print(m, out), 1;
-  if (shard_model(m, &p->par, d)) return -1;
+  if (shard_model(m, &p->par, d) || experts_spread(m, &p->par, d)) return -1;
   if (printing(o, "shard")) return graph_print(m, out), 1;
   if (!p->separate_gemms) fuse_gemms(m, p->par.tp);
   if (autodiff_model(m, d)) return -1;

@@ -75,6 +75,7 @@ void plan_write_layout_text(const Parallel *par, FILE *f) {
           "per pipeline\n            ",
           par->tp, par->pp, par->dp, par->tp * par->pp * par->dp, par->vpp, par->mbs, par->gbs,
           parallel_microbatches(par));
+  if (par->ep > 1) fprintf(f, "ep %d (the experts over that many data-parallel ranks), ", par->ep);
   const char *separator = "";
   for (int i = 0; i < LAYOUT_FIELDS; i++) {
     const LayoutField *field = &layout_fields[i];
