@@ -116,7 +116,7 @@ void rt_reducescatter(Run *r, const act_t *in, act_t *out, int64_t outer, int64_
 /* This rank's block of a replicated tensor: out[o][i] = in[o][tp_rank·inner + i]. */
 void rt_slice(Run *r, const act_t *in, act_t *out, int64_t outer, int64_t inner);
 
-/* ---- expert parallelism (runtime/experts.c) --------------------------------------------------- */
+/* ---- expert parallelism (runtime/experts.c) -------------------------------------------------- */
 
 /* A mixture of E experts spread over the GROUP_EP ranks, E / ep each (rank i of the group holds
  * experts [i·E/ep, (i+1)·E/ep)). rt_expert_counts: every rank's rows per expert, all_counts

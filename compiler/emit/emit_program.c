@@ -145,7 +145,7 @@ static void param_table(const Plan *plan, ParamScope scope, const char *name, FI
           "  /* name, axes, shape, shape without padding, TP split axis, init, std, decay, "
           "TP-summed gradient,\n"
           "     read by the embedding, read by the head, trained, place in memory, TP ranks "
-          "sharing a piece */\n");
+          "sharing a piece,\n     experts spread over ep ranks */\n");
   for (int p = 0; p < plan->model.nparams; p++)
     if (plan->model.params[p].scope == scope) param_spec(plan, p, place[p], f);
   fprintf(f, "};\n\n");
@@ -434,10 +434,9 @@ static void program(const Emission *e, FILE *f) {
   fprintf(f, "  .name = %s, .source = %s,\n", escape(ESC_C_STRING, m->name, name, sizeof name),
           escape(ESC_C_STRING, m->file, file, sizeof file));
   fprintf(f,
-          "  .tp = %d, .pp = %d, .vpp = %d, .dp = %d, .ep = %d, .mbs = %d, .gbs = %d, "
-          ".microbatches = %d,\n",
-          p->par.tp, p->par.pp, p->par.vpp, p->par.dp, p->par.ep, p->par.mbs, p->par.gbs,
-          p->microbatches);
+          "  .tp = %d, .pp = %d, .vpp = %d, .dp = %d, .mbs = %d, .gbs = %d, .microbatches = %d,\n",
+          p->par.tp, p->par.pp, p->par.vpp, p->par.dp, p->par.mbs, p->par.gbs, p->microbatches);
+  if (p->par.ep > 1) fprintf(f, "  .ep = %d,\n", p->par.ep); /* left out: 0, no experts spread */
   fprintf(f, "  .seq = %lld, .hidden = %lld, .layers = %d,\n", (long long)m->dims[m->seq_dim].size,
           (long long)m->dims[m->hidden_dim].size, m->layers);
   fprintf(f, "  .vocab = %lld, .vocab_padded = %lld,\n",

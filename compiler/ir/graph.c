@@ -84,6 +84,15 @@ int graph_tensor(Graph *g, TensorKind kind, DType dtype, int ndim, const int *di
   return g->ntensors++;
 }
 
+void graph_set_producers(Graph *g) {
+  for (int t = 0; t < g->ntensors; t++)
+    if (g->tensors[t].kind != T_PARAM_GRAD) g->tensors[t].producer = -1;
+  for (int i = 0; i < g->nnodes; i++)
+    for (int k = 0; k < g->nodes[i].nout; k++)
+      if (g->tensors[g->nodes[i].out[k]].kind != T_PARAM_GRAD)
+        g->tensors[g->nodes[i].out[k]].producer = i;
+}
+
 Node node_new(OpKind op, int nin, const int *in) {
   Node n;
   memset(&n, 0, sizeof n);

@@ -94,7 +94,7 @@ typedef struct {
   X(OP_COMBINE, "combine")                                                                         \
   /* expert parallelism (passes/experts.c): every ep rank's counts gathered, [ep, E], and the rows \
    * this rank's experts receive, [E/ep] (in counts); routed rows [routed, D] sent to the holders  \
-   * of their experts, [ep·routed, D] (in rows, all counts); held rows sent back (the reverse)   */ \
+   * of their experts, [ep·routed, D] (in rows, all counts); held rows sent back (the reverse) */ \
   X(OP_EXPERT_COUNTS, "expert_counts")                                                             \
   X(OP_EXPERT_SEND, "expert_send")                                                                 \
   X(OP_EXPERT_RETURN, "expert_return")                                                             \
@@ -325,6 +325,8 @@ void graph_free(Graph *g);
 int graph_tensor(Graph *g, TensorKind kind, DType dtype, int ndim, const int *dims,
                  const char *name);
 int graph_node(Graph *g, const Node *n);
+/* Every tensor's producer from the nodes as they now stand (after nodes were dropped or added). */
+void graph_set_producers(Graph *g);
 Node node_new(OpKind op, int nin, const int *in);
 int64_t tensor_elems(const Model *m, const Tensor *t);
 int64_t tensor_local_elems(const Model *m, const Tensor *t, int tp);

@@ -56,7 +56,8 @@ static int gather_counts(Spread *s, const Node *route, Mixture *x) {
     return diag(s->d,
                 "%s: --ep %d does not divide the %lld experts; choose --ep a divisor of %lld",
                 route->where, s->ep, (long long)E, (long long)E);
-  int ranks = new_dim(s, experts, "_ranks", s->ep), local = new_dim(s, experts, "_local", E / s->ep);
+  int ranks = new_dim(s, experts, "_ranks", s->ep);
+  int local = new_dim(s, experts, "_local", E / s->ep);
   if (ranks < 0 || local < 0) return -1;
   int all_dims[2] = {ranks, experts};
   x->all_counts = new_tensor(s, DT_INT, 2, all_dims, s->g->tensors[counts].name, ".all");
@@ -145,16 +146,6 @@ static int spread_node(Spread *s, int index) {
   return n.op == OP_DISPATCH ? send_rows(s, &n) : 0;
 }
 
-/* Every tensor's producer, from the rewritten nodes. */
-static void set_producers(Graph *g) {
-  for (int t = 0; t < g->ntensors; t++)
-    if (g->tensors[t].kind != T_PARAM_GRAD) g->tensors[t].producer = -1;
-  for (int i = 0; i < g->nnodes; i++)
-    for (int k = 0; k < g->nodes[i].nout; k++)
-      if (g->tensors[g->nodes[i].out[k]].kind != T_PARAM_GRAD)
-        g->tensors[g->nodes[i].out[k]].producer = i;
-}
-
 static int count_ops(const Graph *g, OpKind op) {
   int n = 0;
   for (int i = 0; i < g->nnodes; i++) n += g->nodes[i].op == op;
@@ -179,7 +170,7 @@ static int spread_graph(Model *m, Graph *g, int ep, Diag *d) {
   if (status == 0) {
     free(g->nodes);
     g->nodes = s.nodes, g->nnodes = g->nodes_cap = g->nforward = s.count;
-    set_producers(g);
+    graph_set_producers(g);
   } else {
     free(s.nodes);
   }

@@ -209,8 +209,13 @@ static void rank_traffic(Plan *p, int rank) {
       p->pp_scattered |= t.scattered;
     }
   }
-  double dp = cost_dp_bytes((double)p->ranks[rank].params, p->par.dp,
-                            p->par.distributed_optimizer, p->machine.activation_bytes);
+  /* experts spread over ep ranks: their gradients reduced over the dp/ep replicas of each */
+  double experts = 0;
+  for (int k = rank; k < p->nchunks; k += p->par.pp)
+    experts += p->chunks[k].layers * (double)c->block.params_expert_local;
+  double dp = cost_dp_bytes((double)p->ranks[rank].params - experts, p->par.dp,
+                            p->par.distributed_optimizer, p->machine.activation_bytes) +
+              cost_dp_bytes(experts, p->par.dp / p->par.ep, 0, p->machine.activation_bytes);
   double embed = p->par.pp > 1 && (rank == 0 || rank == p->par.pp - 1)
                      ? cost_ring_allreduce(plan_tied_bytes(p), 2)
                      : 0;
