@@ -24,6 +24,7 @@ int comm_grid_rank(int tp, int dp, int tp_r, int dp_r, int pp_r) {
 
 int comm_group_members(const CommGrid *grid, int rank, GroupKind g, int *members) {
   int tp = grid->tp, pp = grid->pp, dp = grid->dp, copies = grid->copies;
+  int ep = grid->ep > 1 ? grid->ep : 1;
   int tp_r = rank % tp, dp_r = rank / tp % dp, pp_r = rank / (tp * dp), n = 0;
   switch (g) {
   case GROUP_WORLD:
@@ -50,6 +51,13 @@ int comm_group_members(const CommGrid *grid, int rank, GroupKind g, int *members
     for (int t = tp_r / copies * copies; t < (tp_r / copies + 1) * copies; t++)
       members[n++] = comm_grid_rank(tp, dp, t, dp_r, pp_r);
     break;
+  case GROUP_EP:
+    for (int d = dp_r / ep * ep; d < (dp_r / ep + 1) * ep; d++)
+      members[n++] = comm_grid_rank(tp, dp, tp_r, d, pp_r);
+    break;
+  case GROUP_EP_DP:
+    for (int d = dp_r % ep; d < dp; d += ep) members[n++] = comm_grid_rank(tp, dp, tp_r, d, pp_r);
+    break;
   case GROUP_COUNT:
     break;
   }
@@ -57,7 +65,8 @@ int comm_group_members(const CommGrid *grid, int rank, GroupKind g, int *members
 }
 
 const char *comm_group_name(GroupKind g) {
-  static const char *const names[GROUP_COUNT] = {"world", "tp", "dp", "pp", "embed", "tp copies"};
+  static const char *const names[GROUP_COUNT] = {"world", "tp",        "dp", "pp",
+                                                 "embed", "tp copies", "ep", "ep dp"};
   return names[g];
 }
 
@@ -67,7 +76,8 @@ void comm_init(Comm *c, const CommOps *ops, const CommGrid *grid, int rank, doub
   c->ops = ops;
   c->info = (RankInfo){.world = world, .rank = rank, .tp = tp, .dp = dp, .pp = pp,
                        .tp_rank = rank % tp, .dp_rank = rank / tp % dp, .pp_rank = rank / (tp * dp),
-                       .tp_copies = grid->copies};
+                       .tp_copies = grid->copies, .ep = grid->ep > 1 ? grid->ep : 1};
+  c->info.ep_rank = c->info.dp_rank % c->info.ep;
   c->timeout = timeout;
   c->process = process;
   c->worker = NULL;
@@ -131,9 +141,13 @@ int comm_launch(int tp, int pp, int dp, RankMain fn, void *arg) {
 }
 
 int comm_launch_copies(int tp, int tp_copies, int pp, int dp, RankMain fn, void *arg) {
+  return comm_launch_experts(tp, tp_copies, pp, dp, 1, fn, arg);
+}
+
+int comm_launch_experts(int tp, int tp_copies, int pp, int dp, int ep, RankMain fn, void *arg) {
   double timeout;
   const char *command = NULL;
-  const CommGrid grid = {.tp = tp, .pp = pp, .dp = dp, .copies = tp_copies};
+  const CommGrid grid = {.tp = tp, .pp = pp, .dp = dp, .copies = tp_copies, .ep = ep};
   if (tp < 1 || pp < 1 || dp < 1) {
     fprintf(stderr, "plait: the grid tp·pp·dp = %d·%d·%d has a size below 1; every size must be at least 1\n",
             tp, pp, dp);
@@ -147,6 +161,10 @@ int comm_launch_copies(int tp, int tp_copies, int pp, int dp, RankMain fn, void 
   if (tp_copies < 1 || tp % tp_copies != 0) {
     fprintf(stderr, "plait: %d ranks holding each key/value head do not divide tp = %d\n", tp_copies,
             tp);
+    return 1;
+  }
+  if (ep < 1 || dp % ep != 0) {
+    fprintf(stderr, "plait: %d ranks sharing out the experts do not divide dp = %d\n", ep, dp);
     return 1;
   }
   if (timeout_from_env(&timeout) != 0) return 1;

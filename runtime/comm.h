@@ -1,6 +1,7 @@
 /* comm.h: the communication interface generated programs use, whatever carries it: threads in one
  * process (local, the default), MPI processes (under mpirun or srun), or NCCL on GPUs.
- * Ranks form the grid rank = tp_r + tp·(dp_r + dp·pp_r); the groups below are built eagerly, in this
+ * Ranks form the grid rank = tp_r + tp·(dp_r + dp·pp_r), the data-parallel ranks cut into expert
+ * groups of ep consecutive ones; the groups below are built eagerly, in this
  * fixed order, on every rank. No call returns an error: a failure anywhere ends the whole job with one
  * line naming the rank and the cause (comm_fail), and a wait that outlasts the timeout is a failure.
  * The members of a group make the same collective calls in the same order (the local backend checks
@@ -23,6 +24,10 @@ typedef enum {
   /* same dp_r and pp_r, same tp_r / tp_copies: the TP ranks holding the same piece of a parameter
      split into fewer pieces than tp (key/value heads fewer than tp); one rank when tp_copies = 1 */
   GROUP_TP_COPIES,
+  /* same tp_r and pp_r, same dp_r / ep: the ranks a mixture of experts spreads its experts over */
+  GROUP_EP,
+  /* same tp_r and pp_r, same dp_r mod ep: the data-parallel replicas of the same experts */
+  GROUP_EP_DP,
   GROUP_COUNT
 } GroupKind;
 
@@ -34,6 +39,7 @@ typedef struct {
   int tp, dp, pp;
   int tp_rank, dp_rank, pp_rank;
   int tp_copies; /* consecutive TP ranks that form a GROUP_TP_COPIES */
+  int ep, ep_rank; /* data-parallel ranks that share out the experts, and this rank's place there */
 } RankInfo;
 
 typedef struct Comm Comm;
@@ -52,6 +58,8 @@ typedef int (*RankMain)(Comm *c, void *arg);
 int comm_launch(int tp, int pp, int dp, RankMain fn, void *arg);
 /* The same with GROUP_TP_COPIES of tp_copies consecutive TP ranks (tp_copies divides tp). */
 int comm_launch_copies(int tp, int tp_copies, int pp, int dp, RankMain fn, void *arg);
+/* The same with GROUP_EP of ep consecutive data-parallel ranks (ep divides dp). */
+int comm_launch_experts(int tp, int tp_copies, int pp, int dp, int ep, RankMain fn, void *arg);
 
 const RankInfo *comm_info(const Comm *c);
 int comm_group_size(const Comm *c, GroupKind g);

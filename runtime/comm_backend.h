@@ -57,10 +57,12 @@ struct Comm {
 };
 
 /* The grid: rank = tp_r + tp·(dp_r + dp·pp_r), each TP group cut into GROUP_TP_COPIES of `copies`
- * consecutive ranks. The world ranks of the members of rank's group g, in group order, go to
+ * consecutive ranks, each DP group into GROUP_EP of `ep` consecutive ranks. The world ranks of
+ * the members of rank's group g, in group order, go to
  * members (room for the world); returns their count. */
 typedef struct {
   int tp, pp, dp, copies;
+  int ep; /* consecutive data-parallel ranks of a GROUP_EP (0 or 1: each its own) */
 } CommGrid;
 int comm_group_members(const CommGrid *grid, int rank, GroupKind g, int *members);
 const char *comm_group_name(GroupKind g);

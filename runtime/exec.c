@@ -206,8 +206,9 @@ static void start_bucket(Exec *e, const Bucket *b) {
   real *g = e->params->slot[b->from].g;
   e->buckets++;
   e->buckets_during_backward += e->run->layer_grads_final != NULL;
-  e->pending[e->npending++] = e->params->sharded ? comm_reducescatter_start(c, GROUP_DP, g, b->n)
-                                                 : comm_allreduce_start(c, GROUP_DP, g, b->n, COMM_SUM);
+  e->pending[e->npending++] = e->params->sharded
+                                  ? comm_reducescatter_start(c, GROUP_DP, g, b->n)
+                                  : comm_allreduce_start(c, b->group, g, b->n, COMM_SUM);
 }
 
 /* Whether every gradient of the bucket is final and its reduction not started yet. */
@@ -237,7 +238,7 @@ static void reduce_final(Exec *e, int chunk, int layer) {
   for (int k = first; k >= 0 && k <= last; k++) {
     const Bucket *b = &ps->buckets[k];
     if (!bucket_ready(e, b)) continue;
-    if (e->prog->dp > 1) start_bucket(e, b);
+    if (comm_group_size(e->run->comm, b->group) > 1) start_bucket(e, b);
     memset(e->reduced + b->from, SLOT_REDUCING, (size_t)(b->to - b->from));
   }
 }

@@ -31,22 +31,27 @@ static int model_param_chunk(const Program *prog, const ParamSpec *p, int pp_ran
 
 int params_copies(const ParamSpec *p) { return p->split_copies > 1 ? p->split_copies : 1; }
 
-/* The rank's piece of the split axis: its own, or with copies the one it shares. */
-static void set_box(ParamSlot *s, int tp, int tp_rank) {
+int params_ep(const Program *prog) { return prog->ep > 1 ? prog->ep : 1; }
+
+/* The rank's piece of the split axis: its own, or with copies the one it shares; of an expert's
+ * weights, its ep rank's experts along axis 0. */
+static void set_box(ParamSlot *s, const Program *prog, int tp_rank, int ep_rank) {
   const ParamSpec *p = s->spec;
-  int copies = params_copies(p);
+  int copies = params_copies(p), tp = prog->tp, ep = p->expert_split ? params_ep(prog) : 1;
   s->box.ndim = p->ndim;
   s->n = 1;
   for (int a = 0; a < p->ndim; a++) {
     int64_t share = a == p->split_axis ? p->shape[a] / (tp / copies) : p->shape[a];
     s->box.extent[a] = p->unpadded[a];
     s->box.begin[a] = a == p->split_axis ? share * (tp_rank / copies) : 0;
+    if (a == 0 && ep > 1) share /= ep, s->box.begin[a] = share * ep_rank;
     s->box.count[a] = share;
     s->n *= share;
   }
 }
 
-static void add_slot(Params *ps, const Program *prog, const ParamSpec *p, int layer, int chunk, int tp_rank) {
+static void add_slot(Params *ps, const Program *prog, const ParamSpec *p, int layer, int chunk,
+                     int tp_rank, int ep_rank) {
   ParamSlot *s = &ps->slot[ps->count++];
   memset(s, 0, sizeof *s);
   s->spec = p;
@@ -54,7 +59,7 @@ static void add_slot(Params *ps, const Program *prog, const ParamSpec *p, int la
   s->chunk = chunk;
   if (layer >= 0) snprintf(s->name, sizeof s->name, "layers.%d.%s", layer, p->name);
   else snprintf(s->name, sizeof s->name, "%s", p->name);
-  set_box(s, prog->tp, tp_rank);
+  set_box(s, prog, tp_rank, ep_rank);
   int tied_copy = layer < 0 && p->in_embed && chunk != 0; /* the head's copy of a tied table */
   /* once over TP (a piece on several ranks by the first of them); frozen: never counted */
   s->counted = p->trainable && !tied_copy && tp_rank % (p->split_axis >= 0 ? params_copies(p) : prog->tp) == 0;
@@ -70,16 +75,17 @@ static int by_chunk(const void *a, const void *b) {
   return x->spec->place - y->spec->place;
 }
 
-static void choose(Params *ps, const Program *prog, int pp_rank, int tp_rank) {
+static void choose(Params *ps, const Program *prog, int pp_rank, int tp_rank, int ep_rank) {
   ps->slot = calloc((size_t)(prog->nmodel_params + prog->layers * prog->nblock_params) + 1, sizeof *ps->slot);
   for (int i = 0; i < prog->nmodel_params; i++) {
     int chunk = model_param_chunk(prog, &prog->model_params[i], pp_rank);
-    if (chunk >= 0) add_slot(ps, prog, &prog->model_params[i], -1, chunk, tp_rank);
+    if (chunk >= 0) add_slot(ps, prog, &prog->model_params[i], -1, chunk, tp_rank, ep_rank);
   }
   for (int layer = 0; layer < prog->layers; layer++) {
     int chunk = chunk_of_layer(prog, layer);
     if (!chunk_on_rank(prog, chunk, pp_rank)) continue;
-    for (int i = 0; i < prog->nblock_params; i++) add_slot(ps, prog, &prog->block_params[i], layer, chunk, tp_rank);
+    for (int i = 0; i < prog->nblock_params; i++)
+      add_slot(ps, prog, &prog->block_params[i], layer, chunk, tp_rank, ep_rank);
   }
   qsort(ps->slot, (size_t)ps->count, sizeof *ps->slot, by_chunk);
 }
@@ -100,7 +106,7 @@ static int is_tied_table(const ParamSlot *s) {
 }
 
 static int same_bucket(const Program *prog, const ParamSlot *a, const ParamSlot *b) {
-  if (a->chunk != b->chunk) return 0;
+  if (a->chunk != b->chunk || a->spec->expert_split != b->spec->expert_split) return 0;
   if (prog->distributed_optimizer && (is_tied_table(a) || is_tied_table(b))) return 0;
   return prog->grad_reduce_after || a->layer == b->layer;
 }
@@ -122,7 +128,9 @@ static void cut_buckets(Params *ps, const Program *prog, int dp_rank) {
   ps->buckets = zeroed((size_t)ps->count + 1, sizeof *ps->buckets);
   for (int i = 0; i < ps->count; i++) {
     if (i == 0 || !same_bucket(prog, &ps->slot[i - 1], &ps->slot[i]))
-      ps->buckets[ps->nbuckets++] = (Bucket){.from = i, .to = i};
+      ps->buckets[ps->nbuckets++] = (Bucket){
+          .from = i, .to = i,
+          .group = ps->slot[i].spec->expert_split && params_ep(prog) > 1 ? GROUP_EP_DP : GROUP_DP};
     Bucket *b = &ps->buckets[ps->nbuckets - 1];
     ps->slot[i].bucket = ps->nbuckets - 1;
     ps->slot[i].bucket_offset = b->n;
@@ -222,7 +230,7 @@ static void initialise(Params *ps, uint64_t seed) {
 void params_create(Params *ps, const Program *prog, int pp_rank, int tp_rank, int dp_rank,
                    uint64_t seed) {
   memset(ps, 0, sizeof *ps);
-  choose(ps, prog, pp_rank, tp_rank);
+  choose(ps, prog, pp_rank, tp_rank, dp_rank % params_ep(prog));
   cut_buckets(ps, prog, dp_rank);
   place(ps, prog);
   initialise(ps, seed);

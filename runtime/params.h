@@ -39,6 +39,8 @@ typedef struct {
 typedef struct {
   int from, to;
   int64_t n;
+  /* reduced over: GROUP_DP, or GROUP_EP_DP for experts spread over ep ranks (their own buckets) */
+  GroupKind group;
 } Bucket;
 
 /* What a parameter's storage holds: its weights or Adam's moments. */
@@ -62,6 +64,8 @@ typedef struct {
   real ***layer_g;
 } Params;
 
+/* Data-parallel ranks a mixture's experts are spread over (1: each rank all of them). */
+int params_ep(const Program *prog);
 /* TP ranks holding each piece of the parameter's split axis (1: each its own). */
 int params_copies(const ParamSpec *p);
 

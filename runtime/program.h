@@ -32,6 +32,9 @@ typedef struct {
      holding piece r / split_copies (key/value heads fewer than tp), the gradient summed over
      GROUP_TP_COPIES */
   int split_copies;
+  /* 1: a mixture's experts' weights, [experts, ..]: axis 0 spread over the ep ranks (each holds
+     experts/ep of them), the gradient reduced over GROUP_EP_DP */
+  int expert_split;
 } ParamSpec;
 
 /* A constant of the model: values computed by the model file when plait built the program; every rank
@@ -90,6 +93,7 @@ typedef struct {
 typedef struct {
   const char *name, *source;
   int tp, pp, vpp, dp, mbs, gbs, microbatches;
+  int ep;                            /* DP ranks a mixture's experts are spread over (GROUP_EP) */
   int seq, hidden, layers;
   int64_t vocab, vocab_padded;
   int recompute;                     /* 0: none, 1: full (the recompute region), 2: selective */

@@ -116,4 +116,21 @@ void rt_reducescatter(Run *r, const act_t *in, act_t *out, int64_t outer, int64_
 /* This rank's block of a replicated tensor: out[o][i] = in[o][tp_rank·inner + i]. */
 void rt_slice(Run *r, const act_t *in, act_t *out, int64_t outer, int64_t inner);
 
+/* ---- expert parallelism (runtime/experts.c) -------------------------------------------------- */
+
+/* A mixture of E experts spread over the GROUP_EP ranks, E / ep each (rank i of the group holds
+ * experts [i·E/ep, (i+1)·E/ep)). rt_expert_counts: every rank's rows per expert, all_counts
+ * [ep][E], gathered from each one's counts [E]; local_counts [E/ep]: the rows this rank's experts
+ * receive from all of them. */
+void rt_expert_counts(Run *r, int64_t E, const int32_t *counts, int32_t *all_counts,
+                      int32_t *local_counts);
+/* in: this rank's `rows` routed rows [rows, D], grouped by expert; out [ep·rows, D]: the rows the
+ * ranks routed to this rank's experts, grouped by local expert, then by the rank that routed them;
+ * the rows past them zero. The adjoint of rt_expert_return. */
+void rt_expert_send(Run *r, int64_t E, int64_t rows, int64_t D, const int32_t *all_counts,
+                    const act_t *in, act_t *out);
+/* The reverse: each held row [.., D] back to its place among the routed rows of its rank. */
+void rt_expert_return(Run *r, int64_t E, int64_t D, const int32_t *all_counts, const act_t *in,
+                      act_t *out);
+
 #endif

@@ -39,12 +39,14 @@ static double grouped_matmul_flops(const Model *m, const Graph *g, const Node *n
 }
 
 /* The share of a parameter a token computes with: k/E for the experts' weights of a grouped
- * matmul (its counts from a route of a topk's indices), else 1. */
+ * matmul (its counts from a route of a topk's indices, or gathered from them over ep ranks), else
+ * 1. */
 static double active_share(const Graph *g, int t) {
   for (int i = 0; i < g->nforward; i++) {
     const Node *n = &g->nodes[i];
     if (n->op != OP_GROUPED_MATMUL || n->in[1] != t) continue;
     const Node *route = &g->nodes[g->tensors[n->in[2]].producer];
+    if (route->op == OP_EXPERT_COUNTS) route = &g->nodes[g->tensors[route->in[0]].producer];
     const Node *topk = &g->nodes[g->tensors[route->in[0]].producer];
     return (double)topk->a.moe.topk / topk->a.moe.experts;
   }
@@ -97,6 +99,16 @@ static double node_bytes(const Model *m, const Graph *g, const Node *n, int tp, 
   return bytes * act_bytes;
 }
 
+/* An exchange of routed rows [routed, D] over ep ranks: a row stays on its rank with probability
+ * 1/ep under uniform routing, so routed·(ep−1)/ep rows of D elements leave each rank. */
+static void count_exchange(const Model *m, const Graph *g, const Node *n, int act_bytes,
+                           GraphCost *s) {
+  int pass = n->backward ? PASS_BACKWARD : PASS_FORWARD;
+  int routed = n->op == OP_EXPERT_SEND ? n->in[0] : n->out[0];
+  s->ep_exchanges[pass]++;
+  s->ep_bytes[pass] += elems(m, g, routed) * (m->ep - 1) / m->ep * act_bytes;
+}
+
 static void count_nodes(const Model *m, const Graph *g, int tp, int act_bytes, GraphCost *s) {
   for (int i = 0; i < g->nnodes; i++) {
     const Node *n = &g->nodes[i];
@@ -107,7 +119,10 @@ static void count_nodes(const Model *m, const Graph *g, int tp, int act_bytes, G
     else if (n->op == OP_ATTENTION_BWD) s->flops[pass] += 2 * attention_flops(m, g, n);
     else if (op_is_collective(n->op)) count_collective(m, g, n, tp, act_bytes, s);
     if (n->op == OP_XENT) count_xent(m, g, n, tp, s);
-    if (n->op != OP_MATMUL && n->op != OP_GROUPED_MATMUL && !op_is_collective(n->op))
+    if (n->op == OP_EXPERT_SEND || n->op == OP_EXPERT_RETURN)
+      count_exchange(m, g, n, act_bytes, s);
+    int exchange = n->op == OP_EXPERT_SEND || n->op == OP_EXPERT_RETURN;
+    if (n->op != OP_MATMUL && n->op != OP_GROUPED_MATMUL && !op_is_collective(n->op) && !exchange)
       s->bytes[pass] += node_bytes(m, g, n, tp, act_bytes);
   }
 }
@@ -128,6 +143,7 @@ static void count_params(const Model *m, const Graph *g, const char *seen, int t
     s->params_active += (int64_t)((double)param_unpadded_elems(m, p) * active_share(g, i) + 0.5);
     s->params_padded += param_elems(m, p);
     s->params_local += param_local_elems(m, p, tp);
+    if (p->ep_split) s->params_expert_local += param_local_elems(m, p, tp);
     if (layout_copies(p->layout) > 1) s->params_copied_local += param_local_elems(m, p, tp);
   }
 }

@@ -20,12 +20,18 @@ typedef struct {
   int collectives[PASSES][COLL_KINDS]; /* TP collectives per microbatch (the block: per layer) */
   /* bytes one TP rank sends for them per microbatch (ring algorithms) */
   double tp_bytes[PASSES];
+  /* expert parallelism: the exchanges of routed rows over the ep ranks, and the bytes a rank sends
+   * in them under uniform routing (each of its routed rows bound for each ep rank alike:
+   * routed·(ep−1)/ep rows of their width per exchange), one microbatch */
+  int ep_exchanges[PASSES];
+  double ep_bytes[PASSES];
   /* parameters the stage makes (the block: one layer), padding excluded */
   int64_t params;
   /* those a token computes with: an expert's share of a mixture's, k of E experts */
   int64_t params_active;
   int64_t params_padded;         /* the same with padding (the vocabulary rounded up) */
   int64_t params_local;          /* the shares one TP rank holds */
+  int64_t params_expert_local;   /* of them, experts' spread over ep ranks (reduced over dp/ep) */
   /* the shares of every parameter the stage uses, shared ones too (the tied embedding in the
    * head): what a rank holding it stores */
   int64_t params_local_used;

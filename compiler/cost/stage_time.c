@@ -208,6 +208,17 @@ static void collective(Walk *w, int i) {
   add_kernel(w, i, NULL, kernel_collective(&link, ring_kind(n->op), bytes, w->tp), 1);
 }
 
+/* An exchange of routed rows over the ep ranks (every tp-th world rank: the stride of the
+ * data-parallel ones): under uniform routing each rank sends (ep−1)/ep of its routed rows and
+ * receives as many, what a ring all-gather of those rows moves per rank. */
+static void expert_exchange(Walk *w, int i) {
+  const Node *n = &w->g->nodes[i];
+  int ep = w->m->ep, routed = n->op == OP_EXPERT_SEND ? n->in[0] : n->out[0];
+  Link link = kernel_group_link(w->mc, w->tp, ep);
+  double bytes = (double)tensor_elems(w->m, tensor(w, routed)) * w->mc->activation_bytes;
+  add_kernel(w, i, "expert all-to-all", kernel_collective(&link, RING_ALLGATHER, bytes, ep), 1);
+}
+
 /* The rows an embedding moves: the forward reads the ids and the rows they pick and writes them
  * out; the backward reads the ids and the gradient rows and adds those into the fp32 table
  * gradient's rows (read and written). The rows the tokens touch, not the whole table. */
@@ -260,6 +271,7 @@ static void node(Walk *w, int i) {
   else if (n->op == OP_ATTENTION || n->op == OP_ATTENTION_BWD)
     attention(w, i, n->op == OP_ATTENTION_BWD);
   else if (op_is_collective(n->op)) collective(w, i);
+  else if (n->op == OP_EXPERT_SEND || n->op == OP_EXPERT_RETURN) expert_exchange(w, i);
   else if (n->op == OP_XENT) xent(w, i);
   /* its forward took the gradient */
   else if (n->op == OP_XENT_BWD && n->a.xent.grad_in_forward) return;

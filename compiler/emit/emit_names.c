@@ -133,6 +133,9 @@ static const char *role(const Namer *w, const Node *n, int index, int k) {
   case OP_TOPK: return k ? "_indices" : "_values";
   case OP_ROUTE: return k ? "_counts" : "_slots";
   case OP_DISPATCH: return "_rows";
+  case OP_EXPERT_COUNTS: return k ? "_local" : "_all";
+  case OP_EXPERT_SEND: return "_held";
+  case OP_EXPERT_RETURN: return "_back";
   case OP_EW: return w->e->kernels.kernels[w->e->kernels.kernel_of[w->stage][index]].role;
   case OP_MATMUL:
   case OP_REDUCE:

@@ -110,10 +110,10 @@ static void param_spec(const Plan *plan, int p, int place, FILE *f) {
   fprintf(f, "}, {");
   for (int a = 0; a < q->ndim; a++)
     fprintf(f, "%s%lld", a ? ", " : "", (long long)m->dims[q->dims[a]].unpadded);
-  fprintf(f, "}, %d, %s, %.9g, %d, %d, %d, %d, %d, %d, %d},\n",
+  fprintf(f, "}, %d, %s, %.9g, %d, %d, %d, %d, %d, %d, %d, %d},\n",
           q->layout.kind == LAYOUT_S ? q->layout.axis : -1, inits[q->init], q->std, q->decay,
           q->grad_tp_sum, used_by(&m->embed, p), used_by(&m->head, p), q->trainable, place,
-          layout_copies(q->layout));
+          layout_copies(q->layout), q->ep_split && m->ep > 1);
 }
 
 /* The join parameter p is a member of, -1 for none. */
@@ -145,7 +145,7 @@ static void param_table(const Plan *plan, ParamScope scope, const char *name, FI
           "  /* name, axes, shape, shape without padding, TP split axis, init, std, decay, "
           "TP-summed gradient,\n"
           "     read by the embedding, read by the head, trained, place in memory, TP ranks "
-          "sharing a piece */\n");
+          "sharing a piece,\n     experts spread over ep ranks */\n");
   for (int p = 0; p < plan->model.nparams; p++)
     if (plan->model.params[p].scope == scope) param_spec(plan, p, place[p], f);
   fprintf(f, "};\n\n");
@@ -436,6 +436,7 @@ static void program(const Emission *e, FILE *f) {
   fprintf(f,
           "  .tp = %d, .pp = %d, .vpp = %d, .dp = %d, .mbs = %d, .gbs = %d, .microbatches = %d,\n",
           p->par.tp, p->par.pp, p->par.vpp, p->par.dp, p->par.mbs, p->par.gbs, p->microbatches);
+  if (p->par.ep > 1) fprintf(f, "  .ep = %d,\n", p->par.ep); /* left out: 0, no experts spread */
   fprintf(f, "  .seq = %lld, .hidden = %lld, .layers = %d,\n", (long long)m->dims[m->seq_dim].size,
           (long long)m->dims[m->hidden_dim].size, m->layers);
   fprintf(f, "  .vocab = %lld, .vocab_padded = %lld,\n",

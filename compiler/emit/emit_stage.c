@@ -476,6 +476,21 @@ static void grouped_matmul(const StageWriter *w, const Node *n) {
             out(w, n, 0));
 }
 
+/* Expert parallelism's exchanges over the ep group (runtime/experts.c): E is the all counts' last
+ * axis; a send's rows are its input's, a return's width its output's. */
+static void expert_exchange(const StageWriter *w, const Node *n) {
+  if (n->op == OP_EXPERT_COUNTS)
+    fprintf(w->f, "  rt_expert_counts(r, %s, %s, %s, %s);", last_axis(w, n->out[0]).text,
+            in(w, n, 0), out(w, n, 0), out(w, n, 1));
+  else if (n->op == OP_EXPERT_SEND)
+    fprintf(w->f, "  rt_expert_send(r, %s, %s, %s, %s, %s, %s);", last_axis(w, n->in[1]).text,
+            axes(w, n->in[0], 0, 1).text, last_axis(w, n->in[0]).text, in(w, n, 1), in(w, n, 0),
+            out(w, n, 0));
+  else
+    fprintf(w->f, "  rt_expert_return(r, %s, %s, %s, %s, %s);", last_axis(w, n->in[1]).text,
+            last_axis(w, n->out[0]).text, in(w, n, 1), in(w, n, 0), out(w, n, 0));
+}
+
 static void node(const StageWriter *w, int index) {
   const Node *n = &w->g->nodes[index];
   switch (n->op) {
@@ -504,6 +519,9 @@ static void node(const StageWriter *w, int index) {
   case OP_GROUPED_MATMUL: grouped_matmul(w, n); break;
   case OP_COMBINE: combine(w, n); break;
   case OP_COMBINE_BWD: combine_backward(w, n); break;
+  case OP_EXPERT_COUNTS:
+  case OP_EXPERT_SEND:
+  case OP_EXPERT_RETURN: expert_exchange(w, n); break;
   }
   char where[ESCAPED_SIZE(WHERE_LEN)];
   fprintf(w->f, n->op == OP_EW || !has_source_line(n) ? "\n" : " /* %s */\n",

@@ -17,6 +17,8 @@ const LayoutField layout_fields[LAYOUT_FIELDS] = {
      .tune = TUNE_SEARCHED, .column = {4, 3}},
     {"dp", "--dp", FIELD_SIZE, AT(dp), .standard = "1", .text = "dp %s", .in_shape = 1,
      .tune = TUNE_SEARCHED, .column = {3, 5}},
+    {"ep", "--ep", FIELD_SIZE, AT(ep), .standard = "1", .text = "ep %s", .in_shape = 1,
+     .tune = TUNE_PINNED, .alias = "--expert-model-parallel-size"},
     {"mbs", "--mbs", FIELD_SIZE, AT(mbs), .standard = "1", .text = "microbatch %s", .in_shape = 1,
      .tune = TUNE_SEARCHED, .column = {5, 3}},
     {"gbs", "--gbs", FIELD_SIZE, AT(gbs), .text = "global batch %s", .in_shape = 1,

@@ -41,7 +41,7 @@ typedef struct {
 } LayoutField;
 
 /* LAYOUT_VALUE_LEN: room for any value spelled out, a name's at most. */
-enum { LAYOUT_FIELDS = 13, LAYOUT_MOST_SIZE = 1 << 24, LAYOUT_VALUE_LEN = 256 };
+enum { LAYOUT_FIELDS = 14, LAYOUT_MOST_SIZE = 1 << 24, LAYOUT_VALUE_LEN = 256 };
 extern const LayoutField layout_fields[LAYOUT_FIELDS];
 
 /* The int of a size, choice or switch, or the text of a name, in a Parallel. */

@@ -49,6 +49,14 @@ int parallel_check(const Parallel *p, Diag *d) {
     return diag(
         d, "global batch %d is not divisible by mbs·dp = %d·%d = %d; choose --gbs a multiple of %d",
         p->gbs, p->mbs, p->dp, p->mbs * p->dp, p->mbs * p->dp);
+  if (p->dp % p->ep != 0)
+    return diag(d,
+                "--ep %d does not divide dp = %d: the experts are spread over data-parallel ranks; "
+                "choose --ep a divisor of %d",
+                p->ep, p->dp, p->dp);
+  if (p->ep > 1 && p->distributed_optimizer == 1)
+    return diag(d, "--ep %d with the distributed optimizer is not supported yet; leave out "
+                "--distributed-optimizer", p->ep);
   for (int i = 0; i < LAYOUT_FIELDS; i++) {
     const LayoutField *name = &layout_fields[i];
     char use[256], flag[64];

@@ -15,6 +15,9 @@ typedef enum { RECOMPUTE_NONE, RECOMPUTE_FULL, RECOMPUTE_SELECTIVE } Recompute;
 
 typedef struct {
   int tp, pp, vpp, dp;   /* tensor, pipeline, virtual-pipeline (chunks per rank), data parallel */
+  /* expert parallel: a mixture's experts spread over ep consecutive data-parallel ranks, E/ep
+   * each (Megatron-Core's expert_model_parallel_size, carved out of dp) */
+  int ep;
   int mbs, gbs;          /* microbatch and global batch, in sequences */
   char schedule[256];    /* gpipe, 1f1b, interleaved, or a schedule file */
   int recompute;         /* a Recompute */
@@ -43,8 +46,8 @@ void parallel_defaults(Parallel *p);
 const char *parallel_recompute_name(int recompute);
 /* Microbatches per pipeline per iteration: gbs / (mbs·dp). */
 int parallel_microbatches(const Parallel *p);
-/* Checks what the layout alone decides (sizes positive, gbs divisible by mbs·dp, a known
- * schedule). */
+/* Checks what the layout alone decides (sizes positive, gbs divisible by mbs·dp, ep dividing dp,
+ * a known schedule). */
 int parallel_check(const Parallel *p, Diag *d);
 
 #endif

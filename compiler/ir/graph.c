@@ -84,6 +84,15 @@ int graph_tensor(Graph *g, TensorKind kind, DType dtype, int ndim, const int *di
   return g->ntensors++;
 }
 
+void graph_set_producers(Graph *g) {
+  for (int t = 0; t < g->ntensors; t++)
+    if (g->tensors[t].kind != T_PARAM_GRAD) g->tensors[t].producer = -1;
+  for (int i = 0; i < g->nnodes; i++)
+    for (int k = 0; k < g->nodes[i].nout; k++)
+      if (g->tensors[g->nodes[i].out[k]].kind != T_PARAM_GRAD)
+        g->tensors[g->nodes[i].out[k]].producer = i;
+}
+
 Node node_new(OpKind op, int nin, const int *in) {
   Node n;
   memset(&n, 0, sizeof n);
@@ -125,7 +134,8 @@ int64_t tensor_local_elems(const Model *m, const Tensor *t, int tp) {
 int64_t param_elems(const Model *m, const Param *p) { return dims_elems(m, p->ndim, p->dims); }
 
 int64_t param_local_elems(const Model *m, const Param *p, int tp) {
-  return local_elems(m, p->ndim, p->dims, p->layout, tp);
+  int spread = p->ep_split && m->ep > 1 ? m->ep : 1;
+  return local_elems(m, p->ndim, p->dims, p->layout, tp) / spread;
 }
 
 /* The parameter's size with padded dims counted at their real size (what a checkpoint stores). */

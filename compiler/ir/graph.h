@@ -92,6 +92,12 @@ typedef struct {
   X(OP_DISPATCH, "dispatch")                                                                       \
   X(OP_GROUPED_MATMUL, "grouped_matmul")                                                           \
   X(OP_COMBINE, "combine")                                                                         \
+  /* expert parallelism (passes/experts.c): every ep rank's counts gathered, [ep, E], and the rows \
+   * this rank's experts receive, [E/ep] (in counts); routed rows [routed, D] sent to the holders  \
+   * of their experts, [ep·routed, D] (in rows, all counts); held rows sent back (the reverse) */ \
+  X(OP_EXPERT_COUNTS, "expert_counts")                                                             \
+  X(OP_EXPERT_SEND, "expert_send")                                                                 \
+  X(OP_EXPERT_RETURN, "expert_return")                                                             \
   /* collectives over the tensor-parallel group, and the local slice */                            \
   X(OP_ALLREDUCE, "allreduce") /* P -> R */                                                        \
   X(OP_ALLGATHER, "allgather") /* S(axis) -> R */                                                  \
@@ -243,6 +249,8 @@ typedef struct {
   int trainable;
   int grad_tp_sum;     /* autodiff: its gradient is a partial sum over the TP group (a replicated
                           parameter used on split activations), so it is all-reduced over TP */
+  /* a mixture's experts' weights, [experts, ..]: axis 0 spread over the model's ep ranks */
+  int ep_split;
   char where[WHERE_LEN]; /* model file:line that made it */
 } Param;
 
@@ -294,6 +302,8 @@ typedef struct {
   /* set by the shard pass: the ranks holding each piece of the parameters split into fewer pieces
    * than tp (key/value heads fewer than tp), whose gradients are summed over them; 1: none */
   int tp_copies;
+  /* set by passes/experts.c: the ranks a mixture's experts are spread over (1: each rank all) */
+  int ep;
   ParamJoin *joins;      /* parameters a fused GEMM reads as one matrix */
   int njoins;
   NameIndex dim_index;   /* dims by name */
@@ -315,6 +325,8 @@ void graph_free(Graph *g);
 int graph_tensor(Graph *g, TensorKind kind, DType dtype, int ndim, const int *dims,
                  const char *name);
 int graph_node(Graph *g, const Node *n);
+/* Every tensor's producer from the nodes as they now stand (after nodes were dropped or added). */
+void graph_set_producers(Graph *g);
 Node node_new(OpKind op, int nin, const int *in);
 int64_t tensor_elems(const Model *m, const Tensor *t);
 int64_t tensor_local_elems(const Model *m, const Tensor *t, int tp);

@@ -486,6 +486,21 @@ static int grouped_matmul_backward(Grad *c, const Node *n, const int *dy) {
   return emit(c, &b);
 }
 
+/* The rows sent to their experts come back by the reverse exchange, over the same counts: each
+ * direction's adjoint is the other. */
+static int exchange_backward(Grad *c, const Node *n, const int *dy) {
+  if (!c->needs_grad[n->in[0]]) return 0;
+  int in[2] = {dy[0], n->in[1]};
+  OpKind reverse = n->op == OP_EXPERT_SEND ? OP_EXPERT_RETURN : OP_EXPERT_SEND;
+  Node b = node_new(reverse, 2, in);
+  b.a.moe = n->a.moe;
+  b.nout = 1;
+  b.out[0] = new_grad(c, n->in[0], layout_r());
+  b.inserted = 1;
+  if (emit(c, &b)) return -1;
+  return add_contrib(c, n->in[0], b.out[0]);
+}
+
 static int embedding_backward(Grad *c, const Node *n, const int *dy) {
   if (!c->needs_grad[n->in[1]]) return 0;
   int in[2] = {n->in[0], dy[0]};
@@ -554,7 +569,10 @@ static int backward_node(Grad *c, const Node *n, int is_loss) {
   case OP_DISPATCH: return dispatch_backward(c, n, dy);
   case OP_COMBINE: return combine_backward(c, n, dy);
   case OP_GROUPED_MATMUL: return grouped_matmul_backward(c, n, dy);
-  case OP_ROUTE: return 0; /* integers: nothing flows back */
+  case OP_ROUTE:
+  case OP_EXPERT_COUNTS: return 0; /* integers: nothing flows back */
+  case OP_EXPERT_SEND:
+  case OP_EXPERT_RETURN: return exchange_backward(c, n, dy);
   case OP_ALLREDUCE:
   case OP_ALLGATHER:
   case OP_REDUCESCATTER:

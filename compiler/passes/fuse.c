@@ -168,12 +168,7 @@ static void compact(Fusion *f) {
   }
   g->nnodes = kept;
   g->nforward = forward;
-  for (int t = 0; t < g->ntensors; t++)
-    if (g->tensors[t].kind != T_PARAM_GRAD) g->tensors[t].producer = -1;
-  for (int i = 0; i < g->nnodes; i++)
-    for (int k = 0; k < g->nodes[i].nout; k++)
-      if (g->tensors[g->nodes[i].out[k]].kind != T_PARAM_GRAD)
-        g->tensors[g->nodes[i].out[k]].producer = i;
+  graph_set_producers(g);
 }
 
 static int fuse_graph(Graph *g) {

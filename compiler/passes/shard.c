@@ -127,6 +127,7 @@ int shard_output_layouts(const Model *m, const Graph *g, const Node *n, Layout *
   case OP_XENT_BWD: out[0] = x; return 0;
   case OP_TOPK: case OP_ROUTE: case OP_DISPATCH: case OP_GROUPED_MATMUL: case OP_COMBINE:
   case OP_TOPK_BWD: case OP_COMBINE_BWD: /* one rank (check_experts): each whole */
+  case OP_EXPERT_COUNTS: case OP_EXPERT_SEND: case OP_EXPERT_RETURN:
     for (int k = 0; k < n->nout; k++) out[k] = layout_r();
     return 0;
   }
@@ -291,6 +292,7 @@ static void input_needs(const Shard *c, const Graph *g, const Node *n, Layout *n
   case OP_TOPK_BWD: case OP_COMBINE_BWD:
     break; /* each input as it is laid out */
   case OP_TOPK: case OP_ROUTE: case OP_DISPATCH: case OP_GROUPED_MATMUL: case OP_COMBINE:
+  case OP_EXPERT_COUNTS: case OP_EXPERT_SEND: case OP_EXPERT_RETURN:
     for (int i = 0; i < n->nin; i++) need[i] = layout_r();
     break;
   }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "passes/autodiff.h"
+#include "passes/experts.h"
 #include "passes/fuse.h"
 #include "front/host.h"
 #include "ir/shape.h"
@@ -208,8 +209,13 @@ static void rank_traffic(Plan *p, int rank) {
       p->pp_scattered |= t.scattered;
     }
   }
-  double dp = cost_dp_bytes((double)p->ranks[rank].params, p->par.dp,
-                            p->par.distributed_optimizer, p->machine.activation_bytes);
+  /* experts spread over ep ranks: their gradients reduced over the dp/ep replicas of each */
+  double experts = 0;
+  for (int k = rank; k < p->nchunks; k += p->par.pp)
+    experts += p->chunks[k].layers * (double)c->block.params_expert_local;
+  double dp = cost_dp_bytes((double)p->ranks[rank].params - experts, p->par.dp,
+                            p->par.distributed_optimizer, p->machine.activation_bytes) +
+              cost_dp_bytes(experts, p->par.dp / p->par.ep, 0, p->machine.activation_bytes);
   double embed = p->par.pp > 1 && (rank == 0 || rank == p->par.pp - 1)
                      ? cost_ring_allreduce(plan_tied_bytes(p), 2)
                      : 0;
@@ -223,7 +229,7 @@ static void rank_traffic(Plan *p, int rank) {
 static int model_passes(const Options *o, Plan *p, FILE *out, Diag *d) {
   Model *m = &p->model;
   if (printing(o, "shapes")) return shape_print(m, out), 1;
-  if (shard_model(m, &p->par, d)) return -1;
+  if (shard_model(m, &p->par, d) || experts_spread(m, &p->par, d)) return -1;
   if (printing(o, "shard")) return graph_print(m, out), 1;
   if (!p->separate_gemms) fuse_gemms(m, p->par.tp);
   if (autodiff_model(m, d)) return -1;

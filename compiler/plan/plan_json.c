@@ -135,6 +135,14 @@ void plan_write_json(const Plan *p, FILE *f) {
   if (c->params_active != c->params_total)
     fprintf(f, "  \"params_active\": %lld,\n", (long long)c->params_active);
   kv_copies(p, f);
+  if (p->model.ep > 1)
+    fprintf(f,
+            "  \"experts\": {\"ep\": %d, \"alltoall_bytes_per_layer\": {\"forward\": %.17g, "
+            "\"backward\": %.17g}, \"exchanges_per_layer\": {\"forward\": %d, \"backward\": "
+            "%d}},\n",
+            p->model.ep, p->cost.block.ep_bytes[PASS_FORWARD],
+            p->cost.block.ep_bytes[PASS_BACKWARD], p->cost.block.ep_exchanges[PASS_FORWARD],
+            p->cost.block.ep_exchanges[PASS_BACKWARD]);
   fprintf(
       f,
       "  \"flops_per_iteration\": %.17g,\n  \"flops\": {\"forward\": %.17g, \"backward\": %.17g, "

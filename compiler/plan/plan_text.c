@@ -75,6 +75,7 @@ void plan_write_layout_text(const Parallel *par, FILE *f) {
           "per pipeline\n            ",
           par->tp, par->pp, par->dp, par->tp * par->pp * par->dp, par->vpp, par->mbs, par->gbs,
           parallel_microbatches(par));
+  if (par->ep > 1) fprintf(f, "ep %d (the experts over that many data-parallel ranks), ", par->ep);
   const char *separator = "";
   for (int i = 0; i < LAYOUT_FIELDS; i++) {
     const LayoutField *field = &layout_fields[i];
@@ -191,6 +192,22 @@ static void print_kv_copies(const Plan *p, FILE *f) {
           copies, sent);
 }
 
+/* Experts spread over ep ranks: what each holds, and the bytes its all-to-alls send per layer and
+ * microbatch under uniform routing (routed·(ep−1)/ep rows of the hidden width per exchange). */
+static void print_experts(const Plan *p, FILE *f) {
+  const GraphCost *b = &p->cost.block;
+  if (p->model.ep <= 1) return;
+  char forward[32], backward[32];
+  bytes_format(b->ep_bytes[PASS_FORWARD], forward, sizeof forward);
+  bytes_format(b->ep_bytes[PASS_BACKWARD], backward, sizeof backward);
+  fprintf(f,
+          "experts     spread over ep %d ranks, 1/%d of each mixture's experts a rank; all-to-all "
+          "a layer per microbatch per rank, uniform routing: %s forward (%d exchanges), %s "
+          "backward (%d)\n",
+          p->model.ep, p->model.ep, forward, b->ep_exchanges[PASS_FORWARD], backward,
+          b->ep_exchanges[PASS_BACKWARD]);
+}
+
 /* What each column holds in the machine's precision; with the distributed optimizer, the ranks
  * the optimizer column is sharded over. */
 static void print_memory_header(const Plan *p, FILE *f) {
@@ -248,6 +265,7 @@ void plan_write_text(const Plan *p, FILE *f) {
   print_chunks(p, f);
   print_collectives(p, f);
   print_kv_copies(p, f);
+  print_experts(p, f);
   print_memory(p, f);
   print_schedule(p, f);
 }

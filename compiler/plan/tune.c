@@ -334,6 +334,9 @@ int tune_search(const Options *o, Tune *t, Diag *d) {
   t->model_file = o->file, t->devices = o->gpus;
   if (!o->file) return diag(d, "tune needs a model file: plait tune MODEL.lua --gpus N");
   if (!o->gpus) return diag(d, "tune needs the number of devices: --gpus N");
+  if (o->parallel.ep > 1)
+    return diag(d, "tune does not search expert parallelism yet: plan --ep %d layouts with plait "
+                "plan", o->parallel.ep);
   if (probe(o, t, &layers, d)) return -1;
   Prefixes x = {0};
   enumerate(t, o, &x, layers);

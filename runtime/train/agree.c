@@ -41,7 +41,7 @@ static uint64_t mix_param(uint64_t h, const ParamSpec *s) {
   for (int d = 0; d < s->ndim; d++) h = mix_int(mix_int(h, s->shape[d]), s->unpadded[d]);
   h = mix_int(mix_int(mix_int(h, s->split_axis), s->init), s->decay);
   h = mix_int(mix_int(mix_int(h, s->tp_sum), s->in_embed), s->in_head);
-  h = mix_int(mix_int(h, s->place), s->split_copies);
+  h = mix_int(mix_int(mix_int(h, s->place), s->split_copies), s->expert_split);
   return mix_real(h, s->std);
 }
 

@@ -120,11 +120,21 @@ static void drop_copies(real *full, int64_t outer, int tp, int copies, int64_t i
                     (size_t)inner * sizeof(real));
 }
 
-/* On the owner's TP ranks of DP replica 0: the whole padded tensor, gathered along the split
- * axis (full has room for every TP rank's piece). */
+/* An expert's weights spread over ep ranks: gathered over them along axis 0, the experts. */
+static int spread_over_ep(const Trainer *t, const ParamSlot *s) {
+  return s->spec->expert_split && params_ep(t->prog) > 1;
+}
+
+/* On the owner's TP ranks of DP replica 0 (and, for experts spread over ep ranks, of the other DP
+ * ranks of its ep group): the whole padded tensor, gathered along the split axis or over the
+ * experts (full has room for every piece). */
 static void gather(Trainer *t, ParamSlot *s, const real *share, real *full) {
   const ParamSpec *p = s->spec;
   int tp = t->prog->tp, copies = params_copies(p);
+  if (spread_over_ep(t, s)) {
+    comm_allgather(t->comm, GROUP_EP, share, full, 1, s->n, COMM_REAL);
+    return;
+  }
   if (p->split_axis < 0 || tp == copies) {
     device_copy(full, share, (size_t)s->n * sizeof(real));
     return;
@@ -171,7 +181,8 @@ static void save_tensor(Save *sv, const Entry *e, int kind) {
   if (ri->pp_rank == e->owner) {
     ParamSlot *s = find_slot(&t->params, e);
     const real *share = share_whole(t, s, kind, sv->whole);
-    if (in_owner_group) gather(t, s, share, sv->full);
+    int gathers = in_owner_group || (spread_over_ep(t, s) && ri->dp_rank < params_ep(t->prog));
+    if (gathers) gather(t, s, share, sv->full);
   }
   int sender = in_owner_group && ri->tp_rank == 0 && ri->rank != 0;
   int receiver = ri->rank == 0 && !(in_owner_group && ri->tp_rank == 0);

@@ -112,6 +112,6 @@ int main(int argc, char **argv) {
     args.gemm_rate = device_peak_flops();
     device_share(comm_ranks_on_machine(p->tp * p->pp * p->dp));
   }
-  return comm_launch_copies(p->tp, p->tp_copies > 1 ? p->tp_copies : 1, p->pp, p->dp, trainer_main,
-                            &args);
+  return comm_launch_experts(p->tp, p->tp_copies > 1 ? p->tp_copies : 1, p->pp, p->dp,
+                             p->ep > 1 ? p->ep : 1, trainer_main, &args);
 }

@@ -23,23 +23,35 @@
 
 /* ---- the optimizer step --------------------------------------------------------------------- */
 
-/* The global gradient norm: each rank's counted parameters (split ones on every TP rank,
- * replicated ones on TP rank 0, a tied table on the first stage), summed over TP and PP; DP
- * replicas hold the same, or with the distributed optimizer each the sums of its own elements
- * (summed over DP too). */
-static double global_grad_norm(Trainer *t) {
-  double start = t->run.profile ? profile_start(t->run.profile) : 0, elems = 0;
+/* The sum of squares of the counted gradients of one kind: experts' spread over ep ranks, or the
+ * rest. */
+static double grad_sq(const Trainer *t, int experts, double *elems) {
   int64_t *n = malloc((size_t)t->params.count * sizeof *n);
   const real **g = malloc((size_t)t->params.count * sizeof *g);
   int count = 0;
   for (int i = 0; i < t->params.count; i++) {
     const ParamSlot *s = &t->params.slot[i];
-    if (!s->counted || s->own_end == s->own_begin) continue;
+    if (!s->counted || s->own_end == s->own_begin || s->spec->expert_split != experts) continue;
     n[count] = s->own_end - s->own_begin, g[count++] = s->g + s->own_begin;
-    elems += (double)(s->own_end - s->own_begin);
+    *elems += (double)(s->own_end - s->own_begin);
   }
   double sq = optim_norm_sq_many(count, n, g);
   free(n), free(g);
+  return sq;
+}
+
+/* The global gradient norm: each rank's counted parameters (split ones on every TP rank,
+ * replicated ones on TP rank 0, a tied table on the first stage), summed over TP and PP; DP
+ * replicas hold the same, or with the distributed optimizer each the sums of its own elements
+ * (summed over DP too); the experts spread over ep ranks are summed over them, each once. */
+static double global_grad_norm(Trainer *t) {
+  double start = t->run.profile ? profile_start(t->run.profile) : 0, elems = 0;
+  double sq = grad_sq(t, 0, &elems);
+  if (params_ep(t->prog) > 1) {
+    double experts = grad_sq(t, 1, &elems);
+    comm_allreduce(t->comm, GROUP_EP, &experts, 1, COMM_F64, COMM_SUM);
+    sq += experts;
+  }
   if (t->params.sharded) comm_allreduce(t->comm, GROUP_DP, &sq, 1, COMM_F64, COMM_SUM);
   comm_allreduce(t->comm, GROUP_TP, &sq, 1, COMM_F64, COMM_SUM);
   comm_allreduce(t->comm, GROUP_PP, &sq, 1, COMM_F64, COMM_SUM);

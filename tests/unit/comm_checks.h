@@ -38,7 +38,7 @@ static void finding(Findings *f, Comm *c, const char *file, int line, const char
   do { if (!(cond)) finding(f, c, __FILE__, __LINE__, __VA_ARGS__); } while (0)
 
 static const char *const group_names[GROUP_COUNT] = {"world", "tp", "dp", "pp", "embed",
-                                                     "tp copies"};
+                                                     "tp copies", "ep", "ep dp"};
 
 static double seconds_now(void) {
   struct timespec t;
@@ -105,7 +105,7 @@ static int members_agree(Comm *c, GroupKind g, const void *buf, size_t bytes) {
 /* Every group against the grid rank = tp_r + tp·(dp_r + dp·pp_r), worked out from the coordinates. */
 static void check_groups(Comm *c, Findings *f) {
   const RankInfo *in = comm_info(c);
-  int tp = in->tp, dp = in->dp, pp = in->pp;
+  int tp = in->tp, dp = in->dp, pp = in->pp, ep = in->ep;
   EXPECT(f, c, in->world == tp * dp * pp, "world %d, grid %d·%d·%d", in->world, tp, pp, dp);
   EXPECT(f, c, in->rank == in->tp_rank + tp * (in->dp_rank + dp * in->pp_rank), "rank %d from (%d, %d, %d)", in->rank,
          in->tp_rank, in->dp_rank, in->pp_rank);
@@ -119,6 +119,8 @@ static void check_groups(Comm *c, Findings *f) {
                      : g == GROUP_TP                                    ? same_dp && same_pp
                      : g == GROUP_DP                                    ? same_tp && same_pp
                      : g == GROUP_PP                                    ? same_tp && same_dp
+                     : g == GROUP_EP ? same_tp && same_pp && d / ep == in->dp_rank / ep
+                     : g == GROUP_EP_DP ? same_tp && same_pp && d % ep == in->dp_rank % ep
                      : g == GROUP_TP_COPIES
                          ? same_dp && same_pp && t / in->tp_copies == in->tp_rank / in->tp_copies
                      : stage_end                                        ? same_tp && same_dp && (p == 0 || p == pp - 1)

@@ -17,16 +17,18 @@ static int run_check(Comm *c, void *arg) {
   return 0;
 }
 
-/* tp, pp, dp, and the TP ranks of a GROUP_TP_COPIES (key/value heads held by several ranks) */
-static const int grids[][4] = {{1, 1, 1, 1}, {2, 1, 1, 1}, {1, 2, 1, 1}, {1, 1, 2, 1}, {2, 2, 1, 1},
-                               {2, 2, 2, 1}, {1, 4, 1, 1}, {4, 1, 1, 2}, {4, 2, 1, 4}, {2, 1, 2, 2}};
+/* tp, pp, dp, the TP ranks of a GROUP_TP_COPIES (key/value heads held by several ranks), and the
+ * DP ranks of a GROUP_EP (experts spread over them) */
+static const int grids[][5] = {{1, 1, 1, 1, 1}, {2, 1, 1, 1, 1}, {1, 2, 1, 1, 1}, {1, 1, 2, 1, 1},
+                               {2, 2, 1, 1, 1}, {2, 2, 2, 1, 1}, {1, 4, 1, 1, 1}, {4, 1, 1, 2, 1},
+                               {4, 2, 1, 4, 1}, {2, 1, 2, 2, 1}, {1, 1, 4, 1, 2}, {2, 2, 2, 1, 2}};
 
 /* Runs check on every rank of every grid. */
 static void over_grids(RankCheck check) {
   for (size_t i = 0; i < sizeof grids / sizeof grids[0]; i++) {
     int tp = grids[i][0], pp = grids[i][1], dp = grids[i][2];
     Job job = {.check = check, .findings = {.lock = PTHREAD_MUTEX_INITIALIZER}};
-    int status = comm_launch_copies(tp, grids[i][3], pp, dp, run_check, &job);
+    int status = comm_launch_experts(tp, grids[i][3], pp, dp, grids[i][4], run_check, &job);
     CHECK(status == 0, "tp=%d pp=%d dp=%d: comm_launch returned %d", tp, pp, dp, status);
     CHECK(job.findings.failures == 0, "tp=%d pp=%d dp=%d: %d failures, first %s", tp, pp, dp, job.findings.failures,
           job.findings.first);

@@ -216,32 +216,34 @@ static void chunk_0_backward(Run *r, act_t *slot, const int32_t *tokens, const i
 
 static const ParamSpec model_params[] = {
   /* name, axes, shape, shape without padding, TP split axis, init, std, decay, TP-summed gradient,
-     read by the embedding, read by the head, trained, place in memory, TP ranks sharing a piece */
-  {"wte", 2, {256, 128}, {256, 128}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 1, 1, 1, 0, 1},
-  {"wpe", 2, {64, 128}, {64, 128}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 1, 0, 1, 1, 1},
-  {"ln_f.weight", 1, {128}, {128}, -1, INIT_ONE, 0.02, 0, 0, 0, 1, 1, 2, 1},
-  {"ln_f.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 1, 1, 3, 1},
+     read by the embedding, read by the head, trained, place in memory, TP ranks sharing a piece,
+     experts spread over ep ranks */
+  {"wte", 2, {256, 128}, {256, 128}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 1, 1, 1, 0, 1, 0},
+  {"wpe", 2, {64, 128}, {64, 128}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 1, 0, 1, 1, 1, 0},
+  {"ln_f.weight", 1, {128}, {128}, -1, INIT_ONE, 0.02, 0, 0, 0, 1, 1, 2, 1, 0},
+  {"ln_f.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 1, 1, 3, 1, 0},
 };
 
 static const ParamSpec block_params[] = {
   /* name, axes, shape, shape without padding, TP split axis, init, std, decay, TP-summed gradient,
-     read by the embedding, read by the head, trained, place in memory, TP ranks sharing a piece */
-  {"ln_1.weight", 1, {128}, {128}, -1, INIT_ONE, 0.02, 0, 0, 0, 0, 1, 0, 1},
-  {"ln_1.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 1, 1},
-  {"attn.q.weight", 2, {128, 128}, {128, 128}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0, 1, 2, 1},
-  {"attn.q.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 5, 1},
-  {"attn.k.weight", 2, {128, 128}, {128, 128}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0, 1, 3, 1},
-  {"attn.k.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 6, 1},
-  {"attn.v.weight", 2, {128, 128}, {128, 128}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0, 1, 4, 1},
-  {"attn.v.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 7, 1},
-  {"attn.proj.weight", 2, {128, 128}, {128, 128}, -1, INIT_NORMAL_DIST, 0.00707106781, 1, 0, 0, 0, 1, 8, 1},
-  {"attn.proj.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 9, 1},
-  {"ln_2.weight", 1, {128}, {128}, -1, INIT_ONE, 0.02, 0, 0, 0, 0, 1, 10, 1},
-  {"ln_2.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 11, 1},
-  {"mlp.fc.weight", 2, {512, 128}, {512, 128}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0, 1, 12, 1},
-  {"mlp.fc.bias", 1, {512}, {512}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 13, 1},
-  {"mlp.proj.weight", 2, {128, 512}, {128, 512}, -1, INIT_NORMAL_DIST, 0.00707106781, 1, 0, 0, 0, 1, 14, 1},
-  {"mlp.proj.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 15, 1},
+     read by the embedding, read by the head, trained, place in memory, TP ranks sharing a piece,
+     experts spread over ep ranks */
+  {"ln_1.weight", 1, {128}, {128}, -1, INIT_ONE, 0.02, 0, 0, 0, 0, 1, 0, 1, 0},
+  {"ln_1.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 1, 1, 0},
+  {"attn.q.weight", 2, {128, 128}, {128, 128}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0, 1, 2, 1, 0},
+  {"attn.q.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 5, 1, 0},
+  {"attn.k.weight", 2, {128, 128}, {128, 128}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0, 1, 3, 1, 0},
+  {"attn.k.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 6, 1, 0},
+  {"attn.v.weight", 2, {128, 128}, {128, 128}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0, 1, 4, 1, 0},
+  {"attn.v.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 7, 1, 0},
+  {"attn.proj.weight", 2, {128, 128}, {128, 128}, -1, INIT_NORMAL_DIST, 0.00707106781, 1, 0, 0, 0, 1, 8, 1, 0},
+  {"attn.proj.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 9, 1, 0},
+  {"ln_2.weight", 1, {128}, {128}, -1, INIT_ONE, 0.02, 0, 0, 0, 0, 1, 10, 1, 0},
+  {"ln_2.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 11, 1, 0},
+  {"mlp.fc.weight", 2, {512, 128}, {512, 128}, -1, INIT_NORMAL_DIST, 0.02, 1, 0, 0, 0, 1, 12, 1, 0},
+  {"mlp.fc.bias", 1, {512}, {512}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 13, 1, 0},
+  {"mlp.proj.weight", 2, {128, 512}, {128, 512}, -1, INIT_NORMAL_DIST, 0.00707106781, 1, 0, 0, 0, 1, 14, 1, 0},
+  {"mlp.proj.bias", 1, {128}, {128}, -1, INIT_ZERO, 0.02, 0, 0, 0, 0, 1, 15, 1, 0},
 };
 
 static const ChunkSpec chunks[] = {

@@ -1,0 +1,18 @@
+/* experts.h: expert parallelism: a mixture's experts spread over ep data-parallel ranks. After each
+ * route the ranks' counts are gathered; the dispatched rows go to the ranks holding their experts
+ * (an all-to-all of variable counts) and the experts' results come back before the combine. The
+ * rows between the two exchanges are those this rank's experts receive: ep·routed rows at most,
+ * the dropless worst case, of which the gathered counts say how many are real. */
+#ifndef PLAIT_EXPERTS_H
+#define PLAIT_EXPERTS_H
+
+#include "front/parallel.h"
+#include "ir/diag.h"
+#include "ir/graph.h"
+
+/* Inserts the exchanges into every stage graph's forward nodes (run before autodiff, which makes
+ * each exchange's adjoint the other) and marks the experts' weights spread over ep. Nothing with
+ * ep = 1. Errors: ep > 1 for a model without experts, ep not dividing the experts, tp > 1. */
+int experts_spread(Model *m, const Parallel *par, Diag *d);
+
+#endif

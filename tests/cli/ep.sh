@@ -1,0 +1,106 @@
+#!/bin/sh
+# ep.sh: expert parallelism (--ep): a mixture's experts spread over data-parallel ranks train as one
+# rank does: ep 2 (dp 2), ep 2 of dp 4, pp 2 · ep 2 · dp 2 within 1e-5 of one rank's losses in
+# float and a --double build within 1e-12, on threads and under mpirun; the exchange with uneven
+# counts under mpirun; checkpoints saved at ep 2 continue at ep 1 and back; the plan's all-to-all
+# bytes against a hand calculation; what is not supported is refused in one line.
+. "$(dirname "$0")/lib.sh"
+cd "$PLAIT_ROOT" || exit 1
+fixed_text "$TMP/text.txt"
+$PLAIT data --bytes "$TMP/text.txt" -o "$TMP/text.bin" >/dev/null ||
+  { fail ep_data "plait data failed"; exit 0; }
+MOE="tests/cli/models/moe.lua --gbs 8"
+mpirun="timeout 120 mpirun -q --oversubscribe --allow-run-as-root"
+
+# train NAME LAYOUT [RUN FLAGS...]: builds (unless built) and trains $steps steps (10 unless set)
+# into NAME.loss
+train() {
+  name=$1 layout=$2; shift 2
+  # shellcheck disable=SC2086
+  [ -x "$TMP/$layout/train" ] || $PLAIT build $MOE $(echo "$layout" | tr _ ' ') \
+    -o "$TMP/$layout" >"$TMP/$name.log" 2>&1 || return 1
+  $launcher "$TMP/$layout/train" --data "$TMP/text.bin" --steps "${steps:-10}" --decay-steps 10 \
+    --lr 3e-3 --seed 7 --log-json "$TMP/$name.json" "$@" >>"$TMP/$name.log" 2>&1 || return 1
+  sed -n 's/.*"loss": \([^,]*\),.*/\1/p' "$TMP/$name.json" >"$TMP/$name.loss"
+}
+
+# close TEST A B TOLERANCE: the losses of runs A and B (3 steps at least) agree within the relative
+# tolerance
+close() {
+  if [ "$(wc -l <"$TMP/$2.loss")" -ge 3 ] &&
+     paste "$TMP/$2.loss" "$TMP/$3.loss" | awk -v tol="$4" '
+       { d = $1 - $2; if (d < 0) d = -d; if (d > tol * $1 || NF != 2) bad = 1 } END { exit bad }'
+  then pass "$1"
+  else fail "$1" "$(paste "$TMP/$2.loss" "$TMP/$3.loss" | head -3 | tr '\n' ' ')
+    $(tail -c 300 "$TMP/$3.log")"; fi
+}
+
+launcher=""
+train one --mbs_2 || fail ep_one_rank "$(tail -c 400 "$TMP/one.log")"
+for layout in --mbs_2_--dp_2_--ep_2 --mbs_1_--dp_4_--ep_2 --mbs_2_--pp_2_--dp_2_--ep_2; do
+  train "f$layout" "$layout"
+  close "ep_as_one_rank$(echo "$layout" | tr -d '-' | sed 's/mbs_[0-9]_//')" one "f$layout" 1e-5
+done
+train done --mbs_2_--double && train dep --mbs_1_--dp_4_--ep_2_--double
+close ep_as_one_rank_double_dp_4_ep_2 done dep 1e-12
+
+if command -v mpirun >/dev/null; then
+  launcher="$mpirun -np 2"
+  train mpi --mbs_2_--dp_2_--ep_2 && close ep_under_mpirun f--mbs_2_--dp_2_--ep_2 mpi 1e-12
+  launcher=""
+  if $mpirun -np 4 "$(dirname "$PLAIT")/tests/test_experts" mpi >"$TMP/x.out" 2>&1; then
+    pass ep_exchange_uneven_counts_under_mpirun
+  else fail ep_exchange_uneven_counts_under_mpirun "$(tail -c 400 "$TMP/x.out")"; fi
+else
+  fail ep_mpirun_available "mpirun not found; install openmpi-bin (make deps)"
+fi
+
+# checkpoints are logical: saved at ep 2 after 3 steps, continued at ep 1 as ep 2 continues (and
+# the reverse); losses of steps 4-10 within 1e-6; the continued runs load the saved state
+EP2=--mbs_2_--dp_2_--ep_2
+steps=3 train save_ep2 $EP2 --save "$TMP/ck_ep2"
+steps=3 train save_one --mbs_2 --save "$TMP/ck_one"
+train one_from_ep2 --mbs_2 --load "$TMP/ck_ep2" && train ep2_from_ep2 $EP2 --load "$TMP/ck_ep2"
+close ep_checkpoint_ep2_continues_at_ep1 ep2_from_ep2 one_from_ep2 1e-6
+# and as the uninterrupted run of one rank: the file holds every rank's experts
+tail -n +4 "$TMP/one.loss" >"$TMP/one_after_3.loss"
+close ep_checkpoint_as_uninterrupted one_after_3 one_from_ep2 1e-6
+train ep2_from_one $EP2 --load "$TMP/ck_one" && train one_from_one --mbs_2 --load "$TMP/ck_one"
+close ep_checkpoint_ep1_continues_at_ep2 one_from_one ep2_from_one 1e-6
+
+# Mixtral at ep 8 over dp 8: each rank routes T·k = mbs·seq·topk = 1·4096·2 rows of hidden 4096 in
+# bf16 (2 bytes); a row stays on its rank with probability 1/8, so each exchange sends
+# 4096·2·(7/8)·4096·2 = 58,720,256 bytes; two exchanges forward (to the experts and back) and two
+# backward: 117,440,512 bytes each way
+expected=$((4096 * 2 * 7 / 8 * 4096 * 2 * 2))
+$PLAIT plan models/mixtral.lua --ep 8 --dp 8 --format json >"$TMP/mixtral.json" 2>&1
+if grep -q "\"alltoall_bytes_per_layer\": {\"forward\": $expected, \"backward\": $expected}" \
+     "$TMP/mixtral.json" &&
+   $PLAIT plan models/mixtral.lua --ep 8 --dp 8 | grep -q \
+     '^experts .* 117.44 MB forward (2 exchanges), 117.44 MB backward (2)$'; then
+  pass "ep_plan_alltoall_bytes ($expected per layer each way)"
+else fail ep_plan_alltoall_bytes "$(grep -o '"experts[^}]*}' "$TMP/mixtral.json")"; fi
+# the experts' weights a rank holds: 1/8 of them at ep 8
+experts=$((32 * 8 * 3 * 14336 * 4096))
+all=$($PLAIT plan models/mixtral.lua --dp 8 --format json |
+  sed -n 's/.*"params": \([0-9]*\),.*/\1/p' | head -n1)
+ep8=$($PLAIT plan models/mixtral.lua --dp 8 --ep 8 --format json |
+  sed -n 's/.*"params": \([0-9]*\),.*/\1/p' | head -n1)
+if [ -n "$all" ] && [ "$((all - ep8))" = "$((experts * 7 / 8))" ]; then
+  pass "ep_plan_rank_holds_its_experts ($all -> $ep8 parameters a rank)"
+else fail ep_plan_rank_holds_its_experts "$all -> $ep8, expected $((experts * 7 / 8)) fewer"; fi
+
+expect_error ep_not_dividing_dp \
+  '^plait: --ep 2 does not divide dp = 3: .*choose --ep a divisor of 3$' \
+  $PLAIT plan $MOE --dp 3 --gbs 6 --ep 2
+expect_error ep_not_dividing_experts '--ep 8 does not divide the 4 experts; choose --ep a divisor' \
+  $PLAIT plan $MOE --dp 8 --ep 8
+expect_error ep_without_experts "^plait: --ep 2 spreads a mixture's experts, and tiny has none" \
+  $PLAIT plan models/tiny.lua --dp 2 --mbs 1 --gbs 2 --ep 2
+expect_error ep_with_tp 'route: mixture-of-experts layers run with tp = 1 only \(not 2\) so far' \
+  $PLAIT plan $MOE --dp 2 --ep 2 --tp 2
+expect_error ep_with_distributed_optimizer \
+  '^plait: --ep 2 with the distributed optimizer is not supported yet' \
+  $PLAIT plan $MOE --dp 2 --ep 2 --distributed-optimizer
+expect_error ep_tune_refused '^plait: tune does not search expert parallelism yet' \
+  $PLAIT tune $MOE --gpus 4 --ep 2

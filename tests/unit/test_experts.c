@@ -1,0 +1,122 @@
+/* test_experts.c: expert parallelism's exchange on the local backend (or under mpirun, as four
+ * processes): uneven counts per rank and expert, a rank that sends an expert nothing and an expert
+ * that receives no row; the rows land at their holders grouped by local expert, then by source,
+ * the rest zero; the reverse brings each row back to its place. */
+#include <pthread.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "check.h"
+#include "rt.h"
+
+typedef struct {
+  pthread_mutex_t lock; /* the ranks of the local backend share one */
+  int failures;
+  char first[400];
+} Findings;
+
+static void finding(Findings *f, Comm *c, const char *fmt, ...) {
+  char message[300];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(message, sizeof message, fmt, ap);
+  va_end(ap);
+  pthread_mutex_lock(&f->lock);
+  if (f->failures++ == 0) snprintf(f->first, sizeof f->first, "rank %d: %s", comm_info(c)->rank,
+                                   message);
+  pthread_mutex_unlock(&f->lock);
+}
+
+#define EXPECT(f, c, cond, ...) \
+  do {                          \
+    if (!(cond)) finding(f, c, __VA_ARGS__); \
+  } while (0)
+
+enum { EXPERTS = 4, ROUTED = 6, WIDTH = 3 };
+
+/* Rows per expert that data-parallel rank r routes: each sums to ROUTED; expert 3 gets none,
+ * rank 1 sends expert 0 nothing, rank 3 sends everything to expert 0. */
+static const int32_t routed_counts[4][EXPERTS] = {{3, 1, 2, 0}, {0, 5, 1, 0}, {2, 2, 2, 0},
+                                                  {6, 0, 0, 0}};
+
+static double row_value(int world_rank, int64_t row, int64_t d) {
+  return 1000.0 * (world_rank + 1) + 10.0 * row + (double)d;
+}
+
+/* The row `source` (an ep rank) routed as its j-th to global expert g. */
+static double expected_value(Comm *c, int source, int64_t g, int64_t j, int64_t d) {
+  int dp_rank = comm_info(c)->dp_rank / comm_info(c)->ep * comm_info(c)->ep + source;
+  int64_t first = 0;
+  for (int64_t f = 0; f < g; f++) first += routed_counts[dp_rank][f];
+  return row_value(comm_group_member(c, GROUP_EP, source), first + j, d);
+}
+
+/* Checks the held rows: local expert e, then source, then that source's rows in order. */
+static void check_held(Comm *c, Findings *f, const act_t *held) {
+  int ep = comm_info(c)->ep, me = comm_info(c)->ep_rank, dp_base = comm_info(c)->dp_rank - me;
+  int64_t at = 0, local = EXPERTS / ep;
+  for (int64_t e = 0; e < local; e++)
+    for (int s = 0; s < ep; s++)
+      for (int64_t j = 0; j < routed_counts[dp_base + s][me * local + e]; j++, at++)
+        for (int64_t d = 0; d < WIDTH; d++)
+          EXPECT(f, c, held[at * WIDTH + d] == expected_value(c, s, me * local + e, j, d),
+                 "ep %d: held row %lld (expert %lld from %d) holds %g", ep, (long long)at,
+                 (long long)e, s, (double)held[at * WIDTH + d]);
+  for (int64_t i = at * WIDTH; i < (int64_t)ep * ROUTED * WIDTH; i++)
+    EXPECT(f, c, held[i] == 0, "ep %d: element %lld past the held rows is %g", ep, (long long)i,
+           (double)held[i]);
+}
+
+static int exchange_rank(Comm *c, void *arg) {
+  Findings *f = arg;
+  const RankInfo *in = comm_info(c);
+  Run run = {.comm = c};
+  int32_t all[4 * EXPERTS], local[EXPERTS];
+  act_t rows[ROUTED * WIDTH], back[ROUTED * WIDTH], held[4 * ROUTED * WIDTH];
+  for (int64_t i = 0; i < ROUTED * WIDTH; i++)
+    rows[i] = (act_t)row_value(in->rank, i / WIDTH, i % WIDTH);
+  for (size_t i = 0; i < sizeof held / sizeof *held; i++) held[i] = -1;
+  rt_expert_counts(&run, EXPERTS, routed_counts[in->dp_rank], all, local);
+  for (int64_t e = 0; e < EXPERTS / in->ep; e++) {
+    int32_t sum = 0;
+    for (int s = 0; s < in->ep; s++)
+      sum += routed_counts[in->dp_rank - in->ep_rank + s][in->ep_rank * EXPERTS / in->ep + e];
+    EXPECT(f, c, local[e] == sum, "ep %d: local expert %lld counts %d rows, expected %d", in->ep,
+           (long long)e, local[e], sum);
+  }
+  rt_expert_send(&run, EXPERTS, ROUTED, WIDTH, all, rows, held);
+  check_held(c, f, held);
+  for (int64_t i = 0; i < (int64_t)in->ep * ROUTED * WIDTH; i++) held[i] *= 2;
+  rt_expert_return(&run, EXPERTS, WIDTH, all, held, back);
+  for (int64_t i = 0; i < ROUTED * WIDTH; i++)
+    EXPECT(f, c, back[i] == 2 * rows[i], "ep %d: element %lld came back as %g, not %g", in->ep,
+           (long long)i, (double)back[i], (double)(2 * rows[i]));
+  return 0;
+}
+
+static void over_ep(int tp, int dp, int ep) {
+  Findings f = {.lock = PTHREAD_MUTEX_INITIALIZER};
+  int status = comm_launch_experts(tp, 1, 1, dp, ep, exchange_rank, &f);
+  CHECK(status == 0, "tp %d dp %d ep %d: comm_launch_experts returned %d", tp, dp, ep, status);
+  CHECK(f.failures == 0, "tp %d dp %d ep %d: %d failures, first %s", tp, dp, ep, f.failures,
+        f.first);
+}
+
+static void test_exchange_ep2(void) { over_ep(1, 2, 2); }
+static void test_exchange_ep2_of_dp4(void) { over_ep(1, 4, 2); }
+static void test_exchange_ep4(void) { over_ep(1, 4, 4); }
+static void test_exchange_beside_tp(void) { over_ep(2, 2, 2); }
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "mpi") == 0) { /* one grid, four processes under mpirun */
+    Findings f = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    int status = comm_launch_experts(1, 1, 1, 4, 2, exchange_rank, &f);
+    if (f.failures) printf("FAIL rank: %s\n", f.first);
+    return status || f.failures;
+  }
+  RUN(test_exchange_ep2);
+  RUN(test_exchange_ep2_of_dp4);
+  RUN(test_exchange_ep4);
+  RUN(test_exchange_beside_tp);
+  TEST_EXIT();
+}
