@@ -393,7 +393,7 @@ awk -v m="$measured" -v p="$predicted" -v cores="$(nproc)" 'BEGIN {
   printf "  measured (last iteration)        %8.3f   (2 ranks as threads on %d cores)\n", m, cores
 }'
 
-echo "== tokenizing 100 MB of text on one core: plait data --tokenizer against Hugging Face tokenizers"
+echo "== tokenizing 100 MB of text on one core: plait data --tokenizer against tokenizers"
 if python3 -c 'import tokenizers' 2>/dev/null; then
   python3 tests/bench/tokenize_bench.py "$root/build" 100 || exit 1
 else

@@ -2,10 +2,11 @@
 
 Usage: python3 tests/bench/tokenize_bench.py BUILD [MEGABYTES]
 
-MEGABYTES (default 100; the machine may hold less) of the machine's text (tests/interop/tokenizers_check.py's collection), a
-GPT-2-style and a Llama-3-style tokenizer trained by `tokenizers` on its first 10 MB; then each
-encodes all of it on one core: `plait data --workers 1` (reading the files and writing the token
-file included) and `tokenizers`' encode of each file's text (already in memory; RAYON_NUM_THREADS=1).
+MEGABYTES (default 100; the machine may hold less) of the machine's text (the collection of
+tests/interop/tokenizers_check.py), a GPT-2-style and a Llama-3-style tokenizer trained by
+`tokenizers` on its first 10 MB; then each encodes all of it on one core: `plait data --workers 1`
+(reading the files and writing the token file included) and `tokenizers`' encode of each file's
+text (already in memory; RAYON_NUM_THREADS=1).
 Prints MB/s for both and their ratio, and checks that the ids are the same.
 """
 import os
@@ -28,7 +29,8 @@ def main():
         os.mkdir(texts)
         files = check.collect(texts, megabytes)
         size = sum(len(t.encode("utf-8")) for _, t in files)
-        print("  %d files, %.1f MB of README files, fortunes and manual pages" % (len(files), size / 1e6))
+        print("  %d files, %.1f MB of README files, fortunes and manual pages"
+              % (len(files), size / 1e6))
         head, total = [], 0
         for _, t in files:
             head.append(t)
@@ -53,8 +55,8 @@ def main():
             hf_s = time.time() - start
             got, _ = check.read_tokens(out)
             same = "same ids" if got == want else "IDS DIFFER"
-            print("  %-7s plait data %6.1f MB/s   tokenizers %6.1f MB/s   plait/tokenizers %5.2f   (%s)"
-                  % (kind, size / 1e6 / plait_s, size / 1e6 / hf_s, hf_s / plait_s, same))
+            print("  %-7s plait data %6.1f MB/s   tokenizers %6.1f MB/s   plait/tokenizers %5.2f"
+                  "   (%s)" % (kind, size / 1e6 / plait_s, size / 1e6 / hf_s, hf_s / plait_s, same))
 
 
 if __name__ == "__main__":
