@@ -12,7 +12,10 @@
  * --format megatron writes Megatron-LM indexed datasets instead (indexfile.h): -o names the
  * prefix OUT of OUT.bin and OUT.idx, the validation part is OUT.val.bin and OUT.val.idx, and each
  * input file is one document (the file the split falls in ends one part's last document and
- * begins the other's first). */
+ * begins the other's first).
+ *
+ * --vocab N names the model's vocabulary: an id that is not below N (a byte, or a token of the
+ * tokenizer) is refused, naming the file and where in it, and nothing is written. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -36,7 +39,8 @@ typedef struct {
   TextJob text;         /* --tokenizer, --merges, --eot, --workers */
   const char *output;
   double val_fraction;
-  int megatron; /* --format megatron */
+  int64_t vocab; /* --vocab N: every id must be below it; 0 when not given */
+  int megatron;  /* --format megatron */
   char val_output[4096];
 } DataArgs;
 
@@ -114,6 +118,17 @@ static int parse_text_flag(const char *arg, const char *value, DataArgs *a, Diag
   return 1;
 }
 
+static int parse_vocab(const char *text, int64_t *out, Diag *d) {
+  char *end;
+  errno = 0;
+  long long n = text ? strtoll(text, &end, 10) : 0;
+  if (!text || end == text || *end || errno || n < 1 || n > INT32_MAX)
+    return diag(d, "--vocab takes the model's vocabulary, a whole number from 1 to %d, as in "
+                "--vocab 50257; not '%s'", INT32_MAX, text ? text : "");
+  *out = n;
+  return 0;
+}
+
 static int parse_fraction(const char *text, double *out, Diag *d) {
   char *end;
   errno = 0;
@@ -160,6 +175,9 @@ static int parse_args(int argc, char **argv, DataArgs *a, Diag *d) {
       i++;
     } else if (strcmp(arg, "--val-fraction") == 0) {
       if (parse_fraction(value, &a->val_fraction, d)) return -1;
+      i++;
+    } else if (strcmp(arg, "--vocab") == 0) {
+      if (parse_vocab(value, &a->vocab, d)) return -1;
       i++;
     } else if (arg[0] == '-') {
       int rc = parse_text_flag(arg, value, a, d);
@@ -232,10 +250,22 @@ static int route(Sink *train, Sink *val, int64_t split, int64_t pos, const uint3
   return 0;
 }
 
+/* Refuses the first of n ids (the file's from position `at` on) that is not below the vocabulary
+ * (no check when vocab is 0). */
+static int check_ids(const DataArgs *a, const char *path, const uint32_t *ids, int64_t n,
+                     int64_t at, Diag *d) {
+  for (int64_t k = 0; a->vocab > 0 && k < n; k++)
+    if (ids[k] >= a->vocab)
+      return diag(d, "'%s': token %lld is id %u, not below the model's vocabulary %lld (--vocab); "
+                  "give the model's own tokenizer, or a model of a larger vocabulary", path,
+                  (long long)(at + k), ids[k], (long long)a->vocab);
+  return 0;
+}
+
 /* Streams one input through route(), from global position *pos, and ends its document; refuses
  * a file that grew past `total`. */
-static int copy_file(const char *path, Sink *train, Sink *val, int64_t split, int64_t total,
-                     int64_t *pos, Diag *d) {
+static int copy_file(const DataArgs *a, const char *path, Sink *train, Sink *val, int64_t split,
+                     int64_t total, int64_t *pos, Diag *d) {
   unsigned char bytes[65536];
   uint32_t tokens[sizeof bytes];
   char why[512];
@@ -243,12 +273,14 @@ static int copy_file(const char *path, Sink *train, Sink *val, int64_t split, in
   if (!f) return diag(d, "'%s': %s; give text files after --bytes", path, why);
   int rc = 0;
   size_t n;
+  int64_t start = *pos;
   while ((n = fread(bytes, 1, sizeof bytes, f)) > 0) {
     if (*pos + (int64_t)n > total) {
       rc = diag(d, "'%s' grew while it was copied; run plait data again", path);
       break;
     }
     for (size_t k = 0; k < n; k++) tokens[k] = bytes[k];
+    if ((rc = check_ids(a, path, tokens, (int64_t)n, *pos - start, d)) != 0) break;
     if ((rc = route(train, val, split, *pos, tokens, (int64_t)n, d)) != 0) break;
     *pos += (int64_t)n;
   }
@@ -266,10 +298,11 @@ static int copy_inputs(const DataArgs *a, const TextTokens *text, Sink *train, S
   int64_t pos = 0;
   for (int i = 0; i < a->ninputs; i++) {
     if (!text) {
-      if (copy_file(a->inputs[i], train, val, split, total, &pos, d)) return -1;
+      if (copy_file(a, a->inputs[i], train, val, split, total, &pos, d)) return -1;
       continue;
     }
     const IdList *doc = &text->documents[i];
+    if (check_ids(a, a->inputs[i], doc->ids, doc->count, 0, d)) return -1;
     if (route(train, val, split, pos, doc->ids, doc->count, d) || sink_end_document(train, d) ||
         sink_end_document(val, d))
       return -1;

@@ -44,7 +44,12 @@ static const Command commands[] = {
     {"data", cmd_data,
      "plait data --bytes FILE... -o OUT.bin [--val-fraction F]   (validation part: OUT.val.bin)\n"
      "           [--format megatron]   (-o OUT writes Megatron-LM's OUT.bin and OUT.idx, a "
-     "document a file)"},
+     "document a file)\n"
+     "plait data --tokenizer T.json [--merges merges.txt] [--eot TOKEN] [--workers N] FILE... "
+     "-o OUT.bin ...\n"
+     "           (byte-level BPE ids, each file a document after the end-of-text token; "
+     "--vocab N refuses\n"
+     "           ids not below the model's vocabulary N)"},
     {"plot", cmd_plot,
      "plait plot LOG.json... -o CURVE.svg [--x steps|tokens] [--lr] [--grad-norm]   (training "
      "logs of\n"
