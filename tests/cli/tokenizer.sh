@@ -168,11 +168,12 @@ expect_error "--bytes with --tokenizer" "--bytes and --tokenizer do not go toget
   "$PLAIT" data --tokenizer "$TMP/split.json" --bytes "$TMP/ascii.txt" -o "$TMP/keep.bin"
 expect_error "bad --workers" "--workers takes a whole number from 1 to 256" \
   "$PLAIT" data --tokenizer "$TMP/split.json" "$TMP/ascii.txt" -o "$TMP/new.bin" --workers 0
+beyond="not below the model's vocabulary"
 expect_error "ids beyond --vocab" \
-  "ascii.txt': token 0 is id 557, not below the model's vocabulary 300 \(--vocab\); give the model's own" \
+  "ascii.txt': token 0 is id 557, $beyond 300 \(--vocab\); give the model's own" \
   "$PLAIT" data --tokenizer "$TMP/split.json" --eot '<|sep|>' "$TMP/ascii.txt" -o "$TMP/keep.bin" \
   --vocab 300
-expect_error "bytes beyond --vocab" "ascii.txt': token [0-9]+ is id [0-9]+, not below the model's vocabulary 65" \
+expect_error "bytes beyond --vocab" "ascii.txt': token [0-9]+ is id [0-9]+, $beyond 65" \
   "$PLAIT" data --bytes "$TMP/ascii.txt" -o "$TMP/keep.bin" --vocab 65
 data --tokenizer "$TMP/split.json" --eot '<|sep|>' "$TMP/ascii.txt" -o "$TMP/vocab.bin" --vocab 558
 agree "ids within --vocab" "$TMP/vocab.bin" "$TMP/eot.bin"
