@@ -12,8 +12,9 @@ downloaded) and saved with save_pretrained; then, for plait's programs at one ra
 It needs torch, transformers and safetensors (pip install torch transformers safetensors); without them
 it says so in one line and exits 0. Usage: check.py BUILD_DIR [FAMILY...] (the folder holding plait, and
 the families to check by their first word, GPT-2 Llama Gemma OLMo-2 Qwen2 Mistral Mistral-v0.2 Qwen3
-Phi-2 GPT-NeoX GPT-J Falcon-7B Falcon-40B StableLM StarCoder2 Cohere StableLM-2 StableLM-2-12B; all
-by default). Mistral-v0.2 (sliding_window null: no window) is checked over windows of 4200 tokens,
+Phi-2 GPT-NeoX GPT-J Falcon-7B Falcon-40B StableLM StarCoder2 Cohere StableLM-2 StableLM-2-12B
+Mixtral Qwen2-MoE Qwen3-MoE OLMoE; all by default). The mixtures of experts run at one rank and
+pp 2, and at the expert-parallel layouts where plait build takes --ep (skipped with a note else). Mistral-v0.2 (sliding_window null: no window) is checked over windows of 4200 tokens,
 at one rank; Falcon-7B (one key/value head) at tp 4 too; Llama-kv2-tp8 and Falcon-7B-tp8 (eight
 query heads over two and one key/value heads) at tp 4 and tp 8.
 """
