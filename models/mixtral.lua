@@ -11,12 +11,7 @@ local cfg = plait.config {
   bias = false, tied = false, dropout = 0.0,
 }
 
-local function block(L, x)
-  local h = x + nn.attention(L, "attn", nn.norm(L, "attn_norm", x))
-  return h + nn.moe(L, "block_sparse_moe", nn.norm(L, "mlp_norm", h))
-end
-
 return plait.model {
-  name = "mixtral", config = cfg, layers = cfg.layers,
-  embed = nn.embedding, block = block, head = nn.lm_head,
+  name = "mixtral", family = "mixtral", config = cfg, layers = cfg.layers,
+  embed = nn.embedding, block = require "moe_block" ("block_sparse_moe"), head = nn.lm_head,
 }

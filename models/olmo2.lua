@@ -1,6 +1,6 @@
 -- OLMo-2 (OLMo Team 2024): RMS norms after the attention and the MLP rather than before, RMS norms of the
 -- whole q and k projections (QK-norm), rotary theta 5·10^5, SwiGLU, no biases, untied; OLMo-2-7B sizes.
--- The attention is written out from primitives: nn.attention has no place for the q and k norms.
+-- Its attention is models/olmo_attention.lua (nn.attention has no place for whole-q and k norms).
 local plait = require "plait"
 local nn = require "plait.nn"
 
@@ -10,17 +10,7 @@ local cfg = plait.config {
   bias = false, tied = false, dropout = 0.0,
 }
 
-local function attention(L, x)
-  local s, head_dim = L:sub("attn"), cfg.hidden // cfg.heads
-  local qdim = plait.dim(cfg.heads * head_dim, "qdim", head_dim)
-  local kvdim = plait.dim(cfg.kv_heads * head_dim, "kvdim", head_dim)
-  local q = nn.rmsnorm(s, "q_norm", nn.linear(s, "q", x, qdim, "column", { bias = false }))
-  local k = nn.rmsnorm(s, "k_norm", nn.linear(s, "k", x, kvdim, "column", { bias = false }))
-  local v = nn.linear(s, "v", x, kvdim, "column", { bias = false })
-  local o = plait.attention(q, k, v, { heads = cfg.heads, kv_heads = cfg.kv_heads, causal = true, rope = true,
-                                       rope_theta = cfg.rope_theta })
-  return nn.linear(s, "proj", o, cfg.hidden, "row", { bias = false, residual = true })
-end
+local attention = require "olmo_attention"
 
 local function block(L, x)
   local h = x + nn.rmsnorm(L, "attn_norm", attention(L, x))

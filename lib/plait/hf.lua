@@ -984,6 +984,124 @@ hf.families.stablelm2 = hf.family {
   ignore = { "model.layers.%d.self_attn.rotary_emb.inv_freq" },
 }
 
+-- Mixtures of experts. The settings transformers' share: the experts (config.json's key for them,
+-- and other keys it may be read from), the top k, SwiGLU experts, and no auxiliary load-balancing
+-- loss in the loss (output_router_logits false: plait's loss is the language model's alone;
+-- written, not compared, as it changes no output).
+local function moe_settings(experts_key, also)
+  return {
+    { hf = experts_key, also = also, plait = "experts" },
+    { hf = "num_experts_per_tok", plait = "topk", default = 2 },
+    { hf = "hidden_act", value = "silu" },
+    { hf = "output_router_logits", value = false, check = false },
+  }
+end
+
+-- Qwen's sparse layers: the experts' width (moe_intermediate_size; intermediate_size is a dense
+-- layer's, which no layer is), the top k's weights renormalised with norm_topk_prob, and every
+-- layer sparse (decoder_sparse_step 1, no mlp_only_layers: others are refused).
+local qwen_sparse = {
+  { hf = "moe_intermediate_size", plait = "expert_ffn", default = function(c) return c.ffn end },
+  { hf = "intermediate_size", plait = "ffn", check = false },
+  { hf = "norm_topk_prob", plait = "renormalize", default = true },
+  { hf = "decoder_sparse_step", value = 1 },
+  { hf = "mlp_only_layers", value = json.array {} },
+}
+
+-- A layer's mixture of experts under hf_prefix (the model's nn.moe named moe): the router
+-- (gate.weight) and each expert's SwiGLU matrices, expert e's the model's block e of its stacked
+-- [experts, ...] experts.w1 (gate), w3 (up) and w2 (down); `names` are the Hugging Face names of
+-- gate, up and down.
+local function expert_tensors(hf_prefix, moe, names)
+  local stacked = { index = "e", count = "experts", stack = true }
+  local out = { { hf = hf_prefix .. ".gate.weight", plait = moe .. ".gate.weight" } }
+  for i, w in ipairs({ "w1", "w3", "w2" }) do
+    out[#out + 1] = { hf = hf_prefix .. ".experts.{e}." .. names[i] .. ".weight",
+                      plait = moe .. ".experts." .. w, join = stacked }
+  end
+  return out
+end
+
+-- Llama's dense MLP, which a mixture of experts replaces.
+local llama_mlp = { "model.layers.%d.mlp.gate_proj.weight", "model.layers.%d.mlp.up_proj.weight",
+                    "model.layers.%d.mlp.down_proj.weight", "model.layers.%d.mlp.gate_proj.bias",
+                    "model.layers.%d.mlp.up_proj.bias", "model.layers.%d.mlp.down_proj.bias" }
+
+-- Qwen's and OLMoE's experts: mlp.experts.{e}.gate_proj, up_proj and down_proj.
+local qwen_experts = expert_tensors("model.layers.%d.mlp", "mlp", { "gate_proj", "up_proj",
+                                                                    "down_proj" })
+
+-- Entries of tensors whose Hugging Face names are the model's after a prefix.
+local function same_names(prefix, names)
+  local out = {}
+  for i, name in ipairs(names) do out[i] = { hf = prefix .. name, plait = name } end
+  return out
+end
+
+local function joined(...)
+  local out = {}
+  for _, list in ipairs({ ... }) do table.move(list, 1, #list, #out + 1, out) end
+  return out
+end
+
+-- Mixtral (MixtralForCausalLM): Mistral's attention (no sliding window in Mixtral-8x7B's config)
+-- and a mixture of experts (block_sparse_moe) of num_local_experts SwiGLU experts (w1 gate, w3 up,
+-- w2 down, each of intermediate_size), the softmax over the experts renormalised over the top k.
+-- The Hub's files and transformers' save_pretrained hold one tensor per expert; the model's
+-- experts.w1, w3 and w2 stack them (transformers fuses them into gate_up_proj in memory only).
+hf.families.mixtral = hf.extend("mistral", {
+  name = "mixtral", architecture = "MixtralForCausalLM", model_type = "mixtral",
+  drop = llama_mlp,
+  config = flat { moe_settings("num_local_experts", { "num_experts" }), {
+    { hf = "router_jitter_noise", value = 0.0, check = false },
+    { plait = "renormalize", value = true, default = true },
+  } },
+  layer = expert_tensors("model.layers.%d.block_sparse_moe", "block_sparse_moe",
+                         { "w1", "w3", "w2" }),
+})
+
+-- Qwen2-MoE (Qwen2MoeForCausalLM, Qwen1.5-MoE): Qwen2's attention (q, k and v biases: qkv_bias)
+-- and a mixture of experts (mlp) of num_experts experts (gate_proj, up_proj, down_proj, each of
+-- moe_intermediate_size) beside a shared expert of shared_expert_intermediate_size scaled by
+-- sigmoid(shared_expert_gate); norm_topk_prob false by default.
+hf.families.qwen2_moe = hf.extend("qwen2", {
+  name = "qwen2_moe", architecture = "Qwen2MoeForCausalLM", model_type = "qwen2_moe",
+  drop = joined(llama_mlp, { "plait:qkv_bias" }),
+  config = flat { moe_settings("num_experts"), qwen_sparse, {
+    { hf = "qkv_bias", plait = "qkv_bias", default = function(c) return c.bias ~= false end },
+    { hf = "shared_expert_intermediate_size", plait = "shared_ffn" },
+  } },
+  layer = flat { qwen_experts, same_names("model.layers.%d.", {
+    "mlp.shared_expert.gate_proj.weight", "mlp.shared_expert.up_proj.weight",
+    "mlp.shared_expert.down_proj.weight", "mlp.shared_expert_gate.weight" }) },
+})
+
+-- Qwen3-MoE (Qwen3MoeForCausalLM): Qwen3's attention (q_norm and k_norm per head) and Qwen2-MoE's
+-- experts without the shared one; num_experts (transformers 5 writes num_local_experts).
+hf.families.qwen3_moe = hf.extend("qwen3", {
+  name = "qwen3_moe", architecture = "Qwen3MoeForCausalLM", model_type = "qwen3_moe",
+  drop = llama_mlp,
+  config = flat { moe_settings("num_experts", { "num_local_experts" }), qwen_sparse },
+  layer = qwen_experts,
+})
+
+-- OLMoE (OlmoeForCausalLM): Llama's pre-norm blocks with RMS norms of the whole q and k projections
+-- (q_norm, k_norm, as OLMo-2's), no clipping of q, k and v (clip_qkv null), and a mixture of
+-- experts (mlp) of num_experts experts of intermediate_size, the softmax at the top k not
+-- renormalised (norm_topk_prob false by default); the names follow models/olmoe.lua.
+hf.families.olmoe = hf.extend("llama", {
+  name = "olmoe", architecture = "OlmoeForCausalLM", model_type = "olmoe",
+  drop = joined(llama_mlp, { "mlp_bias", "pretraining_tp", "head_dim" }),
+  config = flat { moe_settings("num_experts", { "num_local_experts" }), {
+    { hf = "norm_topk_prob", plait = "renormalize", default = true },
+    { hf = "clip_qkv", value = json.null, hf_default = json.null },
+  } },
+  layer = flat { qwen_experts, {
+    { hf = "model.layers.%d.self_attn.q_norm.weight", plait = "attn.q_norm.weight" },
+    { hf = "model.layers.%d.self_attn.k_norm.weight", plait = "attn.k_norm.weight" },
+  } },
+})
+
 ---------------------------------------------------------------------------------------------------
 -- What import and export ask (called by the compiler with the model record and its tensors).
 

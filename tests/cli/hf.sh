@@ -323,8 +323,8 @@ nothing_written missing_key_without_default "$TMP/out.ckpt"
 # shellcheck disable=SC2086
 expect_error another_architecture "config.json is of LlamaForCausalLM \\(model_type llama\\), the model.s family gpt2 reads GPT2LMHeadModel" \
   $PLAIT import models/tiny.lua "$TMP/llama.hf" -o "$TMP/out.ckpt" --set $G
-KNOWN="bert, cohere, falcon, gemma, gemma2, gpt2, gpt_neox, gptj, llama, mistral, olmo2, phi, qwen2"
-KNOWN="$KNOWN, qwen3, stablelm, stablelm2, starcoder2"
+KNOWN="bert, cohere, falcon, gemma, gemma2, gpt2, gpt_neox, gptj, llama, mistral, mixtral, olmo2"
+KNOWN="$KNOWN, olmoe, phi, qwen2, qwen2_moe, qwen3, qwen3_moe, stablelm, stablelm2, starcoder2"
 UNKNOWN="model 'tiny' names an unknown Hugging Face family 'neox'"
 expect_error unknown_family "$UNKNOWN \\(plait knows $KNOWN\\)" \
   $PLAIT import tests/cli/models/unknown_family.lua "$TMP/gpt.hf" -o "$TMP/out.ckpt"

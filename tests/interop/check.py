@@ -12,14 +12,16 @@ downloaded) and saved with save_pretrained; then, for plait's programs at one ra
 It needs torch, transformers and safetensors (pip install torch transformers safetensors); without them
 it says so in one line and exits 0. Usage: check.py BUILD_DIR [FAMILY...] (the folder holding plait, and
 the families to check by their first word, GPT-2 Llama Gemma OLMo-2 Qwen2 Mistral Mistral-v0.2 Qwen3
-Phi-2 GPT-NeoX GPT-J Falcon-7B Falcon-40B StableLM StarCoder2 Cohere StableLM-2 StableLM-2-12B; all
-by default). Mistral-v0.2 (sliding_window null: no window) is checked over windows of 4200 tokens,
+Phi-2 GPT-NeoX GPT-J Falcon-7B Falcon-40B StableLM StarCoder2 Cohere StableLM-2 StableLM-2-12B
+Mixtral Qwen2-MoE Qwen3-MoE OLMoE; all by default). The mixtures of experts run at one rank and
+pp 2, and at the expert-parallel layouts where plait build takes --ep (skipped with a note else). Mistral-v0.2 (sliding_window null: no window) is checked over windows of 4200 tokens,
 at one rank; Falcon-7B (one key/value head) at tp 4 too; Llama-kv2-tp8 and Falcon-7B-tp8 (eight
 query heads over two and one key/value heads) at tp 4 and tp 8.
 """
 import json
 import math
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -41,7 +43,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SEQ = 32
 LAYOUTS = {"one rank": [], "tp 2": ["--tp", "2"], "pp 2": ["--pp", "2"],
            "tp 2 · pp 2 · dp 2, sp": ["--tp", "2", "--pp", "2", "--dp", "2", "--sequence-parallel"],
-           "tp 4": ["--tp", "4"], "tp 8": ["--tp", "8"]}
+           "tp 4": ["--tp", "4"], "tp 8": ["--tp", "8"],
+           # expert parallelism: checked where plait build takes --ep, else skipped with a note
+           "ep 2": ["--ep", "2"], "ep 2 · tp 2": ["--ep", "2", "--tp", "2"],
+           "pp 2 · ep 2 · dp 2": ["--pp", "2", "--ep", "2", "--dp", "2"]}
+EXPERT_LAYOUTS = ("ep 2", "ep 2 · tp 2", "pp 2 · ep 2 · dp 2")
+# the mixtures of experts: one rank and pp 2 (nn.moe has tp = 1 only), then expert parallelism
+MOE = ("one rank", "pp 2") + EXPERT_LAYOUTS
 FOUR = ("one rank", "tp 2", "pp 2", "tp 2 · pp 2 · dp 2, sp")  # every family's layouts
 BATCH = ["--mbs", "1", "--gbs", "4"]
 BETA1 = float(np.float32(1) - np.float32(0.9))  # plait's (1 - beta1) in float, as the optimizer computes it
@@ -72,6 +80,9 @@ STABLELM2_SIZES = dict(vocab_size=256, hidden_size=64, intermediate_size=96, num
                        qk_layernorm=True)
 STABLELM2_SETS = ["layers=2", "hidden=64", "heads=4", "kv_heads=2", "ffn=96", "seq=%d" % SEQ,
                   "vocab=256"]
+
+MOE_SIZES = dict(SMALL, num_key_value_heads=2, num_experts_per_tok=2, rms_norm_eps=1e-5)
+MOE_SETS = SMALL_SETS + ["kv_heads=2", "experts=4", "topk=2", "norm_eps=1e-5"]
 
 FAMILIES = [
     Family("GPT-2", transformers.GPT2LMHeadModel, "models/gpt2.lua",
@@ -204,6 +215,30 @@ FAMILIES = [
            transformers.StableLmConfig(**STABLELM2_SIZES, use_qkv_bias=False,
                                        use_parallel_residual=True),
            STABLELM2_SETS, rotary=True, random_norms=True),
+    # mixtures of experts: 4 experts, 2 a token; transformers' random router (std 0.02) leaves no
+    # token's second and third scores within rounding of a tie
+    Family("Mixtral", transformers.MixtralForCausalLM, "models/mixtral.lua",
+           transformers.MixtralConfig(**MOE_SIZES, intermediate_size=96, num_local_experts=4),
+           MOE_SETS + ["ffn=96"], rotary=True, layouts=MOE),
+    # the shared expert and its sigmoid gate, q/k/v biases, the top 2 not renormalised
+    Family("Qwen2-MoE", transformers.Qwen2MoeForCausalLM, "models/qwen2_moe.lua",
+           transformers.Qwen2MoeConfig(**MOE_SIZES, intermediate_size=96, num_experts=4,
+                                       moe_intermediate_size=32,
+                                       shared_expert_intermediate_size=48),
+           MOE_SETS + ["ffn=96", "expert_ffn=32", "shared_ffn=48", "rope_theta=10000"],
+           rotary=True, layouts=MOE),
+    # q and k normed per head (heads of 32 beside a hidden of 64), the top 2 renormalised
+    Family("Qwen3-MoE", transformers.Qwen3MoeForCausalLM, "models/qwen3_moe.lua",
+           transformers.Qwen3MoeConfig(**MOE_SIZES, intermediate_size=96, num_experts=4,
+                                       moe_intermediate_size=32, head_dim=32,
+                                       norm_topk_prob=True),
+           MOE_SETS + ["ffn=96", "expert_ffn=32", "head_dim=32", "rope_theta=10000"],
+           rotary=True, layouts=MOE),
+    # q and k normed whole, the top 2 not renormalised
+    Family("OLMoE", transformers.OlmoeForCausalLM, "models/olmoe.lua",
+           transformers.OlmoeConfig(**MOE_SIZES, intermediate_size=96, num_experts=4,
+                                    eos_token_id=0),
+           MOE_SETS + ["ffn=96"], rotary=True, layouts=MOE),
 ]
 
 
@@ -234,7 +269,8 @@ def rotary_in_double(model):
     """transformers' Llama-like models compute their rotary tables and their RMS norms in float32 even in a
     float64 model (GPT-J its sin and cos table, Cohere its layer norms and its rotation of q and k),
     Gemma keeps its embedding scale √hidden as a float32 number, and the eager attention (Gemma-2's)
-    takes its softmax in float32; plait's double build computes everything in double. For the
+    takes its softmax in float32, as do the mixtures of experts' routers (Mixtral's, Qwen's and
+    OLMoE's softmax over the experts); plait's double build computes everything in double. For the
     float64 comparison these are computed in float64 here (the formulas as transformers writes them, in
     the input's dtype)."""
     def llama3(inv_freq, p):  # Llama 3.1's scaled frequencies, by wavelength
@@ -274,6 +310,13 @@ def rotary_in_double(model):
         variance = x.pow(2).mean(-1, keepdim=True)
         return self.weight * (x * torch.rsqrt(variance + self.variance_epsilon))
 
+    def router(self, x):  # the softmax over the experts, its top k, renormalised or not
+        logits = torch.nn.functional.linear(x.reshape(-1, self.hidden_dim), self.weight)
+        top, indices = torch.topk(torch.softmax(logits, dim=-1), self.top_k, dim=-1)
+        if getattr(self, "norm_topk_prob", True):  # Mixtral's router always renormalises
+            top = top / top.sum(dim=-1, keepdim=True)
+        return logits, top, indices
+
     def gemma_norm(self, x):  # the norm alone, times 1 + weight
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * (1.0 + self.weight)
 
@@ -306,6 +349,8 @@ def rotary_in_double(model):
             module.forward = (gemma_norm if name.startswith("Gemma") else rms_norm).__get__(module)
         elif name == "CohereLayerNorm":
             module.forward = cohere_norm.__get__(module)
+        elif name.endswith("TopKRouter"):
+            module.forward = router.__get__(module)
         elif name == "GPTJRotaryEmbedding":
             gptj_table(module)
         elif name.endswith("RotaryEmbedding"):
@@ -369,6 +414,24 @@ def masked_step_loss(model, tools, step_bin):
 
 # tensors transformers keeps under another name than its files give them (GPT-NeoX's output layer)
 IN_MEMORY = {"embed_out.weight": "lm_head.weight"}
+# an expert's matrix in the files (Mixtral's w1, w3, w2 under block_sparse_moe; the others'
+# gate_proj, up_proj, down_proj under mlp), which transformers holds stacked in memory: each
+# layer's mlp.experts.gate_up_proj [experts, 2·ffn, hidden] (gate, then up) and down_proj
+EXPERT = re.compile(r"(.*)\.(?:block_sparse_moe|mlp)\.experts\.(\d+)\."
+                    r"(w1|w3|w2|gate_proj|up_proj|down_proj)\.weight$")
+
+
+def in_memory(grads, name):
+    """The gradient of the files' tensor `name` among transformers' gradients by its own names."""
+    expert = EXPERT.match(name)
+    if expert is None:
+        return grads[IN_MEMORY.get(name, name.replace(".block_sparse_moe.", ".mlp."))]
+    layer, e, which = expert.group(1), int(expert.group(2)), expert.group(3)
+    if which in ("w2", "down_proj"):
+        return grads[layer + ".mlp.experts.down_proj"][e]
+    gate_up = grads[layer + ".mlp.experts.gate_up_proj"][e]
+    half = gate_up.shape[0] // 2
+    return gate_up[:half] if which in ("w1", "gate_proj") else gate_up[half:]
 
 
 def gradient_errors(model, tokens, seq, exported, loss=None):
@@ -393,7 +456,7 @@ def gradient_errors(model, tokens, seq, exported, loss=None):
     floor = 1e-6 * norm * coef
     for name, m in moments.items():
         # positions beyond the model's sequence have no place in plait
-        g = grads[IN_MEMORY.get(name, name)][:m.shape[0]] * coef
+        g = in_memory(grads, name)[:m.shape[0]] * coef
         err = ((m.double() / BETA1 - g).norm() / max(g.norm().item(), floor)).item()
         if err > worst:
             worst, where = err, name
@@ -424,6 +487,22 @@ def first_moment_checkpoint(src, dst):
         f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
+def takes_ep(plait):
+    """Whether plait's programs take expert parallelism (plait help lists --ep)."""
+    return "--ep" in run(plait, "help")
+
+
+def lm_loss_alone(model, tokens):
+    """A mixture of experts' loss in transformers is the language model's alone, as plait's, while
+    output_router_logits is false (the auxiliary load-balancing loss is added only when asked)."""
+    ids = torch.tensor([tokens])
+    with torch.no_grad():
+        out = model(ids, labels=ids)
+        lm = torch.nn.functional.cross_entropy(out.logits[0, :-1], ids[0, 1:])
+    assert not model.config.output_router_logits and out.aux_loss is None, model.config
+    assert abs(out.loss.item() - lm.item()) <= 1e-6 * lm.item(), (out.loss.item(), lm.item())
+
+
 def check_family(fam, plait, tmp, text, results):
     eval_tokens = list(text[:fam.seq * fam.windows + 11])  # whole windows and a short one
     step_tokens = list(text[5000:5000 + fam.seq + 1])  # one window: each sample of the step
@@ -452,13 +531,22 @@ def check_family(fam, plait, tmp, text, results):
 
     step_loss = (lambda: masked_step_loss(hf, tools, step_bin)) if fam.masked else None
     want32, count = evaluate(hf)
+    moe = any(v.startswith("experts=") for v in fam.sets)  # a mixture of experts
+    # the experts one by one in float64 (transformers' grouped GEMM takes no float64)
+    experts = {"experts_implementation": "eager"} if moe else {}
     hf64 = model_class.from_pretrained(os.path.join(d, "hf"), dtype=torch.float64,
-                                       attn_implementation=fam.attention).eval()
+                                       attn_implementation=fam.attention, **experts).eval()
     if fam.rotary:
         rotary_in_double(hf64)
     want64, _ = evaluate(hf64)
+    if moe:
+        lm_loss_alone(hf, eval_tokens[:fam.seq])
     for layout in fam.layouts:
         flags = LAYOUTS[layout]
+        if "--ep" in flags and not takes_ep(plait):
+            print("interop-check: %s at %s skipped: plait build has no --ep yet"
+                  % (fam.name, layout))
+            continue
         tag = "".join(c for c in layout if c.isalnum())
         flags = flags + BATCH
         prog, prog64 = os.path.join(d, "f32-" + tag), os.path.join(d, "f64-" + tag)

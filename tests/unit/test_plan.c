@@ -121,6 +121,10 @@ static void family_parameter_counts(void) {
       {"models/cohere.lua", "Command-R v01", 34980831232LL},
       /* every expert counted: transformers' MixtralForCausalLM of Mixtral-8x7B-v0.1's config */
       {"models/mixtral.lua", "Mixtral-8x7B", 46702792704LL},
+      /* transformers' counts of the published configs (the cards say 14.3B, 30.5B and 6.9B) */
+      {"models/qwen2_moe.lua", "Qwen1.5-MoE-A2.7B", 14315784192LL},
+      {"models/qwen3_moe.lua", "Qwen3-30B-A3B", 30532122624LL},
+      {"models/olmoe.lua", "OLMoE-1B-7B", 6919161856LL},
   };
   for (unsigned i = 0; i < sizeof families / sizeof *families; i++) {
     Plan p;
