@@ -14,9 +14,9 @@ it says so in one line and exits 0. Usage: check.py BUILD_DIR [FAMILY...] (the f
 the families to check by their first word, GPT-2 Llama Gemma OLMo-2 Qwen2 Mistral Mistral-v0.2 Qwen3
 Phi-2 GPT-NeoX GPT-J Falcon-7B Falcon-40B StableLM StarCoder2 Cohere StableLM-2 StableLM-2-12B
 Mixtral Qwen2-MoE Qwen3-MoE OLMoE; all by default). The mixtures of experts run at one rank and
-pp 2, and at the expert-parallel layouts where plait build takes --ep (skipped with a note else). Mistral-v0.2 (sliding_window null: no window) is checked over windows of 4200 tokens,
-at one rank; Falcon-7B (one key/value head) at tp 4 too; Llama-kv2-tp8 and Falcon-7B-tp8 (eight
-query heads over two and one key/value heads) at tp 4 and tp 8.
+pp 2, ep 2 (dp 2) and pp 2 · ep 2 · dp 2. Mistral-v0.2 (sliding_window null: no window) is checked
+over windows of 4200 tokens, at one rank; Falcon-7B (one key/value head) at tp 4 too; Llama-kv2-tp8
+and Falcon-7B-tp8 (eight query heads over two and one key/value heads) at tp 4 and tp 8.
 """
 import json
 import math
@@ -44,10 +44,10 @@ SEQ = 32
 LAYOUTS = {"one rank": [], "tp 2": ["--tp", "2"], "pp 2": ["--pp", "2"],
            "tp 2 · pp 2 · dp 2, sp": ["--tp", "2", "--pp", "2", "--dp", "2", "--sequence-parallel"],
            "tp 4": ["--tp", "4"], "tp 8": ["--tp", "8"],
-           # expert parallelism: checked where plait build takes --ep, else skipped with a note
-           "ep 2": ["--ep", "2"], "ep 2 · tp 2": ["--ep", "2", "--tp", "2"],
+           # expert parallelism: ep ranks carved out of the data-parallel ones
+           "ep 2": ["--ep", "2", "--dp", "2"],
            "pp 2 · ep 2 · dp 2": ["--pp", "2", "--ep", "2", "--dp", "2"]}
-EXPERT_LAYOUTS = ("ep 2", "ep 2 · tp 2", "pp 2 · ep 2 · dp 2")
+EXPERT_LAYOUTS = ("ep 2", "pp 2 · ep 2 · dp 2")
 # the mixtures of experts: one rank and pp 2 (nn.moe has tp = 1 only), then expert parallelism
 MOE = ("one rank", "pp 2") + EXPERT_LAYOUTS
 FOUR = ("one rank", "tp 2", "pp 2", "tp 2 · pp 2 · dp 2, sp")  # every family's layouts
@@ -487,11 +487,6 @@ def first_moment_checkpoint(src, dst):
         f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
-def takes_ep(plait):
-    """Whether plait's programs take expert parallelism (plait help lists --ep)."""
-    return "--ep" in run(plait, "help")
-
-
 def lm_loss_alone(model, tokens):
     """A mixture of experts' loss in transformers is the language model's alone, as plait's, while
     output_router_logits is false (the auxiliary load-balancing loss is added only when asked)."""
@@ -543,10 +538,6 @@ def check_family(fam, plait, tmp, text, results):
         lm_loss_alone(hf, eval_tokens[:fam.seq])
     for layout in fam.layouts:
         flags = LAYOUTS[layout]
-        if "--ep" in flags and not takes_ep(plait):
-            print("interop-check: %s at %s skipped: plait build has no --ep yet"
-                  % (fam.name, layout))
-            continue
         tag = "".join(c for c in layout if c.isalnum())
         flags = flags + BATCH
         prog, prog64 = os.path.join(d, "f32-" + tag), os.path.join(d, "f64-" + tag)
