@@ -12,7 +12,7 @@
 
 /* Inserts the exchanges into every stage graph's forward nodes (run before autodiff, which makes
  * each exchange's adjoint the other) and marks the experts' weights spread over ep. Nothing with
- * ep = 1. Errors: ep > 1 for a model without experts, ep not dividing the experts, tp > 1. */
+ * ep = 1. Errors: ep > 1 for a model without experts, ep not dividing the experts. */
 int experts_spread(Model *m, const Parallel *par, Diag *d);
 
 #endif
