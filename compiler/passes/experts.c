@@ -185,6 +185,20 @@ static int has_experts(const Model *m) {
          count_ops(&m->head, OP_ROUTE);
 }
 
+static int64_t gcd(int64_t a, int64_t b) { return b ? gcd(b, a % b) : a; }
+
+int64_t experts_common(const Model *m) {
+  const Graph *graphs[3] = {&m->embed, &m->block, &m->head};
+  int64_t common = 0;
+  for (int s = 0; s < 3; s++)
+    for (int i = 0; i < graphs[s]->nnodes; i++) {
+      const Node *n = &graphs[s]->nodes[i];
+      if (n->op == OP_ROUTE)
+        common = gcd(common, m->dims[graphs[s]->tensors[n->out[1]].dims[0]].size);
+    }
+  return common;
+}
+
 int experts_spread(Model *m, const Parallel *par, Diag *d) {
   m->ep = par->ep;
   if (par->ep == 1) return 0;

@@ -5,7 +5,7 @@
 # float and a --double build within 1e-12, on threads and under mpirun; the exchange with uneven
 # counts under mpirun; checkpoints saved at ep 2 continue at ep 1 and back, at ep 2 · tp 2 at one
 # rank; the plan's all-to-all bytes against a hand calculation; what is not supported is refused in
-# one line.
+# one line; tune spreads experts over ep where every rank holding all of them does not fit.
 . "$(dirname "$0")/lib.sh"
 cd "$PLAIT_ROOT" || exit 1
 fixed_text "$TMP/text.txt"
@@ -115,5 +115,22 @@ expect_error ep_without_experts "^plait: --ep 2 spreads a mixture's experts, and
 expect_error ep_with_distributed_optimizer \
   '^plait: --ep 2 with the distributed optimizer is not supported yet' \
   $PLAIT plan $MOE --dp 2 --ep 2 --distributed-optimizer
-expect_error ep_tune_refused '^plait: tune does not search expert parallelism yet' \
-  $PLAIT tune $MOE --gpus 4 --ep 2
+
+# tune searches ep: with 16 experts over 2 ranks of 4.5 MB, every rank holding every expert does
+# not fit (plan says so too), half of them does; tune's first layout spreads them and says why
+big="tests/cli/models/moe.lua --set experts=16 ffn=128 --gbs 4"
+sed 's/memory = 16e9/memory = 4.5e6/' lib/plait/machines/cpu.lua >"$TMP/small.lua"
+$PLAIT tune $big --gpus 2 --tp 1 --pp 1 --machine "$TMP/small.lua" >"$TMP/tune.txt" 2>&1
+first=$(sed -n 's/^the first as plan.s flags: //p' "$TMP/tune.txt")
+memory() { # FLAGS: the plan's memory of rank 0 in bytes
+  # shellcheck disable=SC2086
+  $PLAIT plan $big $1 --machine cpu --format json |
+    sed -n 's/.*"memory_bytes": \([0-9]*\),.*/\1/p' | head -n1
+}
+spread=$(memory "$first") single=$(memory "$(echo "$first" | sed 's/ --ep 2//')")
+if echo "$first" | grep -q -- '--ep 2$' &&
+   grep -q '^ 1 spreads the experts over ep 2 ranks: with ep 1 the same layout needs .*, '\
+'more than the 4.50 MB a device has$' "$TMP/tune.txt" &&
+   [ "$spread" -le 4500000 ] && [ "$single" -gt 4500000 ]; then
+  pass "ep_tune_spreads_experts_to_fit ($single bytes at ep 1, $spread at ep 2)"
+else fail ep_tune_spreads_experts_to_fit "$spread $single $(head -c 1500 "$TMP/tune.txt")"; fi
