@@ -438,7 +438,7 @@ static int l_param(lua_State *L) {
   if (b->tracing_variant) return layer_param(L, b, &p);
   if (find_param(b, p.name, p.scope) >= 0)
     return fail(L, "parameter '%s' is defined twice; give each layer its own name", p.name);
-  if ((p.hint == HINT_ROW && p.ndim != 2) ||
+  if ((p.hint == HINT_ROW && p.ndim != 2 && p.ndim != 3) ||
       ((p.hint == HINT_COLUMN || p.hint == HINT_VOCAB) && p.ndim < 1))
     return fail(L, "parameter '%s': a %s hint needs a matrix", p.name, hints[p.hint]);
   lua_pushinteger(L, param_tensor(L, b, add_param(L, b, &p)));

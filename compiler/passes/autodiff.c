@@ -196,6 +196,15 @@ static int gradient(Grad *c, int t) {
   return gradient_in(c, t, l.kind == LAYOUT_P ? layout_r() : l);
 }
 
+/* The gradient of routed rows (a dispatch's or a send's output) stays partial sums when every
+ * contribution is one: the adjoints (a combine, the exchange back) are linear in it, so it is
+ * reduced once, after the combine, over tokens rather than over routed rows. */
+static int routed_rows_gradient(Grad *c, int t) {
+  Layout kinds[MAX_CONTRIB];
+  int nk = contrib_layouts(c, t, kinds);
+  return nk == 1 && kinds[0].kind == LAYOUT_P ? gradient_in(c, t, kinds[0]) : gradient(c, t);
+}
+
 /* ---- backward rules ------------------------------------------------------------------------- */
 
 static int node2(Grad *c, OpKind op, int a, int b, int out, int trans_a, int trans_b) {
@@ -542,6 +551,8 @@ static int output_grads(Grad *c, const Node *n, int *dy) {
     if (n->op == OP_ALLGATHER) {
       Layout split = layout_s(n->a.coll.axis);
       dy[k] = gradient_in(c, t, split); /* P parts reduce-scatter, R parts slice */
+    } else if (n->op == OP_DISPATCH || n->op == OP_EXPERT_SEND) {
+      dy[k] = routed_rows_gradient(c, t);
     } else {
       dy[k] = gradient(c, t);
     }

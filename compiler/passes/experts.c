@@ -71,13 +71,15 @@ static int gather_counts(Spread *s, const Node *route, Mixture *x) {
   return 0;
 }
 
-/* An exchange node of `op` from tensor `from` into a new tensor of rows `rows_dim`. */
+/* An exchange node of `op` from tensor `from` into a new tensor of rows `rows_dim`, laid out as
+ * `from` over tp (rows whole, or partial sums of experts split over tp). */
 static int exchange(Spread *s, OpKind op, const Mixture *x, int from, int rows_dim,
                     const char *where) {
   const Tensor *t = &s->g->tensors[from];
   int dims[2] = {rows_dim, t->dims[1]};
   int out = new_tensor(s, DT_REAL, 2, dims, t->name, op == OP_EXPERT_SEND ? ".held" : ".back");
   if (out < 0) return -1;
+  s->g->tensors[out].layout = s->g->tensors[from].layout;
   int in[2] = {from, x->all_counts};
   Node n = node_new(op, 2, in);
   n.nout = 1, n.out[0] = out;
@@ -183,6 +185,20 @@ static int has_experts(const Model *m) {
          count_ops(&m->head, OP_ROUTE);
 }
 
+static int64_t gcd(int64_t a, int64_t b) { return b ? gcd(b, a % b) : a; }
+
+int64_t experts_common(const Model *m) {
+  const Graph *graphs[3] = {&m->embed, &m->block, &m->head};
+  int64_t common = 0;
+  for (int s = 0; s < 3; s++)
+    for (int i = 0; i < graphs[s]->nnodes; i++) {
+      const Node *n = &graphs[s]->nodes[i];
+      if (n->op == OP_ROUTE)
+        common = gcd(common, m->dims[graphs[s]->tensors[n->out[1]].dims[0]].size);
+    }
+  return common;
+}
+
 int experts_spread(Model *m, const Parallel *par, Diag *d) {
   m->ep = par->ep;
   if (par->ep == 1) return 0;
@@ -191,9 +207,6 @@ int experts_spread(Model *m, const Parallel *par, Diag *d) {
                 "--ep %d spreads a mixture's experts, and %s has none; leave out --ep (or give "
                 "--ep 1)",
                 par->ep, m->name);
-  if (par->tp > 1)
-    return diag(d, "--ep %d with tp = %d: experts split over tp are not supported yet; train "
-                "with --tp 1", par->ep, par->tp);
   Graph *graphs[3] = {&m->embed, &m->block, &m->head};
   for (int i = 0; i < 3; i++)
     if (spread_graph(m, graphs[i], par->ep, d)) return -1;

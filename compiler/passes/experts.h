@@ -12,7 +12,10 @@
 
 /* Inserts the exchanges into every stage graph's forward nodes (run before autodiff, which makes
  * each exchange's adjoint the other) and marks the experts' weights spread over ep. Nothing with
- * ep = 1. Errors: ep > 1 for a model without experts, ep not dividing the experts, tp > 1. */
+ * ep = 1. Errors: ep > 1 for a model without experts, ep not dividing the experts. */
 int experts_spread(Model *m, const Parallel *par, Diag *d);
+
+/* The greatest number dividing every mixture's experts (what an ep must divide); 0 without. */
+int64_t experts_common(const Model *m);
 
 #endif

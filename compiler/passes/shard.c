@@ -68,6 +68,41 @@ static Layout ew_layout(const Graph *g, const Node *n, int out_ndim) {
   return layout_r();
 }
 
+/* Rows A [R, K] times each expert's W[e] of weights W [E, X, Y] (transposed: K = Y, else K = X),
+ * as a dense matmul's: W split along the contraction (row-parallel) with A split alike gives
+ * partial sums, W split along the other axis (column-parallel) an output split by its last axis.
+ * A weight gradient (trans_a: [E, cols of A, cols of B]) is split as its split input. */
+static int grouped_matmul_layout(const Graph *g, const Node *n, Layout *out) {
+  Layout a = tensor_layout(g, n->in[0]), b = tensor_layout(g, n->in[1]);
+  int a_last = last_axis(g, n->in[0]), b_last = last_axis(g, n->in[1]);
+  if (n->a.moe.trans_a) {
+    if (a.kind == LAYOUT_R && b.kind == LAYOUT_R) *out = layout_r();
+    else if (is_split(a, a_last) && b.kind == LAYOUT_R) *out = layout_s(1);
+    else if (a.kind == LAYOUT_R && is_split(b, b_last)) *out = layout_s(2);
+    else return -1;
+    return 0;
+  }
+  int k_axis = n->a.moe.trans_b ? 2 : 1;
+  if (is_split(a, a_last) && is_split(b, k_axis)) *out = layout_p();
+  else if (a.kind == LAYOUT_R && is_split(b, 3 - k_axis)) *out = layout_s(a_last);
+  else if (a.kind == LAYOUT_R && b.kind == LAYOUT_R) *out = layout_r();
+  else if (a.kind == LAYOUT_P && b.kind == LAYOUT_R) *out = layout_p();
+  else return -1;
+  return 0;
+}
+
+/* The routing itself (top-k, slots, counts) is whole on every rank; rows summed back to their
+ * tokens (a combine) and exchanged between expert ranks stay partial sums where they are; a
+ * weight's gradient from partial rows is partial. */
+static void moe_layouts(const Graph *g, const Node *n, Layout *out) {
+  int partial = n->nin && tensor_layout(g, n->in[0]).kind == LAYOUT_P;
+  for (int k = 0; k < n->nout; k++) out[k] = layout_r();
+  if (n->op == OP_COMBINE || n->op == OP_EXPERT_SEND || n->op == OP_EXPERT_RETURN)
+    out[0] = partial ? layout_p() : layout_r();
+  else if (n->op == OP_COMBINE_BWD)
+    out[1] = partial ? layout_p() : layout_r();
+}
+
 /* Sum over leading axes: reducing a split axis leaves partial sums. */
 static Layout reduce_layout(const Graph *g, const Node *n) {
   const Tensor *in = &g->tensors[n->in[0]], *out = &g->tensors[n->out[0]];
@@ -125,10 +160,11 @@ int shard_output_layouts(const Model *m, const Graph *g, const Node *n, Layout *
     return 0;
   case OP_EMBEDDING_BWD: out[0] = tensor_layout(g, n->out[0]); return 0;
   case OP_XENT_BWD: out[0] = x; return 0;
-  case OP_TOPK: case OP_ROUTE: case OP_DISPATCH: case OP_GROUPED_MATMUL: case OP_COMBINE:
-  case OP_TOPK_BWD: case OP_COMBINE_BWD: /* one rank (check_experts): each whole */
+  case OP_GROUPED_MATMUL: return grouped_matmul_layout(g, n, &out[0]);
+  case OP_TOPK: case OP_ROUTE: case OP_DISPATCH: case OP_COMBINE:
+  case OP_TOPK_BWD: case OP_COMBINE_BWD:
   case OP_EXPERT_COUNTS: case OP_EXPERT_SEND: case OP_EXPERT_RETURN:
-    for (int k = 0; k < n->nout; k++) out[k] = layout_r();
+    moe_layouts(g, n, out);
     return 0;
   }
   return -1;
@@ -205,6 +241,14 @@ static void matmul_needs(const Shard *c, const Graph *g, const Node *n, Layout *
   else if (a.kind == LAYOUT_P) need[0] = resolve_partial(c, g, n->in[0]);
   else if (is_split(a, a_last)) need[0] = layout_r();
   else need[0] = a;
+}
+
+/* An expert's row-parallel weights take rows split as theirs; else the rows are whole. */
+static void grouped_matmul_needs(const Graph *g, const Node *n, Layout *need) {
+  int k_axis = n->a.moe.trans_b ? 2 : 1;
+  need[0] = is_split(tensor_layout(g, n->in[1]), k_axis) ? layout_s(last_axis(g, n->in[0]))
+                                                         : layout_r();
+  need[2] = layout_r();
 }
 
 static void ew_needs(const Shard *c, const Graph *g, const Node *n, Layout *need) {
@@ -291,9 +335,11 @@ static void input_needs(const Shard *c, const Graph *g, const Node *n, Layout *n
   case OP_ATTENTION_BWD: case OP_EMBEDDING_BWD: case OP_XENT_BWD:
   case OP_TOPK_BWD: case OP_COMBINE_BWD:
     break; /* each input as it is laid out */
-  case OP_TOPK: case OP_ROUTE: case OP_DISPATCH: case OP_GROUPED_MATMUL: case OP_COMBINE:
+  case OP_GROUPED_MATMUL: grouped_matmul_needs(g, n, need); break;
+  case OP_TOPK: case OP_ROUTE: case OP_DISPATCH: case OP_COMBINE:
   case OP_EXPERT_COUNTS: case OP_EXPERT_SEND: case OP_EXPERT_RETURN:
     for (int i = 0; i < n->nin; i++) need[i] = layout_r();
+    if (n->op == OP_COMBINE && x.kind == LAYOUT_P) need[0] = x; /* summed after the combine */
     break;
   }
 }
@@ -346,11 +392,14 @@ static int check_split(const Shard *c, const Tensor *t, const char *what, const 
       where, dim->name, (long long)dim->size, tp, what, (long long)dim->size);
 }
 
+/* Column: the output dim of a matrix [out, in] (of each expert's, [experts, out, in]); row: the
+ * input dim; vocab: the rows. */
 static Layout hint_layout(const Param *p, int tp) {
   if (tp == 1) return layout_r();
   switch (p->hint) {
-  case HINT_COLUMN: case HINT_VOCAB: return layout_s(0);
-  case HINT_ROW: return layout_s(1);
+  case HINT_COLUMN: return layout_s(p->ndim == 3 ? 1 : 0);
+  case HINT_VOCAB: return layout_s(0);
+  case HINT_ROW: return layout_s(p->ndim - 1);
   case HINT_REPLICATED: break;
   }
   return layout_r();
@@ -417,18 +466,6 @@ static int check_parts(const Shard *c, const Graph *g, const Node *n) {
       "groups = heads, as Megatron lays it out) or choose a tp that divides %d",
       n->where, op_name(n->op), n->a.parts.groups, n->a.parts.groups == 1 ? "" : "s", pieces,
       n->a.parts.groups);
-}
-
-/* A mixture of experts runs whole on each rank of one: its experts are neither split over tp nor
- * spread over ranks yet. */
-static int check_experts(const Shard *c, const Node *n) {
-  int moe = n->op == OP_ROUTE || n->op == OP_DISPATCH || n->op == OP_GROUPED_MATMUL ||
-            n->op == OP_COMBINE;
-  if (!moe || c->par->tp == 1) return 0;
-  return diag(c->d,
-              "%s: %s: mixture-of-experts layers run with tp = 1 only (not %d) so far; train "
-              "them with --tp 1 and data or pipeline parallelism",
-              n->where, op_name(n->op), c->par->tp);
 }
 
 /* ---- partial sums kept partial -------------------------------------------------------------- */
@@ -599,7 +636,7 @@ static int emit_node(Shard *c, Graph *g, Node n) {
     n.in[i] = shard_convert(c->m, g, n.in[i], need[i], 0, n.where);
     if (check_split(c, &g->tensors[n.in[i]], g->tensors[n.in[i]].name, n.where)) return -1;
   }
-  if (check_parts(c, g, &n) || check_experts(c, &n)) return -1;
+  if (check_parts(c, g, &n)) return -1;
   if (shard_output_layouts(c->m, g, &n, out))
     return diag(c->d, "%s: %s: no tensor-parallel layout fits its inputs", n.where, op_name(n.op));
   if (check_copies_summed(c, g, &n, out)) return -1;

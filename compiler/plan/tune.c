@@ -1,4 +1,5 @@
-/* tune.c: plait tune's search. The model is traced once per (tp, mbs, sequence parallelism);
+/* tune.c: plait tune's search. The model is traced once per (tp, mbs, sequence parallelism, and
+ * for a model with experts ep: it moves the routed rows);
  * every pp, dp, vpp, schedule, recomputation and distributed optimizer under it is bounded
  * (selective recomputation changes the block's graph: it is traced for it once more)
  * without its schedule's simulation (the busiest rank's kernels: the iteration takes at least as
@@ -8,6 +9,7 @@
 #include "plan/tune.h"
 
 #include "front/host.h"
+#include "passes/experts.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -15,9 +17,14 @@
 #include <time.h>
 
 typedef struct {
-  Plan **plans; /* one per traced (tp, mbs, sequence parallelism) */
+  Plan **plans; /* one per traced (tp, mbs, sequence parallelism, ep) */
   int count;
 } Prefixes;
+
+/* What a traced model is traced for. */
+typedef struct {
+  int tp, mbs, sp, ep;
+} Trace;
 
 static double now(void) {
   struct timespec ts;
@@ -31,26 +38,27 @@ static void refuse(Tune *t, const Diag *why) {
   if (t->refused++ == 0) snprintf(t->refusal, sizeof t->refusal, "%s", why->msg);
 }
 
-/* The layout a traced model starts from: one pipeline stage, one data-parallel replica. */
-static Options traced_options(const Options *o, int tp, int mbs, int sp, int gbs,
-                              Recompute recompute) {
+/* The layout a traced model starts from: one pipeline stage, one data-parallel replica (ep of
+ * them with experts spread over ep: ep divides dp). */
+static Options traced_options(const Options *o, Trace k, int gbs, Recompute recompute) {
   Options po = *o;
   parallel_unset(&po.parallel);
-  po.parallel.tp = tp, po.parallel.mbs = mbs, po.parallel.sequence_parallel = sp,
-  po.parallel.gbs = gbs;
-  po.parallel.pp = po.parallel.vpp = po.parallel.dp = 1, po.parallel.recompute = recompute;
+  po.parallel.tp = k.tp, po.parallel.mbs = k.mbs, po.parallel.sequence_parallel = k.sp,
+  po.parallel.gbs = gbs, po.parallel.ep = po.parallel.dp = k.ep;
+  po.parallel.pp = po.parallel.vpp = 1, po.parallel.recompute = recompute;
   snprintf(po.parallel.schedule, sizeof po.parallel.schedule, "1f1b");
   snprintf(po.parallel.partition, sizeof po.parallel.partition, "%s", o->parallel.partition);
   return po;
 }
 
-/* The global batch (the flag's, or the model file's), the model's layers and the machine. */
+/* The global batch (the flag's, or the model file's), the model's layers, its experts and the
+ * machine. */
 static int probe(const Options *o, Tune *t, int *layers, Diag *d) {
-  Options po = traced_options(o, 1, 1, 0, o->parallel.gbs, RECOMPUTE_NONE);
+  Options po = traced_options(o, (Trace){1, 1, 0, 1}, o->parallel.gbs, RECOMPUTE_NONE);
   Plan p;
   memset(&p, 0, sizeof p);
   int status = host_build_model(&po, &p.par, &p.model, d);
-  t->gbs = p.par.gbs, *layers = p.model.layers;
+  t->gbs = p.par.gbs, *layers = p.model.layers, t->experts = experts_common(&p.model);
   model_free(&p.model);
   if (status) return -1;
   if (t->gbs == 1 && o->parallel.gbs == UNSET)
@@ -70,22 +78,27 @@ static void push_layout(Tune *t, const TuneLayout *l) {
 
 /* One layout under a traced model: its bounds, or refused by the rules plan refuses it by. With
  * dp > 1 and the distributed optimizer not pinned, the layout with it too: the same chunks and
- * work, bounded again for its optimizer step, its weights' all-gather and its memory alone. */
+ * work, bounded again for its optimizer step, its weights' all-gather and its memory alone (not
+ * with experts spread over ep, which it does not compose with). */
 static void consider(Tune *t, const Options *o, Plan *traced, int prefix, const Parallel *par) {
   Diag why;
   int pinned = o->parallel.distributed_optimizer;
   TuneLayout l = {.par = *par, .prefix = prefix, .pair = t->count, .without = -1,
-                  .unrecomputed = -1};
+                  .unrecomputed = -1, .single = -1};
   l.par.distributed_optimizer = pinned == UNSET ? 0 : pinned;
   if (par->gbs % (par->mbs * par->dp) != 0) {
     diag(&why, "global batch %d is not divisible by mbs·dp = %d·%d", par->gbs, par->mbs, par->dp);
+    return refuse(t, &why);
+  }
+  if (par->ep > 1 && pinned == 1) {
+    diag(&why, "--ep %d with the distributed optimizer is not supported yet", par->ep);
     return refuse(t, &why);
   }
   double capacity = t->machine.memory_bytes;
   if (plan_bound(traced, &l.par, capacity, &l.bound, &why)) return refuse(t, &why);
   l.iteration = l.bound.iteration, l.memory = l.bound.memory;
   push_layout(t, &l);
-  if (pinned != UNSET || par->dp == 1) return;
+  if (pinned != UNSET || par->dp == 1 || par->ep > 1) return;
   l.par.distributed_optimizer = 1;
   if (plan_bound_optimizer(traced, &l.par, capacity, &l.bound, &why)) return refuse(t, &why);
   l.iteration = l.bound.iteration, l.memory = l.bound.memory;
@@ -125,7 +138,8 @@ static void each_pipeline(Tune *t, const Options *o, Plan *traced, int prefix, i
   par.grad_reduce_after = o->parallel.grad_reduce_after == 1;
   int rest = t->devices / par.tp;
   for (int pp = 1; pp <= rest && pp <= layers; pp++) {
-    if (rest % pp != 0 || !pinned_to(o->parallel.pp, pp) || !pinned_to(o->parallel.dp, rest / pp))
+    if (rest % pp != 0 || !pinned_to(o->parallel.pp, pp) ||
+        !pinned_to(o->parallel.dp, rest / pp) || rest / pp % par.ep != 0)
       continue;
     par.pp = pp, par.dp = rest / pp;
     each_schedule(t, o, traced, prefix, par, layers);
@@ -139,11 +153,11 @@ static int add_prefix(Prefixes *x, Plan *p) {
   return x->count++;
 }
 
-/* Traces the model for (tp, mbs, sp) and recomputation (selective, or not) and considers every
- * layout under it. */
-static void each_traced(Tune *t, const Options *o, Prefixes *x, int tp, int mbs, int sp,
-                        int layers, Recompute recompute) {
-  Options po = traced_options(o, tp, mbs, sp, t->gbs, recompute);
+/* Traces the model for k and recomputation (selective, or not) and considers every layout under
+ * it. */
+static void each_traced(Tune *t, const Options *o, Prefixes *x, Trace k, int layers,
+                        Recompute recompute) {
+  Options po = traced_options(o, k, t->gbs, recompute);
   Plan *p = calloc(1, sizeof *p);
   Diag why;
   if (plan_model(&po, p, &why)) {
@@ -156,12 +170,25 @@ static void each_traced(Tune *t, const Options *o, Prefixes *x, int tp, int mbs,
 }
 
 /* Once without selective recomputation (none, full), once with it, as the pin allows. */
-static void each_recompute_traced(Tune *t, const Options *o, Prefixes *x, int tp, int mbs, int sp,
-                                  int layers) {
+static void each_recompute_traced(Tune *t, const Options *o, Prefixes *x, Trace k, int layers) {
   int pin = o->parallel.recompute;
-  if (pin != RECOMPUTE_SELECTIVE) each_traced(t, o, x, tp, mbs, sp, layers, RECOMPUTE_NONE);
-  if (pinned_to(pin, RECOMPUTE_SELECTIVE))
-    each_traced(t, o, x, tp, mbs, sp, layers, RECOMPUTE_SELECTIVE);
+  if (pin != RECOMPUTE_SELECTIVE) each_traced(t, o, x, k, layers, RECOMPUTE_NONE);
+  if (pinned_to(pin, RECOMPUTE_SELECTIVE)) each_traced(t, o, x, k, layers, RECOMPUTE_SELECTIVE);
+}
+
+/* ep: 1, and with experts every divisor of them that divides the data-parallel ranks left by tp
+ * (an ep that divides no dp of a pipeline is skipped there). A pinned ep is traced as given (plan's
+ * rules refuse it where it does not fit). */
+static void each_ep(Tune *t, const Options *o, Prefixes *x, Trace k, int layers) {
+  int pin = o->parallel.ep, rest = t->devices / k.tp;
+  if (pin != UNSET) {
+    k.ep = pin;
+    each_recompute_traced(t, o, x, k, layers);
+    return;
+  }
+  for (k.ep = 1; k.ep <= rest; k.ep++)
+    if (k.ep == 1 || (t->experts > 0 && t->experts % k.ep == 0 && rest % k.ep == 0))
+      each_recompute_traced(t, o, x, k, layers);
 }
 
 static void enumerate(Tune *t, const Options *o, Prefixes *x, int layers) {
@@ -173,7 +200,7 @@ static void enumerate(Tune *t, const Options *o, Prefixes *x, int layers) {
           (pin->mbs == UNSET && mbs > TUNE_MAX_MBS))
         continue;
       for (int sp = pin->sequence_parallel == 1; sp <= (tp > 1); sp++)
-        each_recompute_traced(t, o, x, tp, mbs, sp, layers);
+        each_ep(t, o, x, (Trace){tp, mbs, sp, 1}, layers);
     }
   }
 }
@@ -307,11 +334,22 @@ static int same_but_recompute(const Parallel *a, const Parallel *b) {
   return memcmp(&x, b, sizeof x) == 0;
 }
 
+/* Whether layout a is layout b but for its ep. */
+static int same_but_ep(const Parallel *a, const Parallel *b) {
+  Parallel x = *a;
+  x.ep = b->ep;
+  return memcmp(&x, b, sizeof x) == 0;
+}
+
 /* Each of the best that uses the distributed optimizer (not pinned): the same layout without it;
- * each that uses selective recomputation: the same layout with none; to say why it won. */
-static void find_without(Tune *t) {
+ * each that uses selective recomputation: the same layout with none; each that spreads experts
+ * over ep (not pinned): the same layout with ep 1; to say why it won. */
+static void find_without(Tune *t, const Options *o) {
   for (int i = 0; i < t->fitting && i < TUNE_BEST; i++) {
     TuneLayout *l = &t->layouts[i];
+    for (int k = 0; l->par.ep > 1 && o->parallel.ep == UNSET && k < t->count; k++)
+      if (t->layouts[k].par.ep == 1 && same_but_ep(&t->layouts[k].par, &l->par))
+        l->single = k;
     for (int k = 0; l->par.distributed_optimizer && k < t->count; k++)
       if (t->layouts[k].pair == l->pair && !t->layouts[k].par.distributed_optimizer)
         l->without = k;
@@ -334,14 +372,11 @@ int tune_search(const Options *o, Tune *t, Diag *d) {
   t->model_file = o->file, t->devices = o->gpus;
   if (!o->file) return diag(d, "tune needs a model file: plait tune MODEL.lua --gpus N");
   if (!o->gpus) return diag(d, "tune needs the number of devices: --gpus N");
-  if (o->parallel.ep > 1)
-    return diag(d, "tune does not search expert parallelism yet: plan --ep %d layouts with plait "
-                "plan", o->parallel.ep);
   if (probe(o, t, &layers, d)) return -1;
   Prefixes x = {0};
   enumerate(t, o, &x, layers);
   int status = plan_promising(t, &x, d);
-  if (status == 0) rank_and_explain(t), find_without(t);
+  if (status == 0) rank_and_explain(t), find_without(t, o);
   if (status == 0 && t->fitting == 0 && t->count) status = smallest_memory(t, &x, d);
   free_prefixes(&x);
   t->seconds = now() - start;

@@ -1,7 +1,7 @@
 /* tune.h: plait tune's search: every layout of a model over N devices that plan accepts (tp, pp,
- * dp, vpp, mbs, schedule, recomputation, sequence parallelism, the distributed optimizer), each
- * bounded from its kernels' times and its schedule's compute order, the promising ones planned in
- * full; the best few, and why the rest lost. */
+ * dp, vpp, mbs, schedule, recomputation, sequence parallelism, the distributed optimizer, and ep
+ * for a model with experts), each bounded from its kernels' times and its schedule's compute order,
+ * the promising ones planned in full; the best few, and why the rest lost. */
 #ifndef PLAIT_TUNE_H
 #define PLAIT_TUNE_H
 
@@ -43,11 +43,14 @@ typedef struct {
   int without;
   /* among the best with selective recomputation: the same layout with none, or -1 */
   int unrecomputed;
+  /* among the best with experts spread over ep (not pinned): the same layout with ep 1, or -1 */
+  int single;
 } TuneLayout;
 
 typedef struct {
   const char *model_file;
   int devices, gbs;
+  int64_t experts;        /* what divides every mixture's experts; 0: the model has none */
   Machine machine;
   /* every layout plan accepts; the fitting planned ones first, fastest first */
   TuneLayout *layouts;

@@ -103,6 +103,22 @@ static void write_why_selective(const Tune *t, int i, FILE *f) {
           100 * (none->iteration / l->iteration - 1));
 }
 
+/* Why a layout among the best spreads its experts over ep ranks: with ep 1 the same layout does
+ * not fit (every rank holding every expert), or is slower (its all-to-all priced in). */
+static void write_why_spread(const Tune *t, int i, FILE *f) {
+  const TuneLayout *l = &t->layouts[i], *single = &t->layouts[l->single];
+  char memory[32], spread[32];
+  fprintf(f, "%2d spreads the experts over ep %d ranks: with ep 1 the same layout ", i + 1,
+          l->par.ep);
+  if (write_too_big(t, single, f)) return;
+  bytes_format(single->memory, memory, sizeof memory);
+  bytes_format(l->memory, spread, sizeof spread);
+  fprintf(f, "takes %s%.4g s (%+.1f%%) and needs %s%s against %s\n",
+          single->planned ? "" : "at least ", single->iteration,
+          100 * (single->iteration / l->iteration - 1), single->planned ? "" : "at least ", memory,
+          spread);
+}
+
 /* The first (best) layout of each reason, and how many lost for it. */
 static void losers(const Tune *t, int count[LOST_REASONS], const TuneLayout *first[LOST_REASONS]) {
   memset(count, 0, LOST_REASONS * sizeof *count);
@@ -151,6 +167,7 @@ void tune_write_text(const Tune *t, FILE *f) {
   for (int i = 0; i < best_count(t); i++) {
     if (t->layouts[i].without >= 0) write_why_sharded(t, i, f);
     if (t->layouts[i].unrecomputed >= 0) write_why_selective(t, i, f);
+    if (t->layouts[i].single >= 0) write_why_spread(t, i, f);
   }
   int count[LOST_REASONS];
   const TuneLayout *first[LOST_REASONS];
@@ -199,10 +216,12 @@ static void write_layout_json(const Tune *t, const TuneLayout *l, FILE *f) {
   fprintf(f, ",\n     \"iteration_time\": %.17g, \"flops_per_device\": %.17g, "
              "\"memory_bytes\": %.0f, \"bubble_fraction\": %.17g, \"traffic_bytes\": %.0f,\n",
           l->iteration, l->flops_per_device, l->memory, l->bubble, l->traffic);
+  if (l->par.ep > 1) fprintf(f, "     \"ep\": %d,\n", l->par.ep);
   if (l->without >= 0)
     write_other_json(t, "without_distributed_optimizer", &t->layouts[l->without], 1, f);
   if (l->unrecomputed >= 0)
     write_other_json(t, "with_recompute_none", &t->layouts[l->unrecomputed], 0, f);
+  if (l->single >= 0) write_other_json(t, "with_ep_1", &t->layouts[l->single], 0, f);
   fprintf(f, "     \"flags\": %s}", escape(ESC_JSON, flags, flags_json, sizeof flags_json));
 }
 

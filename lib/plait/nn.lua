@@ -226,12 +226,13 @@ local function whole_number(v, what, least)
 end
 
 -- The experts' SwiGLU over their routed rows, as Mixtral's: w1 (gate) and w3 (up) [E, ffn, hidden],
--- w2 (down) [E, hidden, ffn].
+-- w2 (down) [E, hidden, ffn]; under tensor parallelism each expert's ffn is split as a dense MLP's.
 local function experts_mlp(s, rows, counts, E, ffn, S, opts)
   local hidden, std = rows:dim(-1), setting(opts, S, "init_std", 0.02)
-  local w1 = s:param("experts.w1", { E, ffn, hidden }, { std = std })
-  local w3 = s:param("experts.w3", { E, ffn, hidden }, { std = std })
-  local w2 = s:param("experts.w2", { E, hidden, ffn }, { std = std / math.sqrt(2 * S.layers) })
+  local w1 = s:param("experts.w1", { E, ffn, hidden }, { std = std, shard = "column" })
+  local w3 = s:param("experts.w3", { E, ffn, hidden }, { std = std, shard = "column" })
+  local w2 = s:param("experts.w2", { E, hidden, ffn },
+    { std = std / math.sqrt(2 * S.layers), shard = "row" })
   local t = { transpose = true }
   local gate = plait.grouped_matmul(rows, w1, counts, t)
   local h = plait.silu(gate) * plait.grouped_matmul(rows, w3, counts, t)
@@ -256,8 +257,8 @@ end
 -- config.ffn) on it, summed with the routing weights: the softmax over the experts at the top k,
 -- renormalised over them when opts.renormalize (config.renormalize, default true: Mixtral). With
 -- opts.shared_ffn (config.shared_ffn; 0 or false: none) a shared expert is added (Qwen2-MoE). The
--- router starts with std opts.router_std (config.router_std, else init_std). One tensor-parallel
--- rank only (tp = 1) so far; no auxiliary load-balancing loss (a block returns its output alone).
+-- router starts with std opts.router_std (config.router_std, else init_std); it is whole on every
+-- tensor-parallel rank. No auxiliary load-balancing loss (a block returns its output alone).
 function nn.moe(S, ...)
   local name, x, opts = named(...)
   check_tensor(x, "nn.moe")

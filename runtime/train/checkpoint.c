@@ -79,6 +79,7 @@ typedef struct {
   int64_t step;
   real *full, *host; /* one tensor in the backend's memory, and on rank 0 its copy in host memory */
   real *whole;       /* with the distributed optimizer: a rank's share of it, whole (DP rank 0) */
+  real *experts;     /* with experts split over ep and tp: every ep rank's, before the tp gather */
   CkptWriter w;
   /* rank 0: the writer failed (the other ranks go on sending; the save fails at its end) */
   int failed;
@@ -126,16 +127,17 @@ static int spread_over_ep(const Trainer *t, const ParamSlot *s) {
 }
 
 /* On the owner's TP ranks of DP replica 0 (and, for experts spread over ep ranks, of the other DP
- * ranks of its ep group): the whole padded tensor, gathered along the split axis or over the
- * experts (full has room for every piece). */
-static void gather(Trainer *t, ParamSlot *s, const real *share, real *full) {
+ * ranks of its ep group): the whole padded tensor, gathered over the experts (into `experts` when
+ * they are split over tp too), then along the split axis (full has room for every piece). */
+static void gather(Trainer *t, ParamSlot *s, const real *share, real *full, real *experts) {
   const ParamSpec *p = s->spec;
-  int tp = t->prog->tp, copies = params_copies(p);
+  int tp = t->prog->tp, copies = params_copies(p), split = p->split_axis >= 0 && tp != copies;
   if (spread_over_ep(t, s)) {
-    comm_allgather(t->comm, GROUP_EP, share, full, 1, s->n, COMM_REAL);
-    return;
+    comm_allgather(t->comm, GROUP_EP, share, split ? experts : full, 1, s->n, COMM_REAL);
+    if (!split) return;
+    share = experts;
   }
-  if (p->split_axis < 0 || tp == copies) {
+  if (!split) {
     device_copy(full, share, (size_t)s->n * sizeof(real));
     return;
   }
@@ -182,7 +184,7 @@ static void save_tensor(Save *sv, const Entry *e, int kind) {
     ParamSlot *s = find_slot(&t->params, e);
     const real *share = share_whole(t, s, kind, sv->whole);
     int gathers = in_owner_group || (spread_over_ep(t, s) && ri->dp_rank < params_ep(t->prog));
-    if (gathers) gather(t, s, share, sv->full);
+    if (gathers) gather(t, s, share, sv->full, sv->experts);
   }
   int sender = in_owner_group && ri->tp_rank == 0 && ri->rank != 0;
   int receiver = ri->rank == 0 && !(in_owner_group && ri->tp_rank == 0);
@@ -286,11 +288,14 @@ void checkpoint_save(Trainer *t, const char *dir, int64_t step) {
   int copies = p->tp_copies > 1 ? p->tp_copies : 1; /* pieces gathered from every TP rank */
   sv.full = device_alloc((size_t)(largest * copies) * sizeof *sv.full, "a checkpoint's tensor");
   if (t->params.sharded) sv.whole = device_alloc((size_t)largest * sizeof *sv.whole, "a share");
+  if (params_ep(p) > 1 && p->tp > 1)
+    sv.experts = device_alloc((size_t)largest * sizeof *sv.experts, "an expert's tensor");
   sv.host = malloc((size_t)largest * sizeof *sv.host);
   for (int k = 0; k < KINDS; k++)
     for (int i = 0; i < n; i++) save_tensor(&sv, &list[i], k);
   device_free(sv.full);
   device_free(sv.whole);
+  device_free(sv.experts);
   free(sv.host);
   free(list);
   if (is_root && (sv.failed || ckpt_write_end(&sv.w))) {

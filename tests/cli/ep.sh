@@ -1,9 +1,11 @@
 #!/bin/sh
 # ep.sh: expert parallelism (--ep): a mixture's experts spread over data-parallel ranks train as one
-# rank does: ep 2 (dp 2), ep 2 of dp 4, pp 2 · ep 2 · dp 2 within 1e-5 of one rank's losses in
+# rank does: ep 2 (dp 2), ep 2 of dp 4, pp 2 · ep 2 · dp 2, and experts split over tp: tp 2, tp 2
+# with sequence parallelism, ep 2 · tp 2, pp 2 · ep 2 · tp 2 within 1e-5 of one rank's losses in
 # float and a --double build within 1e-12, on threads and under mpirun; the exchange with uneven
-# counts under mpirun; checkpoints saved at ep 2 continue at ep 1 and back; the plan's all-to-all
-# bytes against a hand calculation; what is not supported is refused in one line.
+# counts under mpirun; checkpoints saved at ep 2 continue at ep 1 and back, at ep 2 · tp 2 at one
+# rank; the plan's all-to-all bytes against a hand calculation; what is not supported is refused in
+# one line; tune spreads experts over ep where every rank holding all of them does not fit.
 . "$(dirname "$0")/lib.sh"
 cd "$PLAIT_ROOT" || exit 1
 fixed_text "$TMP/text.txt"
@@ -43,6 +45,15 @@ for layout in --mbs_2_--dp_2_--ep_2 --mbs_1_--dp_4_--ep_2 --mbs_2_--pp_2_--dp_2_
 done
 train done --mbs_2_--double && train dep --mbs_1_--dp_4_--ep_2_--double
 close ep_as_one_rank_double_dp_4_ep_2 done dep 1e-12
+# experts split over tp (the router whole on each tp rank, each expert's ffn split as a dense
+# MLP's), with sequence parallelism, with ep 2 (world 4) and with pp 2 · ep 2 (world 8)
+for layout in --mbs_2_--tp_2 --mbs_2_--tp_2_--sequence-parallel --mbs_2_--tp_2_--dp_2_--ep_2 \
+  --mbs_2_--pp_2_--tp_2_--dp_2_--ep_2; do
+  train "f$layout" "$layout"
+  close "ep_tp_as_one_rank$(echo "$layout" | tr -d '-' | sed 's/mbs_[0-9]_//')" one "f$layout" 1e-5
+done
+train dtp --mbs_2_--tp_2_--dp_2_--ep_2_--double
+close ep_tp_as_one_rank_double_tp_2_dp_2_ep_2 done dtp 1e-12
 
 if command -v mpirun >/dev/null; then
   launcher="$mpirun -np 2"
@@ -67,6 +78,10 @@ tail -n +4 "$TMP/one.loss" >"$TMP/one_after_3.loss"
 close ep_checkpoint_as_uninterrupted one_after_3 one_from_ep2 1e-6
 train ep2_from_one $EP2 --load "$TMP/ck_one" && train one_from_one --mbs_2 --load "$TMP/ck_one"
 close ep_checkpoint_ep1_continues_at_ep2 one_from_one ep2_from_one 1e-6
+# saved at ep 2 · tp 2, every expert whole in the file: one rank continues as uninterrupted
+steps=3 train save_ep2_tp2 --mbs_2_--tp_2_--dp_2_--ep_2 --save "$TMP/ck_ep2_tp2"
+train one_from_ep2_tp2 --mbs_2 --load "$TMP/ck_ep2_tp2"
+close ep_tp_checkpoint_continues_at_one_rank one_after_3 one_from_ep2_tp2 1e-6
 
 # Mixtral at ep 8 over dp 8: each rank routes T·k = mbs·seq·topk = 1·4096·2 rows of hidden 4096 in
 # bf16 (2 bytes); a row stays on its rank with probability 1/8, so each exchange sends
@@ -97,10 +112,25 @@ expect_error ep_not_dividing_experts '--ep 8 does not divide the 4 experts; choo
   $PLAIT plan $MOE --dp 8 --ep 8
 expect_error ep_without_experts "^plait: --ep 2 spreads a mixture's experts, and tiny has none" \
   $PLAIT plan models/tiny.lua --dp 2 --mbs 1 --gbs 2 --ep 2
-expect_error ep_with_tp 'route: mixture-of-experts layers run with tp = 1 only \(not 2\) so far' \
-  $PLAIT plan $MOE --dp 2 --ep 2 --tp 2
 expect_error ep_with_distributed_optimizer \
   '^plait: --ep 2 with the distributed optimizer is not supported yet' \
   $PLAIT plan $MOE --dp 2 --ep 2 --distributed-optimizer
-expect_error ep_tune_refused '^plait: tune does not search expert parallelism yet' \
-  $PLAIT tune $MOE --gpus 4 --ep 2
+
+# tune searches ep: with 16 experts over 2 ranks of 4.5 MB, every rank holding every expert does
+# not fit (plan says so too), half of them does; tune's first layout spreads them and says why
+big="tests/cli/models/moe.lua --set experts=16 ffn=128 --gbs 4"
+sed 's/memory = 16e9/memory = 4.5e6/' lib/plait/machines/cpu.lua >"$TMP/small.lua"
+$PLAIT tune $big --gpus 2 --tp 1 --pp 1 --machine "$TMP/small.lua" >"$TMP/tune.txt" 2>&1
+first=$(sed -n 's/^the first as plan.s flags: //p' "$TMP/tune.txt")
+memory() { # FLAGS: the plan's memory of rank 0 in bytes
+  # shellcheck disable=SC2086
+  $PLAIT plan $big $1 --machine cpu --format json |
+    sed -n 's/.*"memory_bytes": \([0-9]*\),.*/\1/p' | head -n1
+}
+spread=$(memory "$first") single=$(memory "$(echo "$first" | sed 's/ --ep 2//')")
+if echo "$first" | grep -q -- '--ep 2$' &&
+   grep -q '^ 1 spreads the experts over ep 2 ranks: with ep 1 the same layout needs .*, '\
+'more than the 4.50 MB a device has$' "$TMP/tune.txt" &&
+   [ "$spread" -le 4500000 ] && [ "$single" -gt 4500000 ]; then
+  pass "ep_tune_spreads_experts_to_fit ($single bytes at ep 1, $spread at ep 2)"
+else fail ep_tune_spreads_experts_to_fit "$spread $single $(head -c 1500 "$TMP/tune.txt")"; fi

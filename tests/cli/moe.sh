@@ -3,7 +3,7 @@
 # double precision (top-2 renormalised, softmax at the top-2 without renormalising, top-1 of 8
 # experts over fewer tokens than experts so that some receive none, top-3 with a shared expert); it
 # trains in float (the loss falls) and two pipeline stages give one stage's losses; what is not
-# supported yet is refused in one line.
+# supported yet, or an expert ffn that tp does not divide, is refused in one line.
 . "$(dirname "$0")/lib.sh"
 cd "$PLAIT_ROOT" || exit 1
 
@@ -60,9 +60,9 @@ else
     "$(tail -c 600 "$TMP/build.log") $(paste "$TMP/one.loss" "$TMP/pp2.loss" | head -3)"
 fi
 
-expect_error moe_tp_refused \
-  'route: mixture-of-experts layers run with tp = 1 only \(not 2\) so far; train them with --tp 1' \
-  $PLAIT plan $MOE --tp 2
+expect_error moe_tp_ffn_not_dividing \
+  'ffn = 25 is not divisible by tp = 2 \(tensor parallelism splits moe.experts.w1\)' \
+  $PLAIT plan $MOE --tp 2 --set ffn=25
 expect_error moe_cuda_refused \
   'topk: top-k and mixtures of experts have no CUDA kernels yet; build for the CPU' \
   $PLAIT build $MOE --backend cuda --emit-only -o "$TMP/cuda"
