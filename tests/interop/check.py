@@ -13,10 +13,11 @@ It needs torch, transformers and safetensors (pip install torch transformers saf
 it says so in one line and exits 0. Usage: check.py BUILD_DIR [FAMILY...] (the folder holding plait, and
 the families to check by their first word, GPT-2 Llama Gemma OLMo-2 Qwen2 Mistral Mistral-v0.2 Qwen3
 Phi-2 GPT-NeoX GPT-J Falcon-7B Falcon-40B StableLM StarCoder2 Cohere StableLM-2 StableLM-2-12B
-Mixtral Qwen2-MoE Qwen3-MoE OLMoE; all by default). The mixtures of experts run at one rank and
-pp 2, ep 2 (dp 2) and pp 2 · ep 2 · dp 2. Mistral-v0.2 (sliding_window null: no window) is checked
-over windows of 4200 tokens, at one rank; Falcon-7B (one key/value head) at tp 4 too; Llama-kv2-tp8
-and Falcon-7B-tp8 (eight query heads over two and one key/value heads) at tp 4 and tp 8.
+Mixtral Qwen2-MoE Qwen3-MoE OLMoE; all by default). The mixtures of experts run at one rank, pp 2,
+tp 2, ep 2 (dp 2), ep 2 · tp 2 and pp 2 · ep 2 · dp 2. Mistral-v0.2 (sliding_window null: no
+window) is checked over windows of 4200 tokens, at one rank; Falcon-7B (one key/value head) at tp 4
+too; Llama-kv2-tp8 and Falcon-7B-tp8 (eight query heads over two and one key/value heads) at tp 4
+and tp 8.
 """
 import json
 import math
@@ -46,8 +47,9 @@ LAYOUTS = {"one rank": [], "tp 2": ["--tp", "2"], "pp 2": ["--pp", "2"],
            "tp 4": ["--tp", "4"], "tp 8": ["--tp", "8"],
            # expert parallelism: ep ranks carved out of the data-parallel ones
            "ep 2": ["--ep", "2", "--dp", "2"],
+           "ep 2 · tp 2": ["--ep", "2", "--dp", "2", "--tp", "2"],
            "pp 2 · ep 2 · dp 2": ["--pp", "2", "--ep", "2", "--dp", "2"]}
-EXPERT_LAYOUTS = ("ep 2", "pp 2 · ep 2 · dp 2")
+EXPERT_LAYOUTS = ("tp 2", "ep 2", "ep 2 · tp 2", "pp 2 · ep 2 · dp 2")
 # the mixtures of experts: one rank and pp 2 (nn.moe has tp = 1 only), then expert parallelism
 MOE = ("one rank", "pp 2") + EXPERT_LAYOUTS
 FOUR = ("one rank", "tp 2", "pp 2", "tp 2 · pp 2 · dp 2, sp")  # every family's layouts
