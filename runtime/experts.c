@@ -1,7 +1,10 @@
 /* experts.c: expert parallelism's exchanges: a mixture of experts' routed rows sent from the ranks
  * that routed them to the ranks of the ep group that hold their experts, regrouped there by local
- * expert for the grouped GEMMs, and the results brought back in the order they left. */
+ * expert for the grouped GEMMs, and the results brought back in the order they left; the buffers of
+ * the rows a rank receives beyond the balanced share its arena holds, sized at run time. */
 #include "rt.h"
+
+#include <stdlib.h>
 
 #include "device.h"
 
@@ -86,14 +89,9 @@ static void exchange(Run *r, const ExpertMap *m, int64_t D, const act_t *in, act
   comm_p2p_end(r->comm);
 }
 
-void rt_expert_send(Run *r, int64_t E, int64_t rows, int64_t D, const int32_t *all_counts,
-                    const act_t *in, act_t *out) {
+void rt_expert_send(Run *r, int64_t E, int64_t D, const int32_t *all_counts, const act_t *in,
+                    act_t *out) {
   ExpertMap m = expert_map(r, E, all_counts);
-  int64_t held = 0;
-  for (int s = 0; s < m.ep; s++)
-    for (int64_t e = 0; e < m.local; e++) held += m.all[s * E + m.me * m.local + e];
-  /* the rows past the held ones are never read; zeros keep the kernels over them finite */
-  device_zero(out + held * D, (size_t)((rows * m.ep - held) * D) * sizeof *out);
   exchange(r, &m, D, in, out, 1);
 }
 
@@ -101,4 +99,47 @@ void rt_expert_return(Run *r, int64_t E, int64_t D, const int32_t *all_counts, c
                       act_t *out) {
   ExpertMap m = expert_map(r, E, all_counts);
   exchange(r, &m, D, in, out, 0);
+}
+
+/* The rows ep rank `holder` receives: every rank's rows to its experts. */
+static int64_t rows_to(const ExpertMap *m, int holder) {
+  int64_t rows = 0;
+  for (int s = 0; s < m->ep; s++)
+    for (int64_t e = 0; e < m->local; e++) rows += m->all[s * m->E + holder * m->local + e];
+  return rows;
+}
+
+int64_t rt_expert_held(Run *r, int64_t E, const int32_t *all_counts) {
+  ExpertMap m = expert_map(r, E, all_counts);
+  for (int holder = 0; holder < m.ep; holder++)
+    if (rows_to(&m, holder) > r->expert_rows.most) r->expert_rows.most = rows_to(&m, holder);
+  return rows_to(&m, m.me);
+}
+
+act_t *rt_expert_rows(Run *r, act_t *place, int64_t room, int64_t elems) {
+  if (elems <= room) return place;
+  ExpertRows *x = &r->expert_rows;
+  int at = 0;
+  while (at < x->count && (x->buffers[at].place != place || x->buffers[at].room != room)) at++;
+  if (at == x->count) {
+    if (x->count == x->cap) {
+      x->cap = x->cap ? 2 * x->cap : 16;
+      x->buffers = realloc(x->buffers, (size_t)x->cap * sizeof *x->buffers);
+      if (!x->buffers) comm_fail(r->comm, "out of host memory for the experts' row buffers");
+    }
+    x->buffers[x->count++] = (ExpertBuffer){place, NULL, room, 0};
+  }
+  ExpertBuffer *b = &x->buffers[at];
+  if (elems > b->elems) {
+    device_free(b->data);
+    b->data = device_alloc((size_t)elems * sizeof *b->data, "the rows a rank's experts receive");
+    b->elems = elems;
+  }
+  return b->data;
+}
+
+void rt_expert_rows_free(Run *r) {
+  for (int i = 0; i < r->expert_rows.count; i++) device_free(r->expert_rows.buffers[i].data);
+  free(r->expert_rows.buffers);
+  r->expert_rows = (ExpertRows){0};
 }

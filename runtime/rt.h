@@ -10,6 +10,20 @@
 #include "kernels.h"
 #include "program.h"
 
+/* The rows a rank's experts receive past the room its arena holds for them (balanced routing):
+ * buffers by their place and room in the arena (the tensors sharing both are never live at once,
+ * or one is the other in place, and need as many elements in one microbatch), grown when a
+ * microbatch needs more, kept for the next. */
+typedef struct {
+  act_t *place, *data;
+  int64_t room, elems;
+} ExpertBuffer;
+typedef struct {
+  ExpertBuffer *buffers;
+  int count, cap;
+  int64_t most; /* the most rows one rank of an ep group has received in one exchange */
+} ExpertRows;
+
 struct Run {
   const Program *program;
   Comm *comm;
@@ -35,6 +49,7 @@ struct Run {
    * final, to start their data-parallel reduction while the layers below it run backward. */
   void (*layer_grads_final)(void *arg, int layer);
   void *layer_grads_final_arg;
+  ExpertRows expert_rows;
 };
 
 /* The generated backward calls this after each layer: layer `layer` is done with this microbatch. */
@@ -124,11 +139,18 @@ void rt_slice(Run *r, const act_t *in, act_t *out, int64_t outer, int64_t inner)
  * receive from all of them. */
 void rt_expert_counts(Run *r, int64_t E, const int32_t *counts, int32_t *all_counts,
                       int32_t *local_counts);
-/* in: this rank's `rows` routed rows [rows, D], grouped by expert; out [ep·rows, D]: the rows the
- * ranks routed to this rank's experts, grouped by local expert, then by the rank that routed them;
- * the rows past them zero. The adjoint of rt_expert_return. */
-void rt_expert_send(Run *r, int64_t E, int64_t rows, int64_t D, const int32_t *all_counts,
-                    const act_t *in, act_t *out);
+/* The rows this rank's experts receive, from all_counts; each ep rank's count is checked against
+ * the most so far (r->expert_rows.most). */
+int64_t rt_expert_held(Run *r, int64_t E, const int32_t *all_counts);
+/* Where a tensor of `elems` elements over received rows lives: its `place` in the arena where its
+ * `room` (balanced routing) holds them, else a buffer of its own kept by place. */
+act_t *rt_expert_rows(Run *r, act_t *place, int64_t room, int64_t elems);
+void rt_expert_rows_free(Run *r);
+/* in: this rank's routed rows [.., D], grouped by expert; out [held, D]: the rows the ranks routed
+ * to this rank's experts, grouped by local expert, then by the rank that routed them. The adjoint
+ * of rt_expert_return. */
+void rt_expert_send(Run *r, int64_t E, int64_t D, const int32_t *all_counts, const act_t *in,
+                    act_t *out);
 /* The reverse: each held row [.., D] back to its place among the routed rows of its rank. */
 void rt_expert_return(Run *r, int64_t E, int64_t D, const int32_t *all_counts, const act_t *in,
                       act_t *out);

@@ -55,7 +55,9 @@ static void dim_constant(const Model *m, int d, char (*names)[EMIT_DIM_CHARS]) {
   char upper[EMIT_DIM_CHARS - 8], *name = names[d];
   name[0] = 0;
   if (m->dims[d].size > INT_MAX) return;
-  if (d == m->batch_dim)
+  if (m->dims[d].worst) /* a variable of the stage function, set from the exchanged counts */
+    snprintf(name, EMIT_DIM_CHARS, "n_%s", m->dims[d].name);
+  else if (d == m->batch_dim)
     snprintf(name, EMIT_DIM_CHARS, "B");
   else if (d == m->seq_dim)
     snprintf(name, EMIT_DIM_CHARS, "T");
@@ -85,7 +87,7 @@ void emit_dims_enum(const Emission *e, FILE *f) {
       "/* The model's dims, whole (a tensor split over TP ranks holds its dim / TP). */\nenum {");
   int n = 0;
   for (int d = 0; d < m->ndims; d++) {
-    if (!e->dim_constant[d][0]) continue;
+    if (!e->dim_constant[d][0] || m->dims[d].worst) continue;
     fprintf(f, "%s%s = %lld",
             n == 0       ? "\n  "
             : n % 6 == 0 ? ",\n  "

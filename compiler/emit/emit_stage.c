@@ -49,10 +49,24 @@ static void shape_comment(const StageWriter *w, const Tensor *t, char *buf, int 
     snprintf(buf + used, len - used, ", split on axis %d", t->layout.axis);
 }
 
+/* The run-time-sized dim of t's axes (the rows a rank's experts receive), or -1. */
+static int held_axis_dim(const StageWriter *w, int t) {
+  const Tensor *x = &w->g->tensors[t];
+  for (int a = 0; a < x->ndim; a++)
+    if (w->e->plan->model.dims[x->dims[a]].worst) return x->dims[a];
+  return -1;
+}
+
+/* Is t a buffer of the function, saved or scratch, that nodes first..last use? */
+static int declared_in(const StageWriter *w, int t, int first, int last) {
+  Region r = w->mem->region[t];
+  return (r == REGION_SAVED || r == REGION_SCRATCH) && used_in(w->g, t, first, last);
+}
+
 static void declare(const StageWriter *w, int first, int last) {
   for (int t = 0; t < w->g->ntensors; t++) {
     Region r = w->mem->region[t];
-    if ((r != REGION_SAVED && r != REGION_SCRATCH) || !used_in(w->g, t, first, last)) continue;
+    if (!declared_in(w, t, first, last) || held_axis_dim(w, t) >= 0) continue;
     char shape[300];
     shape_comment(w, &w->g->tensors[t], shape, sizeof shape);
     if (w->g->tensors[t].dtype != DT_REAL)
@@ -100,6 +114,37 @@ static Size number(int64_t n) {
   Size size = {.value = n};
   snprintf(size.text, sizeof size.text, "%lld", (long long)n);
   return size;
+}
+
+/* The rows a mixture's experts receive on this rank (dim `held`, from the counts all_counts), then
+ * the tensors over them nodes first..last use: in their arena places where the balanced rows'
+ * room holds them, else in buffers sized now (rt_expert_rows). */
+static void declare_held(const StageWriter *w, int held, int all_counts, int first, int last) {
+  const Plan *p = w->e->plan;
+  fprintf(w->f, "  const int64_t %s = rt_expert_held(r, %s, %s);\n", w->e->dim_constant[held],
+          last_axis(w, all_counts).text, w->name[all_counts]);
+  for (int t = 0; t < w->g->ntensors; t++) {
+    if (!declared_in(w, t, first, last) || held_axis_dim(w, t) != held) continue;
+    const Tensor *x = tensor(w, t);
+    const char *type = x->dtype == DT_INT ? "int32_t" : x->dtype == DT_REAL ? "act_t" : "real";
+    fprintf(w->f, "  %s *%s = (%s *)rt_expert_rows(r, %s + %lld, %lld, %s%s);\n", type,
+            w->name[t], type, w->mem->region[t] == REGION_SAVED ? "saved" : "tmp",
+            (long long)w->mem->offset[t], (long long)memplan_room(&p->model, x, p->par.tp),
+            all_axes(w, t).text, x->dtype != DT_REAL ? " * 2" : "");
+  }
+}
+
+/* Each mixture's received rows: declared after its counts are gathered in the forward, at the top
+ * of the backward (the counts saved); `after` the node index they follow, -1 for the top. */
+static void declare_mixtures(const StageWriter *w, int after, int first, int last) {
+  for (int i = 0; i < w->g->nforward; i++) {
+    const Node *send = &w->g->nodes[i];
+    if (send->op != OP_EXPERT_SEND) continue;
+    int counts = send->in[1], producer = tensor(w, counts)->producer;
+    int here = producer >= first && producer < last ? producer : -1;
+    if (here == after && used_in(w->g, counts, first, last))
+      declare_held(w, tensor(w, send->out[0])->dims[0], counts, first, last);
+  }
 }
 
 /* A GEMM over a join's weights side by side (fuse_gemm), or into their gradients, says so first. */
@@ -483,9 +528,8 @@ static void expert_exchange(const StageWriter *w, const Node *n) {
     fprintf(w->f, "  rt_expert_counts(r, %s, %s, %s, %s);", last_axis(w, n->out[0]).text,
             in(w, n, 0), out(w, n, 0), out(w, n, 1));
   else if (n->op == OP_EXPERT_SEND)
-    fprintf(w->f, "  rt_expert_send(r, %s, %s, %s, %s, %s, %s);", last_axis(w, n->in[1]).text,
-            axes(w, n->in[0], 0, 1).text, last_axis(w, n->in[0]).text, in(w, n, 1), in(w, n, 0),
-            out(w, n, 0));
+    fprintf(w->f, "  rt_expert_send(r, %s, %s, %s, %s, %s);", last_axis(w, n->in[1]).text,
+            last_axis(w, n->in[0]).text, in(w, n, 1), in(w, n, 0), out(w, n, 0));
   else
     fprintf(w->f, "  rt_expert_return(r, %s, %s, %s, %s, %s);", last_axis(w, n->in[1]).text,
             last_axis(w, n->out[0]).text, in(w, n, 1), in(w, n, 0), out(w, n, 0));
@@ -607,7 +651,11 @@ static void function(StageWriter *w, int backward) {
   if (weights) fprintf(w->f, "  act_t *const *w = r->layer_w[layer];\n");
   if (gradients) fprintf(w->f, "  real *const *g = r->layer_g[layer];\n");
   declare(w, first, last);
-  for (int i = first; i < last; i++) node(w, i);
+  declare_mixtures(w, -1, first, last);
+  for (int i = first; i < last; i++) {
+    node(w, i);
+    if (g->nodes[i].op == OP_EXPERT_COUNTS) declare_mixtures(w, i, first, last);
+  }
   if (backward && g->grad_input >= 0 && g->grad_input == g->grad_output)
     fprintf(w->f, "  device_copy(dx, dy, %s * sizeof(act_t));\n", all_axes(w, g->grad_input).text);
   fprintf(w->f, "}\n\n");

@@ -22,6 +22,9 @@ typedef struct {
   /* smallest piece a shard may hold: head_dim for a dim of heads·head_dim, else 1 */
   int64_t granule;
   int of_parts;      /* made by a split or concat: granule is one group's run */
+  /* a dim sized at run time (the rows a rank's experts receive): size is what balanced routing
+   * gives, worst the most there can be; 0 for a dim of fixed size */
+  int64_t worst;
 } Dim;
 
 /* Layout over the tensor-parallel group: replicated, split along one axis, or partial sums. A split

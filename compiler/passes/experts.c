@@ -1,6 +1,7 @@
 /* experts.c: expert parallelism as graph nodes: the counts gathered after each route, the routed
  * rows sent to their experts' ranks after each dispatch and brought back before each combine, and
- * the rows in between resized to what a rank's experts may receive. */
+ * the rows in between sized at run time: what a rank's experts receive (balanced routing's count
+ * the static size, ep times it the worst case). */
 #include "passes/experts.h"
 
 #include <stdio.h>
@@ -117,11 +118,25 @@ static int holds_input(const Spread *s, const Node *n) {
   return 0;
 }
 
+/* The dim of the rows a mixture's experts receive, one of its own per mixture: as many rows as it
+ * routes under balanced routing, ep times as many at worst. */
+static int held_dim(Spread *s, int routed) {
+  char suffix[16] = "_held", name[NAME_LEN];
+  for (int n = 2;; n++) {
+    snprintf(name, sizeof name, "%.40s%s", s->m->dims[routed].name, suffix);
+    if (model_find_dim(s->m, name) < 0) break;
+    snprintf(suffix, sizeof suffix, "_held%d", n);
+  }
+  int held = new_dim(s, routed, suffix, s->m->dims[routed].size);
+  if (held >= 0) s->m->dims[held].worst = s->ep * s->m->dims[routed].size;
+  return held;
+}
+
 /* After a dispatch: its rows sent to their experts' ranks. */
 static int send_rows(Spread *s, const Node *dispatch) {
   Mixture *x = s->mixture_of_route[s->g->tensors[dispatch->in[1]].producer];
   x->routed = s->g->tensors[dispatch->out[0]].dims[0];
-  x->held = new_dim(s, x->routed, "_held", s->ep * s->m->dims[x->routed].size);
+  x->held = held_dim(s, x->routed);
   if (x->held < 0) return -1;
   int held = exchange(s, OP_EXPERT_SEND, x, dispatch->out[0], x->held, dispatch->where);
   if (held < 0) return -1;

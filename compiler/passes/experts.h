@@ -1,8 +1,9 @@
 /* experts.h: expert parallelism: a mixture's experts spread over ep data-parallel ranks. After each
  * route the ranks' counts are gathered; the dispatched rows go to the ranks holding their experts
  * (an all-to-all of variable counts) and the experts' results come back before the combine. The
- * rows between the two exchanges are those this rank's experts receive: ep·routed rows at most,
- * the dropless worst case, of which the gathered counts say how many are real. */
+ * rows between the two exchanges are those this rank's experts receive, as many as the gathered
+ * counts say: a dim sized at run time (Dim.worst), routed rows under balanced routing, ep·routed
+ * rows at most (the dropless worst case). */
 #ifndef PLAIT_EXPERTS_H
 #define PLAIT_EXPERTS_H
 

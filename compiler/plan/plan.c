@@ -154,6 +154,32 @@ double plan_tied_bytes(const Plan *p) {
   return (double)p->cost.tied_bytes / plan_optimizer_shards(&p->par);
 }
 
+/* The run-time-sized dim of a tensor's axes, or -1. */
+static int held_dim_of(const Model *m, const Tensor *t) {
+  for (int a = 0; a < t->ndim; a++)
+    if (m->dims[t->dims[a]].worst) return t->dims[a];
+  return -1;
+}
+
+ExpertRowsPlan plan_expert_rows(const Plan *p) {
+  const Model *m = &p->model;
+  const StageMemory *block = &p->memory[1];
+  ExpertRowsPlan x = {0};
+  double per_layer = 0, layers = p->par.recompute == RECOMPUTE_FULL; /* the re-run layer's */
+  for (int t = 0; t < m->block.ntensors; t++) {
+    int held = held_dim_of(m, &m->block.tensors[t]);
+    if (held < 0) continue;
+    if (!x.rows) x.rows = m->dims[held].size, x.worst_rows = m->dims[held].worst;
+    if (block->region[t] == REGION_SAVED)
+      per_layer += (double)memplan_room(m, &m->block.tensors[t], p->par.tp);
+  }
+  for (int k = 0; k < p->nchunks && p->par.recompute != RECOMPUTE_FULL; k += p->par.pp)
+    layers += (double)p->chunks[k].layers * p->chunk_memory[k].slots;
+  x.bytes = per_layer * layers * p->machine.activation_bytes;
+  if (x.rows) x.worst_bytes = x.bytes * (double)x.worst_rows / (double)x.rows;
+  return x;
+}
+
 /* Parameters, their gradients and Adam state (with the distributed optimizer Adam's and the
  * master weights' 1/dp share), and the activations: the slots of the rank's chunks, its scratch
  * and recompute regions and the two gradients passed between layers. */

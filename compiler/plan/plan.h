@@ -154,6 +154,15 @@ double plan_optimizer_shards(const Parallel *par);
 /* Bytes of the tied embedding's gradient a rank sums with the other end of the pipeline: the
  * table's, or with the distributed optimizer its 1/dp share (the rank's shard alone). */
 double plan_tied_bytes(const Plan *p);
+/* The rows a rank's experts receive in one mixture of a layer per microbatch, sized at run time
+ * (ep > 1): under balanced routing and at worst (every rank's rows to this rank's experts), and
+ * the bytes of their activations rank 0 keeps for the backward, as the memory table counts them
+ * (balanced) and at worst. Zeros without experts spread. */
+typedef struct {
+  int64_t rows, worst_rows;
+  double bytes, worst_bytes;
+} ExpertRowsPlan;
+ExpertRowsPlan plan_expert_rows(const Plan *p);
 /* The busiest rank's work per iteration from the kernels' times (plan_schedule.c). */
 void plan_rank_work(const Plan *p, PlanBound *b);
 void plan_free(Plan *p);

@@ -135,14 +135,18 @@ void plan_write_json(const Plan *p, FILE *f) {
   if (c->params_active != c->params_total)
     fprintf(f, "  \"params_active\": %lld,\n", (long long)c->params_active);
   kv_copies(p, f);
-  if (p->model.ep > 1)
+  if (p->model.ep > 1) {
+    ExpertRowsPlan x = plan_expert_rows(p);
     fprintf(f,
             "  \"experts\": {\"ep\": %d, \"alltoall_bytes_per_layer\": {\"forward\": %.17g, "
             "\"backward\": %.17g}, \"exchanges_per_layer\": {\"forward\": %d, \"backward\": "
-            "%d}},\n",
+            "%d}, \"received_rows\": {\"balanced\": %lld, \"worst\": %lld}, "
+            "\"received_bytes_kept\": {\"balanced\": %.17g, \"worst\": %.17g}},\n",
             p->model.ep, p->cost.block.ep_bytes[PASS_FORWARD],
             p->cost.block.ep_bytes[PASS_BACKWARD], p->cost.block.ep_exchanges[PASS_FORWARD],
-            p->cost.block.ep_exchanges[PASS_BACKWARD]);
+            p->cost.block.ep_exchanges[PASS_BACKWARD], (long long)x.rows,
+            (long long)x.worst_rows, x.bytes, x.worst_bytes);
+  }
   fprintf(
       f,
       "  \"flops_per_iteration\": %.17g,\n  \"flops\": {\"forward\": %.17g, \"backward\": %.17g, "

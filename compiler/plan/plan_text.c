@@ -206,6 +206,15 @@ static void print_experts(const Plan *p, FILE *f) {
           "backward (%d)\n",
           p->model.ep, p->model.ep, forward, b->ep_exchanges[PASS_FORWARD], backward,
           b->ep_exchanges[PASS_BACKWARD]);
+  ExpertRowsPlan x = plan_expert_rows(p);
+  char kept[32], worst[32];
+  bytes_format(x.bytes, kept, sizeof kept);
+  bytes_format(x.worst_bytes, worst, sizeof worst);
+  fprintf(f,
+          "            rows a rank's experts receive, sized at run time: %lld a mixture per "
+          "microbatch under balanced routing, kept for backward %s on rank 0 (counted below); "
+          "at worst %lld, %s\n",
+          (long long)x.rows, kept, (long long)x.worst_rows, worst);
 }
 
 /* What each column holds in the machine's precision; with the distributed optimizer, the ranks

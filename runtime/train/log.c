@@ -99,7 +99,11 @@ static double planned_bytes_here(const Trainer *t) {
   return footprint_bytes_least(p, p->tp * p->pp * p->dp);
 }
 
-void log_finish(Trainer *t) {
+void log_finish(Trainer *t, double most_rows) {
+  if (most_rows > 0) {
+    printf("experts: the most rows one rank received in an exchange %.0f\n", most_rows);
+    if (t->log_json) fprintf(t->log_json->file, "{\"expert_rows_most\": %.0f}\n", most_rows);
+  }
   DeviceMemory held = device_memory_held();
   double planned = planned_bytes_here(t);
   char held_text[32], planned_text[32];

@@ -23,7 +23,8 @@ void log_validation(Trainer *t, double loss);
 void log_eval(Trainer *t, const char *path, double loss, int64_t tokens);
 /* With --tokenizer and --log-json: the line {"sample_tokenizer": NAME} (the file's base name). */
 void log_sample_tokenizer(Trainer *t);
-/* The run's end: the process's peak resident memory (all ranks that are its threads). */
-void log_finish(Trainer *t);
+/* The run's end: the process's peak resident memory (all ranks that are its threads); with experts
+ * spread over ep ranks, the most rows one rank received in an exchange (most_rows, 0 without). */
+void log_finish(Trainer *t, double most_rows);
 
 #endif

@@ -199,6 +199,7 @@ static void teardown(Trainer *t) {
   device_free(t->run.grad_a);
   device_free(t->run.grad_b);
   device_free(t->run.xent_stats);
+  rt_expert_rows_free(&t->run);
   batch_close(t);
 }
 
@@ -241,7 +242,9 @@ static void train_and_evaluate(Trainer *t) {
   if (args->eval) evaluate_file(t, args->eval);
   if (args->trace && args->steps > 0) trace_write(t, args->trace);
   if (args->sample) sample_text(t, args->sample);
-  if (comm_info(t->comm)->rank == 0) log_finish(t);
+  double most_rows = (double)t->run.expert_rows.most;
+  comm_allreduce(t->comm, GROUP_WORLD, &most_rows, 1, COMM_F64, COMM_MAX);
+  if (comm_info(t->comm)->rank == 0) log_finish(t, most_rows);
 }
 
 int trainer_main(Comm *c, void *arg) {

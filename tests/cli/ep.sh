@@ -5,7 +5,8 @@
 # float and a --double build within 1e-12, on threads and under mpirun; the exchange with uneven
 # counts under mpirun; checkpoints saved at ep 2 continue at ep 1 and back, at ep 2 · tp 2 at one
 # rank; the plan's all-to-all bytes against a hand calculation; what is not supported is refused in
-# one line; tune spreads experts over ep where every rank holding all of them does not fit.
+# one line; tune spreads experts over ep where every rank holding all of them does not fit; the rows
+# a rank receives, sized at run time, logged at their most and planned for balanced routing.
 . "$(dirname "$0")/lib.sh"
 cd "$PLAIT_ROOT" || exit 1
 fixed_text "$TMP/text.txt"
@@ -66,6 +67,16 @@ else
   fail ep_mpirun_available "mpirun not found; install openmpi-bin (make deps)"
 fi
 
+# the most rows one rank received: past the balanced T·k = 2·16·2 = 64 rows at least once (the
+# buffers past the arena's room used, the losses as one rank's above), within the worst ep·64
+most=$(sed -n 's/^{"expert_rows_most": \([0-9]*\)}$/\1/p' "$TMP/f--mbs_2_--dp_2_--ep_2.json")
+if [ -n "$most" ] && [ "$most" -gt 64 ] && [ "$most" -le 128 ] &&
+   grep -q "^experts: the most rows one rank received in an exchange $most$" \
+     "$TMP/f--mbs_2_--dp_2_--ep_2.log"; then
+  pass "ep_logs_most_rows_received ($most of 64 balanced)"
+else fail ep_logs_most_rows_received "'$most' $(tail -c 300 "$TMP/f--mbs_2_--dp_2_--ep_2.log")"
+fi
+
 # checkpoints are logical: saved at ep 2 after 3 steps, continued at ep 1 as ep 2 continues (and
 # the reverse); losses of steps 4-10 within 1e-6; the continued runs load the saved state
 EP2=--mbs_2_--dp_2_--ep_2
@@ -95,6 +106,21 @@ if grep -q "\"alltoall_bytes_per_layer\": {\"forward\": $expected, \"backward\":
      '^experts .* 117.44 MB forward (2 exchanges), 117.44 MB backward (2)$'; then
   pass "ep_plan_alltoall_bytes ($expected per layer each way)"
 else fail ep_plan_alltoall_bytes "$(grep -o '"experts[^}]*}' "$TMP/mixtral.json")"; fi
+# the rows a rank's experts receive: T·k = 8192 for balanced routing, 8·8192 at worst; the memory
+# table counts the balanced, close to the activations without ep (each rank's tokens the same)
+acts() { # FLAGS: rank 0's activation bytes in Mixtral's plan
+  # shellcheck disable=SC2086
+  $PLAIT plan models/mixtral.lua --dp 8 $1 --format json |
+    sed -n 's/.*"activations": \([0-9.e+]*\),.*/\1/p' | head -n1
+}
+with_ep=$(acts "--ep 8") without=$(acts "")
+if grep -q '"received_rows": {"balanced": 8192, "worst": 65536}' "$TMP/mixtral.json" &&
+   $PLAIT plan models/mixtral.lua --ep 8 --dp 8 | grep -q \
+     "^ *rows a rank's experts receive, sized at run time: 8192 a mixture .* at worst 65536, " &&
+   awk -v a="$with_ep" -v b="$without" 'BEGIN { exit !(a > 0 && a < 1.01 * b) }'; then
+  pass "ep_plan_balanced_rows ($with_ep activation bytes at ep 8, $without without)"
+else fail ep_plan_balanced_rows "$with_ep $without $(grep -o '"received[^}]*}' "$TMP/mixtral.json")"
+fi
 # the experts' weights a rank holds: 1/8 of them at ep 8
 experts=$((32 * 8 * 3 * 14336 * 4096))
 all=$($PLAIT plan models/mixtral.lua --dp 8 --format json |
