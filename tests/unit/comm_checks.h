@@ -15,27 +15,7 @@
 #include <time.h>
 
 #include "comm.h"
-
-typedef struct {
-  pthread_mutex_t lock; /* the ranks of the local backend share one */
-  int failures;
-  char first[512];
-} Findings;
-
-static void finding(Findings *f, Comm *c, const char *file, int line, const char *fmt, ...) {
-  char message[400];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(message, sizeof message, fmt, ap);
-  va_end(ap);
-  pthread_mutex_lock(&f->lock);
-  if (f->failures++ == 0)
-    snprintf(f->first, sizeof f->first, "rank %d: %s:%d: %s", comm_info(c)->rank, file, line, message);
-  pthread_mutex_unlock(&f->lock);
-}
-
-#define EXPECT(f, c, cond, ...) \
-  do { if (!(cond)) finding(f, c, __FILE__, __LINE__, __VA_ARGS__); } while (0)
+#include "rank_findings.h"
 
 static const char *const group_names[GROUP_COUNT] = {"world", "tp", "dp", "pp", "embed",
                                                      "tp copies", "ep", "ep dp"};

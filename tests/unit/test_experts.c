@@ -8,30 +8,8 @@
 #include <string.h>
 
 #include "check.h"
+#include "rank_findings.h"
 #include "rt.h"
-
-typedef struct {
-  pthread_mutex_t lock; /* the ranks of the local backend share one */
-  int failures;
-  char first[400];
-} Findings;
-
-static void finding(Findings *f, Comm *c, const char *fmt, ...) {
-  char message[300];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(message, sizeof message, fmt, ap);
-  va_end(ap);
-  pthread_mutex_lock(&f->lock);
-  if (f->failures++ == 0) snprintf(f->first, sizeof f->first, "rank %d: %s", comm_info(c)->rank,
-                                   message);
-  pthread_mutex_unlock(&f->lock);
-}
-
-#define EXPECT(f, c, cond, ...) \
-  do {                          \
-    if (!(cond)) finding(f, c, __VA_ARGS__); \
-  } while (0)
 
 enum { EXPERTS = 4, ROUTED = 6, WIDTH = 3 };
 
