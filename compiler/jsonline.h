@@ -1,6 +1,6 @@
-/* jsonline.h: one line of a JSON-lines file read strictly (RFC 8259): it must be one object, and
- * the numbers of the top-level members the caller names are taken from it. Nesting is bounded, so
- * that a stranger's file cannot exhaust the stack. */
+/* jsonline.h: one line of a JSON-lines file read strictly (RFC 8259, by text/json.h's bounded
+ * reader): it must be one object, and the numbers of the top-level members the caller names are
+ * taken from it. Nesting is bounded, so that a stranger's file cannot exhaust the stack. */
 #ifndef PLAIT_JSONLINE_H
 #define PLAIT_JSONLINE_H
 
@@ -17,8 +17,8 @@ typedef struct {
 } JsonField;
 
 /* Checks that text (its n bytes) is one JSON object, fills fields[0..nfields), and returns 0;
- * or returns -1 with why ("column 12: expected ':' after the key") when the line is not such an
- * object or a wanted member is not a finite number. */
+ * or returns -1 with why ("not JSON at byte 12: expected ':' after a key") when the line is not
+ * such an object or a wanted member is not a number (every number is finite). */
 int jsonline_read(const char *text, size_t n, JsonField *fields, int nfields, char *why,
                   size_t size);
 

@@ -2,6 +2,7 @@
  * (escapes and surrogate pairs) into a pool no larger than the text. */
 #include "text/json.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,10 +134,13 @@ static int number(Parser *p, int32_t n) {
     if (p->at == e) return fail(p, "a number with no digits in its exponent");
   }
   char copy[64];
-  size_t k = p->at - start < sizeof copy - 1 ? p->at - start : sizeof copy - 1;
+  size_t k = p->at - start;
+  if (k >= sizeof copy) return p->at = start, fail(p, "a number of more than 63 characters");
   memcpy(copy, s + start, k);
   copy[k] = 0;
   p->j->nodes[n].number = strtod(copy, NULL);
+  if (!isfinite(p->j->nodes[n].number))
+    return p->at = start, fail(p, "a number beyond a double's range");
   return 0;
 }
 
@@ -208,8 +212,11 @@ static int value(Parser *p, int depth, int32_t *out) {
                 : JSON_NUMBER;
   if (kind == JSON_NUMBER && c != '-' && (c < '0' || c > '9'))
     return fail(p, "expected a value (an object, array, string, number, true, false or null)");
-  if ((kind == JSON_OBJECT || kind == JSON_ARRAY) && depth >= p->max_depth)
-    return fail(p, "nested deeper than a tokenizer file goes");
+  if ((kind == JSON_OBJECT || kind == JSON_ARRAY) && depth >= p->max_depth) {
+    char what[64];
+    snprintf(what, sizeof what, "arrays and objects nested more than %d deep", p->max_depth);
+    return fail(p, what);
+  }
   if ((*out = new_node(p, kind)) < 0) return fail(p, "out of memory");
   if (kind == JSON_NUMBER) return number(p, *out);
   p->at++;

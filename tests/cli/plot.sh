@@ -100,6 +100,7 @@ grep -v '"loss"' "$TMP/a.json" | grep -v val_loss >"$TMP/nosteps.json"
 printf '{"step": 1, "loss": 4}\n{"step": 2, "loss": 1e999}\n' >"$TMP/huge.json"
 awk 'BEGIN { s = ""; for (i = 0; i < 40; i++) s = s "[" ; print "{\"a\": " s }' >"$TMP/deep.json"
 printf '{"step": 1, "loss": 4}\n{"step": 2, "loss": 3} x\n' >"$TMP/trailing.json"
+printf '{"step": 1, "loss": 4.%070d}\n' 1 >"$TMP/longnumber.json"
 printf 'kept' >"$TMP/kept.svg"
 bad() { # NAME PATTERN ARGS...
   bad_name=$1 bad_pattern=$2; shift 2
@@ -112,14 +113,20 @@ bad() { # NAME PATTERN ARGS...
   else pass "$bad_name leaves the output as it was"; fi
 }
 bad "no step lines" "nosteps.json has no step lines" "$TMP/nosteps.json"
-bad "a cut line" "cut.json:3: column 25: expected a member's key" "$TMP/a.json" "$TMP/cut.json"
-bad "a loss that is a string" "string.json:2: column 27: \"loss\" is not a number" \
+bad "a cut line" "cut.json:3: not JSON at byte 24: expected a member's key" \
+  "$TMP/a.json" "$TMP/cut.json"
+bad "a loss that is a string" "string.json:2: \"loss\" is a string, not a number" \
   "$TMP/string.json"
 bad "a step that is not whole" "halfstep.json:2: step 2.5 is not a whole number" \
   "$TMP/halfstep.json"
-bad "a number beyond a double" "huge.json:2: column 21: the number 1e999 is beyond" "$TMP/huge.json"
+bad "a number beyond a double" "huge.json:2: not JSON at byte 20: a number beyond a double's" \
+  "$TMP/huge.json"
 bad "nesting too deep" "deep.json:1: .*nested more than 32 deep" "$TMP/deep.json"
-bad "text after the object" "trailing.json:2: column 24: text after the object" "$TMP/trailing.json"
+bad "a number too long to read exactly" \
+  "longnumber.json:1: not JSON at byte 20: a number of more than 63 characters" \
+  "$TMP/longnumber.json"
+bad "text after the object" "trailing.json:2: not JSON at byte 23: more text after the value" \
+  "$TMP/trailing.json"
 bad "a missing file" "nothere.json: cannot open it \(No such file or directory\)" \
   "$TMP/nothere.json"
 mkdir "$TMP/folder.json"
