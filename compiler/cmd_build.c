@@ -144,16 +144,17 @@ static int check_cuda_attention(const Model *m, Diag *d) {
   return 0;
 }
 
-/* top-k and a mixture of experts have CPU kernels alone so far: the CUDA backend refuses them. */
+/* top-k, a mixture of experts and a term added to the loss have CPU kernels alone so far: the CUDA
+ * backend refuses them. */
 static int check_cuda_experts(const Model *m, Diag *d) {
   const Graph *graphs[] = {&m->embed, &m->block, &m->head};
   for (int g = 0; g < 3; g++)
     for (int i = 0; i < graphs[g]->nnodes; i++) {
       const Node *n = &graphs[g]->nodes[i];
-      if (n->op == OP_TOPK || n->op == OP_ROUTE)
+      if (n->op == OP_TOPK || n->op == OP_ROUTE || n->op == OP_LOSS_TERM)
         return diag(d,
-                    "%s: %s: top-k and mixtures of experts have no CUDA kernels yet; build "
-                    "for the CPU (--backend cpu)",
+                    "%s: %s: top-k, mixtures of experts and added loss terms have no CUDA kernels "
+                    "yet; build for the CPU (--backend cpu)",
                     n->where, op_name(n->op));
     }
   return 0;

@@ -9,6 +9,7 @@ local cfg = plait.config {
   vocab = 50304, seq = 4096, layers = 16, hidden = 2048, heads = 16, kv_heads = 16, ffn = 1024,
   experts = 64, topk = 8, renormalize = false, norm = "rmsnorm", norm_eps = 1e-5,
   positions = "rope", rope_theta = 10000, bias = false, tied = false, dropout = 0.0,
+  aux_loss = 0.0, z_loss = 0.0,
 }
 
 return plait.model {

@@ -10,7 +10,7 @@ local cfg = plait.config {
   vocab = 151936, seq = 4096, layers = 24, hidden = 2048, heads = 16, kv_heads = 16, ffn = 5632,
   experts = 60, topk = 4, expert_ffn = 1408, shared_ffn = 5632, renormalize = false,
   norm = "rmsnorm", norm_eps = 1e-6, positions = "rope", rope_theta = 1000000,
-  bias = false, qkv_bias = true, tied = false, dropout = 0.0,
+  bias = false, qkv_bias = true, tied = false, dropout = 0.0, aux_loss = 0.0, z_loss = 0.0,
 }
 
 return plait.model {

@@ -10,7 +10,7 @@ local cfg = plait.config {
   vocab = 151936, seq = 4096, layers = 48, hidden = 2048, heads = 32, kv_heads = 4, head_dim = 128,
   ffn = 6144, experts = 128, topk = 8, expert_ffn = 768, renormalize = true,
   norm = "rmsnorm", norm_eps = 1e-6, positions = "rope", rope_theta = 1000000, qk_norm = true,
-  bias = false, tied = false, dropout = 0.0,
+  bias = false, tied = false, dropout = 0.0, aux_loss = 0.0, z_loss = 0.0,
 }
 
 return plait.model {

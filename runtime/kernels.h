@@ -117,6 +117,8 @@ void k_topk_backward(int64_t rows, int64_t n, int k, const int32_t *indices, con
 /* slots [T, k] and counts [E] of the experts' indices [T, k] (each in [0, E)). */
 void k_moe_route(int64_t T, int64_t k, int64_t E, const int32_t *indices, int32_t *slots,
                  int32_t *counts);
+/* fractions[e] = counts[e] / Σ counts (0 when no rows at all). */
+void k_moe_fractions(int64_t E, const int32_t *counts, act_t *fractions);
 /* rows[slots[t, j]] = x[t] for each of its k slots (rows [T·k, D]). */
 void k_moe_dispatch(int64_t T, int64_t k, int64_t D, const act_t *x, const int32_t *slots,
                     act_t *rows);

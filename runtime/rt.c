@@ -1,5 +1,5 @@
 /* rt.c: the layout-aware calls of generated stage code: vocab-parallel embedding and cross entropy,
- * tensor-parallel collectives and slices, and dropout keys. */
+ * tensor-parallel collectives and slices, dropout keys, and terms added to the loss. */
 #include "rt.h"
 
 #include <string.h>
@@ -101,4 +101,16 @@ void rt_slice(Run *r, const act_t *in, act_t *out, int64_t outer, int64_t inner)
   int64_t whole = inner * r->tp;
   for (int64_t o = 0; o < outer; o++)
     device_copy(out + o * inner, in + o * whole + r->tp_rank * inner, (size_t)inner * sizeof *out);
+}
+
+void rt_loss_term(Run *r, int64_t n, const act_t *x, act_t *y, int64_t count, const act_t *term) {
+  if (y != x) device_copy(y, x, (size_t)n * sizeof *y);
+  if (!r->training || r->rerun) return;
+  double sum = 0;
+  for (int64_t i = 0; i < count; i++) sum += (double)term[i];
+  r->loss += sum * r->loss_scale;
+}
+
+void rt_loss_term_backward(Run *r, int64_t count, act_t *dterm) {
+  for (int64_t i = 0; i < count; i++) dterm[i] = (act_t)r->loss_scale;
 }

@@ -42,8 +42,10 @@ struct Run {
   int64_t step;                /* iteration, a key of dropout masks */
   int64_t sample0;             /* global index of the current microbatch's first sequence */
   real loss_scale;             /* 1 / the targets counted in the global batch */
-  int training;                /* dropout drops only when training */
-  double loss;                 /* the loss of the microbatches this rank's head ran, scaled */
+  int training;                /* dropout drops only when training; loss terms count only then */
+  int rerun;                   /* a layer's forward re-run for its backward: loss terms not again */
+  /* the loss of the microbatches this rank ran, scaled: its head's cross entropy, its loss terms */
+  double loss;
   struct Profile *profile;     /* --profile: where stage code's kernels add their time (NULL: not profiling) */
   /* Set by the plan's walk during a chunk's last backward: called as each layer's gradients become
    * final, to start their data-parallel reduction while the layers below it run backward. */
@@ -119,6 +121,12 @@ void rt_xent_forward_grad(Run *r, int64_t N, int64_t cols, act_t *logits, const 
 /* dlogits = loss_scale·(softmax − onehot), written over the logits. */
 void rt_xent_backward(Run *r, int64_t N, int64_t cols, act_t *logits, const int32_t *targets, int64_t vocab,
                       int64_t ignore, int split, const real *lse);
+
+/* A term added to the loss (plait.add_loss): y = x (n elements; nothing to copy when y is x) and,
+ * when training, the sum of term's `count` elements times the loss scale added to r->loss. Its
+ * backward: dterm = the loss scale in each of its count elements. */
+void rt_loss_term(Run *r, int64_t n, const act_t *x, act_t *y, int64_t count, const act_t *term);
+void rt_loss_term_backward(Run *r, int64_t count, act_t *dterm);
 
 /* ---- tensor-parallel collectives (GROUP_TP) ------------------------------------------------- */
 

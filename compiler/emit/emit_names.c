@@ -133,6 +133,7 @@ static const char *role(const Namer *w, const Node *n, int index, int k) {
   case OP_TOPK: return k ? "_indices" : "_values";
   case OP_ROUTE: return k ? "_counts" : "_slots";
   case OP_DISPATCH: return "_rows";
+  case OP_FRACTIONS: return "_fractions";
   case OP_EXPERT_COUNTS: return k ? "_local" : "_all";
   case OP_EXPERT_SEND: return "_held";
   case OP_EXPERT_RETURN: return "_back";
@@ -154,7 +155,9 @@ static const char *role(const Namer *w, const Node *n, int index, int k) {
   case OP_GROUPED_MATMUL:
   case OP_COMBINE:
   case OP_TOPK_BWD:
-  case OP_COMBINE_BWD: return "";
+  case OP_COMBINE_BWD:
+  case OP_LOSS_TERM:
+  case OP_LOSS_TERM_BWD: return "";
   }
   return "";
 }

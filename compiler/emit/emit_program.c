@@ -241,8 +241,8 @@ static void chunk_backward(const Plan *p, int index, const ChunkMemory *s, FILE 
             "input;\n",
             (long long)s->layers);
     fprintf(f,
-            "    block_forward(r, %d + i, layer_input, saved, r->scratch); /* re-run: what "
-            "backward reads */\n",
+            "    r->rerun = 1; /* re-run: what backward reads */\n    block_forward(r, %d + i, "
+            "layer_input, saved, r->scratch);\n    r->rerun = 0;\n",
             c->first_layer);
   } else {
     fprintf(

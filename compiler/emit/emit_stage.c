@@ -507,6 +507,22 @@ static void combine_backward(const StageWriter *w, const Node *n) {
           in(w, n, 1), in(w, n, 2), in(w, n, 3), out(w, n, 0), out(w, n, 1));
 }
 
+/* The route's counts as fractions of its rows. */
+static void fractions(const StageWriter *w, const Node *n) {
+  fprintf(w->f, "  k_moe_fractions(%s, %s, %s);", all_axes(w, n->in[0]).text, in(w, n, 0),
+          out(w, n, 0));
+}
+
+/* x passed on, the term added to the loss (forward); the term's gradient (backward). */
+static void loss_term(const StageWriter *w, const Node *n) {
+  if (n->op == OP_LOSS_TERM_BWD)
+    fprintf(w->f, "  rt_loss_term_backward(r, %s, %s);", all_axes(w, n->out[0]).text,
+            out(w, n, 0));
+  else
+    fprintf(w->f, "  rt_loss_term(r, %s, %s, %s, %s, %s);", all_axes(w, n->in[0]).text,
+            in(w, n, 0), out(w, n, 0), all_axes(w, n->in[1]).text, in(w, n, 1));
+}
+
 /* One GEMM per expert over its rows; with trans_a, into each expert's weight gradient. */
 static void grouped_matmul(const StageWriter *w, const Node *n) {
   Size experts = all_axes(w, n->in[2]), rows = axes(w, n->in[0], 0, 1);
@@ -563,6 +579,9 @@ static void node(const StageWriter *w, int index) {
   case OP_GROUPED_MATMUL: grouped_matmul(w, n); break;
   case OP_COMBINE: combine(w, n); break;
   case OP_COMBINE_BWD: combine_backward(w, n); break;
+  case OP_FRACTIONS: fractions(w, n); break;
+  case OP_LOSS_TERM:
+  case OP_LOSS_TERM_BWD: loss_term(w, n); break;
   case OP_EXPERT_COUNTS:
   case OP_EXPERT_SEND:
   case OP_EXPERT_RETURN: expert_exchange(w, n); break;

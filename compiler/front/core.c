@@ -688,6 +688,17 @@ static int l_grouped_matmul(lua_State *L) {
 }
 /* core.combine(rows, slots, weights): the rows at each token's slots, weighted and summed. */
 static int l_combine(lua_State *L) { return moe_node(L, OP_COMBINE, 3, 0, (MoeAttr){0}); }
+/* core.fractions(counts): a route's counts as fractions of its routed rows. */
+static int l_fractions(lua_State *L) { return moe_node(L, OP_FRACTIONS, 1, 0, (MoeAttr){0}); }
+
+/* core.add_loss(x, term): x again; term's sum, scaled as the loss is, added to the training
+ * loss. */
+static int l_add_loss(lua_State *L) {
+  Builder *b = builder(L);
+  int in[2] = {tensor_arg(L, b, 1), tensor_arg(L, b, 2)};
+  Node n = node_new(OP_LOSS_TERM, 2, in);
+  return add_node(L, b, &n);
+}
 
 static int l_embedding(lua_State *L) {
   Builder *b = builder(L);
@@ -989,6 +1000,8 @@ static const luaL_Reg core_functions[] = {
     {"split", l_split},
     {"concat", l_concat},
     {"topk", l_topk},
+    {"fractions", l_fractions},
+    {"add_loss", l_add_loss},
     {"route", l_route},
     {"dispatch", l_dispatch},
     {"grouped_matmul", l_grouped_matmul},

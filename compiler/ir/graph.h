@@ -95,6 +95,10 @@ typedef struct {
   X(OP_DISPATCH, "dispatch")                                                                       \
   X(OP_GROUPED_MATMUL, "grouped_matmul")                                                           \
   X(OP_COMBINE, "combine")                                                                         \
+  /* the route's counts [E] as fractions of the routed rows (real, no gradient) */                \
+  X(OP_FRACTIONS, "fractions")                                                                     \
+  /* in x, term -> x again; term's sum times the loss scale added to the training loss */         \
+  X(OP_LOSS_TERM, "loss_term")                                                                     \
   /* expert parallelism (passes/experts.c): every ep rank's counts gathered, [ep, E], and the rows \
    * this rank's experts receive, [E/ep] (in counts); routed rows [routed, D] sent to the holders  \
    * of their experts, [ep·routed, D] (in rows, all counts); held rows sent back (the reverse) */ \
@@ -114,7 +118,8 @@ typedef struct {
   /* in indices, dvalues -> dx: the values' gradients at the indices, zeros elsewhere */           \
   X(OP_TOPK_BWD, "topk_bwd")                                                                       \
   /* in rows, slots, weights, dout -> drows (dout weighted, at the slots), dweights */             \
-  X(OP_COMBINE_BWD, "combine_bwd")
+  X(OP_COMBINE_BWD, "combine_bwd")                                                                 \
+  X(OP_LOSS_TERM_BWD, "loss_term_bwd") /* -> dterm: the loss scale in every element */
 
 #define GRAPH_OP_ENUMERATOR(op, name) op,
 #define GRAPH_OP_ONE(op, name) +1

@@ -340,6 +340,24 @@ static int infer_combine(Model *m, const Graph *g, const Node *n, Shapes *s, Dia
   return 0;
 }
 
+/* counts [E] of a route -> fractions [E] (real). */
+static int infer_fractions(Model *m, const Graph *g, const Node *n, Shapes *s, Diag *d) {
+  if (!route_of(g, n, 0, "fractions", d)) return -1;
+  const Tensor *counts = input(g, n, 0);
+  (void)m;
+  set_out(s, 0, 1, counts->dims, DT_REAL);
+  return 0;
+}
+
+/* x, term (both real) -> x's shape. */
+static int infer_loss_term(Model *m, const Graph *g, const Node *n, Shapes *s, Diag *d) {
+  const Tensor *x = input(g, n, 0);
+  if (x->dtype != DT_REAL || input(g, n, 1)->dtype != DT_REAL)
+    return mismatch(m, g, n, 0, 1, "add_loss takes a real tensor and a real loss term", d);
+  set_out(s, 0, x->ndim, x->dims, DT_REAL);
+  return 0;
+}
+
 static int infer_embedding(Model *m, const Graph *g, const Node *n, Shapes *s, Diag *d) {
   const Tensor *ids = input(g, n, 0), *table = input(g, n, 1);
   if (ids->dtype != DT_INT) return mismatch(m, g, n, 0, 1, "ids must be integer tokens", d);
@@ -383,6 +401,8 @@ int shape_infer(Model *m, const Graph *g, const Node *n, Shapes *out, Diag *d) {
   case OP_DISPATCH: return infer_dispatch(m, g, n, out, d);
   case OP_GROUPED_MATMUL: return infer_grouped_matmul(m, g, n, out, d);
   case OP_COMBINE: return infer_combine(m, g, n, out, d);
+  case OP_FRACTIONS: return infer_fractions(m, g, n, out, d);
+  case OP_LOSS_TERM: return infer_loss_term(m, g, n, out, d);
   case OP_ALLREDUCE: case OP_ALLGATHER: case OP_REDUCESCATTER: case OP_SLICE: {
     const Tensor *x = input(g, n, 0);
     set_out(out, 0, x->ndim, x->dims, x->dtype);
@@ -395,6 +415,7 @@ int shape_infer(Model *m, const Graph *g, const Node *n, Shapes *out, Diag *d) {
   case OP_XENT_BWD:
   case OP_TOPK_BWD:
   case OP_COMBINE_BWD:
+  case OP_LOSS_TERM_BWD:
   case OP_EXPERT_COUNTS: /* made by passes/experts.c with their shapes */
   case OP_EXPERT_SEND:
   case OP_EXPERT_RETURN:

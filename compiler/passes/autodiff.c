@@ -531,6 +531,19 @@ static int xent_backward(Grad *c, const Node *n) {
   return add_contrib(c, n->in[0], b.out[0]);
 }
 
+/* A term added to the loss: x's gradient passes through; the term's starts here, the loss scale in
+ * every element (the loss adds the term's sum, scaled as the cross entropy is). */
+static int loss_term_backward(Grad *c, const Node *n) {
+  int x = n->in[0], term = n->in[1], dy = gradient(c, n->out[0]);
+  if (dy == -2) return -1;
+  if (dy >= 0 && c->needs_grad[x] && add_contrib(c, x, dy)) return -1;
+  if (!c->needs_grad[term]) return 0;
+  Node b = node_new(OP_LOSS_TERM_BWD, 0, NULL);
+  b.nout = 1;
+  b.out[0] = new_grad(c, term, layout_r());
+  return emit(c, &b) || add_contrib(c, term, b.out[0]);
+}
+
 /* Adjoints of the forward conversions: all-reduce's is the identity; reduce-scatter's and
  * slice's are all-gathers; all-gather's (reduce-scatter of partial sums, slice of replicated
  * parts) was applied when its output's gradient was resolved to the split layout (output_grads). */
@@ -565,6 +578,7 @@ static int output_grads(Grad *c, const Node *n, int *dy) {
 static int backward_node(Grad *c, const Node *n, int is_loss) {
   int dy[MAX_OUTPUTS];
   if (n->op == OP_XENT) return is_loss ? xent_backward(c, n) : 0;
+  if (n->op == OP_LOSS_TERM) return loss_term_backward(c, n);
   int found = output_grads(c, n, dy);
   if (found <= 0) return found;
   switch (n->op) {
@@ -581,6 +595,7 @@ static int backward_node(Grad *c, const Node *n, int is_loss) {
   case OP_COMBINE: return combine_backward(c, n, dy);
   case OP_GROUPED_MATMUL: return grouped_matmul_backward(c, n, dy);
   case OP_ROUTE:
+  case OP_FRACTIONS: /* a constant of the routing */
   case OP_EXPERT_COUNTS: return 0; /* integers: nothing flows back */
   case OP_EXPERT_SEND:
   case OP_EXPERT_RETURN: return exchange_backward(c, n, dy);
@@ -590,6 +605,8 @@ static int backward_node(Grad *c, const Node *n, int is_loss) {
   case OP_SLICE:
     return collective_backward(c, n, dy);
   case OP_XENT: /* taken above: its gradient starts the backward pass */
+  case OP_LOSS_TERM: /* taken above: its term's gradient starts here */
+  case OP_LOSS_TERM_BWD:
   case OP_REDUCE:
   case OP_NORM_BWD:
   case OP_ATTENTION_BWD:

@@ -55,6 +55,9 @@ static int memory_bound(OpKind op) {
   case OP_COMBINE:
   case OP_TOPK_BWD:
   case OP_COMBINE_BWD:
+  case OP_FRACTIONS:
+  case OP_LOSS_TERM:
+  case OP_LOSS_TERM_BWD:
   case OP_EXPERT_COUNTS:
   case OP_EXPERT_SEND:
   case OP_EXPERT_RETURN:

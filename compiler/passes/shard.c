@@ -143,6 +143,7 @@ int shard_output_layouts(const Model *m, const Graph *g, const Node *n, Layout *
     return 0;
   }
   case OP_XENT: out[0] = out[1] = layout_r(); return 0;
+  case OP_LOSS_TERM: out[0] = x; return 0;
   case OP_ROPE: case OP_SPLIT: case OP_CONCAT: out[0] = x; return 0;
   case OP_ALLREDUCE: case OP_ALLGATHER: out[0] = layout_r(); return 0;
   case OP_REDUCESCATTER: case OP_SLICE: out[0] = layout_s(n->a.coll.axis); return 0;
@@ -161,8 +162,8 @@ int shard_output_layouts(const Model *m, const Graph *g, const Node *n, Layout *
   case OP_EMBEDDING_BWD: out[0] = tensor_layout(g, n->out[0]); return 0;
   case OP_XENT_BWD: out[0] = x; return 0;
   case OP_GROUPED_MATMUL: return grouped_matmul_layout(g, n, &out[0]);
-  case OP_TOPK: case OP_ROUTE: case OP_DISPATCH: case OP_COMBINE:
-  case OP_TOPK_BWD: case OP_COMBINE_BWD:
+  case OP_TOPK: case OP_ROUTE: case OP_DISPATCH: case OP_COMBINE: case OP_FRACTIONS:
+  case OP_TOPK_BWD: case OP_COMBINE_BWD: case OP_LOSS_TERM_BWD:
   case OP_EXPERT_COUNTS: case OP_EXPERT_SEND: case OP_EXPERT_RETURN:
     moe_layouts(g, n, out);
     return 0;
@@ -333,10 +334,11 @@ static void input_needs(const Shard *c, const Graph *g, const Node *n, Layout *n
   case OP_SLICE:
   case OP_NORM_BWD:
   case OP_ATTENTION_BWD: case OP_EMBEDDING_BWD: case OP_XENT_BWD:
-  case OP_TOPK_BWD: case OP_COMBINE_BWD:
+  case OP_TOPK_BWD: case OP_COMBINE_BWD: case OP_LOSS_TERM_BWD:
     break; /* each input as it is laid out */
+  case OP_LOSS_TERM: need[1] = layout_r(); break; /* every rank's term whole */
   case OP_GROUPED_MATMUL: grouped_matmul_needs(g, n, need); break;
-  case OP_TOPK: case OP_ROUTE: case OP_DISPATCH: case OP_COMBINE:
+  case OP_TOPK: case OP_ROUTE: case OP_DISPATCH: case OP_COMBINE: case OP_FRACTIONS:
   case OP_EXPERT_COUNTS: case OP_EXPERT_SEND: case OP_EXPERT_RETURN:
     for (int i = 0; i < n->nin; i++) need[i] = layout_r();
     if (n->op == OP_COMBINE && x.kind == LAYOUT_P) need[0] = x; /* summed after the combine */

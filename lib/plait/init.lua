@@ -265,6 +265,20 @@ function plait.combine(rows, slots, weights)
   return wrap(core.combine(operand(rows, what), operand(slots, what), operand(weights, what)))
 end
 
+-- The route's counts [E] as fractions of its routed rows (real; each 1/(tokens·k) of a count): a
+-- constant of the routing, through which no gradient flows (a load-balancing loss's f).
+function plait.fractions(counts)
+  return wrap(core.fractions(operand(counts, "fractions")))
+end
+
+-- A term added to the training loss: returns x as it is; the sum of term's elements (one per token,
+-- [b, seq, ..]) times the loss scale (1 / the global batch's counted targets, as the cross entropy
+-- is averaged) is added to the loss, and the gradient of the loss reaches term from there, in the
+-- stage that made it. --eval and the validation loss leave loss terms out (the LM loss alone).
+function plait.add_loss(x, term)
+  return wrap(core.add_loss(operand(x, "add_loss"), operand(term, "add_loss")))
+end
+
 function plait.embedding(ids, table_) return wrap(core.embedding(ids, table_)) end
 
 -- Softmax cross entropy of logits against integer targets, averaged over the global batch's counted targets.

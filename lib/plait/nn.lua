@@ -208,13 +208,17 @@ local function logsumexp(x, m)
   return m + plait.log(plait.matmul(e, ones(n, one)))
 end
 
+-- The largest of the top-k scores (values [.., k], largest first): [.., 1].
+local function top_value(values)
+  local k = values:size(-1)
+  return k == 1 and values or plait.split(values, -1, { 1, k - 1 })
+end
+
 -- The routing weights of the top-k scores (values [.., k], largest first) of logits [.., E]:
 -- softmax over the experts, taken at the top k (OLMoE; Qwen2-MoE without norm_topk_prob), or
 -- renormalised over the top k (Mixtral, whose softmax over the top-k logits is the same).
 local function routing_weights(logits, values, renormalize)
-  local k = values:size(-1)
-  local max = k == 1 and values or plait.split(values, -1, { 1, k - 1 })
-  local lse = logsumexp(renormalize and values or logits, max)
+  local lse = logsumexp(renormalize and values or logits, top_value(values))
   return plait.exp(values - plait.matmul(lse, ones(plait.dim(1, "one"), values:dim(-1))))
 end
 
@@ -251,6 +255,34 @@ local function shared_expert(s, x, shared_ffn)
   return y * plait.matmul(gate, ones(plait.dim(1, "one"), x:dim(-1)))
 end
 
+-- The auxiliary losses of a router's logits [.., E] (Megatron-Core's and the Switch Transformer's
+-- form), per token: aux · E · Σ_e f_e·p_e, f_e the fraction of the routed rows expert e takes
+-- (no gradient) and p_e the token's softmax probability of e (its mean over the tokens is P_e),
+-- plus z · (logsumexp of the logits)². Each layer adds its own, as Megatron-Core's gradient does
+-- (its log shows their mean over the layers).
+local function router_losses(logits, values, counts, aux, z)
+  local one, E = plait.dim(1, "one"), logits:dim(-1)
+  local lse = logsumexp(logits, top_value(values))
+  local term
+  if aux ~= 0 then
+    local p = plait.exp(logits - plait.matmul(lse, ones(one, E)))
+    local balance = plait.matmul(p * plait.fractions(counts), ones(E, one))
+    term = balance * (aux * logits:size(-1))
+  end
+  if z ~= 0 then
+    local zterm = plait.square(lse) * z
+    term = term and term + zterm or zterm
+  end
+  return term
+end
+
+local function coefficient(v, what)
+  if type(v) ~= "number" or v < 0 then
+    fail("nn.moe: %s must be a number of at least 0 (0: off), got %s", what, tostring(v))
+  end
+  return v
+end
+
 -- A mixture of experts (dropless, static shapes): a router "gate.weight" [experts, hidden] (no
 -- bias) scores each token; its opts.topk (config.topk, default 2) best of opts.experts
 -- (config.experts) experts each run a SwiGLU MLP of width opts.expert_ffn (config.expert_ffn, else
@@ -258,7 +290,9 @@ end
 -- renormalised over them when opts.renormalize (config.renormalize, default true: Mixtral). With
 -- opts.shared_ffn (config.shared_ffn; 0 or false: none) a shared expert is added (Qwen2-MoE). The
 -- router starts with std opts.router_std (config.router_std, else init_std); it is whole on every
--- tensor-parallel rank. No auxiliary load-balancing loss (a block returns its output alone).
+-- tensor-parallel rank. opts.aux_loss (config.aux_loss, default 0: none) and opts.z_loss
+-- (config.z_loss, default 0) add the router's load-balancing loss and z-loss to the training loss
+-- (router_losses; plait.add_loss).
 function nn.moe(S, ...)
   local name, x, opts = named(...)
   check_tensor(x, "nn.moe")
@@ -279,6 +313,10 @@ function nn.moe(S, ...)
   local slots, counts = plait.route(indices)
   local rows = experts_mlp(s, plait.dispatch(x, slots), counts, E, plait.dim(ffn), S, opts)
   local y = plait.combine(rows, slots, weights)
+  local term = router_losses(logits, values, counts,
+                             coefficient(setting(opts, S, "aux_loss", 0), "aux_loss"),
+                             coefficient(setting(opts, S, "z_loss", 0), "z_loss"))
+  if term then y = plait.add_loss(y, term) end
   local shared = setting(opts, S, "shared_ffn")
   if shared and shared ~= 0 then
     y = y + shared_expert(s, x, plait.dim(whole_number(shared, "shared_ffn", 1)))

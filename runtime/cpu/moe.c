@@ -42,6 +42,12 @@ void k_moe_route(int64_t T, int64_t k, int64_t E, const int32_t *indices, int32_
   free(next);
 }
 
+void k_moe_fractions(int64_t E, const int32_t *counts, act_t *fractions) {
+  int64_t rows = 0;
+  for (int64_t e = 0; e < E; e++) rows += counts[e];
+  for (int64_t e = 0; e < E; e++) fractions[e] = (act_t)(rows ? (double)counts[e] / rows : 0.0);
+}
+
 void k_moe_dispatch(int64_t T, int64_t k, int64_t D, const act_t *x, const int32_t *slots,
                     act_t *rows) {
 #pragma omp parallel for schedule(static)

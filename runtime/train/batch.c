@@ -79,8 +79,10 @@ int batch_holds_loss(const Trainer *t) {
   return holds_chunk(t, t->prog->nchunks - 1) && t->run.tp_rank == 0;
 }
 
+/* The head's cross entropy and every stage's loss terms: each pipeline rank's, once per tensor-
+ * parallel group. */
 double batch_loss(Trainer *t) {
-  double loss = batch_holds_loss(t) ? t->run.loss : 0;
+  double loss = t->run.tp_rank == 0 ? t->run.loss : 0;
   comm_allreduce(t->comm, GROUP_WORLD, &loss, 1, COMM_F64, COMM_SUM);
   return loss;
 }

@@ -1,9 +1,11 @@
 #!/bin/sh
 # moe.sh: mixtures of experts on one rank: a small one's gradients against finite differences in
 # double precision (top-2 renormalised, softmax at the top-2 without renormalising, top-1 of 8
-# experts over fewer tokens than experts so that some receive none, top-3 with a shared expert); it
-# trains in float (the loss falls) and two pipeline stages give one stage's losses; what is not
-# supported yet, or an expert ffn that tp does not divide, is refused in one line.
+# experts over fewer tokens than experts so that some receive none, top-3 with a shared expert, the
+# router's load-balancing loss and z-loss); it trains in float (the loss falls) and two pipeline
+# stages give one stage's losses; the router's losses against their values by hand, under pp, tp
+# and recompute as on one rank, off by default, left out of --eval; what is not supported yet, or
+# an expert ffn that tp does not divide, is refused in one line.
 . "$(dirname "$0")/lib.sh"
 cd "$PLAIT_ROOT" || exit 1
 
@@ -28,6 +30,7 @@ gradcheck top2 topk=2
 gradcheck no_renormalize renormalize=false
 gradcheck empty_experts experts=8 topk=1 seq=4
 gradcheck shared_top3 shared_ffn=16 topk=3 router_std=3
+gradcheck aux_z_losses aux_loss=0.5 z_loss=0.1
 
 # the experts' GEMMs of the empty_experts run go over the routed rows, 2·4 tokens × top-1 = 8, not
 # tokens × experts: how many each expert takes is known only at run time
@@ -60,11 +63,56 @@ else
     "$(tail -c 600 "$TMP/build.log") $(paste "$TMP/one.loss" "$TMP/pp2.loss" | head -3)"
 fi
 
+# the router's losses in double with the router at zero: each token's probabilities are 1/E and its
+# top-k the first k experts (a tie goes to the lower index), so the load-balancing loss is exactly
+# its coefficient and the z-loss its coefficient times (ln E)², in each of the two layers
+double_run() { # name, layout flags..., then the run's steps
+  name=$1 steps=$2; shift 2
+  $PLAIT build $MOE --double $LAYOUT "$@" -o "$TMP/$name" >"$TMP/build.log" 2>&1 &&
+    "$TMP/$name/train" --data "$TMP/text.bin" --steps "$steps" --lr 3e-3 --seed 7 \
+      --log-json "$TMP/$name.json" >"$TMP/$name.out" 2>&1 &&
+    sed -n 's/.*"loss": \([^,]*\),.*/\1/p' "$TMP/$name.json" >"$TMP/$name.loss"
+}
+# shellcheck disable=SC2086
+if double_run lm_only 1 --set router_std=0 && double_run router_losses 6 --set router_std=0 \
+     aux_loss=0.5 z_loss=0.1 &&
+   paste "$TMP/lm_only.loss" "$TMP/router_losses.loss" | awk 'NR == 1 {
+     d = $2 - $1 - 2 * (0.5 + 0.1 * log(4) ^ 2); exit !(d < 1e-12 && d > -1e-12) }'; then
+  pass moe_router_losses_by_hand
+else fail moe_router_losses_by_hand "$(tail -c 600 "$TMP/build.log") $(paste "$TMP/lm_only.loss" \
+  "$TMP/router_losses.loss" | head -1)"; fi
+# a term added in the first of two pipeline stages, under tp 2 and with each layer's forward re-run
+# for its backward (counted once), trains as one rank does
+# shellcheck disable=SC2086
+if double_run split_losses 6 --pp 2 --tp 2 --recompute full --set router_std=0 aux_loss=0.5 \
+     z_loss=0.1 &&
+   paste "$TMP/router_losses.loss" "$TMP/split_losses.loss" | awk '{ d = $1 - $2; if (d < 0) d = -d
+     if (d > 1e-12 * $1 || NF != 2) bad = 1 } END { exit bad || NR != 6 }'; then
+  pass moe_router_losses_pp_tp_recompute
+else fail moe_router_losses_pp_tp_recompute "$(tail -c 600 "$TMP/build.log")
+  $(paste "$TMP/router_losses.loss" "$TMP/split_losses.loss" | head -3)"; fi
+# coefficients 0 add nothing to the program (its losses are those of a model without them), and
+# --eval reports the LM cross entropy alone
+if ! grep -q 'rt_loss_term\|k_moe_fractions' "$TMP/one/model.c" "$TMP/lm_only/model.c" &&
+   grep -q rt_loss_term "$TMP/router_losses/model.c"; then pass moe_router_losses_off_by_default
+else fail moe_router_losses_off_by_default "$(grep -c rt_loss_term "$TMP"/*/model.c)"; fi
+head -c 3000 "$TMP/text.txt" >"$TMP/eval.txt"
+$PLAIT data --bytes "$TMP/eval.txt" -o "$TMP/eval.bin" >/dev/null
+for name in lm_only router_losses; do
+  "$TMP/$name/train" --eval "$TMP/eval.bin" 2>&1 | grep -o 'loss [0-9.]*' >"$TMP/$name.eval"
+done
+if [ -s "$TMP/lm_only.eval" ] && cmp -s "$TMP/lm_only.eval" "$TMP/router_losses.eval"; then
+  pass "moe_eval_is_the_lm_loss ($(cat "$TMP/lm_only.eval"))"
+else fail moe_eval_is_the_lm_loss "$(cat "$TMP/lm_only.eval" "$TMP/router_losses.eval")"; fi
+
+expect_error moe_aux_loss_negative \
+  'nn.moe: aux_loss must be a number of at least 0 \(0: off\), got -1.0' \
+  $PLAIT plan $MOE --set aux_loss=-1
 expect_error moe_tp_ffn_not_dividing \
   'ffn = 25 is not divisible by tp = 2 \(tensor parallelism splits moe.experts.w1\)' \
   $PLAIT plan $MOE --tp 2 --set ffn=25
 expect_error moe_cuda_refused \
-  'topk: top-k and mixtures of experts have no CUDA kernels yet; build for the CPU' \
+  'topk: top-k, mixtures of experts and added loss terms have no CUDA kernels yet; build for' \
   $PLAIT build $MOE --backend cuda --emit-only -o "$TMP/cuda"
 expect_error moe_topk_beyond_experts \
   'nn.moe: topk = 5 is more than the 4 experts; choose topk from 1 to 4' \
