@@ -114,18 +114,24 @@ void k_concat(int64_t rows, int64_t groups, int nparts, const int64_t *sizes, co
 void k_topk(int64_t rows, int64_t n, int k, const act_t *x, act_t *values, int32_t *indices);
 void k_topk_backward(int64_t rows, int64_t n, int k, const int32_t *indices, const act_t *dvalues,
                      act_t *dx);
-/* slots [T, k] and counts [E] of the experts' indices [T, k] (each in [0, E)). */
-void k_moe_route(int64_t T, int64_t k, int64_t E, const int32_t *indices, int32_t *slots,
-                 int32_t *counts);
+/* slots [T, k] and counts [E] of the experts' indices [T, k] (each in [0, E)). With capacity > 0
+ * each expert keeps at most `capacity` of its rows: those of the largest priority [T, k] (a tie, or
+ * priority NULL, to the earlier token); a dropped row's slot is -1, and the kept rows fill rows
+ * 0 .. Σ counts - 1, grouped by expert, in token order within each. */
+void k_moe_route(int64_t T, int64_t k, int64_t E, int64_t capacity, const int32_t *indices,
+                 const act_t *priority, int32_t *slots, int32_t *counts);
 /* fractions[e] = counts[e] / Σ counts (0 when no rows at all). */
 void k_moe_fractions(int64_t E, const int32_t *counts, act_t *fractions);
-/* rows[slots[t, j]] = x[t] for each of its k slots (rows [T·k, D]). */
+/* rows[slots[t, j]] = x[t] for each of its k slots (rows [T·k, D]); a slot of -1 (dropped) takes
+ * nothing, and the rows no slot names (those past Σ counts) are zeros. */
 void k_moe_dispatch(int64_t T, int64_t k, int64_t D, const act_t *x, const int32_t *slots,
                     act_t *rows);
-/* out[t] = Σ_j weights[t, j]·rows[slots[t, j]], j in order (weights NULL: each 1). */
+/* out[t] = Σ_j weights[t, j]·rows[slots[t, j]], j in order (weights NULL: each 1), over the slots
+ * that are not -1. */
 void k_moe_combine(int64_t T, int64_t k, int64_t D, const act_t *rows, const int32_t *slots,
                    const act_t *weights, act_t *out);
-/* drows[slots[t, j]] = weights[t, j]·dout[t]; dweights[t, j] = rows[slots[t, j]]·dout[t]. */
+/* drows[slots[t, j]] = weights[t, j]·dout[t]; dweights[t, j] = rows[slots[t, j]]·dout[t]; for a
+ * dropped slot (-1) dweights[t, j] = 0, and the rows no slot names are zeros. */
 void k_moe_combine_backward(int64_t T, int64_t k, int64_t D, const act_t *rows,
                             const int32_t *slots, const act_t *weights, const act_t *dout,
                             act_t *drows, act_t *dweights);

@@ -72,8 +72,9 @@
 #define k_topk_backward(rows, n, k, indices, dvalues, dx)                        \
   PROFILED(PROFILE_ROUTING, 0, PROFILE_ACT((double)(rows) * ((n) + 2 * (k))), \
            k_topk_backward(rows, n, k, indices, dvalues, dx))
-#define k_moe_route(T, k, E, indices, slots, counts) \
-  PROFILED(PROFILE_ROUTING, 0, 8.0 * (T) * (k), k_moe_route(T, k, E, indices, slots, counts))
+#define k_moe_route(T, k, E, capacity, indices, priority, slots, counts) \
+  PROFILED(PROFILE_ROUTING, 0, 8.0 * (T) * (k),                         \
+           k_moe_route(T, k, E, capacity, indices, priority, slots, counts))
 #define k_moe_fractions(E, counts, fractions) \
   PROFILED(PROFILE_ROUTING, 0, 8.0 * (E), k_moe_fractions(E, counts, fractions))
 #define k_moe_dispatch(T, k, D, x, slots, rows)                                     \

@@ -481,8 +481,8 @@ static void routing_arguments(const StageWriter *w, int slots) {
 static void route(const StageWriter *w, const Node *n) {
   fprintf(w->f, "  k_moe_route(");
   routing_arguments(w, n->in[0]);
-  fprintf(w->f, ", %s, %s, %s, %s);", all_axes(w, n->out[1]).text, in(w, n, 0), out(w, n, 0),
-          out(w, n, 1));
+  fprintf(w->f, ", %s, 0, %s, NULL, %s, %s);", all_axes(w, n->out[1]).text, in(w, n, 0),
+          out(w, n, 0), out(w, n, 1));
 }
 
 static void dispatch(const StageWriter *w, const Node *n) {

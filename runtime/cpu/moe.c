@@ -31,15 +31,76 @@ void k_topk_backward(int64_t rows, int64_t n, int k, const int32_t *indices, con
   }
 }
 
-/* A counting sort, stable: each expert's rows start after the earlier experts', in token order. */
-void k_moe_route(int64_t T, int64_t k, int64_t E, const int32_t *indices, int32_t *slots,
-                 int32_t *counts) {
+/* A row of one expert by its priority: the larger first, a tie to the earlier row. */
+typedef struct {
+  double priority;
+  int64_t row;
+} RankedRow;
+
+static int by_priority(const void *a, const void *b) {
+  const RankedRow *x = a, *y = b;
+  if (x->priority != y->priority) return x->priority > y->priority ? -1 : 1;
+  return (x->row > y->row) - (x->row < y->row);
+}
+
+/* kept[i] = 0 for the rows past an expert's capacity: of its rows (rows[0..n), in token order)
+ * those of the smallest priority, or the latest without one. */
+static void drop_past_capacity(int64_t n, const int64_t *rows, int64_t capacity,
+                               const act_t *priority, RankedRow *ranked, char *kept) {
+  for (int64_t i = 0; i < n; i++) ranked[i] = (RankedRow){priority ? priority[rows[i]] : 0, rows[i]};
+  if (priority) qsort(ranked, (size_t)n, sizeof *ranked, by_priority);
+  for (int64_t i = capacity; i < n; i++) kept[ranked[i].row] = 0;
+}
+
+/* Which rows each expert keeps under its capacity (all of them when capacity <= 0). */
+static void keep_within_capacity(int64_t rows, int64_t E, int64_t capacity, const int32_t *indices,
+                                 const act_t *priority, const int32_t *counts, char *kept) {
+  memset(kept, 1, (size_t)rows);
+  if (capacity <= 0) return;
+  int64_t *order = cpu_alloc((size_t)rows, sizeof *order, "the experts' rows");
+  int64_t *first = cpu_alloc((size_t)E + 1, sizeof *first, "the experts' rows");
+  RankedRow *ranked = cpu_alloc((size_t)rows, sizeof *ranked, "the experts' rows");
+  for (int64_t e = 0; e < E; e++) first[e + 1] = first[e] + counts[e];
   int64_t *next = cpu_alloc((size_t)E, sizeof *next, "the experts' rows");
+  memcpy(next, first, (size_t)E * sizeof *next);
+  for (int64_t i = 0; i < rows; i++) order[next[indices[i]]++] = i;
+  for (int64_t e = 0; e < E; e++)
+    if (counts[e] > capacity)
+      drop_past_capacity(counts[e], order + first[e], capacity, priority, ranked, kept);
+  free(next);
+  free(ranked);
+  free(first);
+  free(order);
+}
+
+/* A counting sort of the kept rows, stable: each expert's rows start after the earlier experts',
+ * in token order. */
+void k_moe_route(int64_t T, int64_t k, int64_t E, int64_t capacity, const int32_t *indices,
+                 const act_t *priority, int32_t *slots, int32_t *counts) {
+  int64_t *next = cpu_alloc((size_t)E, sizeof *next, "the experts' rows");
+  char *kept = cpu_alloc((size_t)(T * k), 1, "the experts' rows");
   memset(counts, 0, (size_t)E * sizeof *counts);
   for (int64_t i = 0; i < T * k; i++) counts[indices[i]]++;
+  keep_within_capacity(T * k, E, capacity, indices, priority, counts, kept);
+  memset(counts, 0, (size_t)E * sizeof *counts);
+  for (int64_t i = 0; i < T * k; i++) counts[indices[i]] += kept[i];
   for (int64_t e = 1; e < E; e++) next[e] = next[e - 1] + counts[e - 1];
-  for (int64_t i = 0; i < T * k; i++) slots[i] = (int32_t)next[indices[i]]++;
+  for (int64_t i = 0; i < T * k; i++) slots[i] = kept[i] ? (int32_t)next[indices[i]]++ : -1;
+  free(kept);
   free(next);
+}
+
+/* The slots that are not -1: the rows 0 .. kept - 1 a route filled. */
+static int64_t kept_rows(int64_t n, const int32_t *slots) {
+  int64_t kept = 0;
+  for (int64_t i = 0; i < n; i++) kept += slots[i] >= 0;
+  return kept;
+}
+
+/* Rows kept .. n - 1 of width D, which no slot names, as zeros. */
+static void zero_unrouted(int64_t n, int64_t D, const int32_t *slots, act_t *rows) {
+  int64_t kept = kept_rows(n, slots);
+  memset(rows + kept * D, 0, (size_t)((n - kept) * D) * sizeof *rows);
 }
 
 void k_moe_fractions(int64_t E, const int32_t *counts, act_t *fractions) {
@@ -53,7 +114,9 @@ void k_moe_dispatch(int64_t T, int64_t k, int64_t D, const act_t *x, const int32
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < T; t++)
     for (int64_t j = 0; j < k; j++)
-      memcpy(rows + slots[t * k + j] * D, x + t * D, (size_t)D * sizeof *x);
+      if (slots[t * k + j] >= 0)
+        memcpy(rows + slots[t * k + j] * D, x + t * D, (size_t)D * sizeof *x);
+  zero_unrouted(T * k, D, slots, rows);
 }
 
 void k_moe_combine(int64_t T, int64_t k, int64_t D, const act_t *rows, const int32_t *slots,
@@ -63,6 +126,7 @@ void k_moe_combine(int64_t T, int64_t k, int64_t D, const act_t *rows, const int
     act_t *o = out + t * D;
     memset(o, 0, (size_t)D * sizeof *o);
     for (int64_t j = 0; j < k; j++) {
+      if (slots[t * k + j] < 0) continue;
       const act_t *row = rows + slots[t * k + j] * D;
       real w = weights ? weights[t * k + j] : 1;
       for (int64_t d = 0; d < D; d++) o[d] += w * row[d];
@@ -77,6 +141,10 @@ void k_moe_combine_backward(int64_t T, int64_t k, int64_t D, const act_t *rows,
   for (int64_t t = 0; t < T; t++)
     for (int64_t j = 0; j < k; j++) {
       int64_t slot = slots[t * k + j];
+      if (slot < 0) {
+        dweights[t * k + j] = 0;
+        continue;
+      }
       const act_t *row = rows + slot * D, *g = dout + t * D;
       act_t *drow = drows + slot * D;
       real w = weights[t * k + j];
@@ -87,6 +155,7 @@ void k_moe_combine_backward(int64_t T, int64_t k, int64_t D, const act_t *rows,
       }
       dweights[t * k + j] = (real)dot;
     }
+  zero_unrouted(T * k, D, slots, drows);
 }
 
 void k_grouped_gemm(int trans_b, int64_t E, const int32_t *counts, int64_t rows, int64_t N,

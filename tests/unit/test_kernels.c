@@ -764,7 +764,7 @@ static void test_topk(void) {
 static void test_moe_routing(void) {
   const int32_t indices[6] = {2, 0, 0, 1, 2, 1};
   int32_t slots[6], counts[4];
-  k_moe_route(3, 2, 4, indices, slots, counts);
+  k_moe_route(3, 2, 4, 0, indices, NULL, slots, counts);
   const int32_t want_slots[6] = {4, 0, 1, 2, 5, 3}, want_counts[4] = {2, 2, 2, 0};
   CHECK(memcmp(slots, want_slots, sizeof slots) == 0 &&
             memcmp(counts, want_counts, sizeof counts) == 0,
