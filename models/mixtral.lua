@@ -9,6 +9,7 @@ local cfg = plait.config {
   vocab = 32000, seq = 4096, layers = 32, hidden = 4096, heads = 32, kv_heads = 8, ffn = 14336,
   experts = 8, topk = 2, norm = "rmsnorm", norm_eps = 1e-5, positions = "rope", rope_theta = 1e6,
   bias = false, tied = false, dropout = 0.0, aux_loss = 0.0, z_loss = 0.0,
+  capacity_factor = 0.0, drop_policy = "probs",
 }
 
 return plait.model {

@@ -10,6 +10,7 @@ local cfg = plait.config {
   experts = 64, topk = 8, renormalize = false, norm = "rmsnorm", norm_eps = 1e-5,
   positions = "rope", rope_theta = 10000, bias = false, tied = false, dropout = 0.0,
   aux_loss = 0.0, z_loss = 0.0,
+  capacity_factor = 0.0, drop_policy = "probs",
 }
 
 return plait.model {

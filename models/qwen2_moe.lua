@@ -11,6 +11,7 @@ local cfg = plait.config {
   experts = 60, topk = 4, expert_ffn = 1408, shared_ffn = 5632, renormalize = false,
   norm = "rmsnorm", norm_eps = 1e-6, positions = "rope", rope_theta = 1000000,
   bias = false, qkv_bias = true, tied = false, dropout = 0.0, aux_loss = 0.0, z_loss = 0.0,
+  capacity_factor = 0.0, drop_policy = "probs",
 }
 
 return plait.model {

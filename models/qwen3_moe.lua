@@ -11,6 +11,7 @@ local cfg = plait.config {
   ffn = 6144, experts = 128, topk = 8, expert_ffn = 768, renormalize = true,
   norm = "rmsnorm", norm_eps = 1e-6, positions = "rope", rope_theta = 1000000, qk_norm = true,
   bias = false, tied = false, dropout = 0.0, aux_loss = 0.0, z_loss = 0.0,
+  capacity_factor = 0.0, drop_policy = "probs",
 }
 
 return plait.model {

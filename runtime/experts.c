@@ -116,6 +116,14 @@ int64_t rt_expert_held(Run *r, int64_t E, const int32_t *all_counts) {
   return rows_to(&m, m.me);
 }
 
+void rt_expert_dropped(Run *r, int64_t rows, int64_t E, const int32_t *counts) {
+  if (!r->training || r->rerun) return;
+  int64_t kept = 0;
+  for (int64_t e = 0; e < E; e++) kept += counts[e];
+  r->expert_rows.routed += rows;
+  r->expert_rows.dropped += rows - kept;
+}
+
 act_t *rt_expert_rows(Run *r, act_t *place, int64_t room, int64_t elems) {
   if (elems <= room) return place;
   ExpertRows *x = &r->expert_rows;

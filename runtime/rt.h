@@ -22,6 +22,7 @@ typedef struct {
   ExpertBuffer *buffers;
   int count, cap;
   int64_t most; /* the most rows one rank of an ep group has received in one exchange */
+  int64_t routed, dropped; /* the rows routes under a capacity routed while training, and dropped */
 } ExpertRows;
 
 struct Run {
@@ -150,6 +151,9 @@ void rt_expert_counts(Run *r, int64_t E, const int32_t *counts, int32_t *all_cou
 /* The rows this rank's experts receive, from all_counts; each ep rank's count is checked against
  * the most so far (r->expert_rows.most). */
 int64_t rt_expert_held(Run *r, int64_t E, const int32_t *all_counts);
+/* A route under a capacity kept counts [E] of its `rows` routed rows: the rest, dropped, counted
+ * (while training, once a step's forward) in r->expert_rows. */
+void rt_expert_dropped(Run *r, int64_t rows, int64_t E, const int32_t *counts);
 /* Where a tensor of `elems` elements over received rows lives: its `place` in the arena where its
  * `room` (balanced routing) holds them, else a buffer of its own kept by place. */
 act_t *rt_expert_rows(Run *r, act_t *place, int64_t room, int64_t elems);

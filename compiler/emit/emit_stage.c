@@ -478,11 +478,17 @@ static void routing_arguments(const StageWriter *w, int slots) {
   fprintf(w->f, "%s, %s", leading_axes(w, slots).text, last_axis(w, slots).text);
 }
 
+/* Slots and counts; with a capacity, at most that many rows an expert (those of the largest
+ * priority, the route's second input, or the earliest), the rows dropped counted by the run. */
 static void route(const StageWriter *w, const Node *n) {
+  Size experts = all_axes(w, n->out[1]), rows = all_axes(w, n->in[0]);
+  int64_t capacity = moe_capacity(&n->a.moe, rows.value, experts.value);
   fprintf(w->f, "  k_moe_route(");
   routing_arguments(w, n->in[0]);
-  fprintf(w->f, ", %s, 0, %s, NULL, %s, %s);", all_axes(w, n->out[1]).text, in(w, n, 0),
-          out(w, n, 0), out(w, n, 1));
+  fprintf(w->f, ", %s, %lld, %s, %s, %s, %s);", experts.text, (long long)capacity, in(w, n, 0),
+          n->nin > 1 ? in(w, n, 1) : "NULL", out(w, n, 0), out(w, n, 1));
+  if (capacity)
+    fprintf(w->f, "\n  rt_expert_dropped(r, %s, %s, %s);", rows.text, experts.text, out(w, n, 1));
 }
 
 static void dispatch(const StageWriter *w, const Node *n) {

@@ -678,8 +678,13 @@ static int moe_node(lua_State *L, OpKind op, int count, int both, MoeAttr attr) 
   return 2;
 }
 
-/* core.route(indices): the slots and per-expert counts of a topk's indices. */
-static int l_route(lua_State *L) { return moe_node(L, OP_ROUTE, 1, 1, (MoeAttr){0}); }
+/* core.route(indices, priority, capacity_factor): the slots and per-expert counts of a topk's
+ * indices; with a factor above 0 each expert keeps its rows of the largest priority (nil: the
+ * earliest) up to its capacity. */
+static int l_route(lua_State *L) {
+  MoeAttr attr = {.capacity_factor = luaL_optnumber(L, 3, 0)};
+  return moe_node(L, OP_ROUTE, lua_isnil(L, 2) ? 1 : 2, 1, attr);
+}
 /* core.dispatch(x, slots): each token's row at its slots. */
 static int l_dispatch(lua_State *L) { return moe_node(L, OP_DISPATCH, 2, 0, (MoeAttr){0}); }
 /* core.grouped_matmul(rows, w, counts, transpose): each expert's rows by its matrix. */

@@ -2,6 +2,7 @@
  * forms. */
 #include "ir/graph.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +151,11 @@ static const char *const op_names[OP_COUNT] = {GRAPH_OPS(GRAPH_OP_NAME)};
 #undef GRAPH_OP_NAME
 
 const char *op_name(OpKind op) { return op_names[op]; }
+
+int64_t moe_capacity(const MoeAttr *a, int64_t rows, int64_t experts) {
+  if (a->capacity_factor <= 0 || experts <= 0) return 0;
+  return (int64_t)ceil((double)rows / (double)experts * a->capacity_factor);
+}
 
 int op_is_collective(OpKind op) {
   return op == OP_ALLREDUCE || op == OP_ALLGATHER || op == OP_REDUCESCATTER;

@@ -195,8 +195,13 @@ typedef struct { int axis; } CollAttr;
 typedef struct {
   int experts, topk;
   int trans_a, trans_b;
-  int k_dim; /* OP_TOPK: the model's dim of its k values */
+  int k_dim;              /* OP_TOPK: the model's dim of its k values */
+  double capacity_factor; /* OP_ROUTE: each expert keeps moe_capacity rows at most; 0: all */
 } MoeAttr;
+
+/* The rows each expert keeps of a route over `rows` routed rows (tokens·k) and `experts` experts:
+ * ceil(rows / experts · factor), as Megatron-Core's get_capacity; 0 (every row) without one. */
+int64_t moe_capacity(const MoeAttr *a, int64_t rows, int64_t experts);
 
 typedef struct {
   OpKind op;

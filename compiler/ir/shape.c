@@ -280,6 +280,9 @@ static int infer_route(Model *m, const Graph *g, const Node *n, Shapes *s, Diag 
   const Node *topk = made_by(g, n->in[0], OP_TOPK, 1);
   if (!topk) return diag(d, "%s: route takes the indices a plait.topk gave", n->where);
   const Tensor *x = input(g, n, 0), *scores = &g->tensors[topk->in[0]];
+  if (n->nin > 1 && (input(g, n, 1)->dtype != DT_REAL || !same_leading(m, x, input(g, n, 1)) ||
+                     dim_size(m, last(input(g, n, 1))) != dim_size(m, last(x))))
+    return mismatch(m, g, n, 0, 1, "route: indices [tokens.., k] and priority [tokens.., k]", d);
   set_out(s, 0, x->ndim, x->dims, DT_INT);
   set_out(s, 1, 1, &scores->dims[scores->ndim - 1], DT_INT);
   return routed_dim(m, x) < 0

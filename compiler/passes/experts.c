@@ -12,6 +12,7 @@
 typedef struct {
   int all_counts, local_counts; /* tensors made by the OP_EXPERT_COUNTS after the route */
   int routed, held;             /* dims: a rank's routed rows, and what its experts may receive */
+  int64_t capacity_rows;        /* under a capacity, the most a rank's experts may receive */
 } Mixture;
 
 typedef struct {
@@ -57,6 +58,10 @@ static int gather_counts(Spread *s, const Node *route, Mixture *x) {
     return diag(s->d,
                 "%s: --ep %d does not divide the %lld experts; choose --ep a divisor of %lld",
                 route->where, s->ep, (long long)E, (long long)E);
+  int64_t rows = 1;
+  const Tensor *indices = &s->g->tensors[route->in[0]];
+  for (int a = 0; a < indices->ndim; a++) rows *= s->m->dims[indices->dims[a]].size;
+  x->capacity_rows = E * moe_capacity(&route->a.moe, rows, E); /* each rank's cap per expert */
   int ranks = new_dim(s, experts, "_ranks", s->ep);
   int local = new_dim(s, experts, "_local", E / s->ep);
   if (ranks < 0 || local < 0) return -1;
@@ -119,8 +124,9 @@ static int holds_input(const Spread *s, const Node *n) {
 }
 
 /* The dim of the rows a mixture's experts receive, one of its own per mixture: as many rows as it
- * routes under balanced routing, ep times as many at worst. */
-static int held_dim(Spread *s, int routed) {
+ * routes under balanced routing, ep times as many at worst, or under a capacity, at most the
+ * capacity of each of its E/ep experts from each of the ep ranks. */
+static int held_dim(Spread *s, int routed, int64_t capacity_rows) {
   char suffix[16] = "_held", name[NAME_LEN];
   for (int n = 2;; n++) {
     snprintf(name, sizeof name, "%.40s%s", s->m->dims[routed].name, suffix);
@@ -128,7 +134,9 @@ static int held_dim(Spread *s, int routed) {
     snprintf(suffix, sizeof suffix, "_held%d", n);
   }
   int held = new_dim(s, routed, suffix, s->m->dims[routed].size);
-  if (held >= 0) s->m->dims[held].worst = s->ep * s->m->dims[routed].size;
+  int64_t worst = s->ep * s->m->dims[routed].size;
+  if (capacity_rows > 0 && capacity_rows < worst) worst = capacity_rows;
+  if (held >= 0) s->m->dims[held].worst = worst;
   return held;
 }
 
@@ -136,13 +144,21 @@ static int held_dim(Spread *s, int routed) {
 static int send_rows(Spread *s, const Node *dispatch) {
   Mixture *x = s->mixture_of_route[s->g->tensors[dispatch->in[1]].producer];
   x->routed = s->g->tensors[dispatch->out[0]].dims[0];
-  x->held = held_dim(s, x->routed);
+  x->held = held_dim(s, x->routed, x->capacity_rows);
   if (x->held < 0) return -1;
   int held = exchange(s, OP_EXPERT_SEND, x, dispatch->out[0], x->held, dispatch->where);
   if (held < 0) return -1;
   s->sent[dispatch->out[0]] = held;
   s->held[held] = 1;
   s->mixture[held] = x;
+  return 0;
+}
+
+/* Whether a dispatch moves rows by these slots (a route whose counts alone are read, as a
+ * load-balancing loss's before a capacity, exchanges nothing). */
+static int dispatched(const Graph *g, int slots) {
+  for (int i = 0; i < g->nnodes; i++)
+    if (g->nodes[i].op == OP_DISPATCH && g->nodes[i].in[1] == slots) return 1;
   return 0;
 }
 
@@ -156,7 +172,7 @@ static int spread_node(Spread *s, int index) {
     hold(s, &n);
   }
   append(s, &n);
-  if (n.op == OP_ROUTE) {
+  if (n.op == OP_ROUTE && dispatched(s->g, n.out[0])) {
     s->mixture_of_route[index] = &s->mixtures[s->nmixtures++];
     return gather_counts(s, &n, s->mixture_of_route[index]);
   }

@@ -213,8 +213,9 @@ static void print_experts(const Plan *p, FILE *f) {
   fprintf(f,
           "            rows a rank's experts receive, sized at run time: %lld a mixture per "
           "microbatch under balanced routing, kept for backward %s on rank 0 (counted below); "
-          "at worst %lld, %s\n",
-          (long long)x.rows, kept, (long long)x.worst_rows, worst);
+          "at worst %lld, %s%s\n",
+          (long long)x.rows, kept, (long long)x.worst_rows, worst,
+          x.worst_rows < p->model.ep * x.rows ? " (the experts' capacity)" : "");
 }
 
 /* What each column holds in the machine's precision; with the distributed optimizer, the ranks

@@ -247,9 +247,20 @@ end
 -- multiplies each expert's rows by its matrix of the parameter w [E, in, out] (with { transpose =
 -- true }, w [E, out, in]: rows·w[e]ᵀ); plait.combine(rows, slots, weights) sums each token's rows
 -- back, weighted by weights [tokens.., k]. Dispatch's derivative is an unweighted combine and the
--- combine's a weighted dispatch: both exact.
-function plait.route(indices)
-  local slots, counts = core.route(operand(indices, "route"))
+-- combine's a weighted dispatch: both exact. plait.route(indices, { capacity_factor = C, priority =
+-- p }) drops rows past each expert's capacity, ceil(tokens·k / E · C) rows (Megatron-Core's
+-- moe_expert_capacity_factor): it keeps those of the largest priority p [tokens.., k] (the routing
+-- weights: Megatron's "probs" policy), or without p the earliest tokens' ("position"); a dropped
+-- row's slot is -1, its expert output nothing (the token keeps its other experts' and its
+-- residual).
+function plait.route(indices, opts)
+  local factor, priority = opts and opts.capacity_factor or 0, opts and opts.priority
+  if type(factor) ~= "number" or factor < 0 or factor ~= factor or factor == math.huge then
+    fail("route: capacity_factor must be a finite number above 0 (0: keep every row), got %s",
+         tostring(factor))
+  end
+  local slots, counts = core.route(operand(indices, "route"),
+                                   priority and operand(priority, "route") or nil, factor)
   return wrap(slots), wrap(counts)
 end
 function plait.dispatch(x, slots)

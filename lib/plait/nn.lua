@@ -261,6 +261,7 @@ end
 -- plus z · (logsumexp of the logits)². Each layer adds its own, as Megatron-Core's gradient does
 -- (its log shows their mean over the layers).
 local function router_losses(logits, values, counts, aux, z)
+  if aux == 0 and z == 0 then return nil end
   local one, E = plait.dim(1, "one"), logits:dim(-1)
   local lse = logsumexp(logits, top_value(values))
   local term
@@ -281,6 +282,20 @@ local function coefficient(v, what)
     fail("nn.moe: %s must be a number of at least 0 (0: off), got %s", what, tostring(v))
   end
   return v
+end
+
+-- The route's options under opts.capacity_factor (config.capacity_factor, default 0: dropless):
+-- each expert keeps ceil(tokens·k / E · factor) rows, by opts.drop_policy (config.drop_policy)
+-- "probs" (the default, Megatron-Core's: the rows of the largest routing weights) or "position"
+-- (the earliest tokens'); nil when dropless.
+local function capacity_options(opts, S, weights)
+  local factor = coefficient(setting(opts, S, "capacity_factor", 0), "capacity_factor")
+  if factor == 0 then return nil end
+  local policy = setting(opts, S, "drop_policy", "probs")
+  if policy ~= "probs" and policy ~= "position" then
+    fail("nn.moe: drop_policy must be \"probs\" or \"position\", got %s", tostring(policy))
+  end
+  return { capacity_factor = factor, priority = policy == "probs" and weights or nil }
 end
 
 -- A mixture of experts (dropless, static shapes): a router "gate.weight" [experts, hidden] (no
@@ -310,11 +325,14 @@ function nn.moe(S, ...)
   local logits = plait.matmul(x, router, { transpose = true })
   local values, indices = plait.topk(logits, topk)
   local weights = routing_weights(logits, values, setting(opts, S, "renormalize", true))
-  local slots, counts = plait.route(indices)
+  local capacity = capacity_options(opts, S, weights)
+  local slots, counts = plait.route(indices, capacity)
   local rows = experts_mlp(s, plait.dispatch(x, slots), counts, E, plait.dim(ffn), S, opts)
   local y = plait.combine(rows, slots, weights)
-  local term = router_losses(logits, values, counts,
-                             coefficient(setting(opts, S, "aux_loss", 0), "aux_loss"),
+  local aux = coefficient(setting(opts, S, "aux_loss", 0), "aux_loss")
+  local routed = counts -- the load-balancing loss counts the rows before any are dropped
+  if aux ~= 0 and capacity then routed = select(2, plait.route(indices)) end
+  local term = router_losses(logits, values, routed, aux,
                              coefficient(setting(opts, S, "z_loss", 0), "z_loss"))
   if term then y = plait.add_loss(y, term) end
   local shared = setting(opts, S, "shared_ffn")

@@ -47,7 +47,8 @@ static int by_priority(const void *a, const void *b) {
  * those of the smallest priority, or the latest without one. */
 static void drop_past_capacity(int64_t n, const int64_t *rows, int64_t capacity,
                                const act_t *priority, RankedRow *ranked, char *kept) {
-  for (int64_t i = 0; i < n; i++) ranked[i] = (RankedRow){priority ? priority[rows[i]] : 0, rows[i]};
+  for (int64_t i = 0; i < n; i++)
+    ranked[i] = (RankedRow){priority ? priority[rows[i]] : 0, rows[i]};
   if (priority) qsort(ranked, (size_t)n, sizeof *ranked, by_priority);
   for (int64_t i = capacity; i < n; i++) kept[ranked[i].row] = 0;
 }
@@ -55,7 +56,7 @@ static void drop_past_capacity(int64_t n, const int64_t *rows, int64_t capacity,
 /* Which rows each expert keeps under its capacity (all of them when capacity <= 0). */
 static void keep_within_capacity(int64_t rows, int64_t E, int64_t capacity, const int32_t *indices,
                                  const act_t *priority, const int32_t *counts, char *kept) {
-  memset(kept, 1, (size_t)rows);
+  for (int64_t i = 0; i < rows; i++) kept[i] = 1;
   if (capacity <= 0) return;
   int64_t *order = cpu_alloc((size_t)rows, sizeof *order, "the experts' rows");
   int64_t *first = cpu_alloc((size_t)E + 1, sizeof *first, "the experts' rows");

@@ -99,11 +99,22 @@ static double planned_bytes_here(const Trainer *t) {
   return footprint_bytes_least(p, p->tp * p->pp * p->dp);
 }
 
-void log_finish(Trainer *t, double most_rows) {
-  if (most_rows > 0) {
-    printf("experts: the most rows one rank received in an exchange %.0f\n", most_rows);
-    if (t->log_json) fprintf(t->log_json->file, "{\"expert_rows_most\": %.0f}\n", most_rows);
+static void log_expert_rows(Trainer *t, ExpertRowsSeen rows) {
+  if (rows.most > 0) {
+    printf("experts: the most rows one rank received in an exchange %.0f\n", rows.most);
+    if (t->log_json) fprintf(t->log_json->file, "{\"expert_rows_most\": %.0f}\n", rows.most);
   }
+  if (rows.routed > 0) {
+    printf("experts: %.0f of %.0f routed rows dropped past the experts' capacity (%.2f%%)\n",
+           rows.dropped, rows.routed, 100 * rows.dropped / rows.routed);
+    if (t->log_json)
+      fprintf(t->log_json->file, "{\"expert_rows_routed\": %.0f, \"expert_rows_dropped\": %.0f}\n",
+              rows.routed, rows.dropped);
+  }
+}
+
+void log_finish(Trainer *t, ExpertRowsSeen rows) {
+  log_expert_rows(t, rows);
   DeviceMemory held = device_memory_held();
   double planned = planned_bytes_here(t);
   char held_text[32], planned_text[32];

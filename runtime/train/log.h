@@ -25,6 +25,11 @@ void log_eval(Trainer *t, const char *path, double loss, int64_t tokens);
 void log_sample_tokenizer(Trainer *t);
 /* The run's end: the process's peak resident memory (all ranks that are its threads); with experts
  * spread over ep ranks, the most rows one rank received in an exchange (most_rows, 0 without). */
-void log_finish(Trainer *t, double most_rows);
+/* What the experts' exchanges and capacities saw over the run, every rank's (train/trainer.c). */
+typedef struct {
+  double most;            /* the most rows one rank received in an exchange */
+  double routed, dropped; /* rows routed under a capacity, and dropped past it */
+} ExpertRowsSeen;
+void log_finish(Trainer *t, ExpertRowsSeen rows);
 
 #endif

@@ -227,6 +227,18 @@ static void evaluate(Trainer *t) {
   if (comm_info(t->comm)->rank == 0) log_validation(t, val);
 }
 
+/* The experts' rows over every rank: the most one received in an exchange, and those routed and
+ * dropped past a capacity, counted once per tensor-parallel group (its ranks route alike). */
+static ExpertRowsSeen expert_rows(Trainer *t) {
+  const ExpertRows *x = &t->run.expert_rows;
+  int first_of_tp = t->run.tp_rank == 0;
+  double most = (double)x->most, counts[2] = {first_of_tp ? (double)x->routed : 0,
+                                              first_of_tp ? (double)x->dropped : 0};
+  comm_allreduce(t->comm, GROUP_WORLD, &most, 1, COMM_F64, COMM_MAX);
+  comm_allreduce(t->comm, GROUP_WORLD, counts, 2, COMM_F64, COMM_SUM);
+  return (ExpertRowsSeen){most, counts[0], counts[1]};
+}
+
 static void train_and_evaluate(Trainer *t) {
   const TrainArgs *args = t->args;
   if (comm_info(t->comm)->rank == 0) log_start(t);
@@ -242,9 +254,8 @@ static void train_and_evaluate(Trainer *t) {
   if (args->eval) evaluate_file(t, args->eval);
   if (args->trace && args->steps > 0) trace_write(t, args->trace);
   if (args->sample) sample_text(t, args->sample);
-  double most_rows = (double)t->run.expert_rows.most;
-  comm_allreduce(t->comm, GROUP_WORLD, &most_rows, 1, COMM_F64, COMM_MAX);
-  if (comm_info(t->comm)->rank == 0) log_finish(t, most_rows);
+  ExpertRowsSeen rows = expert_rows(t); /* every rank takes part */
+  if (comm_info(t->comm)->rank == 0) log_finish(t, rows);
 }
 
 int trainer_main(Comm *c, void *arg) {

@@ -20,10 +20,11 @@ mpirun="timeout 120 mpirun -q --oversubscribe --allow-run-as-root"
 train() {
   name=$1 layout=$2; shift 2
   # shellcheck disable=SC2086
-  [ -x "$TMP/$layout/train" ] || $PLAIT build $MOE $(echo "$layout" | tr _ ' ') \
-    -o "$TMP/$layout" >"$TMP/$name.log" 2>&1 || return 1
-  $launcher "$TMP/$layout/train" --data "$TMP/text.bin" --steps "${steps:-10}" --decay-steps 10 \
-    --lr 3e-3 --seed 7 --log-json "$TMP/$name.json" "$@" >>"$TMP/$name.log" 2>&1 || return 1
+  [ -x "$TMP/${prefix:-}$layout/train" ] || $PLAIT build $MOE $(echo "$layout" | tr _ ' ') \
+    -o "$TMP/${prefix:-}$layout" >"$TMP/$name.log" 2>&1 || return 1
+  $launcher "$TMP/${prefix:-}$layout/train" --data "$TMP/text.bin" --steps "${steps:-10}" \
+    --decay-steps 10 --lr 3e-3 --seed 7 --log-json "$TMP/$name.json" "$@" \
+    >>"$TMP/$name.log" 2>&1 || return 1
   sed -n 's/.*"loss": \([^,]*\),.*/\1/p' "$TMP/$name.json" >"$TMP/$name.loss"
 }
 
@@ -77,6 +78,25 @@ if [ -n "$most" ] && [ "$most" -gt 64 ] && [ "$most" -le 128 ] &&
 else fail ep_logs_most_rows_received "'$most' $(tail -c 300 "$TMP/f--mbs_2_--dp_2_--ep_2.log")"
 fi
 
+# under a capacity (each expert keeps 12 of a microbatch's 64 rows, those of the largest routing
+# weights) with the load-balancing loss over the rows before any is dropped: a layout routing the
+# same microbatches as one rank drops the same rows (the count in the log) and trains as it does
+MOE="tests/cli/models/moe.lua --gbs 8 --set capacity_factor=0.75 aux_loss=0.01" prefix=cap
+for layout in --mbs_2 --mbs_2_--dp_2_--ep_2 --mbs_2_--tp_2_--dp_2_--ep_2 \
+  --mbs_2_--pp_2_--dp_2_--ep_2; do
+  train "cap$layout" "$layout" && sed -n 's/.*"expert_rows_dropped": \([0-9]*\)}/\1/p' \
+    "$TMP/cap$layout.json" >"$TMP/cap$layout.dropped"
+  [ "$layout" = --mbs_2 ] && continue
+  close "ep_capacity_as_one_rank$(echo "$layout" | tr -d '-' | sed 's/mbs_[0-9]_//')" cap--mbs_2 \
+    "cap$layout" 1e-5
+  if [ -s "$TMP/cap--mbs_2.dropped" ] && [ "$(cat "$TMP/cap--mbs_2.dropped")" -gt 0 ] &&
+     cmp -s "$TMP/cap--mbs_2.dropped" "$TMP/cap$layout.dropped"; then
+    pass "ep_capacity_drops_as_one_rank$(echo "$layout" | tr -d '-' | sed 's/mbs_[0-9]_//') \
+($(cat "$TMP/cap$layout.dropped") rows)"
+  else fail "ep_capacity_drops_as_one_rank$layout" "$(cat "$TMP"/cap*.dropped | tr '\n' ' ')"; fi
+done
+MOE="tests/cli/models/moe.lua --gbs 8" prefix=""
+
 # checkpoints are logical: saved at ep 2 after 3 steps, continued at ep 1 as ep 2 continues (and
 # the reverse); losses of steps 4-10 within 1e-6; the continued runs load the saved state
 EP2=--mbs_2_--dp_2_--ep_2
@@ -121,6 +141,13 @@ if grep -q '"received_rows": {"balanced": 8192, "worst": 65536}' "$TMP/mixtral.j
   pass "ep_plan_balanced_rows ($with_ep activation bytes at ep 8, $without without)"
 else fail ep_plan_balanced_rows "$with_ep $without $(grep -o '"received[^}]*}' "$TMP/mixtral.json")"
 fi
+# under a capacity factor of 1.25 a rank's experts receive at most their capacity from each rank:
+# 8 experts · ceil(8192 / 8 · 1.25) = 10240 rows
+if $PLAIT plan models/mixtral.lua --ep 8 --dp 8 --set capacity_factor=1.25 | grep -q \
+     "^ *rows a rank's experts receive, sized at run time: 8192 .* at worst 10240, .* capacity)$"
+then pass ep_plan_capacity_bounds_rows
+else fail ep_plan_capacity_bounds_rows "$($PLAIT plan models/mixtral.lua --ep 8 --dp 8 \
+  --set capacity_factor=1.25 2>&1 | grep -A1 '^experts')"; fi
 # the experts' weights a rank holds: 1/8 of them at ep 8
 experts=$((32 * 8 * 3 * 14336 * 4096))
 all=$($PLAIT plan models/mixtral.lua --dp 8 --format json |

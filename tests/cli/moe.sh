@@ -2,10 +2,12 @@
 # moe.sh: mixtures of experts on one rank: a small one's gradients against finite differences in
 # double precision (top-2 renormalised, softmax at the top-2 without renormalising, top-1 of 8
 # experts over fewer tokens than experts so that some receive none, top-3 with a shared expert, the
-# router's load-balancing loss and z-loss); it trains in float (the loss falls) and two pipeline
-# stages give one stage's losses; the router's losses against their values by hand, under pp, tp
-# and recompute as on one rank, off by default, left out of --eval; what is not supported yet, or
-# an expert ffn that tp does not divide, is refused in one line.
+# router's load-balancing loss and z-loss, rows dropped past a capacity by priority and by
+# position), and each routing op alone in a block; it trains in float (the loss falls) and two
+# pipeline stages give one stage's losses; the router's losses against their values by hand, under
+# pp, tp and recompute as on one rank, off by default, left out of --eval; a capacity no expert
+# reaches is dropless, a small one drops rows the log counts; what is not supported yet, or an
+# expert ffn that tp does not divide, is refused in one line.
 . "$(dirname "$0")/lib.sh"
 cd "$PLAIT_ROOT" || exit 1
 
@@ -31,6 +33,30 @@ gradcheck no_renormalize renormalize=false
 gradcheck empty_experts experts=8 topk=1 seq=4
 gradcheck shared_top3 shared_ffn=16 topk=3 router_std=3
 gradcheck aux_z_losses aux_loss=0.5 z_loss=0.1
+# under a capacity a choice that changes within the stencil's ±2e-3 also moves other tokens' rows
+# in or out: the router's scale is one checked to keep every choice (and the drops) in place
+gradcheck capacity capacity_factor=0.5 router_std=2
+gradcheck capacity_position capacity_factor=0.5 drop_policy=position
+
+# each routing op alone in a block (tests/cli/models/moe_ops.lua): top-k's gradient, dispatch and
+# combine with the raw top-k values as weights, with a grouped GEMM between, and with rows dropped
+# past a capacity by priority and by position
+opcheck() { # name, --set values...
+  name=$1; shift
+  if $PLAIT build tests/cli/models/moe_ops.lua --double --mbs 2 --gbs 4 -o "$TMP/$name" \
+       --set "$@" >"$TMP/build.log" 2>&1 &&
+     "$TMP/$name/train" --data "$TMP/text.bin" --gradcheck 150 >"$TMP/$name.out" 2>&1; then
+    pass "gradcheck_op_$name ($(grep -o 'largest relative error [^ ;]*' "$TMP/$name.out" |
+      tr '\n' ' '))"
+  else
+    fail "gradcheck_op_$name" "$(tail -c 600 "$TMP/build.log") $(tail -c 600 "$TMP/$name.out")"
+  fi
+}
+opcheck topk part=topk
+opcheck dispatch_combine part=combine
+opcheck grouped_matmul part=experts
+opcheck capacity_priority part=experts capacity_factor=0.5
+opcheck capacity_position part=combine capacity_factor=0.5 drop_policy=position
 
 # the experts' GEMMs of the empty_experts run go over the routed rows, 2·4 tokens × top-1 = 8, not
 # tokens × experts: how many each expert takes is known only at run time
@@ -105,6 +131,29 @@ if [ -s "$TMP/lm_only.eval" ] && cmp -s "$TMP/lm_only.eval" "$TMP/router_losses.
   pass "moe_eval_is_the_lm_loss ($(cat "$TMP/lm_only.eval"))"
 else fail moe_eval_is_the_lm_loss "$(cat "$TMP/lm_only.eval" "$TMP/router_losses.eval")"; fi
 
+# a capacity no expert reaches changes nothing (the losses bit for bit); a small one drops rows,
+# counted in the log, and the losses differ: 20 steps of 4 sequences of 16 tokens, top-2, 2 layers
+# route 5120 rows, and at 0.5 an expert keeps 8 of a microbatch's 64: half of them at least dropped
+# shellcheck disable=SC2086
+if train roomy $LAYOUT --set capacity_factor=4 && cmp -s "$TMP/one.loss" "$TMP/roomy.loss" &&
+   grep -q '^experts: 0 of 5120 routed rows dropped' "$TMP/roomy.out"; then
+  pass moe_capacity_unreached_is_dropless
+else fail moe_capacity_unreached_is_dropless "$(paste "$TMP/one.loss" "$TMP/roomy.loss" | head -2)
+  $(grep experts: "$TMP/roomy.out")"; fi
+# shellcheck disable=SC2086
+if train tight $LAYOUT --set capacity_factor=0.5 && ! cmp -s "$TMP/one.loss" "$TMP/tight.loss" &&
+   dropped=$(sed -n 's/^experts: \([0-9]*\) of 5120 routed rows dropped.*/\1/p' "$TMP/tight.out") &&
+   [ "${dropped:-0}" -ge 2560 ] && grep -q "\"expert_rows_dropped\": $dropped}" "$TMP/tight.json"
+then pass "moe_capacity_drops_rows ($dropped of 5120)"
+else fail moe_capacity_drops_rows "$(grep experts "$TMP/tight.out") $(tail -c 300 "$TMP/build.log")"
+fi
+
+expect_error moe_capacity_negative \
+  'nn.moe: capacity_factor must be a number of at least 0 \(0: off\), got -0.5' \
+  $PLAIT plan $MOE --set capacity_factor=-0.5
+expect_error moe_drop_policy_unknown \
+  'nn.moe: drop_policy must be "probs" or "position", got random' \
+  $PLAIT plan $MOE --set capacity_factor=1 drop_policy=random
 expect_error moe_aux_loss_negative \
   'nn.moe: aux_loss must be a number of at least 0 \(0: off\), got -1.0' \
   $PLAIT plan $MOE --set aux_loss=-1

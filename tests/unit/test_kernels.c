@@ -781,6 +781,40 @@ static void test_moe_routing(void) {
   CHECK(fabs(out[0] - 5.25) < 1e-12 && fabs(out[4] - 33) < 1e-12, "out %g %g", out[0], out[4]);
 }
 
+/* Four tokens of top-2 over 3 experts, 4 of their 8 rows to expert 0, at most 2 an expert: by
+ * priority expert 0 keeps tokens 1 and 2 (token 0's 0.5 the smallest; 0.75 thrice: the earlier
+ * kept), by position tokens 0 and 1; the rows dropped are -1, the kept ones packed from row 0, and
+ * dispatch and the combine's backward leave the rows past them zero. */
+static void test_moe_capacity(void) {
+  const int32_t indices[8] = {0, 1, 2, 0, 0, 1, 0, 2};
+  const real priority[8] = {0.5, 0.5, 0.25, 0.75, 0.75, 0.25, 0.75, 0.25};
+  int32_t slots[8], counts[3];
+  k_moe_route(4, 2, 3, 2, indices, priority, slots, counts);
+  /* expert 0: tokens 1 and 2 (0.75, before token 3's 0.75); expert 1: tokens 0, 2; expert 2:
+   * tokens 1, 3 */
+  const int32_t by_priority[8] = {-1, 2, 4, 0, 1, 3, -1, 5}, kept[3] = {2, 2, 2};
+  CHECK(memcmp(slots, by_priority, sizeof slots) == 0 && memcmp(counts, kept, sizeof kept) == 0,
+        "priority: %d %d %d %d %d %d %d %d", slots[0], slots[1], slots[2], slots[3], slots[4],
+        slots[5], slots[6], slots[7]);
+  k_moe_route(4, 2, 3, 2, indices, NULL, slots, counts);
+  const int32_t by_position[8] = {0, 2, 4, 1, -1, 3, -1, 5};
+  CHECK(memcmp(slots, by_position, sizeof slots) == 0 && memcmp(counts, kept, sizeof kept) == 0,
+        "position: %d %d %d %d %d %d %d %d", slots[0], slots[1], slots[2], slots[3], slots[4],
+        slots[5], slots[6], slots[7]);
+  real x[4], rows[8], out[4], drows[8], dweights[8];
+  for (int i = 0; i < 4; i++) x[i] = i + 1;
+  for (int i = 0; i < 8; i++) rows[i] = drows[i] = NAN;
+  k_moe_dispatch(4, 2, 1, x, slots, rows);
+  CHECK(rows[0] == 1 && rows[1] == 2 && rows[5] == 4 && rows[6] == 0 && rows[7] == 0,
+        "rows %g %g %g %g %g", rows[0], rows[1], rows[5], rows[6], rows[7]);
+  k_moe_combine(4, 2, 1, rows, slots, priority, out);
+  CHECK(out[2] == 0.25 * 3 && out[3] == 0.25 * 4, "out %g %g", out[2], out[3]);
+  const real dout[4] = {1, 1, 1, 1};
+  k_moe_combine_backward(4, 2, 1, rows, slots, priority, dout, drows, dweights);
+  CHECK(dweights[6] == 0 && dweights[7] == 4 && drows[6] == 0 && drows[7] == 0,
+        "dweights %g %g drows %g %g", dweights[6], dweights[7], drows[6], drows[7]);
+}
+
 int main(void) {
   rng_state = 20240520;
   RUN(test_peak_leaves_no_threads);
@@ -802,5 +836,6 @@ int main(void) {
   RUN(test_expf);
   RUN(test_topk);
   RUN(test_moe_routing);
+  RUN(test_moe_capacity);
   TEST_EXIT();
 }
