@@ -144,22 +144,6 @@ static int check_cuda_attention(const Model *m, Diag *d) {
   return 0;
 }
 
-/* top-k, a mixture of experts and a term added to the loss have CPU kernels alone so far: the CUDA
- * backend refuses them. */
-static int check_cuda_experts(const Model *m, Diag *d) {
-  const Graph *graphs[] = {&m->embed, &m->block, &m->head};
-  for (int g = 0; g < 3; g++)
-    for (int i = 0; i < graphs[g]->nnodes; i++) {
-      const Node *n = &graphs[g]->nodes[i];
-      if (n->op == OP_TOPK || n->op == OP_ROUTE || n->op == OP_LOSS_TERM)
-        return diag(d,
-                    "%s: %s: top-k, mixtures of experts and added loss terms have no CUDA kernels "
-                    "yet; build for the CPU (--backend cpu)",
-                    n->where, op_name(n->op));
-    }
-  return 0;
-}
-
 static int run(const Options *o, Diag *d) {
   if (!o->output) return diag(d, "build needs an output directory: plait build MODEL.lua -o DIR");
   int cuda = o->backend && strcmp(o->backend, "cuda") == 0;
@@ -173,7 +157,6 @@ static int run(const Options *o, Diag *d) {
   OwnFolder dir = {0};
   int status = plan_build(o, &p, stdout, d);
   if (status == 0 && cuda) status = check_cuda_attention(&p.model, d);
-  if (status == 0 && cuda) status = check_cuda_experts(&p.model, d);
   if (status == 0)
     status = own_folder_claim(&dir, "-o", o->output, FOLDER_PROGRAM, program_files,
                               PROGRAM_FILES, d->msg, sizeof d->msg);

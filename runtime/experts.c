@@ -12,16 +12,34 @@
  * copy bit for bit. */
 enum { EXPERT_ROWS_TAG = 77 };
 
+/* Host memory for n counts, for the caller to free. */
+static int32_t *counts_buffer(Run *r, int64_t n) {
+  int32_t *host = malloc((size_t)(n > 0 ? n : 1) * sizeof *host);
+  if (!host) comm_fail(r->comm, "out of host memory for the experts' counts");
+  return host;
+}
+
+/* A host copy of n counts in the backend's memory (the GPU's on the CUDA backend), for the caller
+ * to free. */
+static int32_t *host_counts(Run *r, int64_t n, const int32_t *counts) {
+  int32_t *host = counts_buffer(r, n);
+  device_download(host, counts, (size_t)n * sizeof *host);
+  return host;
+}
+
 void rt_expert_counts(Run *r, int64_t E, const int32_t *counts, int32_t *all_counts,
                       int32_t *local_counts) {
   int ep = comm_group_size(r->comm, GROUP_EP), me = comm_group_rank(r->comm, GROUP_EP);
   int64_t local = E / ep;
   comm_allgather(r->comm, GROUP_EP, counts, all_counts, 1, E, COMM_F32);
+  int32_t *all = host_counts(r, ep * E, all_counts), *mine = counts_buffer(r, local);
   for (int64_t e = 0; e < local; e++) {
-    local_counts[e] = 0;
-    for (int source = 0; source < ep; source++)
-      local_counts[e] += all_counts[source * E + me * local + e];
+    mine[e] = 0;
+    for (int source = 0; source < ep; source++) mine[e] += all[source * E + me * local + e];
   }
+  device_upload(local_counts, mine, (size_t)local * sizeof *mine);
+  free(mine);
+  free(all);
 }
 
 /* The exchange's bookkeeping: this rank's place among the ep ranks, the experts each holds, and
@@ -30,15 +48,18 @@ void rt_expert_counts(Run *r, int64_t E, const int32_t *counts, int32_t *all_cou
 typedef struct {
   int ep, me;
   int64_t E, local;
-  const int32_t *all;
+  int32_t *all; /* a host copy, freed by expert_map_free */
 } ExpertMap;
 
-static ExpertMap expert_map(const Run *r, int64_t E, const int32_t *all_counts) {
-  ExpertMap m = {comm_group_size(r->comm, GROUP_EP), comm_group_rank(r->comm, GROUP_EP), E, 0,
-                 all_counts};
+static ExpertMap expert_map(Run *r, int64_t E, const int32_t *all_counts) {
+  ExpertMap m = {.ep = comm_group_size(r->comm, GROUP_EP), .me = comm_group_rank(r->comm, GROUP_EP),
+                 .E = E};
   m.local = E / m.ep;
+  m.all = host_counts(r, m.ep * E, all_counts);
   return m;
 }
+
+static void expert_map_free(ExpertMap *m) { free(m->all); }
 
 /* First row of global expert g among the rows this rank routed. */
 static int64_t routed_offset(const ExpertMap *m, int64_t g) {
@@ -93,12 +114,14 @@ void rt_expert_send(Run *r, int64_t E, int64_t D, const int32_t *all_counts, con
                     act_t *out) {
   ExpertMap m = expert_map(r, E, all_counts);
   exchange(r, &m, D, in, out, 1);
+  expert_map_free(&m);
 }
 
 void rt_expert_return(Run *r, int64_t E, int64_t D, const int32_t *all_counts, const act_t *in,
                       act_t *out) {
   ExpertMap m = expert_map(r, E, all_counts);
   exchange(r, &m, D, in, out, 0);
+  expert_map_free(&m);
 }
 
 /* The rows ep rank `holder` receives: every rank's rows to its experts. */
@@ -113,13 +136,17 @@ int64_t rt_expert_held(Run *r, int64_t E, const int32_t *all_counts) {
   ExpertMap m = expert_map(r, E, all_counts);
   for (int holder = 0; holder < m.ep; holder++)
     if (rows_to(&m, holder) > r->expert_rows.most) r->expert_rows.most = rows_to(&m, holder);
-  return rows_to(&m, m.me);
+  int64_t held = rows_to(&m, m.me);
+  expert_map_free(&m);
+  return held;
 }
 
 void rt_expert_dropped(Run *r, int64_t rows, int64_t E, const int32_t *counts) {
   if (!r->training || r->rerun) return;
+  int32_t *host = host_counts(r, E, counts);
   int64_t kept = 0;
-  for (int64_t e = 0; e < E; e++) kept += counts[e];
+  for (int64_t e = 0; e < E; e++) kept += host[e];
+  free(host);
   r->expert_rows.routed += rows;
   r->expert_rows.dropped += rows - kept;
 }

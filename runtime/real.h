@@ -20,6 +20,11 @@ static inline double act_value(act_t x) {
   union { uint32_t bits; float value; } u = {(uint32_t)x << 16};
   return u.value;
 }
+/* x as bf16 bits, rounded to nearest even (x finite). */
+static inline act_t act_round(double x) {
+  union { float value; uint32_t bits; } u = {(float)x};
+  return (act_t)((u.bits + 0x7fffu + (u.bits >> 16 & 1u)) >> 16);
+}
 #endif
 #define ACT_SEPARATE 1 /* activations and weights for compute are not the master copies */
 #elif defined(PLAIT_REAL_DOUBLE)
@@ -28,12 +33,14 @@ typedef double act_t;
 #define REAL_NAME "f64"
 #define ACT_SEPARATE 0
 static inline double act_value(act_t x) { return x; }
+static inline act_t act_round(double x) { return x; }
 #else
 typedef float real;
 typedef float act_t;
 #define REAL_NAME "f32"
 #define ACT_SEPARATE 0
 static inline double act_value(act_t x) { return x; }
+static inline act_t act_round(double x) { return (act_t)x; }
 #endif
 
 #endif

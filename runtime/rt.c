@@ -103,14 +103,33 @@ void rt_slice(Run *r, const act_t *in, act_t *out, int64_t outer, int64_t inner)
     device_copy(out + o * inner, in + o * whole + r->tp_rank * inner, (size_t)inner * sizeof *out);
 }
 
+/* The term and its gradient go through the host a chunk at a time: they live in the backend's
+ * memory (the GPU's on the CUDA backend) and hold a few values (one a layer, say). */
+enum { LOSS_TERM_CHUNK = 256 };
+
+/* The values of the chunk from `at` of `count`. */
+static int64_t loss_term_chunk(int64_t count, int64_t at) {
+  return count - at < LOSS_TERM_CHUNK ? count - at : LOSS_TERM_CHUNK;
+}
+
 void rt_loss_term(Run *r, int64_t n, const act_t *x, act_t *y, int64_t count, const act_t *term) {
   if (y != x) device_copy(y, x, (size_t)n * sizeof *y);
   if (!r->training || r->rerun) return;
   double sum = 0;
-  for (int64_t i = 0; i < count; i++) sum += (double)term[i];
+  act_t chunk[LOSS_TERM_CHUNK];
+  for (int64_t at = 0; at < count; at += LOSS_TERM_CHUNK) {
+    int64_t m = loss_term_chunk(count, at);
+    device_download(chunk, term + at, (size_t)m * sizeof *chunk);
+    for (int64_t i = 0; i < m; i++) sum += act_value(chunk[i]);
+  }
   r->loss += sum * r->loss_scale;
 }
 
 void rt_loss_term_backward(Run *r, int64_t count, act_t *dterm) {
-  for (int64_t i = 0; i < count; i++) dterm[i] = (act_t)r->loss_scale;
+  act_t chunk[LOSS_TERM_CHUNK];
+  for (int i = 0; i < LOSS_TERM_CHUNK; i++) chunk[i] = act_round(r->loss_scale);
+  for (int64_t at = 0; at < count; at += LOSS_TERM_CHUNK) {
+    int64_t m = loss_term_chunk(count, at);
+    device_upload(dterm + at, chunk, (size_t)m * sizeof *chunk);
+  }
 }

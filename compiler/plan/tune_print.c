@@ -48,12 +48,20 @@ void tune_layout_flags(const Parallel *p, char *buf, int len) {
 
 static int best_count(const Tune *t) { return t->fitting < TUNE_BEST ? t->fitting : TUNE_BEST; }
 
+/* The ep column, after dp's, where the model has experts (a dense model's table is without it). */
+enum { EP_WIDTH = 3 };
+static int ep_after(const Tune *t, const LayoutField *column) {
+  return t->experts > 0 && strcmp(column->key, "dp") == 0;
+}
+
 static void write_best(const Tune *t, FILE *f) {
   fprintf(f, "%2s", "#");
   const LayoutField *column;
-  for (int place = 1; (column = tune_column(place)); place++)
+  for (int place = 1; (column = tune_column(place)); place++) {
     fprintf(f, " %*s", column->column.width,
             column->column.title ? column->column.title : column->key);
+    if (ep_after(t, column)) fprintf(f, " %*s", EP_WIDTH, "ep");
+  }
   fprintf(f, " %11s %8s %10s %7s %10s\n", "iteration", "TFLOP/s", "memory", "bubble", "traffic");
   for (int i = 0; i < best_count(t); i++) {
     const TuneLayout *l = &t->layouts[i];
@@ -64,6 +72,7 @@ static void write_best(const Tune *t, FILE *f) {
     for (int place = 1; (column = tune_column(place)); place++) {
       layout_field_value(column, &l->par, column->column.words, value, sizeof value);
       fprintf(f, " %*s", column->column.width, escape(ESC_TEXT, value, shown, sizeof shown));
+      if (ep_after(t, column)) fprintf(f, " %*d", EP_WIDTH, l->par.ep);
     }
     fprintf(f, " %9.4g s %8.4g %10s %7.3f %10s\n", l->iteration, l->flops_per_device / 1e12,
             memory, l->bubble, traffic);

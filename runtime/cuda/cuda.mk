@@ -114,7 +114,7 @@ $(B)/gpu/$(notdir $(1))/train-cpu: $(1)/model.c $(1)/fused.c $(1)/fused.h $(B)/l
 endef
 $(foreach m,$(GPU_MODELS),$(eval $(call gpu_program,$(m))))
 GPU_TRAIN := $(foreach m,$(GPU_MODELS),$(B)/gpu/$(notdir $(m))/train) $(B)/gpu/tiny/train-cpu \
-             $(B)/gpu/tiny-dropout/train-cpu
+             $(B)/gpu/tiny-dropout/train-cpu $(B)/gpu/moe/train-cpu
 
 # Every kernel against the CPU's: one source, built for each side.
 $(B)/gpu/kernel_check-cpu: tests/gpu/kernel_check.c $(B)/libplait_rt_ref.a

@@ -16,13 +16,22 @@ fi
 # ---- generated programs compile and link --------------------------------------------------------
 expect_error cuda_refuses_head_size '^plait: models/gpt.lua:[0-9]+: attention heads of 320 elements: the CUDA kernels take heads of up to 256' \
   $PLAIT build models/gpt.lua --set layers=2 hidden=640 heads=2 seq=64 --backend cuda --emit-only -o "$TMP/heads320"
-for model in tiny gpt2; do
-  if $PLAIT build "models/$model.lua" --backend cuda -o "$TMP/$model" >"$TMP/build.log" 2>&1 && [ -x "$TMP/$model/train" ]; then
+# a mixture of experts too, with the router's losses added (runtime/cuda/moe.cu)
+while read -r model args; do
+  # shellcheck disable=SC2086
+  if $PLAIT build $args --backend cuda -o "$TMP/$model" >"$TMP/build.log" 2>&1 &&
+     [ -x "$TMP/$model/train" ]; then
     pass "cuda_build_$model"
   else
     fail "cuda_build_$model" "$(tail -c 800 "$TMP/build.log")"
   fi
-done
+done <<'MODELS'
+tiny models/tiny.lua
+gpt2 models/gpt2.lua
+moe tests/cli/models/moe.lua
+moe-losses tests/cli/models/moe.lua --set aux_loss=0.01 z_loss=0.001
+mixtral models/mixtral.lua --set layers=2 hidden=64 heads=4 kv_heads=2 ffn=96 seq=32 vocab=256
+MODELS
 expect_error cuda_build_double '--double is for gradient checks' $PLAIT build models/tiny.lua --backend cuda --double -o "$TMP/d"
 expect_error cuda_build_unknown_backend '--backend tpu: the backends are cpu and cuda' \
   $PLAIT build models/tiny.lua --backend tpu -o "$TMP/t"
@@ -57,6 +66,9 @@ phi2 models/phi2.lua --set layers=2 hidden=64 heads=4 ffn=128 seq=32 vocab=256 -
 llama31 models/llama.lua --set layers=2 hidden=64 heads=4 kv_heads=2 ffn=96 seq=32 vocab=256 rope_scaling=llama3 --tp 2
 gemma2 models/gemma2.lua --set layers=2 hidden=64 heads=4 kv_heads=2 head_dim=32 ffn=96 seq=32 vocab=256 sliding_window=12 --tp 2
 gemma models/gemma.lua --set layers=2 hidden=64 heads=4 kv_heads=2 head_dim=32 ffn=96 seq=32 vocab=256 --tp 2
+moe tests/cli/models/moe.lua --set aux_loss=0.01 z_loss=0.001
+moe-ep tests/cli/models/moe.lua --set aux_loss=0.01 --dp 2 --ep 2
+mixtral models/mixtral.lua --set layers=2 hidden=64 heads=4 kv_heads=2 ffn=96 vocab=256 --tp 2
 MODELS
 PLAIT_CACHE_DIR="$TMP/cache" "$B/tests/cuda/nvrtc_check" 90 "$TMP"/nvrtc-*/fused_cuda.c \
   >"$TMP/nvrtc.out" 2>&1
@@ -69,12 +81,12 @@ else fail nvrtc_dropout_kernels_present "no dropout in tiny-dropout's kernels"; 
 if ls "$TMP"/cache/fused-*.bin >/dev/null 2>&1; then pass "nvrtc_cache_files"
 else fail nvrtc_cache_files "nothing in PLAIT_CACHE_DIR"; fi
 
-# the fused kernels of three of those programs run on the host (tests/gpu/fused_host.py): the 8-wide
+# the fused kernels of four of those programs run on the host (tests/gpu/fused_host.py): the 8-wide
 # vector loop gives the element loop's bits, dropout and fp32 gradients included
 if ! command -v python3 >/dev/null 2>&1 || ! command -v c++ >/dev/null 2>&1; then
   pass "fused_host (skipped: python3 or c++ is missing)"
 else
-  for name in tiny-dropout tiny-sp primitives; do
+  for name in tiny-dropout tiny-sp primitives moe; do
     if python3 tests/gpu/fused_host.py "$TMP/nvrtc-$name/fused_cuda.c" "$TMP/fused-$name.cpp" \
          2>"$TMP/err" &&
        c++ -std=c++17 -O1 -Wall -Wextra -Werror -Wno-unknown-pragmas -DPLAIT_CUDA -Itests/gpu -Iruntime/cuda -Iruntime \
@@ -151,7 +163,8 @@ expect_error attention_cudnn_on_the_cpu '^plait: --attention cudnn: this program
   "$TMP/tiny-cpu/train" --data "$TMP/empty.bin" --steps 1 --attention cudnn
 
 # ---- the GPU check: its programs built (generated.sh keeps their sources current), its CPU side runs
-for program in tiny tiny-dropout tiny-tp2-pp2-vpp2 $(grep -v '^#' tests/gpu/benchmarks.txt | awk '{ print $2 }'); do
+for program in tiny tiny-dropout tiny-tp2-pp2-vpp2 moe \
+    $(grep -v '^#' tests/gpu/benchmarks.txt | awk '{ print $2 }'); do
   [ -x "$B/gpu/$program/train" ] || fail "gpu_program_$program" "build/gpu/$program/train was not built"
 done
 if "$B/gpu/kernel_check-cpu" 12345 "$TMP" >"$TMP/kcpu.out" 2>&1 && ! grep -q '^FAIL' "$TMP/kcpu.out"; then

@@ -181,7 +181,9 @@ memory() { # FLAGS: the plan's memory of rank 0 in bytes
     sed -n 's/.*"memory_bytes": \([0-9]*\),.*/\1/p' | head -n1
 }
 spread=$(memory "$first") single=$(memory "$(echo "$first" | sed 's/ --ep 2//')")
-if echo "$first" | grep -q -- '--ep 2$' &&
+# the table's first row: tp, pp, dp 2, ep 2 (its column after dp's)
+if echo "$first" | grep -q -- '--ep 2$' && grep -q '^ #  *tp  *pp  *dp  *ep ' "$TMP/tune.txt" &&
+   grep -q '^ 1  *1  *1  *2  *2 ' "$TMP/tune.txt" &&
    grep -q '^ 1 spreads the experts over ep 2 ranks: with ep 1 the same layout needs .*, '\
 'more than the 4.50 MB a device has$' "$TMP/tune.txt" &&
    [ "$spread" -le 4500000 ] && [ "$single" -gt 4500000 ]; then

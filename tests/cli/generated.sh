@@ -6,6 +6,8 @@
 . "$(dirname "$0")/lib.sh"
 cd "$PLAIT_ROOT" || exit 1
 
+# the GPU check's mixture of experts: the router's losses and a capacity
+moe_settings="--set aux_loss=0.01 z_loss=0.001 capacity_factor=1.25"
 while read -r dir args; do
   [ -z "$dir" ] && continue
   name=$(basename "$dir")
@@ -27,6 +29,7 @@ generated/tiny-tp2-pp2-vpp2 models/tiny.lua --tp 2 --pp 2 --vpp 2 --gbs 16 --mbs
 tests/gpu/generated/tiny-dropout models/tiny.lua --gbs 16 --mbs 4 --set dropout=0.1
 tests/gpu/generated/tiny-dp2 models/tiny.lua --dp 2 --gbs 16 --mbs 4
 tests/gpu/generated/tiny-dp2-dopt models/tiny.lua --dp 2 --gbs 16 --mbs 4 --distributed-optimizer
+tests/gpu/generated/moe tests/cli/models/moe.lua --gbs 16 --mbs 4 $moe_settings
 CASES
 
 # generated/gpt2/model.c reads like llm.c: buffers named after the model's scopes (no t7 or dt19_46

@@ -160,9 +160,6 @@ expect_error moe_aux_loss_negative \
 expect_error moe_tp_ffn_not_dividing \
   'ffn = 25 is not divisible by tp = 2 \(tensor parallelism splits moe.experts.w1\)' \
   $PLAIT plan $MOE --tp 2 --set ffn=25
-expect_error moe_cuda_refused \
-  'topk: top-k, mixtures of experts and added loss terms have no CUDA kernels yet; build for' \
-  $PLAIT build $MOE --backend cuda --emit-only -o "$TMP/cuda"
 expect_error moe_topk_beyond_experts \
   'nn.moe: topk = 5 is more than the 4 experts; choose topk from 1 to 4' \
   $PLAIT plan $MOE --set topk=5

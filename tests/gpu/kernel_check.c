@@ -372,6 +372,122 @@ static void embedding_case(Check *c, int64_t N, int64_t C, int64_t vocab, int64_
   device_free(ids), device_free(table), device_free(out), device_free(dout), device_free(dtable);
 }
 
+/* ---- a mixture of experts ------------------------------------------------------------------- */
+
+/* Integers (indices, slots, counts), which must match exactly. */
+static void check_ids(Check *c, const char *name, const int32_t *dev, int64_t n) {
+  int32_t *host = malloc((size_t)n * sizeof *host);
+  double *values = malloc((size_t)n * sizeof *values);
+  device_download(host, dev, (size_t)n * sizeof *host);
+  for (int64_t i = 0; i < n; i++) values[i] = host[i];
+  settle(c, name, values, n, 0);
+  free(host);
+  free(values);
+}
+
+/* Router scores [T, E], drawn, but the last expert's far below the others: no token picks it
+ * (k < E). */
+static act_t *router_scores(const Check *c, int64_t T, int64_t E) {
+  act_t *host = malloc((size_t)(T * E) * sizeof *host),
+        *dev = device_alloc((size_t)(T * E) * sizeof *dev, "scores");
+  for (int64_t i = 0; i < T * E; i++)
+    host[i] = to_act(i % E == E - 1 ? -4.0f : draw(c, "moe.scores", i, -1, 1));
+  device_upload(dev, host, (size_t)(T * E) * sizeof *host);
+  free(host);
+  return dev;
+}
+
+/* The kept rows: the sum of the route's counts. */
+static int64_t kept_rows(int64_t E, const int32_t *counts) {
+  int32_t *host = malloc((size_t)E * sizeof *host);
+  device_download(host, counts, (size_t)E * sizeof *host);
+  int64_t kept = 0;
+  for (int64_t e = 0; e < E; e++) kept += host[e];
+  free(host);
+  return kept;
+}
+
+/* The experts' products over the routed rows [T·k, D]: C [kept, N] (W [E, D, N], then [E, N, D])
+ * and the weight gradient of W [E, D, N] (accumulating onto drawn values). */
+static void grouped_gemm_check(Check *c, const char *tag, int64_t n, int64_t E, int64_t D,
+                               int64_t N, const int32_t *counts, const act_t *rows) {
+  char name[96];
+  int64_t kept = kept_rows(E, counts);
+  act_t *W = act_input(c, "moe.W", E * D * N, -1, 1), *C = act_output(n * N);
+  act_t *dC = act_input(c, "moe.dC", n * N, -1, 1);
+  real *dW = real_input(c, "moe.dW", E * D * N, -1, 1);
+  for (int trans_b = 0; trans_b < 2; trans_b++) {
+    k_grouped_gemm(trans_b, E, counts, n, N, D, rows, W, C);
+    snprintf(name, sizeof name, "moe_grouped_gemm_%c_%s", trans_b ? 'T' : 'N', tag);
+    check_act(c, name, C, kept * N, tolerance[BF16]);
+  }
+  k_grouped_gemm_grad(E, counts, n, D, N, rows, dC, dW);
+  snprintf(name, sizeof name, "moe_grouped_gemm_grad_%s", tag);
+  check_real(c, name, dW, E * D * N, tolerance[SUMS]);
+  device_free(W), device_free(C), device_free(dC), device_free(dW);
+}
+
+/* Rows back to their tokens, weighted, and the gradients of that. */
+static void combine_check(Check *c, const char *tag, int64_t T, int64_t k, int64_t D,
+                          const int32_t *slots, const act_t *weights) {
+  char name[96];
+  act_t *rows = act_input(c, "moe.rows", T * k * D, -1, 1), *out = act_output(T * D);
+  act_t *dout = act_input(c, "moe.dout", T * D, -1, 1), *drows = act_output(T * k * D);
+  act_t *dweights = act_output(T * k);
+  k_moe_combine(T, k, D, rows, slots, weights, out);
+  snprintf(name, sizeof name, "moe_combine_%s", tag);
+  check_act(c, name, out, T * D, tolerance[BF16]);
+  k_moe_combine(T, k, D, rows, slots, NULL, out);
+  snprintf(name, sizeof name, "moe_combine_unweighted_%s", tag);
+  check_act(c, name, out, T * D, tolerance[BF16]);
+  k_moe_combine_backward(T, k, D, rows, slots, weights, dout, drows, dweights);
+  snprintf(name, sizeof name, "moe_combine_backward_drows_%s", tag);
+  check_act(c, name, drows, T * k * D, tolerance[BF16]);
+  snprintf(name, sizeof name, "moe_combine_backward_dweights_%s", tag);
+  check_act(c, name, dweights, T * k, tolerance[BF16]);
+  device_free(rows), device_free(out), device_free(dout), device_free(drows), device_free(dweights);
+}
+
+/* T tokens each to k of E experts (the last expert gets none) with rows of D, each expert keeping
+ * at most `capacity` of them by their score (0: all): top-k and its gradient, the route, the
+ * fractions, the dispatch, the experts' GEMMs over uneven counts, and the combine. */
+static void moe_case(Check *c, int64_t T, int k, int64_t E, int64_t D, int64_t capacity) {
+  char name[96], tag[64];
+  int64_t n = T * k;
+  snprintf(tag, sizeof tag, "%lldx%dof%lld_D%lld_cap%lld", (long long)T, k, (long long)E,
+           (long long)D, (long long)capacity);
+  act_t *scores = router_scores(c, T, E), *values = act_output(n), *dscores = act_output(T * E);
+  act_t *dvalues = act_input(c, "moe.dvalues", n, -1, 1), *fractions = act_output(E);
+  int32_t *indices = poisoned((size_t)n * sizeof *indices),
+          *slots = poisoned((size_t)n * sizeof *slots);
+  int32_t *counts = poisoned((size_t)E * sizeof *counts);
+  k_topk(T, E, k, scores, values, indices);
+  snprintf(name, sizeof name, "moe_topk_values_%s", tag);
+  check_act(c, name, values, n, tolerance[FP32]);
+  snprintf(name, sizeof name, "moe_topk_indices_%s", tag);
+  check_ids(c, name, indices, n);
+  k_topk_backward(T, E, k, indices, dvalues, dscores);
+  snprintf(name, sizeof name, "moe_topk_backward_%s", tag);
+  check_act(c, name, dscores, T * E, tolerance[FP32]);
+  k_moe_route(T, k, E, capacity, indices, values, slots, counts);
+  snprintf(name, sizeof name, "moe_route_slots_%s", tag);
+  check_ids(c, name, slots, n);
+  snprintf(name, sizeof name, "moe_route_counts_%s", tag);
+  check_ids(c, name, counts, E);
+  k_moe_fractions(E, counts, fractions);
+  snprintf(name, sizeof name, "moe_fractions_%s", tag);
+  check_act(c, name, fractions, E, tolerance[BF16]);
+  act_t *x = act_input(c, "moe.x", T * D, -1, 1), *rows = act_output(n * D);
+  k_moe_dispatch(T, k, D, x, slots, rows);
+  snprintf(name, sizeof name, "moe_dispatch_%s", tag);
+  check_act(c, name, rows, n * D, tolerance[FP32]);
+  grouped_gemm_check(c, tag, n, E, D, 24, counts, rows);
+  combine_check(c, tag, T, k, D, slots, values);
+  device_free(scores), device_free(values), device_free(dscores), device_free(dvalues),
+      device_free(fractions);
+  device_free(indices), device_free(slots), device_free(counts), device_free(x), device_free(rows);
+}
+
 /* A cross entropy's row statistics, checked as STEP_max_TAG, STEP_sumexp_TAG, STEP_target_TAG, STEP_lse_TAG. */
 static void check_xent_rows(Check *c, const char *step, const char *tag, int64_t N, const real *max, const real *sumexp,
                             const real *target, const real *lse) {
@@ -603,6 +719,12 @@ int main(int argc, char **argv) {
   xent_case(&c, 9, 256, 256, 500);           /* an aligned shard, part padding */
   xent_case(&c, 5, 50304, 0, 50257);         /* GPT-2's rows: one pass through shared memory */
   xent_case(&c, 3, 120001, 0, 119999);       /* rows too long for shared memory: the steps one by one */
+  moe_case(&c, 40, 2, 8, 64, 0);
+  moe_case(&c, 40, 2, 8, 64, 6);   /* a small capacity: the busy experts drop rows by score */
+  moe_case(&c, 13, 1, 4, 20, 2);   /* rows of 20: one column a thread; top-1 */
+  moe_case(&c, 3, 1, 8, 16, 0);    /* fewer tokens than experts */
+  moe_case(&c, 700, 4, 16, 96, 0); /* a few sort tiles */
+  moe_case(&c, 700, 4, 16, 96, 100);
   optim_case(&c, 100003);
   optim_many_case(&c);
 #ifdef PLAIT_CUDA

@@ -7,7 +7,8 @@
 #   1. every CUDA kernel against the CPU's on fresh random inputs (kernel_check; attention on the kernels
 #      --attention auto picks and on plait's own), then attention's time at the benchmarks' shapes on both
 #      beside PyTorch's cuDNN and FlashAttention-2 (attention_bench, sdpa_bench.py);
-#   2. tiny trained 20 steps on the GPU follows the CPU's loss curve within bf16 tolerance;
+#   2. tiny, and a small mixture of experts with its router's losses, trained 20 steps on the GPU
+#      follow the CPU's loss curves within bf16 tolerance;
 #   3. tiny at (tp, pp, vpp, dp) = (2, 2, 2, 1) on the local backend (one GPU) follows (1, 1, 1, 1);
 #   4. the distributed optimizer at dp 2 and scatter/gather on two emulated nodes give the losses
 #      without them; a one-rank NCCL job (TCP bootstrap) runs and gives the local backend's losses;
@@ -287,6 +288,11 @@ TRAIN="--data $work/text.bin --lr 3e-3 --seed 7"
 limited 60 "$B/gpu/tiny/train-cpu" $TRAIN --steps 20 >"$work/tiny-cpu.out" 2>&1
 limited 60 "$B/gpu/tiny/train" $TRAIN --steps 20 >"$work/tiny-gpu.out" 2>&1
 compare tiny_gpu_follows_cpu "$work/tiny-cpu.out" "$work/tiny-gpu.out" 20 3e-2
+
+# a mixture of experts, its router's losses and a capacity (moe.cu; the loss term via the host)
+limited 60 "$B/gpu/moe/train-cpu" $TRAIN --steps 20 >"$work/moe-cpu.out" 2>&1
+limited 60 "$B/gpu/moe/train" $TRAIN --steps 20 >"$work/moe-gpu.out" 2>&1
+compare moe_gpu_follows_cpu "$work/moe-cpu.out" "$work/moe-gpu.out" 20 3e-2
 
 limited 60 "$B/gpu/tiny-dropout/train" $TRAIN --steps 20 >"$work/layout-1.out" 2>&1
 limited 60 "$B/gpu/tiny-tp2-pp2-vpp2/train" $TRAIN --steps 20 >"$work/layout-8.out" 2>&1
