@@ -217,9 +217,30 @@ end
 -- The routing weights of the top-k scores (values [.., k], largest first) of logits [.., E]:
 -- softmax over the experts, taken at the top k (OLMoE; Qwen2-MoE without norm_topk_prob), or
 -- renormalised over the top k (Mixtral, whose softmax over the top-k logits is the same).
-local function routing_weights(logits, values, renormalize)
+local function softmax_weights(logits, values, renormalize)
   local lse = logsumexp(renormalize and values or logits, top_value(values))
   return plait.exp(values - plait.matmul(lse, ones(plait.dim(1, "one"), values:dim(-1))))
+end
+
+-- x [.., n] over its sum along the last axis.
+local function normalized(x)
+  local n, one = x:dim(-1), plait.dim(1, "one")
+  return x / plait.matmul(plait.matmul(x, ones(n, one)), ones(one, n))
+end
+
+-- The routing weights as the router scores (score "softmax" or "sigmoid": DeepSeek-V3's, each
+-- expert's sigmoid, renormalised over the top k when asked), times scale (DeepSeek-V3's
+-- routed_scaling_factor; 1: none). The sigmoid is monotonic, so the top k logits are the top k
+-- scores.
+local function routing_weights(logits, values, score, renormalize, scale)
+  local w
+  if score == "sigmoid" then
+    w = plait.sigmoid(values)
+    if renormalize then w = normalized(w) end
+  else
+    w = softmax_weights(logits, values, renormalize)
+  end
+  return scale == 1 and w or w * scale
 end
 
 local function whole_number(v, what, least)
@@ -257,16 +278,18 @@ end
 
 -- The auxiliary losses of a router's logits [.., E] (Megatron-Core's and the Switch Transformer's
 -- form), per token: aux · E · Σ_e f_e·p_e, f_e the fraction of the routed rows expert e takes
--- (no gradient) and p_e the token's softmax probability of e (its mean over the tokens is P_e),
+-- (no gradient) and p_e the token's probability of e (softmax, or the sigmoid scores normalised
+-- over the experts, as Megatron-Core's), its mean over the tokens P_e,
 -- plus z · (logsumexp of the logits)². Each layer adds its own, as Megatron-Core's gradient does
 -- (its log shows their mean over the layers).
-local function router_losses(logits, values, counts, aux, z)
+local function router_losses(logits, values, counts, score, aux, z)
   if aux == 0 and z == 0 then return nil end
   local one, E = plait.dim(1, "one"), logits:dim(-1)
   local lse = logsumexp(logits, top_value(values))
   local term
   if aux ~= 0 then
-    local p = plait.exp(logits - plait.matmul(lse, ones(one, E)))
+    local p = score == "sigmoid" and normalized(plait.sigmoid(logits))
+              or plait.exp(logits - plait.matmul(lse, ones(one, E)))
     local balance = plait.matmul(p * plait.fractions(counts), ones(E, one))
     term = balance * (aux * logits:size(-1))
   end
@@ -298,11 +321,13 @@ local function capacity_options(opts, S, weights)
   return { capacity_factor = factor, priority = policy == "probs" and weights or nil }
 end
 
--- A mixture of experts (dropless, static shapes): a router "gate.weight" [experts, hidden] (no
--- bias) scores each token; its opts.topk (config.topk, default 2) best of opts.experts
--- (config.experts) experts each run a SwiGLU MLP of width opts.expert_ffn (config.expert_ffn, else
--- config.ffn) on it, summed with the routing weights: the softmax over the experts at the top k,
--- renormalised over them when opts.renormalize (config.renormalize, default true: Mixtral). With
+-- A mixture of experts (static shapes, dropless unless given a capacity: capacity_options): a
+-- router "gate.weight" [experts, hidden] (no bias) scores each token; its opts.topk (config.topk,
+-- default 2) best of opts.experts (config.experts) experts each run a SwiGLU MLP of width
+-- opts.expert_ffn (config.expert_ffn, else config.ffn) on it, summed with the routing weights: the
+-- softmax over the experts at the top k (or with opts.router_score "sigmoid" each one's sigmoid),
+-- renormalised over them when opts.renormalize (config.renormalize, default true: Mixtral), times
+-- opts.routed_scale (config.routed_scale, default 1). With
 -- opts.shared_ffn (config.shared_ffn; 0 or false: none) a shared expert is added (Qwen2-MoE). The
 -- router starts with std opts.router_std (config.router_std, else init_std); it is whole on every
 -- tensor-parallel rank. opts.aux_loss (config.aux_loss, default 0: none) and opts.z_loss
@@ -324,7 +349,12 @@ function nn.moe(S, ...)
   local router = s:param("gate.weight", { E, x:dim(-1) }, { std = router_std })
   local logits = plait.matmul(x, router, { transpose = true })
   local values, indices = plait.topk(logits, topk)
-  local weights = routing_weights(logits, values, setting(opts, S, "renormalize", true))
+  local score = setting(opts, S, "router_score", "softmax")
+  if score ~= "softmax" and score ~= "sigmoid" then
+    fail("nn.moe: router_score must be \"softmax\" or \"sigmoid\", got %s", tostring(score))
+  end
+  local weights = routing_weights(logits, values, score, setting(opts, S, "renormalize", true),
+                                  setting(opts, S, "routed_scale", 1))
   local capacity = capacity_options(opts, S, weights)
   local slots, counts = plait.route(indices, capacity)
   local rows = experts_mlp(s, plait.dispatch(x, slots), counts, E, plait.dim(ffn), S, opts)
@@ -332,7 +362,7 @@ function nn.moe(S, ...)
   local aux = coefficient(setting(opts, S, "aux_loss", 0), "aux_loss")
   local routed = counts -- the load-balancing loss counts the rows before any are dropped
   if aux ~= 0 and capacity then routed = select(2, plait.route(indices)) end
-  local term = router_losses(logits, values, routed, aux,
+  local term = router_losses(logits, values, routed, score, aux,
                              coefficient(setting(opts, S, "z_loss", 0), "z_loss"))
   if term then y = plait.add_loss(y, term) end
   local shared = setting(opts, S, "shared_ffn")

@@ -37,6 +37,8 @@ for dir in tiny-dropout tiny-tp2-pp2-vpp2 tiny-dp2 tiny-dp2-dopt; do
   ln -s "$TMP/tiny/train" "$bundle/gpu/$dir/train"
 done
 ln -s "$TMP/tiny/train" "$bundle/gpu/tiny/train-cpu"
+mkdir -p "$bundle/gpu/moe"
+for program in train train-cpu; do ln -s "$TMP/tiny/train" "$bundle/gpu/moe/$program"; done
 cat >"$bundle/gpu/kernel_check-cpu" <<'EOF'
 #!/bin/sh
 echo "PASS reference gemm (10 values)"

@@ -2,10 +2,11 @@
 # moe.sh: mixtures of experts on one rank: a small one's gradients against finite differences in
 # double precision (top-2 renormalised, softmax at the top-2 without renormalising, top-1 of 8
 # experts over fewer tokens than experts so that some receive none, top-3 with a shared expert, the
-# router's load-balancing loss and z-loss, rows dropped past a capacity by priority and by
-# position), and each routing op alone in a block; it trains in float (the loss falls) and two
-# pipeline stages give one stage's losses; the router's losses against their values by hand, under
-# pp, tp and recompute as on one rank, off by default, left out of --eval; a capacity no expert
+# router's load-balancing loss and z-loss, a sigmoid router, rows dropped past a capacity by
+# priority and by position), and each routing op alone in a block; it trains in float (the loss
+# falls) and two pipeline stages give one stage's losses; the router's losses against their values
+# by hand, under pp, tp and recompute as on one rank, off by default, left out of --eval; the
+# sigmoid router by hand at a zero router; a capacity no expert
 # reaches is dropless, a small one drops rows the log counts; what is not supported yet, or an
 # expert ffn that tp does not divide, is refused in one line.
 . "$(dirname "$0")/lib.sh"
@@ -33,6 +34,8 @@ gradcheck no_renormalize renormalize=false
 gradcheck empty_experts experts=8 topk=1 seq=4
 gradcheck shared_top3 shared_ffn=16 topk=3 router_std=3
 gradcheck aux_z_losses aux_loss=0.5 z_loss=0.1
+gradcheck sigmoid_losses router_score=sigmoid aux_loss=0.5 z_loss=0.1
+gradcheck sigmoid_scaled router_score=sigmoid renormalize=false routed_scale=2.5
 # under a capacity a choice that changes within the stencil's ±2e-3 also moves other tokens' rows
 # in or out: the router's scale is one checked to keep every choice (and the drops) in place
 gradcheck capacity capacity_factor=0.5 router_std=2
@@ -107,6 +110,15 @@ if double_run lm_only 1 --set router_std=0 && double_run router_losses 6 --set r
   pass moe_router_losses_by_hand
 else fail moe_router_losses_by_hand "$(tail -c 600 "$TMP/build.log") $(paste "$TMP/lm_only.loss" \
   "$TMP/router_losses.loss" | head -1)"; fi
+# with the router at zero each sigmoid score is 1/2, as each of the top 2's renormalised softmax
+# weight: the first losses agree (DeepSeek-V3's sigmoid router against Mixtral's)
+# shellcheck disable=SC2086
+if double_run sigmoid 1 --set router_std=0 router_score=sigmoid renormalize=false &&
+   paste "$TMP/lm_only.loss" "$TMP/sigmoid.loss" | awk 'NR == 1 {
+     d = $2 - $1; exit !(NF == 2 && d < 1e-12 && d > -1e-12) }'; then
+  pass moe_sigmoid_router_by_hand
+else fail moe_sigmoid_router_by_hand "$(paste "$TMP/lm_only.loss" "$TMP/sigmoid.loss" | head -1)"
+fi
 # a term added in the first of two pipeline stages, under tp 2 and with each layer's forward re-run
 # for its backward (counted once), trains as one rank does
 # shellcheck disable=SC2086
@@ -148,6 +160,9 @@ then pass "moe_capacity_drops_rows ($dropped of 5120)"
 else fail moe_capacity_drops_rows "$(grep experts "$TMP/tight.out") $(tail -c 300 "$TMP/build.log")"
 fi
 
+expect_error moe_router_score_unknown \
+  'nn.moe: router_score must be "softmax" or "sigmoid", got tanh' \
+  $PLAIT plan $MOE --set router_score=tanh
 expect_error moe_capacity_negative \
   'nn.moe: capacity_factor must be a number of at least 0 \(0: off\), got -0.5' \
   $PLAIT plan $MOE --set capacity_factor=-0.5

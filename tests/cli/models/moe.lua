@@ -12,7 +12,7 @@ local cfg = plait.config {
   vocab = 256, seq = 16, layers = 2, hidden = 32, heads = 2, ffn = 24, experts = 4, topk = 2,
   renormalize = true, shared_ffn = 0, router_std = 0.5, norm = "rmsnorm", positions = "rope",
   bias = false, tied = false, aux_loss = 0.0, z_loss = 0.0,
-  capacity_factor = 0.0, drop_policy = "probs",
+  capacity_factor = 0.0, drop_policy = "probs", router_score = "softmax", routed_scale = 1.0,
 }
 
 local function block(L, x)
