@@ -197,7 +197,8 @@ static void row_arguments(const Kernel *k, char *buf, int len) {
 }
 
 /* One row, compiled for each vector width the CPU may have (CPU_WIDE), and the kernel: its rows
- * shared among the threads. */
+ * shared among the threads (none when the tensor is empty: the rows a rank's experts receive may
+ * be none). */
 static void kernel_c(const Emission *e, int index, FILE *f) {
   const Kernel *k = &e->kernels.kernels[index];
   char params[1024], row_params[1024], args[1024], body[4096];
@@ -216,7 +217,7 @@ static void kernel_c(const Emission *e, int index, FILE *f) {
   fprintf(f,
           "#pragma omp simd\n  for (int64_t j = 0; j < p; j++) {\n    int64_t i = row * p + j;\n");
   fprintf(f, "    out[i] %s %s;\n  }\n}\n\n", k->accumulate ? "+=" : "=", body);
-  fprintf(f, "void %s(%s) {\n#pragma omp parallel for\n", k->name, params);
+  fprintf(f, "void %s(%s) {\n  if (p == 0) return;\n#pragma omp parallel for\n", k->name, params);
   fprintf(f, "  for (int64_t row = 0; row < n / p; row++) %s_row(%s);\n}\n\n", k->name, args);
 }
 

@@ -17,6 +17,7 @@ CPU_WIDE static void ew_dropout_bias_add_row(int64_t row, int64_t p, const act_t
 }
 
 void ew_dropout_bias_add(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, int64_t n1, act_t *restrict out, const EwKeys *keys) {
+  if (p == 0) return;
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) ew_dropout_bias_add_row(row, p, x0, x1, n1, out, keys);
 }
@@ -32,6 +33,7 @@ CPU_WIDE static void ew_dropout_row(int64_t row, int64_t p, const act_t *restric
 }
 
 void ew_dropout(int64_t n, int64_t p, const act_t *restrict x0, act_t *restrict out, const EwKeys *keys) {
+  if (p == 0) return;
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) ew_dropout_row(row, p, x0, out, keys);
 }
@@ -48,6 +50,7 @@ CPU_WIDE static void ew_bias_add_row(int64_t row, int64_t p, const act_t *restri
 }
 
 void ew_bias_add(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, int64_t n1, act_t *restrict out) {
+  if (p == 0) return;
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) ew_bias_add_row(row, p, x0, x1, n1, out);
 }
@@ -64,6 +67,7 @@ CPU_WIDE static void ew_dropout_residual_bias_add_row(int64_t row, int64_t p, co
 }
 
 void ew_dropout_residual_bias_add(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, const act_t *restrict x2, int64_t n2, act_t *restrict out, const EwKeys *keys) {
+  if (p == 0) return;
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) ew_dropout_residual_bias_add_row(row, p, x0, x1, x2, n2, out, keys);
 }
@@ -80,6 +84,7 @@ CPU_WIDE static void ew_gelu_bias_add_row(int64_t row, int64_t p, const act_t *r
 }
 
 void ew_gelu_bias_add(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, int64_t n1, act_t *restrict out) {
+  if (p == 0) return;
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) ew_gelu_bias_add_row(row, p, x0, x1, n1, out);
 }
@@ -96,6 +101,7 @@ CPU_WIDE static void ew_gelu_bias_add_backward_row(int64_t row, int64_t p, const
 }
 
 void ew_gelu_bias_add_backward(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, const act_t *restrict x2, int64_t n2, act_t *restrict out) {
+  if (p == 0) return;
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) ew_gelu_bias_add_backward_row(row, p, x0, x1, x2, n2, out);
 }
@@ -111,6 +117,7 @@ CPU_WIDE static void ew_dropout_add_row(int64_t row, int64_t p, const act_t *res
 }
 
 void ew_dropout_add(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, act_t *restrict out, const EwKeys *keys) {
+  if (p == 0) return;
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) ew_dropout_add_row(row, p, x0, x1, out, keys);
 }
@@ -126,6 +133,7 @@ CPU_WIDE static void ew_add3_row(int64_t row, int64_t p, const act_t *restrict x
 }
 
 void ew_add3(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, const act_t *restrict x2, act_t *restrict out) {
+  if (p == 0) return;
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) ew_add3_row(row, p, x0, x1, x2, out);
 }

@@ -95,6 +95,13 @@ for layout in --mbs_2 --mbs_2_--dp_2_--ep_2 --mbs_2_--tp_2_--dp_2_--ep_2 \
 ($(cat "$TMP/cap$layout.dropped") rows)"
   else fail "ep_capacity_drops_as_one_rank$layout" "$(cat "$TMP"/cap*.dropped | tr '\n' ' ')"; fi
 done
+# a zero router sends every token to expert 0 (top-1, a tie to the lower index): the second ep
+# rank's experts receive no row at the first step, its kernels run over empty tensors, and the
+# run trains as one rank does
+MOE="tests/cli/models/moe.lua --gbs 8 --set router_std=0 topk=1" prefix=idle
+train idle--mbs_2 --mbs_2 && train idle_ep2 --mbs_2_--dp_2_--ep_2 &&
+  close ep_rank_receiving_no_rows idle--mbs_2 idle_ep2 1e-5 ||
+  fail ep_rank_receiving_no_rows "$(tail -c 400 "$TMP/idle_ep2.log")"
 MOE="tests/cli/models/moe.lua --gbs 8" prefix=""
 
 # checkpoints are logical: saved at ep 2 after 3 steps, continued at ep 1 as ep 2 continues (and

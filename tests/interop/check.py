@@ -14,9 +14,10 @@ it says so in one line and exits 0. Usage: check.py BUILD_DIR [FAMILY...] (the f
 the families to check by their first word, GPT-2 Llama Gemma OLMo-2 Qwen2 Mistral Mistral-v0.2 Qwen3
 Phi-2 GPT-NeoX GPT-J Falcon-7B Falcon-40B StableLM StarCoder2 Cohere StableLM-2 StableLM-2-12B
 Mixtral Qwen2-MoE Qwen3-MoE OLMoE; all by default). The mixtures of experts run at one rank, pp 2,
-tp 2, ep 2 (dp 2), ep 2 · tp 2 and pp 2 · ep 2 · dp 2. Mistral-v0.2 (sliding_window null: no
-window) is checked over windows of 4200 tokens, at one rank; Falcon-7B (one key/value head) at tp 4
-too; Llama-kv2-tp8 and Falcon-7B-tp8 (eight query heads over two and one key/value heads) at tp 4
+tp 2, ep 2 (dp 2), ep 2 · tp 2 and pp 2 · ep 2 · dp 2, and a one-layer copy of each with its
+load-balancing loss against transformers' (output_router_logits). Mistral-v0.2 (sliding_window null:
+no window) is checked over windows of 4200 tokens, at one rank; Falcon-7B (one key/value head) at tp
+4 too; Llama-kv2-tp8 and Falcon-7B-tp8 (eight query heads over two and one key/value heads) at tp 4
 and tp 8.
 """
 import json
@@ -500,7 +501,38 @@ def lm_loss_alone(model, tokens):
     assert abs(out.loss.item() - lm.item()) <= 1e-6 * lm.item(), (out.loss.item(), lm.item())
 
 
-def check_family(fam, plait, tmp, text, results):
+def router_loss_check(fam, plait, d, step_tokens, router_results):
+    """The load-balancing loss against transformers' (output_router_logits): a one-layer copy of the
+    family, where transformers' f, pooled over the layers and summing to k, is k times Megatron's;
+    plait's aux_loss = router_aux_loss_coef · k. The step's logged loss (cross entropy and the
+    router's term, each microbatch the same window) against transformers' cross entropy plus
+    router_aux_loss_coef times its aux_loss, in fp32."""
+    coef, k = 0.02, fam.config.num_experts_per_tok
+    config = fam.config.to_dict()
+    config.update(num_hidden_layers=1, output_router_logits=True, router_aux_loss_coef=coef)
+    if config.get("layer_types"):
+        config["layer_types"] = config["layer_types"][:1]
+    torch.manual_seed(4321)
+    hf = fam.model_class(type(fam.config)(**config)).eval()
+    one = os.path.join(d, "one-layer")
+    hf.save_pretrained(one + ".hf")
+    sets = ["--set"] + [v for v in fam.sets if not v.startswith("layers=")] + [
+        "layers=1", "aux_loss=%r" % (coef * k)]
+    run(plait, "import", fam.model_file, one + ".hf", "-o", one + ".imported", *sets)
+    run(plait, "build", fam.model_file, *sets, *BATCH, "-o", one)
+    step_bin, log = os.path.join(d, "step.bin"), one + ".json"
+    run(os.path.join(one, "train"), "--init", one + ".imported", "--data", step_bin, "--steps", "1",
+        "--log-json", log)
+    ours = [r for r in json_lines(log) if "loss" in r and "eval" not in r][0]["loss"]
+    ids = torch.tensor([step_tokens[:fam.seq + 1]])
+    with torch.no_grad():
+        out = hf(ids[:, :-1])  # every position's target, as plait's step (labels would drop one)
+    router = coef * out.aux_loss.item()
+    theirs = torch.nn.functional.cross_entropy(out.logits[0], ids[0, 1:]).item() + router
+    router_results.append((fam.name, theirs, router, relative(ours, theirs)))
+
+
+def check_family(fam, plait, tmp, text, results, router_results):
     eval_tokens = list(text[:fam.seq * fam.windows + 11])  # whole windows and a short one
     step_tokens = list(text[5000:5000 + fam.seq + 1])  # one window: each sample of the step
     d = os.path.join(tmp, fam.name.split()[0].lower().replace(".", ""))
@@ -538,6 +570,7 @@ def check_family(fam, plait, tmp, text, results):
     want64, _ = evaluate(hf64)
     if moe:
         lm_loss_alone(hf, eval_tokens[:fam.seq])
+        router_loss_check(fam, plait, d, step_tokens, router_results)
     for layout in fam.layouts:
         flags = LAYOUTS[layout]
         tag = "".join(c for c in layout if c.isalnum())
@@ -576,12 +609,12 @@ def main():
     build = sys.argv[1] if len(sys.argv) > 1 else "build"
     plait = os.path.join(ROOT, build, "plait")
     text = b"".join(open(os.path.join("/usr/share/common-licenses", f), "rb").read() for f in ("GPL-3", "Apache-2.0"))
-    results = []
+    results, router_results = [], []
     with tempfile.TemporaryDirectory() as tmp:
         wanted = sys.argv[2:]  # names of families to check (all by default)
         for fam in FAMILIES:
             if not wanted or fam.name.split()[0] in wanted:
-                check_family(fam, plait, tmp, text, results)
+                check_family(fam, plait, tmp, text, results, router_results)
     limits = (1e-6, 1e-12, 1e-5, 1e-6)
     print("transformers %s, torch %s; %d tokens evaluated, windows of %d (Mistral-v0.2: 4210, 4200)"
           % (transformers.__version__, torch.__version__, SEQ * 8 + 10, SEQ))
@@ -595,6 +628,14 @@ def main():
         print("| %s | %s | %.6f | %.1e | %.1e | %.1e | %.1e |%s" % (name, layout, loss, e32, e64, grad, exported,
                                                                      "" if ok else " FAIL (worst " + where + ")"))
     print("relative differences; limits %.0e, %.0e, %.0e, %.0e" % limits)
+    if router_results:
+        print("| model, one layer | loss with the load-balancing loss (transformers) "
+              "| of which the router's | the step's loss, fp32 |")
+        print("| --- | --- | --- | --- |")
+    for name, loss, router, e32 in router_results:
+        failed += e32 > limits[0]
+        print("| %s | %.6f | %.6f | %.1e |%s" % (name, loss, router, e32,
+                                                 "" if e32 <= limits[0] else " FAIL"))
     print("interop-check: %s" % ("FAILED" if failed else "passed"))
     sys.exit(1 if failed else 0)
 

@@ -17,6 +17,7 @@ CPU_WIDE static void ew_bias_add_row(int64_t row, int64_t p, const act_t *restri
 }
 
 void ew_bias_add(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, int64_t n1, act_t *restrict out) {
+  if (p == 0) return;
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) ew_bias_add_row(row, p, x0, x1, n1, out);
 }
@@ -33,6 +34,7 @@ CPU_WIDE static void ew_residual_bias_add_row(int64_t row, int64_t p, const act_
 }
 
 void ew_residual_bias_add(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, const act_t *restrict x2, int64_t n2, act_t *restrict out) {
+  if (p == 0) return;
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) ew_residual_bias_add_row(row, p, x0, x1, x2, n2, out);
 }
@@ -49,6 +51,7 @@ CPU_WIDE static void ew_gelu_bias_add_row(int64_t row, int64_t p, const act_t *r
 }
 
 void ew_gelu_bias_add(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, int64_t n1, act_t *restrict out) {
+  if (p == 0) return;
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) ew_gelu_bias_add_row(row, p, x0, x1, n1, out);
 }
@@ -65,6 +68,7 @@ CPU_WIDE static void ew_gelu_bias_add_backward_row(int64_t row, int64_t p, const
 }
 
 void ew_gelu_bias_add_backward(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, const act_t *restrict x2, int64_t n2, act_t *restrict out) {
+  if (p == 0) return;
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) ew_gelu_bias_add_backward_row(row, p, x0, x1, x2, n2, out);
 }
@@ -80,6 +84,7 @@ CPU_WIDE static void ew_add_row(int64_t row, int64_t p, const act_t *restrict x0
 }
 
 void ew_add(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, act_t *restrict out) {
+  if (p == 0) return;
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) ew_add_row(row, p, x0, x1, out);
 }

@@ -16,6 +16,7 @@ CPU_WIDE static void ew_add_row(int64_t row, int64_t p, const act_t *restrict x0
 }
 
 void ew_add(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, act_t *restrict out) {
+  if (p == 0) return;
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) ew_add_row(row, p, x0, x1, out);
 }
@@ -31,6 +32,7 @@ CPU_WIDE static void ew_1_row(int64_t row, int64_t p, const act_t *restrict x0, 
 }
 
 void ew_1(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, act_t *restrict out) {
+  if (p == 0) return;
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) ew_1_row(row, p, x0, x1, out);
 }
@@ -46,6 +48,7 @@ CPU_WIDE static void ew_2_row(int64_t row, int64_t p, const act_t *restrict x0, 
 }
 
 void ew_2(int64_t n, int64_t p, const act_t *restrict x0, act_t *restrict out) {
+  if (p == 0) return;
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) ew_2_row(row, p, x0, out);
 }
@@ -61,6 +64,7 @@ CPU_WIDE static void ew_3_row(int64_t row, int64_t p, const act_t *restrict x0, 
 }
 
 void ew_3(int64_t n, int64_t p, const act_t *restrict x0, act_t *restrict out) {
+  if (p == 0) return;
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) ew_3_row(row, p, x0, out);
 }
@@ -76,6 +80,7 @@ CPU_WIDE static void ew_swiglu_row(int64_t row, int64_t p, const act_t *restrict
 }
 
 void ew_swiglu(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, act_t *restrict out) {
+  if (p == 0) return;
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) ew_swiglu_row(row, p, x0, x1, out);
 }
@@ -92,6 +97,7 @@ CPU_WIDE static void ew_5_row(int64_t row, int64_t p, const act_t *restrict x0, 
 }
 
 void ew_5(int64_t n, int64_t p, const act_t *restrict x0, int64_t n0, const act_t *restrict x1, act_t *restrict out) {
+  if (p == 0) return;
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) ew_5_row(row, p, x0, n0, x1, out);
 }
@@ -107,6 +113,7 @@ CPU_WIDE static void ew_6_row(int64_t row, int64_t p, const act_t *restrict x0, 
 }
 
 void ew_6(int64_t n, int64_t p, const act_t *restrict x0, act_t *restrict out) {
+  if (p == 0) return;
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) ew_6_row(row, p, x0, out);
 }
@@ -122,6 +129,7 @@ CPU_WIDE static void ew_7_row(int64_t row, int64_t p, const act_t *restrict x0, 
 }
 
 void ew_7(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, act_t *restrict out) {
+  if (p == 0) return;
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) ew_7_row(row, p, x0, x1, out);
 }
@@ -137,6 +145,7 @@ CPU_WIDE static void ew_8_row(int64_t row, int64_t p, const act_t *restrict x0, 
 }
 
 void ew_8(int64_t n, int64_t p, const act_t *restrict x0, act_t *restrict out) {
+  if (p == 0) return;
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) ew_8_row(row, p, x0, out);
 }
@@ -153,6 +162,7 @@ CPU_WIDE static void ew_9_row(int64_t row, int64_t p, const act_t *restrict x0, 
 }
 
 void ew_9(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, int64_t n1, const act_t *restrict x2, act_t *restrict out) {
+  if (p == 0) return;
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) ew_9_row(row, p, x0, x1, n1, x2, out);
 }
@@ -168,6 +178,7 @@ CPU_WIDE static void ew_10_row(int64_t row, int64_t p, const act_t *restrict x0,
 }
 
 void ew_10(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, const act_t *restrict x2, act_t *restrict out) {
+  if (p == 0) return;
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) ew_10_row(row, p, x0, x1, x2, out);
 }
@@ -183,6 +194,7 @@ CPU_WIDE static void ew_11_row(int64_t row, int64_t p, const act_t *restrict x0,
 }
 
 void ew_11(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, act_t *restrict out) {
+  if (p == 0) return;
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) ew_11_row(row, p, x0, x1, out);
 }
@@ -198,6 +210,7 @@ CPU_WIDE static void ew_12_row(int64_t row, int64_t p, const act_t *restrict x0,
 }
 
 void ew_12(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, act_t *restrict out) {
+  if (p == 0) return;
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) ew_12_row(row, p, x0, x1, out);
 }
@@ -213,6 +226,7 @@ CPU_WIDE static void ew_swiglu_2_row(int64_t row, int64_t p, const act_t *restri
 }
 
 void ew_swiglu_2(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, act_t *restrict out) {
+  if (p == 0) return;
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) ew_swiglu_2_row(row, p, x0, x1, out);
 }
@@ -228,6 +242,7 @@ CPU_WIDE static void ew_swiglu_gate_backward_row(int64_t row, int64_t p, const a
 }
 
 void ew_swiglu_gate_backward(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, const act_t *restrict x2, act_t *restrict out) {
+  if (p == 0) return;
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) ew_swiglu_gate_backward_row(row, p, x0, x1, x2, out);
 }
@@ -243,6 +258,7 @@ CPU_WIDE static void ew_15_row(int64_t row, int64_t p, const act_t *restrict x0,
 }
 
 void ew_15(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, const act_t *restrict x2, const act_t *restrict x3, const act_t *restrict x4, const act_t *restrict x5, act_t *restrict out) {
+  if (p == 0) return;
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) ew_15_row(row, p, x0, x1, x2, x3, x4, x5, out);
 }
@@ -259,6 +275,7 @@ CPU_WIDE static void ew_16_row(int64_t row, int64_t p, const act_t *restrict x0,
 }
 
 void ew_16(int64_t n, int64_t p, const act_t *restrict x0, const act_t *restrict x1, const act_t *restrict x2, int64_t n2, const act_t *restrict x3, const act_t *restrict x4, const act_t *restrict x5, act_t *restrict out) {
+  if (p == 0) return;
 #pragma omp parallel for
   for (int64_t row = 0; row < n / p; row++) ew_16_row(row, p, x0, x1, x2, n2, x3, x4, x5, out);
 }
